@@ -1,0 +1,183 @@
+"""The op table: one row per `fusion` op, and everything derived from it.
+
+A row says how the frontends type the op (`rule`), how the numpy reference computes it
+(`ref`), how it lowers to one element's arith/math code (`lower`, elementwise ops), and its
+IRDL signature (`operands`, `results`, `attributes`). `fusion.irdl.mlir` is generated from
+these rows (`python -m mlirfuse.dialects.gen_irdl`); a test keeps the two in sync. Adding an
+elementwise op is adding one row.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from mlirfuse.lowering import scalar as S
+
+# Typing rules for elementwise ops (see frontend/ops.py).
+SAME = "same"            # operands promoted together; result has that dtype
+FLOAT = "float"          # as SAME, but integer/bool results become float32
+COMPARE = "compare"      # operands promoted together; result bool
+PREDICATE = "predicate"  # one operand, not promoted; result bool
+LOGICAL = "logical"      # operands converted to bool; result bool
+BITWISE = "bitwise"      # integer/bool operands promoted together
+WHERE = "where"          # condition converted to bool, other operands promoted
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """One `fusion` op. operands/results: names; `T` marks operands sharing one type."""
+
+    name: str
+    kind: str  # elementwise | reduction | shape | cast | constant | random | size
+    operands: tuple[str, ...]
+    results: tuple[str, ...] = ("result",)
+    rule: str = ""
+    ref: Callable | None = None
+    lower: S.Lowering | None = None
+    attributes: tuple[str, ...] = ()
+    variadic_sizes: bool = False
+    bool_ok: bool = True
+    doc: str = ""
+    same_type: tuple[str, ...] = field(default=())
+
+    @property
+    def arity(self) -> int:
+        return len(self.operands)
+
+
+def _ew(name: str, arity: int, rule: str, ref: Callable, lower: S.Lowering,
+        bool_ok: bool = True, doc: str = "") -> OpDef:
+    operands = {1: ("x",), 2: ("lhs", "rhs"), 3: ("a", "b", "c")}[arity]
+    if name == "where":
+        operands = ("condition", "lhs", "rhs")
+    if rule in (COMPARE, PREDICATE):
+        same = operands  # result is a bool tensor of its own type
+    elif rule == WHERE:
+        same = ("lhs", "rhs", "result")
+    else:
+        same = operands + ("result",)
+    return OpDef(name, "elementwise", operands, rule=rule, ref=ref, lower=lower,
+                 bool_ok=bool_ok, same_type=same, doc=doc)
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    return np.vectorize(math.erf, otypes=[np.float64])(x).astype(x.dtype)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1 / (1 + np.exp(-x))
+
+
+def _int_identity(fn: Callable) -> Callable:
+    return lambda x: fn(x) if x.dtype.kind == "f" else x
+
+
+def _ref_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if a.dtype.kind == "f":
+        return np.power(a, b)
+    return np.round(np.power(a.astype(np.float64), b.astype(np.float64))).astype(a.dtype)
+
+
+def _ref_lerp(a: np.ndarray, b: np.ndarray, w: np.ndarray) -> np.ndarray:
+    diff = b - a
+    return np.where(np.abs(w) < 0.5, a + w * diff, b - diff * (1 - w))
+
+
+def _ref_not(x: np.ndarray) -> np.ndarray:
+    return np.invert(x)
+
+
+ELEMENTWISE = [
+    _ew("neg", 1, SAME, np.negative, S.by_kind(lambda e, x: S.arith.negf(x), S.neg_int), bool_ok=False),
+    _ew("abs", 1, SAME, np.abs, S.by_kind(lambda e, x: S.math.absf(x), S.abs_int, lambda e, x: x)),
+    _ew("exp", 1, FLOAT, np.exp, S.transcendental("exp")),
+    _ew("exp2", 1, FLOAT, np.exp2, S.transcendental("exp2")),
+    _ew("expm1", 1, FLOAT, np.expm1, S.transcendental("expm1")),
+    _ew("log", 1, FLOAT, np.log, S.transcendental("log")),
+    _ew("log2", 1, FLOAT, np.log2, S.transcendental("log2")),
+    _ew("log1p", 1, FLOAT, np.log1p, S.transcendental("log1p")),
+    _ew("sqrt", 1, FLOAT, np.sqrt, lambda e, x: S.math.sqrt(x)),
+    _ew("rsqrt", 1, FLOAT, lambda x: 1 / np.sqrt(x), S.rsqrt),
+    _ew("reciprocal", 1, FLOAT, lambda x: 1 / x, S.reciprocal),
+    _ew("sin", 1, FLOAT, np.sin, S.transcendental("sin")),
+    _ew("cos", 1, FLOAT, np.cos, S.transcendental("cos")),
+    _ew("tanh", 1, FLOAT, np.tanh, S.transcendental("tanh")),
+    _ew("sigmoid", 1, FLOAT, _sigmoid, S.transcendental("sigmoid")),
+    _ew("erf", 1, FLOAT, _erf, S.transcendental("erf")),
+    _ew("relu", 1, SAME, lambda x: np.maximum(x, np.zeros((), x.dtype)), S.relu),
+    _ew("silu", 1, FLOAT, lambda x: x * _sigmoid(x), S.silu),
+    _ew("floor", 1, SAME, _int_identity(np.floor), S.by_kind(lambda e, x: S.math.floor(x), lambda e, x: x)),
+    _ew("ceil", 1, SAME, _int_identity(np.ceil), S.by_kind(lambda e, x: S.math.ceil(x), lambda e, x: x)),
+    _ew("round", 1, SAME, _int_identity(np.round), S.round_even),
+    _ew("sign", 1, SAME, np.sign, S.sign),
+    _ew("isnan", 1, PREDICATE, np.isnan, S.isnan),
+    _ew("isinf", 1, PREDICATE, np.isinf, S.isinf),
+    _ew("logical_not", 1, LOGICAL, np.logical_not, S.invert),
+    _ew("bitwise_not", 1, BITWISE, _ref_not, S.invert),
+    _ew("add", 2, SAME, np.add, S.binary(S.arith.addf, S.arith.addi, S.arith.ori)),
+    _ew("sub", 2, SAME, np.subtract, S.binary(S.arith.subf, S.arith.subi), bool_ok=False),
+    _ew("mul", 2, SAME, np.multiply, S.binary(S.arith.mulf, S.arith.muli, S.arith.andi)),
+    _ew("div", 2, FLOAT, np.true_divide, S.div),
+    _ew("pow", 2, SAME, _ref_pow, S.power, bool_ok=False),
+    _ew("fmod", 2, SAME, np.fmod, S.by_kind(lambda e, a, b: S.arith.remf(a, b), S.fmod_int), bool_ok=False),
+    _ew("remainder", 2, SAME, np.remainder, S.remainder, bool_ok=False),
+    _ew("maximum", 2, SAME, np.maximum, S.maximum),
+    _ew("minimum", 2, SAME, np.minimum, S.minimum),
+    _ew("atan2", 2, FLOAT, np.arctan2, lambda e, a, b: S.math.atan2(a, b)),
+    _ew("eq", 2, COMPARE, np.equal, S.compare("eq")),
+    _ew("ne", 2, COMPARE, np.not_equal, S.compare("ne")),
+    _ew("lt", 2, COMPARE, np.less, S.compare("lt")),
+    _ew("le", 2, COMPARE, np.less_equal, S.compare("le")),
+    _ew("gt", 2, COMPARE, np.greater, S.compare("gt")),
+    _ew("ge", 2, COMPARE, np.greater_equal, S.compare("ge")),
+    _ew("logical_and", 2, LOGICAL, np.logical_and, lambda e, a, b: S.arith.andi(a, b)),
+    _ew("logical_or", 2, LOGICAL, np.logical_or, lambda e, a, b: S.arith.ori(a, b)),
+    _ew("bitwise_and", 2, BITWISE, np.bitwise_and, lambda e, a, b: S.arith.andi(a, b)),
+    _ew("bitwise_or", 2, BITWISE, np.bitwise_or, lambda e, a, b: S.arith.ori(a, b)),
+    _ew("bitwise_xor", 2, BITWISE, np.bitwise_xor, lambda e, a, b: S.arith.xori(a, b)),
+    _ew("where", 3, WHERE, np.where, S.where),
+    _ew("clamp", 3, SAME, lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi), S.clamp),
+    _ew("lerp", 3, FLOAT, _ref_lerp, S.lerp),
+]
+
+_REDUCE_ATTRS = ("axes", "keepdim")
+REDUCTIONS = [
+    OpDef("sum", "reduction", ("input",), attributes=_REDUCE_ATTRS, doc="sum over axes"),
+    OpDef("prod", "reduction", ("input",), attributes=_REDUCE_ATTRS, doc="product over axes"),
+    OpDef("max", "reduction", ("input",), attributes=_REDUCE_ATTRS, doc="maximum (NaN propagates)"),
+    OpDef("min", "reduction", ("input",), attributes=_REDUCE_ATTRS, doc="minimum (NaN propagates)"),
+    OpDef("mean", "reduction", ("input",), attributes=_REDUCE_ATTRS, doc="arithmetic mean"),
+    OpDef("var", "reduction", ("input",), attributes=_REDUCE_ATTRS + ("correction",),
+          doc="variance with Bessel-style correction"),
+    OpDef("var_mean", "reduction", ("input",), results=("var", "mean"),
+          attributes=_REDUCE_ATTRS + ("correction",), doc="(var, mean) as torch.var_mean"),
+]
+
+SHAPE_OPS = [
+    OpDef("broadcast_in_dim", "shape", ("input",), attributes=("shape", "broadcast_dims"),
+          variadic_sizes=True, doc="place input dims at broadcast_dims of a larger shape"),
+    OpDef("expand", "shape", ("input",), attributes=("shape",), variadic_sizes=True,
+          doc="broadcast size-1 dims to the given sizes (same rank)"),
+    OpDef("reshape", "shape", ("input",), attributes=("shape",), variadic_sizes=True,
+          doc="row-major reshape to new_shape"),
+    OpDef("permute", "shape", ("input",), attributes=("dims",), doc="dimension permutation"),
+    OpDef("squeeze", "shape", ("input",), attributes=("dims",), doc="drop size-1 dims"),
+    OpDef("unsqueeze", "shape", ("input",), attributes=("dim",), doc="insert a size-1 dim"),
+]
+
+OTHER_OPS = [
+    OpDef("cast", "cast", ("input",), doc="element type conversion (result type says to what)"),
+    OpDef("constant", "constant", (), attributes=("value",), doc="a 0-d tensor constant"),
+    OpDef("uniform", "random", ("minval", "maxval", "seed", "offset"), attributes=("shape",),
+          variadic_sizes=True, doc="Philox4x32-10 uniform numbers in [minval, maxval)"),
+    OpDef("rand_like", "random", ("input", "seed", "offset"),
+          doc="uniform [0, 1) numbers shaped like input"),
+    OpDef("size", "size", ("input",), results=("result",), attributes=("dim",),
+          doc="extent of one dim, as an index"),
+]
+
+OPS: dict[str, OpDef] = {op.name: op for op in ELEMENTWISE + REDUCTIONS + SHAPE_OPS + OTHER_OPS}

@@ -1,0 +1,196 @@
+"""The traced computation: a small SSA graph that both frontends build and print as fusion IR.
+
+Frontends record ops here with their inferred dtypes and (symbolic) shapes; `to_mlir`
+prints the graph as one `func.func @fusion` in the `fusion` dialect. Everything after that
+(passes, backends, the reference evaluator) works on the IR.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Sequence
+
+from mlirfuse.dtypes import DataType
+from mlirfuse.errors import FusionError
+from mlirfuse.frontend.symbolic import Size, SymSize
+
+# Priorities for type promotion (see dtypes.result_type).
+SCALAR, ZERO_DIM, DIMENSIONED = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """What a compiled fusion expects of one input: its guard."""
+
+    dtype: DataType
+    shape: tuple[int | None, ...]  # None: dynamic extent (never 1 at run time)
+    contiguous: bool = True
+    scalar: bool = False  # a runtime Python scalar (0-d, weakly typed)
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+
+@dataclass(eq=False)
+class Node:
+    op: str
+    inputs: list["Tensor"]
+    attrs: dict[str, Any]
+    outputs: list["Tensor"] = field(default_factory=list)
+    sizes: list[SymSize] = field(default_factory=list)  # dynamic extents of the result
+
+
+class Fusion:
+    """A graph of fusion ops with inputs, outputs and runtime shape constraints."""
+
+    def __init__(self) -> None:
+        self.inputs: list[Tensor] = []
+        self.specs: list[InputSpec] = []
+        self.nodes: list[Node] = []
+        self.outputs: list[Tensor] = []
+        self.constraints: list[tuple[Size, Size]] = []  # sizes equal at run time
+        self._aliases: dict[SymSize, Size] = {}
+        self._next_id = 0
+
+    # -- building ----------------------------------------------------------------------
+    def add_input(self, spec: InputSpec) -> "Tensor":
+        pos = len(self.inputs)
+        shape = tuple(SymSize.of((pos, d)) if s is None else s for s, d in zip(spec.shape, range(spec.rank)))
+        t = Tensor(self, spec.dtype, shape, None, priority=SCALAR if spec.scalar else _priority(shape))
+        self.inputs.append(t)
+        self.specs.append(spec)
+        return t
+
+    def add_node(self, op: str, inputs: Sequence["Tensor"], attrs: dict[str, Any],
+                 results: Sequence[tuple[DataType, tuple[Size, ...]]],
+                 priority: int | None = None) -> list["Tensor"]:
+        for t in inputs:
+            if t.fusion is not self:
+                raise FusionError(f"{op}: operand belongs to another fusion definition")
+        node = Node(op, list(inputs), dict(attrs))
+        for dtype, shape in results:
+            shape = tuple(self.canonical(s) for s in shape)
+            node.outputs.append(Tensor(self, dtype, shape, node,
+                                       priority=_priority(shape) if priority is None else priority))
+        self.nodes.append(node)
+        return node.outputs
+
+    def add_output(self, t: "Tensor") -> None:
+        if not isinstance(t, Tensor) or t.fusion is not self:
+            raise FusionError(f"add_output: expected a tensor of this fusion, got {t!r}")
+        self.outputs.append(t)
+
+    def new_id(self) -> int:
+        self._next_id += 1
+        return self._next_id
+
+    # -- symbolic sizes ----------------------------------------------------------------
+    def canonical(self, size: Size) -> Size:
+        while isinstance(size, SymSize) and size in self._aliases:
+            size = self._aliases[size]
+        return size
+
+    def unify(self, a: Size, b: Size, what: str) -> Size:
+        """Sizes that must match: equal statically, or recorded as a runtime constraint."""
+        a, b = self.canonical(a), self.canonical(b)
+        if a == b:
+            return a
+        if isinstance(a, int) and isinstance(b, int):
+            raise FusionError(f"{what}: sizes {a} and {b} do not match")
+        self.constraints.append((a, b))
+        if isinstance(b, SymSize):
+            self._aliases[b] = a
+            return a
+        assert isinstance(a, SymSize)
+        self._aliases[a] = b
+        return b
+
+    # -- printing ----------------------------------------------------------------------
+    def to_mlir(self) -> str:
+        from mlirfuse.frontend.printer import print_fusion
+
+        return print_fusion(self)
+
+    def __str__(self) -> str:
+        return self.to_mlir()
+
+
+def _priority(shape: tuple[Size, ...]) -> int:
+    return DIMENSIONED if shape else ZERO_DIM
+
+
+class Tensor:
+    """A value of a fusion being traced; supports Python operators."""
+
+    __array_priority__ = 1000  # numpy scalars defer to our operators
+
+    def __init__(self, fusion: Fusion, dtype: DataType, shape: tuple[Size, ...],
+                 node: Node | None, priority: int):
+        self.fusion = fusion
+        self.dtype = dtype
+        self.shape = shape
+        self.node = node
+        self.priority = priority
+        self.id = fusion.new_id()
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def size(self, dim: int) -> Size:
+        from mlirfuse.frontend.ops import normalize_dim
+
+        return self.shape[normalize_dim(dim, self.ndim, "size")]
+
+    def numel(self) -> Size:
+        result: Size = 1
+        for s in self.shape:
+            result = s * result if isinstance(s, SymSize) else result * s
+        return result
+
+    def __repr__(self) -> str:
+        dims = ", ".join(str(s) for s in self.shape)
+        return f"Tensor(T{self.id}, {self.dtype.value}[{dims}])"
+
+    def __bool__(self) -> bool:
+        raise FusionError("a traced tensor has no truth value (use mlirfuse.ops.where)")
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise FusionError("len() of a 0-d tensor")
+        first = self.shape[0]
+        if isinstance(first, SymSize):
+            raise FusionError("len() of a tensor with a symbolic first dimension")
+        return first
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    # Python operators are attached by frontend/ops.py (they need the op functions).
+
+
+# -- the fusion being traced (explicit scope, not module state) ----------------------------
+_CURRENT: contextvars.ContextVar[Fusion | None] = contextvars.ContextVar("mlirfuse_fusion", default=None)
+
+
+@contextlib.contextmanager
+def tracing(fusion: Fusion) -> Iterator[Fusion]:
+    token = _CURRENT.set(fusion)
+    try:
+        yield fusion
+    finally:
+        _CURRENT.reset(token)
+
+
+def current_fusion() -> Fusion | None:
+    return _CURRENT.get()
+
+
+def static_numel(shape: Sequence[Size]) -> int | None:
+    if any(isinstance(s, SymSize) for s in shape):
+        return None
+    return math.prod(shape)  # type: ignore[arg-type]

@@ -1,0 +1,476 @@
+"""The ops users call (`mlirfuse.ops.<name>`, `fd.ops.<name>`): typing, broadcasting, checks.
+
+Each function infers its result dtype and (symbolic) shape with PyTorch's rules, inserts the
+casts and broadcasts that make the recorded fusion op's operands agree, and raises
+FusionError, naming the op and the offending shapes/dtypes, on any user mistake.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any, Sequence
+
+from mlirfuse.dialects import optable as T
+from mlirfuse.dtypes import DataType, result_type, to_dtype
+from mlirfuse.errors import FusionError
+from mlirfuse.frontend.graph import DIMENSIONED, SCALAR, Fusion, Tensor, current_fusion
+from mlirfuse.frontend.symbolic import Size, SymSize, product
+
+Operand = Any  # Tensor | bool | int | float
+
+
+# -- helpers ---------------------------------------------------------------------------
+def normalize_dim(dim: int, ndim: int, what: str) -> int:
+    if not isinstance(dim, int) or isinstance(dim, bool):
+        raise FusionError(f"{what}: dim {dim!r} is not an int")
+    if not -builtins.max(ndim, 1) <= dim < builtins.max(ndim, 1):
+        raise FusionError(f"{what}: dim {dim} out of range for a tensor of rank {ndim}")
+    return dim % builtins.max(ndim, 1)
+
+
+def normalize_axes(axes: int | Sequence[int] | None, ndim: int, what: str) -> list[int]:
+    if axes is None:
+        return list(range(ndim))
+    if isinstance(axes, int):
+        axes = [axes]
+    out = sorted(normalize_dim(a, ndim, what) for a in axes)
+    if len(set(out)) != len(out):
+        raise FusionError(f"{what}: repeated axes {list(axes)}")
+    return out
+
+
+def _fusion_of(args: Sequence[Any], what: str) -> Fusion:
+    fusion = None
+    for a in args:
+        if isinstance(a, Tensor):
+            if fusion is not None and a.fusion is not fusion:
+                raise FusionError(f"{what}: operands come from different fusion definitions")
+            fusion = a.fusion
+    fusion = fusion or current_fusion()
+    if fusion is None:
+        raise FusionError(f"{what}: needs a tensor operand or an active fusion definition")
+    return fusion
+
+
+def _scalar_dtype(value: Any, what: str) -> DataType:
+    if isinstance(value, bool):
+        return DataType.Bool
+    if isinstance(value, int):
+        return DataType.Int
+    if isinstance(value, float):
+        return DataType.Double
+    if hasattr(value, "dtype") and getattr(value, "shape", None) == ():
+        return to_dtype(value.dtype)  # a numpy scalar
+    raise FusionError(f"{what}: unsupported operand {value!r} of type {type(value).__name__}")
+
+
+def _dtype_priority(x: Operand, what: str) -> tuple[DataType, int]:
+    if isinstance(x, Tensor):
+        return x.dtype, x.priority
+    if isinstance(x, SymSize):
+        raise FusionError(f"{what}: a symbolic size cannot be used as a number here; "
+                          "use a runtime scalar argument or static shapes")
+    return _scalar_dtype(x, what), SCALAR
+
+
+def constant(value: bool | int | float, dtype: DataType | str | None = None,
+             fusion: Fusion | None = None) -> Tensor:
+    """A 0-d constant; Python numbers used as operands become these."""
+    fusion = fusion or _fusion_of([], "constant")
+    dt = to_dtype(dtype) if dtype is not None else _scalar_dtype(value, "constant")
+    if dt.is_float:
+        value = float(value)
+    elif dt.is_int:
+        value = int(value)
+    else:
+        value = bool(value)
+    return fusion.add_node("constant", [], {"value": value}, [(dt, ())], priority=SCALAR)[0]
+
+
+def cast(x: Operand, dtype: DataType | str) -> Tensor:
+    dt = to_dtype(dtype)
+    if not isinstance(x, Tensor):
+        return constant(x, dt, _fusion_of([x], "cast"))
+    if x.dtype is dt:
+        return x
+    return x.fusion.add_node("cast", [x], {}, [(dt, x.shape)], priority=x.priority)[0]
+
+
+def _materialize(x: Operand, dtype: DataType, fusion: Fusion) -> Tensor:
+    return cast(x, dtype) if isinstance(x, Tensor) else constant(x, dtype, fusion)
+
+
+def broadcast_shapes(shapes: Sequence[tuple[Size, ...]], fusion: Fusion, what: str) -> tuple[Size, ...]:
+    rank = builtins.max((len(s) for s in shapes), default=0)
+    out: list[Size] = []
+    for i in range(rank):
+        sizes = [s[len(s) - rank + i] for s in shapes if len(s) - rank + i >= 0]
+        result: Size = 1
+        for size in sizes:
+            if size == 1:
+                continue
+            if result == 1:
+                result = size
+                continue
+            try:
+                result = fusion.unify(result, size, what)
+            except FusionError:
+                raise FusionError(f"{what}: shapes {[_fmt(s) for s in shapes]} do not broadcast") from None
+        out.append(result)
+    return tuple(out)
+
+
+def _fmt(shape: tuple[Size, ...]) -> list[Any]:
+    return [s if isinstance(s, int) else str(s) for s in shape]
+
+
+def broadcast_in_dim(x: Tensor, shape: Sequence[Size], broadcast_dims: Sequence[int]) -> Tensor:
+    """Place x's dims at `broadcast_dims` of `shape`; x's size-1 dims broadcast.
+
+    A -1 in `shape` takes the size of the input dim mapped there.
+    """
+    what = "broadcast_in_dim"
+    if not isinstance(x, Tensor):
+        raise FusionError(f"{what}: expected a tensor, got {x!r}")
+    bdims = list(broadcast_dims)
+    out = list(shape)
+    if len(bdims) != x.ndim:
+        raise FusionError(f"{what}: broadcast_dims {bdims} must name one output dim per input dim "
+                          f"(input shape {_fmt(x.shape)})")
+    if any(not 0 <= d < len(out) for d in bdims) or bdims != sorted(set(bdims)):
+        raise FusionError(f"{what}: broadcast_dims {bdims} must be increasing and within rank {len(out)}")
+    for i, d in enumerate(bdims):
+        if isinstance(out[d], int) and out[d] == -1:
+            out[d] = x.shape[i]
+        elif x.shape[i] != 1:
+            try:
+                out[d] = x.fusion.unify(x.shape[i], out[d], what)
+            except FusionError:
+                raise FusionError(f"{what}: input shape {_fmt(x.shape)} does not broadcast to "
+                                  f"{_fmt(tuple(shape))} at dims {bdims}") from None
+    for s in out:
+        if isinstance(s, int) and s < 0:
+            raise FusionError(f"{what}: invalid output shape {_fmt(tuple(shape))}")
+    out_t = tuple(out)
+    if out_t == x.shape:
+        return x
+    return x.fusion.add_node(what, [x], {"broadcast_dims": bdims}, [(x.dtype, out_t)])[0]
+
+
+def _broadcast_to(x: Tensor, shape: tuple[Size, ...]) -> Tensor:
+    if x.shape == shape:
+        return x
+    offset = len(shape) - x.ndim
+    return broadcast_in_dim(x, shape, list(range(offset, len(shape))))
+
+
+def expand(x: Tensor, shape: Sequence[Size]) -> Tensor:
+    """torch.Tensor.expand: size-1 dims grow, -1 keeps a size, new dims may lead."""
+    what = "expand"
+    shape = list(shape)
+    if not isinstance(x, Tensor) or len(shape) < x.ndim:
+        raise FusionError(f"{what}: cannot expand shape {_fmt(getattr(x, 'shape', ()))} to {shape}")
+    offset = len(shape) - x.ndim
+    out: list[Size] = []
+    for i, s in enumerate(shape):
+        src = x.shape[i - offset] if i >= offset else None
+        if isinstance(s, int) and s == -1:
+            if src is None:
+                raise FusionError(f"{what}: -1 not allowed for a new leading dim in {shape}")
+            s = src
+        elif src is not None and src != 1:
+            try:
+                s = x.fusion.unify(src, s, what)
+            except FusionError:
+                raise FusionError(f"{what}: dim {i} of size {src} cannot expand to {s}") from None
+        out.append(s)
+    out_t = tuple(out)
+    if out_t == x.shape:
+        return x
+    if offset:
+        return broadcast_in_dim(x, out_t, list(range(offset, len(out_t))))
+    return x.fusion.add_node(what, [x], {}, [(x.dtype, out_t)])[0]
+
+
+# -- elementwise -------------------------------------------------------------------------
+def elementwise(name: str, *args: Operand) -> Tensor:
+    op = T.OPS[name]
+    if len(args) != op.arity:
+        raise FusionError(f"{name}: expects {op.arity} operands, got {len(args)}")
+    fusion = _fusion_of(args, name)
+    typed = [_dtype_priority(a, name) for a in args]
+    if op.rule == T.LOGICAL:
+        operand_dtypes = [DataType.Bool] * len(args)
+        out_dtype = DataType.Bool
+    elif op.rule == T.PREDICATE:
+        operand_dtypes = [typed[0][0]]
+        out_dtype = DataType.Bool
+    elif op.rule == T.WHERE:
+        common = result_type(typed[1:])
+        operand_dtypes = [DataType.Bool, common, common]
+        out_dtype = common
+    else:
+        common = result_type(typed)
+        if op.rule == T.FLOAT and not common.is_float:
+            common = DataType.Float
+        if op.rule == T.BITWISE and common.is_float:
+            raise FusionError(f"{name}: needs integer or bool operands, got "
+                              f"{[d.value for d, _ in typed]}")
+        if common.is_bool and not op.bool_ok:
+            raise FusionError(f"{name}: not defined for bool tensors; cast them first")
+        operand_dtypes = [common] * len(args)
+        out_dtype = DataType.Bool if op.rule == T.COMPARE else common
+    operands = [_materialize(a, dt, fusion) for a, dt in zip(args, operand_dtypes)]
+    shape = broadcast_shapes([t.shape for t in operands], fusion, name)
+    operands = [_broadcast_to(t, shape) for t in operands]
+    priority = builtins.max(p for _, p in typed)
+    return fusion.add_node(name, operands, {}, [(out_dtype, shape)],
+                           priority=priority if priority < DIMENSIONED or not shape else DIMENSIONED)[0]
+
+
+def _make_elementwise(name: str):
+    def fn(*args: Operand) -> Tensor:
+        return elementwise(name, *args)
+    fn.__name__ = name
+    fn.__doc__ = f"Elementwise `{name}` with PyTorch broadcasting and type promotion."
+    return fn
+
+
+# -- reductions --------------------------------------------------------------------------
+def _reduction(name: str, x: Operand, axes: Any, keepdim: bool, extra: dict[str, Any],
+               dtype: Any = None) -> list[Tensor]:
+    if not isinstance(x, Tensor):
+        raise FusionError(f"{name}: expected a tensor, got {x!r}")
+    if dtype is not None and dtype is not DataType.Null:
+        x = cast(x, dtype)
+    dims = normalize_axes(axes, x.ndim, name) if axes not in (None, []) else list(range(x.ndim))
+    if x.ndim == 0:
+        dims = []
+    if name in ("mean", "var", "var_mean") and not x.dtype.is_float:
+        raise FusionError(f"{name}: needs a floating-point input, got {x.dtype.value}; cast it first")
+    out_dtype = x.dtype
+    if name in ("sum", "prod") and not x.dtype.is_float:
+        out_dtype = DataType.Int
+    shape = tuple(1 if i in dims else s for i, s in enumerate(x.shape) if keepdim or i not in dims)
+    n_results = 2 if name == "var_mean" else 1
+    attrs = {"axes": dims, "keepdim": bool(keepdim), **extra}
+    return x.fusion.add_node(name, [x], attrs, [(out_dtype, shape)] * n_results)
+
+
+def sum(x: Tensor, axes: Any = None, keepdim: bool = False, dtype: Any = None, *, dims: Any = None) -> Tensor:  # noqa: A001
+    return _reduction("sum", x, axes if dims is None else dims, keepdim, {}, dtype)[0]
+
+
+def prod(x: Tensor, axes: Any = None, keepdim: bool = False, dtype: Any = None, *, dims: Any = None) -> Tensor:
+    return _reduction("prod", x, axes if dims is None else dims, keepdim, {}, dtype)[0]
+
+
+def max(x: Tensor, axes: Any = None, keepdim: bool = False, *, dims: Any = None) -> Tensor:  # noqa: A001
+    return _reduction("max", x, axes if dims is None else dims, keepdim, {})[0]
+
+
+def min(x: Tensor, axes: Any = None, keepdim: bool = False, *, dims: Any = None) -> Tensor:  # noqa: A001
+    return _reduction("min", x, axes if dims is None else dims, keepdim, {})[0]
+
+
+def mean(x: Tensor, axes: Any = None, keepdim: bool = False, dtype: Any = None, *, dims: Any = None) -> Tensor:
+    return _reduction("mean", x, axes if dims is None else dims, keepdim, {}, dtype)[0]
+
+
+def var(x: Tensor, axes: Any = None, correction: float = 1, keepdim: bool = False, *, dims: Any = None) -> Tensor:
+    return _reduction("var", x, axes if dims is None else dims, keepdim, {"correction": float(correction)})[0]
+
+
+def var_mean(x: Tensor, axes: Any = None, correction: float = 1, keepdim: bool = False,
+             *, dims: Any = None) -> tuple[Tensor, Tensor]:
+    v, m = _reduction("var_mean", x, axes if dims is None else dims, keepdim,
+                      {"correction": float(correction)})
+    return v, m
+
+
+# -- shapes ------------------------------------------------------------------------------
+def _sizes_arg(shape: Any, what: str) -> list[Size]:
+    if isinstance(shape, (int, SymSize)):
+        return [shape]
+    try:
+        sizes = list(shape)
+    except TypeError:
+        raise FusionError(f"{what}: shape must be a sequence of sizes, got {shape!r}") from None
+    for s in sizes:
+        if isinstance(s, bool) or not isinstance(s, (int, SymSize)):
+            raise FusionError(f"{what}: shape entries must be ints or sizes, got {s!r} in {sizes}")
+    return sizes
+
+
+def reshape(x: Tensor, new_shape: Any) -> Tensor:
+    what = "reshape"
+    if not isinstance(x, Tensor):
+        raise FusionError(f"{what}: expected a tensor, got {x!r}")
+    sizes = _sizes_arg(new_shape, what)
+    inferred = [i for i, s in enumerate(sizes) if isinstance(s, int) and s == -1]
+    if len(inferred) > 1 or any(isinstance(s, int) and s < -1 for s in sizes):
+        raise FusionError(f"{what}: invalid shape {_fmt(tuple(sizes))}")
+    numel = x.numel()
+    if inferred:
+        known = product([s for i, s in enumerate(sizes) if i != inferred[0]])
+        if known == 0:
+            raise FusionError(f"{what}: cannot infer -1 in {_fmt(tuple(sizes))} with a zero-size dim")
+        if isinstance(numel, int) and isinstance(known, int) and numel % known:
+            raise FusionError(f"{what}: shape {_fmt(x.shape)} ({numel} elements) cannot be "
+                              f"reshaped to {_fmt(tuple(sizes))}")
+        try:
+            sizes[inferred[0]] = _div_size(numel, known)
+        except FusionError:
+            raise FusionError(f"{what}: cannot infer -1 in {_fmt(tuple(sizes))} from "
+                              f"input shape {_fmt(x.shape)}") from None
+    new_numel = product(sizes)
+    if isinstance(numel, int) and isinstance(new_numel, int):
+        if numel != new_numel:
+            raise FusionError(f"{what}: shape {_fmt(x.shape)} ({numel} elements) cannot be "
+                              f"reshaped to {_fmt(tuple(sizes))} ({new_numel} elements)")
+    else:
+        x.fusion.unify(numel, new_numel, what)
+    out = tuple(sizes)
+    if out == x.shape:
+        return x
+    return x.fusion.add_node(what, [x], {}, [(x.dtype, out)])[0]
+
+
+def _div_size(numel: Size, known: Size) -> Size:
+    if isinstance(known, SymSize) and isinstance(numel, int):
+        raise FusionError("cannot divide a static size by a symbolic one")
+    return numel // known
+
+
+def permute(x: Tensor, dims: Sequence[int]) -> Tensor:
+    what = "permute"
+    if not isinstance(x, Tensor):
+        raise FusionError(f"{what}: expected a tensor, got {x!r}")
+    perm = [normalize_dim(d, x.ndim, what) for d in dims]
+    if sorted(perm) != list(range(x.ndim)):
+        raise FusionError(f"{what}: {list(dims)} is not a permutation of {x.ndim} dims")
+    if perm == list(range(x.ndim)):
+        return x
+    return x.fusion.add_node(what, [x], {"dims": perm}, [(x.dtype, tuple(x.shape[p] for p in perm))])[0]
+
+
+def squeeze(x: Tensor, dims: Any = None) -> Tensor:
+    """torch.squeeze: drops the given size-1 dims (all of them when dims is None)."""
+    what = "squeeze"
+    if not isinstance(x, Tensor):
+        raise FusionError(f"{what}: expected a tensor, got {x!r}")
+    if dims is None:
+        chosen = [i for i, s in enumerate(x.shape) if s == 1]
+    else:
+        chosen = [d for d in normalize_axes(dims, x.ndim, what) if x.ndim and x.shape[d] == 1]
+    if not chosen:
+        return x
+    shape = tuple(s for i, s in enumerate(x.shape) if i not in chosen)
+    return x.fusion.add_node(what, [x], {"dims": chosen}, [(x.dtype, shape)])[0]
+
+
+def unsqueeze(x: Tensor, dim: int) -> Tensor:
+    what = "unsqueeze"
+    if not isinstance(x, Tensor):
+        raise FusionError(f"{what}: expected a tensor, got {x!r}")
+    d = normalize_dim(dim, x.ndim + 1, what)
+    shape = x.shape[:d] + (1,) + x.shape[d:]
+    return x.fusion.add_node(what, [x], {"dim": d}, [(x.dtype, shape)])[0]
+
+
+def size(x: Tensor, dim: int) -> Size:
+    """The extent of one dim: an int, or a symbolic size usable in shapes."""
+    return x.size(dim)
+
+
+# -- random ------------------------------------------------------------------------------
+def _rng_operand(value: Any, what: str, fusion: Fusion) -> Tensor:
+    if isinstance(value, Tensor):
+        if value.shape or value.dtype.is_float:
+            raise FusionError(f"{what}: seed/offset must be integer scalars, got {value!r}")
+        return cast(value, DataType.Int)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise FusionError(f"{what}: seed/offset must be ints, got {value!r}")
+    return constant(value, DataType.Int, fusion)
+
+
+def uniform(minval: Operand, maxval: Operand, shape: Any, seed: Any = 0, offset: Any = 0,
+            dtype: Any = DataType.Float, *, rng_seed: Any = None, rng_offset: Any = None) -> Tensor:
+    """Philox4x32-10 uniform numbers in [minval, maxval): same bits on every backend."""
+    what = "uniform"
+    seed = seed if rng_seed is None else rng_seed
+    offset = offset if rng_offset is None else rng_offset
+    dt = to_dtype(dtype)
+    if not dt.is_float:
+        raise FusionError(f"{what}: dtype must be floating point, got {dt.value}")
+    sizes = _sizes_arg(shape, what)
+    if any(isinstance(s, int) and s < 0 for s in sizes):
+        raise FusionError(f"{what}: invalid shape {_fmt(tuple(sizes))}")
+    fusion = _fusion_of([minval, maxval, seed, offset], what)
+    lo = _materialize(minval, dt, fusion)
+    hi = _materialize(maxval, dt, fusion)
+    if lo.shape or hi.shape:
+        raise FusionError(f"{what}: minval and maxval must be scalars")
+    operands = [lo, hi, _rng_operand(seed, what, fusion), _rng_operand(offset, what, fusion)]
+    return fusion.add_node(what, operands, {}, [(dt, tuple(sizes))])[0]
+
+
+def rand_like(x: Tensor, seed: Any = 0, offset: Any = 0, *, rng_seed: Any = None,
+              rng_offset: Any = None, dtype: Any = None) -> Tensor:
+    """Uniform [0, 1) numbers with x's shape (and dtype unless given)."""
+    what = "rand_like"
+    if not isinstance(x, Tensor):
+        raise FusionError(f"{what}: expected a tensor, got {x!r}")
+    dt = to_dtype(dtype) if dtype is not None else x.dtype
+    if not dt.is_float:
+        raise FusionError(f"{what}: needs a floating-point dtype, got {dt.value}")
+    seed = seed if rng_seed is None else rng_seed
+    offset = offset if rng_offset is None else rng_offset
+    operands = [x, _rng_operand(seed, what, x.fusion), _rng_operand(offset, what, x.fusion)]
+    return x.fusion.add_node(what, operands, {}, [(dt, x.shape)])[0]
+
+
+# The elementwise ops, generated from the op table.
+for _op in T.ELEMENTWISE:
+    globals()[_op.name] = _make_elementwise(_op.name)
+
+ELEMENTWISE_NAMES = [op.name for op in T.ELEMENTWISE]
+REDUCTION_NAMES = [op.name for op in T.REDUCTIONS]
+SHAPE_NAMES = ["broadcast_in_dim", "expand", "reshape", "permute", "squeeze", "unsqueeze", "size"]
+__all__ = ELEMENTWISE_NAMES + REDUCTION_NAMES + SHAPE_NAMES + [
+    "cast", "constant", "uniform", "rand_like", "broadcast_shapes"]
+
+
+def _attach_tensor_methods() -> None:
+    """Python operators and torch-style methods on traced tensors."""
+    g = globals()
+
+    def binary(name: str, reflected: bool = False):
+        if reflected:
+            return lambda self, other: g[name](other, self)
+        return lambda self, other: g[name](self, other)
+
+    operators = {
+        "add": "add", "sub": "sub", "mul": "mul", "truediv": "div", "pow": "pow",
+        "mod": "remainder", "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor",
+    }
+    for dunder, name in operators.items():
+        setattr(Tensor, f"__{dunder}__", binary(name))
+        setattr(Tensor, f"__r{dunder}__", binary(name, reflected=True))
+    for dunder in ("lt", "le", "gt", "ge", "eq", "ne"):
+        setattr(Tensor, f"__{dunder}__", binary(dunder))
+    Tensor.__neg__ = lambda self: g["neg"](self)
+    Tensor.__abs__ = lambda self: g["abs"](self)
+    Tensor.__pos__ = lambda self: self
+    Tensor.__invert__ = lambda self: g["bitwise_not"](self) if self.dtype is not DataType.Bool else g["logical_not"](self)
+    for name in ELEMENTWISE_NAMES + REDUCTION_NAMES + ["reshape", "permute", "squeeze", "unsqueeze",
+                                                       "expand"]:
+        if not hasattr(Tensor, name):
+            setattr(Tensor, name, g[name])
+    Tensor.view = g["reshape"]
+    Tensor.to = g["cast"]
+    Tensor.float = lambda self: cast(self, DataType.Float)
+    Tensor.T = property(lambda self: permute(self, list(reversed(range(self.ndim)))))
+
+
+_attach_tensor_methods()

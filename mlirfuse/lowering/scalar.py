@@ -1,0 +1,235 @@
+"""Scalar semantics of elementwise ops, emitted as arith/math ops on one element.
+
+Each op of the op table names one function here, `fn(e, *operands) -> value`. Operands
+arrive in the op's compute type (float32 for float16/bfloat16), so every function is written
+once for f32/f64/i32/i64/i1. Transcendentals go through `Emitter.math`: on the CPU, float32
+uses the vectorizable approximations of `approx.py` (libm calls would stop LLVM's loop
+vectorizer); on the GPU, `math` ops lower to libdevice.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from mlir import ir
+from mlir.dialects import arith, math
+
+
+F = arith.CmpFPredicate
+I = arith.CmpIPredicate
+
+
+class Emitter:
+    """Emits scalar code for one compute type under the current insertion point."""
+
+    def __init__(self, compute: ir.Type, target: str):
+        self.type = compute
+        self.target = target
+        self.is_float = isinstance(compute, (ir.F32Type, ir.F64Type))
+        self.is_bool = isinstance(compute, ir.IntegerType) and compute.width == 1
+        self.is_int = isinstance(compute, ir.IntegerType) and not self.is_bool
+
+    def const(self, value: float | int | bool, type_: ir.Type | None = None) -> ir.Value:
+        t = type_ or self.type
+        if isinstance(t, ir.IntegerType):
+            value = int(value)
+            if t.width == 1:
+                value = 1 if value else 0
+            return arith.constant(t, ir.IntegerAttr.get(t, value))
+        return arith.constant(t, ir.FloatAttr.get(t, float(value)))
+
+    def math(self, name: str, *xs: ir.Value) -> ir.Value:
+        """A transcendental function: approximation on CPU f32, math op elsewhere."""
+        from mlirfuse.lowering import approx  # noqa: PLC0415 (heavy only when used)
+
+        if self.target == "cpu" and isinstance(self.type, ir.F32Type) and name in approx.APPROXIMATIONS:
+            return approx.APPROXIMATIONS[name](*xs)
+        if name == "sigmoid":
+            one = self.const(1.0)
+            return arith.divf(one, arith.addf(one, self.math("exp", arith.negf(xs[0]))))
+        return getattr(math, name)(*xs)
+
+    def select(self, cond: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:
+        return arith.select(cond, a, b)
+
+    def cmp(self, pred: str, a: ir.Value, b: ir.Value) -> ir.Value:
+        """Compare with torch semantics: NaN is unordered (only `ne` holds)."""
+        if self.is_float:
+            fp = {"eq": F.OEQ, "ne": F.UNE, "lt": F.OLT, "le": F.OLE, "gt": F.OGT, "ge": F.OGE}
+            return arith.cmpf(fp[pred], a, b)
+        ip = {"eq": I.eq, "ne": I.ne, "lt": I.slt, "le": I.sle, "gt": I.sgt, "ge": I.sge}
+        if self.is_bool:
+            ip = {**ip, "lt": I.ult, "le": I.ule, "gt": I.ugt, "ge": I.uge}
+        return arith.cmpi(ip[pred], a, b)
+
+
+Lowering = Callable[..., ir.Value]
+
+
+def by_kind(on_float: Lowering, on_int: Lowering, on_bool: Lowering | None = None) -> Lowering:
+    def lower(e: Emitter, *xs: ir.Value) -> ir.Value:
+        if e.is_float:
+            return on_float(e, *xs)
+        if e.is_bool and on_bool is not None:
+            return on_bool(e, *xs)
+        return on_int(e, *xs)
+    return lower
+
+
+def transcendental(name: str) -> Lowering:
+    return lambda e, x: e.math(name, x)
+
+
+def neg_int(e: Emitter, x: ir.Value) -> ir.Value:
+    return arith.subi(e.const(0), x)
+
+
+def abs_int(e: Emitter, x: ir.Value) -> ir.Value:
+    return arith.maxsi(x, neg_int(e, x))
+
+
+def sign(e: Emitter, x: ir.Value) -> ir.Value:
+    zero, one = e.const(0), e.const(1)
+    if e.is_bool:
+        return x
+    pos = e.select(e.cmp("gt", x, zero), one, zero)
+    neg = e.select(e.cmp("lt", x, zero), one, zero)
+    diff = arith.subf(pos, neg) if e.is_float else arith.subi(pos, neg)
+    if e.is_float:  # sign(nan) = nan
+        return e.select(arith.cmpf(F.UNO, x, x), x, diff)
+    return diff
+
+
+def _safe_divisor(e: Emitter, b: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """Integer division by zero would trap the process: divide by 1 and report 0."""
+    is_zero = e.cmp("eq", b, e.const(0))
+    return is_zero, e.select(is_zero, e.const(1), b)
+
+
+def fmod_int(e: Emitter, a: ir.Value, b: ir.Value) -> ir.Value:
+    is_zero, safe = _safe_divisor(e, b)
+    return e.select(is_zero, e.const(0), arith.remsi(a, safe))
+
+
+def remainder(e: Emitter, a: ir.Value, b: ir.Value) -> ir.Value:
+    """Python's modulo: the result takes the sign of the divisor."""
+    r = arith.remf(a, b) if e.is_float else fmod_int(e, a, b)
+    zero = e.const(0)
+    fix = arith.andi(e.cmp("ne", r, zero),
+                     arith.xori(e.cmp("lt", r, zero), e.cmp("lt", b, zero)))
+    return e.select(fix, arith.addf(r, b) if e.is_float else arith.addi(r, b), r)
+
+
+def div(e: Emitter, a: ir.Value, b: ir.Value) -> ir.Value:
+    return arith.divf(a, b)
+
+
+def power(e: Emitter, a: ir.Value, b: ir.Value) -> ir.Value:
+    if e.is_float:
+        return math.powf(a, b)
+    # Integer power: exact through f64 for results below 2^53.
+    f64 = ir.F64Type.get()
+    r = math.powf(arith.sitofp(f64, a), arith.sitofp(f64, b))
+    return arith.fptosi(e.type, math.roundeven(r))
+
+
+def relu(e: Emitter, x: ir.Value) -> ir.Value:
+    zero = e.const(0)
+    return arith.maximumf(x, zero) if e.is_float else (x if e.is_bool else arith.maxsi(x, zero))
+
+
+def round_even(e: Emitter, x: ir.Value) -> ir.Value:
+    return math.roundeven(x) if e.is_float else x
+
+
+def isnan(e: Emitter, x: ir.Value) -> ir.Value:
+    return arith.cmpf(F.UNO, x, x) if e.is_float else e.const(False, ir.IntegerType.get_signless(1))
+
+
+def isinf(e: Emitter, x: ir.Value) -> ir.Value:
+    if not e.is_float:
+        return e.const(False, ir.IntegerType.get_signless(1))
+    return arith.cmpf(F.OEQ, math.absf(x), e.const(float("inf")))
+
+
+def silu(e: Emitter, x: ir.Value) -> ir.Value:
+    return arith.mulf(x, e.math("sigmoid", x))
+
+
+def rsqrt(e: Emitter, x: ir.Value) -> ir.Value:
+    return arith.divf(e.const(1.0), math.sqrt(x))
+
+
+def reciprocal(e: Emitter, x: ir.Value) -> ir.Value:
+    return arith.divf(e.const(1.0), x)
+
+
+def invert(e: Emitter, x: ir.Value) -> ir.Value:
+    return arith.xori(x, e.const(-1 if not e.is_bool else 1))
+
+
+def maximum(e: Emitter, a: ir.Value, b: ir.Value) -> ir.Value:
+    if e.is_float:
+        return arith.maximumf(a, b)
+    return arith.maxui(a, b) if e.is_bool else arith.maxsi(a, b)
+
+
+def minimum(e: Emitter, a: ir.Value, b: ir.Value) -> ir.Value:
+    if e.is_float:
+        return arith.minimumf(a, b)
+    return arith.minui(a, b) if e.is_bool else arith.minsi(a, b)
+
+
+def where(e: Emitter, c: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:
+    return arith.select(c, a, b)
+
+
+def clamp(e: Emitter, x: ir.Value, lo: ir.Value, hi: ir.Value) -> ir.Value:
+    return minimum(e, maximum(e, x, lo), hi)
+
+
+def lerp(e: Emitter, a: ir.Value, b: ir.Value, w: ir.Value) -> ir.Value:
+    """torch.lerp's two-sided formula, exact at both ends."""
+    diff = arith.subf(b, a)
+    small = arith.cmpf(F.OLT, math.absf(w), e.const(0.5))
+    lo = arith.addf(a, arith.mulf(w, diff))
+    hi = arith.subf(b, arith.mulf(diff, arith.subf(e.const(1.0), w)))
+    return arith.select(small, lo, hi)
+
+
+def compare(pred: str) -> Lowering:
+    return lambda e, a, b: e.cmp(pred, a, b)
+
+
+def binary(float_op: Callable, int_op: Callable, bool_op: Callable | None = None) -> Lowering:
+    return by_kind(lambda e, a, b: float_op(a, b), lambda e, a, b: int_op(a, b),
+                    (lambda e, a, b: bool_op(a, b)) if bool_op else None)
+
+
+def convert(value: ir.Value, to: ir.Type) -> ir.Value:
+    """Element conversion with torch semantics (float->bool is `!= 0`, bool->number is 0/1)."""
+    src = value.type
+    if src == to:
+        return value
+    src_float = not isinstance(src, ir.IntegerType)
+    dst_float = not isinstance(to, ir.IntegerType)
+    if isinstance(to, ir.IntegerType) and to.width == 1:
+        zero = Emitter(src, "").const(0)
+        return arith.cmpf(F.UNE, value, zero) if src_float else arith.cmpi(I.ne, value, zero)
+    if src_float and dst_float:
+        src_w, dst_w = _float_width(src), _float_width(to)
+        if src_w == dst_w:  # f16 <-> bf16 go through f32
+            return convert(convert(value, ir.F32Type.get()), to)
+        return arith.extf(to, value) if dst_w > src_w else arith.truncf(to, value)
+    if src_float:
+        return arith.fptosi(to, value)
+    src_bool = src.width == 1
+    if dst_float:
+        return arith.uitofp(to, value) if src_bool else arith.sitofp(to, value)
+    if src.width < to.width:
+        return arith.extui(to, value) if src_bool else arith.extsi(to, value)
+    return arith.trunci(to, value)
+
+
+def _float_width(t: ir.Type) -> int:
+    return {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}[str(t)]

@@ -1,0 +1,282 @@
+"""fusion ops -> linalg/tensor/arith on tensors, one op at a time.
+
+Elementwise ops become `linalg.generic`s over identity maps (operands already agree in
+shape: the frontends insert broadcasts), broadcasts become generics with projected maps,
+reductions generics with reduction loops, metadata ops `tensor` reshapes. Upstream
+`linalg-fuse-elementwise-ops` then merges the chains into loops.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from mlir import ir
+from mlir.dialects import arith, linalg, tensor
+
+from mlirfuse.dialects.optable import OPS
+from mlirfuse.errors import FusionError
+from mlirfuse.lowering import philox
+from mlirfuse.lowering import linalg_builders as B
+from mlirfuse.lowering.scalar import Emitter, convert
+
+
+
+def _ints(op: ir.Operation, name: str) -> list[int]:
+    return [int(v) for v in ir.DenseI64ArrayAttr(op.attributes[name])]
+
+
+def _int(op: ir.Operation, name: str) -> int:
+    return int(ir.IntegerAttr(op.attributes[name]).value)
+
+
+def _tensor(v: ir.Value) -> ir.RankedTensorType:
+    return ir.RankedTensorType(v.type)
+
+
+class FusionLowering:
+    """Rewrites every fusion op of a function into linalg/tensor/arith ops."""
+
+    def __init__(self, target: str = "cpu"):
+        self.target = target
+
+    def lower_function(self, func: ir.Operation) -> None:
+        block = func.regions[0].blocks[0]
+        for op in list(block.operations):
+            op = op.operation
+            if not op.name.startswith("fusion."):
+                continue
+            with ir.InsertionPoint(op), op.location:
+                new = self.lower(op)
+            for old, value in zip(op.results, new):
+                old.replace_all_uses_with(value)
+            op.erase()
+
+    # -- dispatch --------------------------------------------------------------------------
+    def lower(self, op: ir.Operation) -> list[ir.Value]:
+        name = op.name[len("fusion."):]
+        row = OPS.get(name)
+        if row is None:
+            raise FusionError(f"fusion-to-linalg: unknown op {op.name}")
+        if row.kind == "elementwise":
+            return [self.elementwise(op, row)]
+        if row.kind == "reduction":
+            return self.reduction(op, name)
+        handler = getattr(self, f"lower_{name}", None) or getattr(self, f"lower_{row.kind}")
+        return [handler(op)]
+
+    # -- elementwise ------------------------------------------------------------------------
+    def _map_elementwise(self, operands: Sequence[ir.Value], out_type: ir.RankedTensorType,
+                         body, input_maps: Sequence[Sequence[int]] | None = None,
+                         out_dims: Sequence[ir.Value] | None = None) -> ir.Value:
+        rank = out_type.rank
+        if out_dims is None:
+            out_dims = B.dims_of(operands[0])
+        init = B.empty(out_type.shape, out_dims, out_type.element_type)
+        maps = input_maps or [list(range(rank))] * len(operands)
+        return B.generic(operands, maps, init, list(range(rank)), rank, [], body)
+
+    def elementwise(self, op: ir.Operation, row) -> ir.Value:
+        out_type = _tensor(op.results[0])
+        out_elem = out_type.element_type
+        operands = list(op.operands)
+
+        def body(*args: ir.Value) -> ir.Value:
+            xs = [convert(a, B.compute_type(a.type)) for a in args[:-1]]
+            emitter = Emitter(xs[-1].type, self.target)
+            result = row.lower(emitter, *xs)
+            return convert(result, out_elem)
+
+        return self._map_elementwise(operands, out_type, body)
+
+    def lower_cast(self, op: ir.Operation) -> ir.Value:
+        out_type = _tensor(op.results[0])
+        return self._map_elementwise([op.operands[0]], out_type,
+                                     lambda x, _: convert(x, out_type.element_type))
+
+    def lower_constant(self, op: ir.Operation) -> ir.Value:
+        out_type = _tensor(op.results[0])
+        elem = out_type.element_type
+        value = op.attributes["value"]
+        raw = value.value if hasattr(value, "value") else value
+        if isinstance(elem, ir.IntegerType):
+            scalar = ir.IntegerAttr.get(elem, int(raw) if elem.width > 1 else int(bool(raw)))
+        else:
+            scalar = ir.FloatAttr.get(elem, float(raw))
+        return arith.constant(out_type, ir.DenseElementsAttr.get_splat(out_type, scalar))
+
+    def lower_size(self, op: ir.Operation) -> ir.Value:
+        return tensor.dim(op.operands[0], B.index_const(_int(op, "dim")))
+
+    # -- shapes -----------------------------------------------------------------------------
+    def _out_dims(self, op: ir.Operation, sizes: Sequence[ir.Value]) -> list[ir.Value]:
+        it = iter(sizes)
+        return [next(it) if s == -1 else B.index_const(s) for s in _ints(op, "shape")]
+
+    def _broadcast(self, op: ir.Operation, bdims: Sequence[int]) -> ir.Value:
+        x, sizes = op.operands[0], list(op.operands)[1:]
+        out_type = _tensor(op.results[0])
+        in_shape = _tensor(x).shape
+        # Size-1 input dims that grow are dropped first, so every map stays a projection.
+        dropped = [i for i, d in enumerate(bdims) if in_shape[i] == 1 and out_type.shape[d] != 1]
+        src = B.drop_unit_dims(x, dropped)
+        in_map = [d for i, d in enumerate(bdims) if i not in dropped]
+        return self._map_elementwise([src], out_type, lambda a, _: a, [in_map],
+                                     self._out_dims(op, sizes))
+
+    def lower_broadcast_in_dim(self, op: ir.Operation) -> ir.Value:
+        return self._broadcast(op, _ints(op, "broadcast_dims"))
+
+    def lower_expand(self, op: ir.Operation) -> ir.Value:
+        return self._broadcast(op, list(range(_tensor(op.operands[0]).rank)))
+
+    def lower_reshape(self, op: ir.Operation) -> ir.Value:
+        out_type = _tensor(op.results[0])
+        dims = self._out_dims(op, list(op.operands)[1:])
+        shape_type = ir.RankedTensorType.get([len(dims)], ir.IndexType.get())
+        shape = tensor.from_elements(shape_type, dims)
+        return tensor.reshape(out_type, op.operands[0], shape)
+
+    def lower_permute(self, op: ir.Operation) -> ir.Value:
+        perm = _ints(op, "dims")
+        x = op.operands[0]
+        out_type = _tensor(op.results[0])
+        in_dims = B.dims_of(x)
+        inverse = [perm.index(i) for i in range(len(perm))]
+        return self._map_elementwise([x], out_type, lambda a, _: a, [inverse],
+                                     [in_dims[p] for p in perm])
+
+    def lower_squeeze(self, op: ir.Operation) -> ir.Value:
+        return B.drop_unit_dims(op.operands[0], _ints(op, "dims"))
+
+    def lower_unsqueeze(self, op: ir.Operation) -> ir.Value:
+        x = op.operands[0]
+        d = _int(op, "dim")
+        dims = B.dims_of(x)
+        out_dims = dims[:d] + [B.index_const(1)] + dims[d:]
+        return B.insert_unit_dims(x, _tensor(op.results[0]), [d], out_dims)
+
+    # -- reductions -------------------------------------------------------------------------
+    def _reduce(self, x: ir.Value, axes: Sequence[int], acc: ir.Type, identity: float | int | bool,
+                combine, prologue=None, extra: Sequence[tuple[ir.Value, list[int]]] = ()) -> ir.Value:
+        """Reduce `x` over `axes` into a kept-dims tensor of `acc` elements."""
+        xt = _tensor(x)
+        kept = [i for i in range(xt.rank) if i not in axes]
+        in_dims = B.dims_of(x)
+        init = B.empty([xt.shape[i] for i in kept], [in_dims[i] for i in kept], acc)
+        init = B.fill(init, Emitter(acc, self.target).const(identity))
+        inputs = [x] + [v for v, _ in extra]
+        maps = [list(range(xt.rank))] + [m for _, m in extra]
+
+        def body(*args: ir.Value) -> ir.Value:
+            elem = convert(args[0], acc)
+            if prologue is not None:
+                elem = prologue(elem, *args[1:-1])
+            return combine(args[-1], elem)
+
+        return B.generic(inputs, maps, init, kept, xt.rank, axes, body)
+
+    def _count(self, x: ir.Value, axes: Sequence[int], acc: ir.Type) -> ir.Value:
+        dims = B.dims_of(x)
+        n = B.index_const(1)
+        for a in axes:
+            n = arith.muli(n, dims[a])
+        return arith.sitofp(acc, arith.index_cast(ir.IntegerType.get_signless(64), n))
+
+    def _scale(self, t: ir.Value, factor: ir.Value, divide: bool = True) -> ir.Value:
+        out_type = _tensor(t)
+        fn = arith.divf if divide else arith.mulf
+        return self._map_elementwise([t], out_type, lambda a, _: fn(a, factor))
+
+    def _finish(self, t: ir.Value, x: ir.Value, axes: Sequence[int], keepdim: bool,
+                result_type: ir.RankedTensorType) -> ir.Value:
+        """Round to the result dtype and re-insert reduced dims when keepdim is set."""
+        kept_type = ir.RankedTensorType.get(
+            [s for i, s in enumerate(result_type.shape) if not (keepdim and i in axes)],
+            result_type.element_type)
+        if _tensor(t).element_type != result_type.element_type:
+            t = self._map_elementwise([t], kept_type, lambda a, _: convert(a, result_type.element_type))
+        if not keepdim:
+            return t
+        in_dims = B.dims_of(x)
+        out_dims = [B.index_const(1) if i in axes else d for i, d in enumerate(in_dims)]
+        return B.insert_unit_dims(t, result_type, list(axes), out_dims)
+
+    def reduction(self, op: ir.Operation, name: str) -> list[ir.Value]:
+        x = op.operands[0]
+        axes = _ints(op, "axes")
+        keepdim = bool(ir.BoolAttr(op.attributes["keepdim"]).value)
+        result_type = _tensor(op.results[0])
+        acc = B.compute_type(result_type.element_type)
+        e = Emitter(acc, self.target)
+        fast = ir.Attribute.parse("#arith.fastmath<reassoc>")
+        if name in ("sum", "prod", "max", "min"):
+            if e.is_float:
+                combine = {"sum": lambda a, b: arith.addf(a, b, fastmath=fast),
+                           "prod": lambda a, b: arith.mulf(a, b, fastmath=fast),
+                           "max": arith.maximumf, "min": arith.minimumf}[name]
+                identity = {"sum": 0.0, "prod": 1.0, "max": float("-inf"), "min": float("inf")}[name]
+            elif e.is_bool:
+                combine = {"max": arith.ori, "min": arith.andi}[name]
+                identity = name == "min"
+            else:
+                combine = {"sum": arith.addi, "prod": arith.muli, "max": arith.maxsi, "min": arith.minsi}[name]
+                width = acc.width
+                identity = {"sum": 0, "prod": 1, "max": -(2 ** (width - 1)), "min": 2 ** (width - 1) - 1}[name]
+            t = self._reduce(x, axes, acc, identity, combine)
+            return [self._finish(t, x, axes, keepdim, result_type)]
+        add = lambda a, b: arith.addf(a, b, fastmath=fast)  # noqa: E731
+        count = self._count(x, axes, acc)
+        mean = self._scale(self._reduce(x, axes, acc, 0.0, add), count)
+        if name == "mean":
+            return [self._finish(mean, x, axes, keepdim, result_type)]
+        kept = [i for i in range(_tensor(x).rank) if i not in axes]
+
+        def square_dev(elem: ir.Value, m: ir.Value) -> ir.Value:
+            d = arith.subf(elem, m)
+            return arith.mulf(d, d)
+
+        sq = self._reduce(x, axes, acc, 0.0, add, square_dev, extra=[(mean, kept)])
+        correction = e.const(ir.FloatAttr(op.attributes["correction"]).value)
+        denom = arith.maximumf(arith.subf(count, correction), e.const(0.0))
+        var = self._scale(sq, denom)
+        results = [self._finish(var, x, axes, keepdim, result_type)]
+        if name == "var_mean":
+            results.append(self._finish(mean, x, axes, keepdim, _tensor(op.results[1])))
+        return results
+
+    # -- random -----------------------------------------------------------------------------
+    def _random(self, op: ir.Operation, lo: ir.Value | None, hi: ir.Value | None,
+                seed: ir.Value, offset: ir.Value, out_dims: Sequence[ir.Value]) -> ir.Value:
+        out_type = _tensor(op.results[0])
+        elem = out_type.element_type
+        ft = B.compute_type(elem)
+        e = Emitter(ft, self.target)
+        lo = convert(tensor.extract(lo, []), ft) if lo is not None else e.const(0.0)
+        hi = convert(tensor.extract(hi, []), ft) if hi is not None else e.const(1.0)
+        seed_v, offset_v = tensor.extract(seed, []), tensor.extract(offset, [])
+        init = B.empty(out_type.shape, out_dims, elem)
+
+        def body(_: ir.Value) -> ir.Value:
+            index = B.index_const(0)
+            for d, extent in enumerate(out_dims):
+                index = arith.addi(arith.muli(index, extent), linalg.IndexOp(d).result)
+            return convert(philox.emit_uniform(index, seed_v, offset_v, lo, hi, ft), elem)
+
+        rank = out_type.rank
+        return B.generic([], [], init, list(range(rank)), rank, [], body)
+
+    def lower_uniform(self, op: ir.Operation) -> ir.Value:
+        lo, hi, seed, offset, *sizes = op.operands
+        return self._random(op, lo, hi, seed, offset, self._out_dims(op, sizes))
+
+    def lower_rand_like(self, op: ir.Operation) -> ir.Value:
+        x, seed, offset = op.operands
+        return self._random(op, None, None, seed, offset, B.dims_of(x))
+
+
+def lower_module(module: ir.Operation, target: str = "cpu") -> None:
+    """Lower every fusion op in every function of `module`."""
+    lowering = FusionLowering(target)
+    for op in module.regions[0].blocks[0].operations:
+        if op.operation.name == "func.func":
+            lowering.lower_function(op.operation)

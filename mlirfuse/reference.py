@@ -1,0 +1,195 @@
+"""A numpy evaluator of fusion IR: the test oracle and the fallback path.
+
+It follows the same semantics the backends implement: float16/bfloat16 ops compute in
+float32 and round each result; reductions of 16-bit floats accumulate in float32.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+from mlir import ir
+
+from mlirfuse import reference_philox
+from mlirfuse.dialects import fusion as fusion_dialect
+from mlirfuse.dialects.optable import OPS
+from mlirfuse.dtypes import DataType, from_mlir
+from mlirfuse.errors import FusionError
+
+
+def element_dtype(type_: ir.Type) -> DataType:
+    return from_mlir(str(ir.ShapedType(type_).element_type))
+
+
+def compute_dtype(dt: DataType) -> np.dtype:
+    return DataType.Float.np if dt.is_low_precision else dt.np
+
+
+def _ints(attr: ir.Attribute) -> list[int]:
+    return [int(v) for v in ir.DenseI64ArrayAttr(attr)]
+
+
+def _attr(op: ir.Operation, name: str) -> Any:
+    a = op.attributes[name]
+    if isinstance(a, ir.DenseI64ArrayAttr):
+        return _ints(a)
+    if isinstance(a, (ir.BoolAttr, ir.IntegerAttr, ir.FloatAttr)):
+        return a.value
+    raise FusionError(f"{op.name}: unsupported attribute {name} = {a}")
+
+
+def result_shape(op: ir.Operation, sizes: Sequence[int]) -> list[int]:
+    """Static `shape` attribute with its -1 entries filled from the size operands."""
+    it = iter(sizes)
+    return [next(it) if s == -1 else s for s in _attr(op, "shape")]
+
+
+def _reduce(name: str, x: np.ndarray, axes: list[int], keepdim: bool, out: DataType,
+            correction: float = 0.0) -> list[np.ndarray]:
+    ax = tuple(axes)
+    acc = compute_dtype(out)
+    if name == "sum":
+        return [np.sum(x, axis=ax, keepdims=keepdim, dtype=acc)]
+    if name == "prod":
+        return [np.prod(x, axis=ax, keepdims=keepdim, dtype=acc)]
+    if name in ("max", "min"):
+        fn = np.max if name == "max" else np.min
+        if x.dtype.kind == "f":
+            init = -np.inf if name == "max" else np.inf
+        elif x.dtype == np.bool_:
+            init = name == "min"
+        else:
+            info = np.iinfo(x.dtype)
+            init = info.min if name == "max" else info.max
+        return [fn(x, axis=ax, keepdims=keepdim, initial=init)]
+    x = x.astype(acc)
+    count = int(np.prod([x.shape[a] for a in ax])) if ax else 1
+    mean = np.sum(x, axis=ax, keepdims=True, dtype=acc) / acc.type(count) if count else \
+        np.full([1 if i in ax else s for i, s in enumerate(x.shape)], np.nan, acc)
+    mean_out = mean if keepdim else np.squeeze(mean, axis=ax)
+    if name == "mean":
+        return [mean_out]
+    sq = np.sum(np.square(x - mean), axis=ax, keepdims=keepdim, dtype=acc)
+    var = sq / acc.type(max(count - correction, 0))
+    return [var] if name == "var" else [var, mean_out]
+
+
+class _Evaluator:
+    def __init__(self) -> None:
+        self.env: dict[ir.Value, Any] = {}
+
+    def run(self, func: ir.Operation, inputs: Sequence[Any]) -> list[np.ndarray]:
+        block = func.regions[0].blocks[0]
+        if len(inputs) != len(block.arguments):
+            raise FusionError(f"reference: expected {len(block.arguments)} inputs, got {len(inputs)}")
+        for arg, value in zip(block.arguments, inputs):
+            dt = element_dtype(arg.type)
+            self.env[arg] = np.asarray(value, dtype=dt.np)
+        with np.errstate(all="ignore"):
+            for op in block.operations:
+                op = op.operation
+                if op.name == "func.return":
+                    return [np.asarray(self.env[v]) for v in op.operands]
+                self.eval(op)
+        raise FusionError("reference: function has no return")
+
+    def eval(self, op: ir.Operation) -> None:
+        name = op.name
+        args = [self.env[v] for v in op.operands]
+        if name.startswith("arith."):
+            results = [self.eval_index(op, args)]
+        elif name.startswith("fusion."):
+            results = self.eval_fusion(op, name[len("fusion."):], args)
+        else:
+            raise FusionError(f"reference: cannot evaluate {name}")
+        for r, v in zip(op.results, results):
+            if isinstance(r.type, ir.RankedTensorType):
+                dt = element_dtype(r.type)
+                v = np.asarray(v).astype(dt.np, copy=False)
+            self.env[r] = v
+
+    @staticmethod
+    def eval_index(op: ir.Operation, args: list[int]) -> int:
+        kind = op.name[len("arith."):]
+        if kind == "constant":
+            return int(ir.IntegerAttr(op.attributes["value"]).value)
+        a, b = args
+        if kind == "muli":
+            return a * b
+        if kind == "addi":
+            return a + b
+        if kind == "subi":
+            return a - b
+        if kind in ("divsi", "divui"):
+            return a // b
+        raise FusionError(f"reference: cannot evaluate {op.name}")
+
+    def eval_fusion(self, op: ir.Operation, name: str, args: list[Any]) -> list[Any]:
+        if name not in OPS:
+            raise FusionError(f"reference: unknown op fusion.{name}")
+        row = OPS[name]
+        out_types = [element_dtype(r.type) for r in op.results if isinstance(r.type, ir.RankedTensorType)]
+        if row.kind == "elementwise":
+            operand_dts = [element_dtype(v.type) for v in op.operands]
+            converted = [a.astype(compute_dtype(dt), copy=False) for a, dt in zip(args, operand_dts)]
+            return [row.ref(*converted)]
+        if row.kind == "reduction":
+            extra = {"correction": _attr(op, "correction")} if "correction" in row.attributes else {}
+            x = args[0]
+            if element_dtype(op.operands[0].type).is_low_precision:
+                x = x.astype(np.float32)
+            return _reduce(name, x, _attr(op, "axes"), bool(_attr(op, "keepdim")), out_types[0], **extra)
+        if row.kind == "size":
+            return [int(args[0].shape[_attr(op, "dim")])]
+        if row.kind == "cast":
+            return [args[0]]  # eval() converts results to their type
+        if row.kind == "constant":
+            return [np.array(_attr(op, "value"))]
+        if row.kind == "random":
+            return [self.eval_random(op, name, args, out_types[0])]
+        return [self.eval_shape(op, name, args)]
+
+    @staticmethod
+    def eval_shape(op: ir.Operation, name: str, args: list[Any]) -> np.ndarray:
+        x = args[0]
+        if name == "broadcast_in_dim":
+            shape = result_shape(op, args[1:])
+            dims = _attr(op, "broadcast_dims")
+            src = [1] * len(shape)
+            for i, d in enumerate(dims):
+                src[d] = x.shape[i]
+            return np.broadcast_to(x.reshape(src), shape)
+        if name == "expand":
+            return np.broadcast_to(x, result_shape(op, args[1:]))
+        if name == "reshape":
+            return np.reshape(x, result_shape(op, args[1:]))
+        if name == "permute":
+            return np.transpose(x, _attr(op, "dims"))
+        if name == "squeeze":
+            return np.squeeze(x, axis=tuple(_attr(op, "dims")))
+        if name == "unsqueeze":
+            return np.expand_dims(x, _attr(op, "dim"))
+        raise FusionError(f"reference: cannot evaluate fusion.{name}")
+
+    @staticmethod
+    def eval_random(op: ir.Operation, name: str, args: list[Any], out: DataType) -> np.ndarray:
+        if name == "uniform":
+            lo, hi, seed, offset = (a.item() for a in args[:4])
+            shape = result_shape(op, args[4:])
+        else:
+            lo, hi = 0.0, 1.0
+            shape = list(args[0].shape)
+            seed, offset = args[1].item(), args[2].item()
+        return reference_philox.uniform(tuple(shape), int(seed), int(offset), float(lo), float(hi), out.np)
+
+
+def evaluate(module: ir.Module | str, inputs: Sequence[Any], func_name: str = "fusion") -> list[np.ndarray]:
+    """Run function `func_name` of fusion IR on numpy inputs; returns its results."""
+    if isinstance(module, str):
+        with fusion_dialect.context() as ctx:
+            return evaluate(fusion_dialect.parse(module, ctx), inputs, func_name)
+    for op in module.body.operations:
+        if op.operation.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == func_name:
+            return _Evaluator().run(op.operation, inputs)
+    raise FusionError(f"reference: no function @{func_name}")
