@@ -1,0 +1,18 @@
+"""mlirfuse: a fusion compiler for tensor code, in Python on upstream MLIR.
+
+    import mlirfuse
+    f = mlirfuse.jit(lambda x, b: mlirfuse.ops.relu(x + b))
+
+See README.md for the frontends, the op table and `mlirfuse-opt`.
+"""
+
+from mlirfuse import reference
+from mlirfuse.dtypes import DataType
+from mlirfuse.errors import FusionError
+from mlirfuse.frontend import ops
+from mlirfuse.frontend.fusion_definition import FusionDefinition
+from mlirfuse.frontend.graph import Tensor
+from mlirfuse.frontend.jit import jit
+
+__version__ = "0.1.0"
+__all__ = ["DataType", "FusionDefinition", "FusionError", "Tensor", "jit", "ops", "reference"]

@@ -1,0 +1,128 @@
+"""nvFuser's Python frontend shape: `with FusionDefinition() as fd: ...; fd.execute(inputs)`."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Sequence
+
+from mlirfuse.compiler import CompiledFusion
+from mlirfuse.dtypes import DataType, to_dtype
+from mlirfuse.errors import FusionError
+from mlirfuse.frontend import ops as ops_module
+from mlirfuse.frontend.graph import Fusion, InputSpec, Tensor, tracing
+
+
+class _Ops:
+    """`fd.ops.<name>`: every mlirfuse op, recorded into this definition."""
+
+    def __init__(self, fd: "FusionDefinition"):
+        self._fd = fd
+
+    def __getattr__(self, name: str) -> Any:
+        fn = getattr(ops_module, name, None)
+        if fn is None or name.startswith("_") or not callable(fn) or name not in ops_module.__all__:
+            raise AttributeError(f"fd.ops has no op {name!r}")
+
+        @functools.wraps(fn)
+        def recorded(*args: Any, **kwargs: Any) -> Any:
+            with tracing(self._fd.fusion):
+                return fn(*args, **kwargs)
+        return recorded
+
+    def __dir__(self) -> list[str]:
+        return list(ops_module.__all__)
+
+
+class FusionDefinition:
+    """Define a fusion op by op, then execute it (inputs in definition order)."""
+
+    def __init__(self) -> None:
+        self.fusion = Fusion()
+        self.ops = _Ops(self)
+        self._compiled: dict[str, CompiledFusion] = {}
+        self._tracing = None
+        self._finalized = False
+
+    def __enter__(self) -> "FusionDefinition":
+        if self._finalized:
+            raise FusionError("this FusionDefinition was already defined; create a new one")
+        self._tracing = tracing(self.fusion)
+        self._tracing.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        assert self._tracing is not None
+        self._tracing.__exit__(*exc)
+        self._tracing = None
+        self._finalized = True
+
+    def _check_open(self, what: str) -> None:
+        if self._finalized:
+            raise FusionError(f"{what}: the definition is closed (define ops inside its `with` block)")
+
+    def define_tensor(self, shape: Sequence[int] | None = None, contiguity: Any = None,
+                      dtype: Any = DataType.Float, is_cpu: bool = False, *,
+                      symbolic_sizes: Sequence[int] | None = None, sizes: Sequence[int] | None = None,
+                      strides: Sequence[int] | None = None, stride_order: Any = None) -> Tensor:
+        """A tensor input. shape: -1 for a symbolic size, 1 for a broadcast dim, else static."""
+        self._check_open("define_tensor")
+        shape = shape if shape is not None else symbolic_sizes
+        if shape is None and sizes is not None:
+            shape = [1 if s == 1 else -1 for s in sizes]
+        if shape is None:
+            raise FusionError("define_tensor: give shape (e.g. [-1, -1])")
+        dims: list[int | None] = []
+        for s in shape:
+            if isinstance(s, bool) or not isinstance(s, int) or s < -1:
+                raise FusionError(f"define_tensor: invalid shape entry {s!r} in {list(shape)}")
+            dims.append(None if s == -1 else s)
+        if contiguity is None:
+            contiguous = strides is None or _is_contiguous(sizes or [], strides)
+        elif isinstance(contiguity, bool):
+            contiguous = contiguity
+        else:
+            contiguous = all(c is None or c for c in contiguity)
+        return self.fusion.add_input(InputSpec(to_dtype(dtype), tuple(dims), contiguous))
+
+    def define_scalar(self, value: Any = None, dtype: Any = DataType.Double) -> Tensor:
+        """A runtime scalar input when value is None, else a constant."""
+        self._check_open("define_scalar")
+        dt = to_dtype(dtype)
+        if value is None:
+            return self.fusion.add_input(InputSpec(dt, (), scalar=True))
+        return ops_module.constant(value, dt, self.fusion)
+
+    define_constant = define_scalar
+
+    def add_output(self, t: Tensor) -> None:
+        self._check_open("add_output")
+        self.fusion.add_output(t)
+
+    def compile(self, backend: str = "cpu") -> CompiledFusion:
+        if self._tracing is not None:
+            raise FusionError("execute/compile: leave the `with FusionDefinition()` block first")
+        if not self.fusion.outputs:
+            raise FusionError("execute: the definition has no outputs (call fd.add_output)")
+        if backend not in self._compiled:
+            self._compiled[backend] = CompiledFusion(self.fusion, backend, keep_stages=True)
+        return self._compiled[backend]
+
+    def execute(self, inputs: Sequence[Any], backend: str = "cpu") -> list[Any]:
+        """Run on `inputs` (tensors and runtime scalars in definition order)."""
+        if not isinstance(inputs, (list, tuple)):
+            raise FusionError("execute: inputs must be a list, in definition order")
+        return self.compile(backend)(list(inputs))
+
+    def __str__(self) -> str:
+        return self.fusion.to_mlir()
+
+    __repr__ = __str__
+
+
+def _is_contiguous(sizes: Sequence[int], strides: Sequence[int]) -> bool:
+    expected = 1
+    for size, stride in reversed(list(zip(sizes, strides))):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True
