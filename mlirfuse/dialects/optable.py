@@ -113,7 +113,7 @@ ELEMENTWISE = [
     _ew("floor", 1, SAME, _int_identity(np.floor), S.by_kind(lambda e, x: S.math.floor(x), lambda e, x: x)),
     _ew("ceil", 1, SAME, _int_identity(np.ceil), S.by_kind(lambda e, x: S.math.ceil(x), lambda e, x: x)),
     _ew("round", 1, SAME, _int_identity(np.round), S.round_even),
-    _ew("sign", 1, SAME, np.sign, S.sign),
+    _ew("sign", 1, SAME, lambda x: x if x.dtype == np.bool_ else np.sign(x), S.sign),
     _ew("isnan", 1, PREDICATE, np.isnan, S.isnan),
     _ew("isinf", 1, PREDICATE, np.isinf, S.isinf),
     _ew("logical_not", 1, LOGICAL, np.logical_not, S.invert),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections import namedtuple
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -69,18 +69,16 @@ class JitFunction:
             self._static_signatures.add(self._signature(args, static=False))
             return self._trace(args, True)
 
-    def _trace(self, args: Sequence[Any], static: bool) -> tuple[Fusion, bool]:
+    def _trace(self, args: Sequence[Any], static: bool) -> tuple[Fusion, Any]:
         fusion = Fusion()
         with tracing(fusion):
             traced = [fusion.add_input(input_spec(a, static)) for a in args]
             result = self.fn(*traced)
-        is_tuple = isinstance(result, (tuple, list))
-        for out in (result if is_tuple else [result]):
-            if not isinstance(out, Tensor):
-                raise FusionError(f"{self.__name__}: returned {out!r}; a jitted function must "
-                                  "return traced tensors (or a tuple of them)")
+        leaves: list[Tensor] = []
+        structure = _flatten(result, leaves, self.__name__)
+        for out in leaves:
             fusion.add_output(out)
-        return fusion, is_tuple
+        return fusion, structure
 
     def fusion_ir(self, *args: Any) -> str:
         """The fusion IR `fn` traces to for these arguments."""
@@ -109,16 +107,15 @@ class JitFunction:
                 self._hits += 1
                 return entry
             self._misses += 1
-            fusion, is_tuple = self.trace(*args)
+            fusion, structure = self.trace(*args)
             compiled = CompiledFusion(fusion, self.backend)
             self._compiles += 1
-            self._cache[self._key(args)] = (compiled, is_tuple)
-            return compiled, is_tuple
+            self._cache[self._key(args)] = (compiled, structure)
+            return compiled, structure
 
     def __call__(self, *args: Any) -> Any:
-        compiled, is_tuple = self._lookup(args)
-        outputs = compiled(args)
-        return tuple(outputs) if is_tuple else outputs[0]
+        compiled, structure = self._lookup(args)
+        return _unflatten(structure, iter(compiled(args)))
 
     def cache_info(self) -> CacheInfo:
         return CacheInfo(self._hits, self._misses, self._compiles)
@@ -127,6 +124,24 @@ class JitFunction:
         with self._lock:
             self._cache.clear()
             self._hits = self._misses = self._compiles = 0
+
+
+def _flatten(result: Any, leaves: list[Tensor], where: str) -> Any:
+    """Collect the tensors of a (nested) tuple/list result; returns its structure."""
+    if isinstance(result, Tensor):
+        leaves.append(result)
+        return None
+    if isinstance(result, (tuple, list)):
+        return type(result), [_flatten(r, leaves, where) for r in result]
+    raise FusionError(f"{where}: returned {result!r}; a jitted function must return traced "
+                      "tensors (or tuples/lists of them)")
+
+
+def _unflatten(structure: Any, outputs: Iterator[Any]) -> Any:
+    if structure is None:
+        return next(outputs)
+    kind, children = structure
+    return kind(_unflatten(c, outputs) for c in children)
 
 
 def jit(fn: Callable[..., Any] | None = None, *, backend: str | None = None,

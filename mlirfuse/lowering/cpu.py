@@ -12,24 +12,27 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
-from mlir import ir, passmanager
+from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 
 from mlirfuse.dialects import fusion as fusion_dialect
 from mlirfuse.errors import FusionError
 from mlirfuse.frontend.graph import InputSpec
-from mlirfuse.lowering.to_linalg import lower_module
+from mlirfuse.passes import Pipeline
 
 ENTRY = "mlirfuse_entry"
 
 # Stage pipelines (each replayable with mlirfuse-opt).
-LINALG_CLEANUP = "builtin.module(func.func(linalg-fuse-elementwise-ops), canonicalize, cse)"
+# bf16 conversions are expanded into integer ops before canonicalize can fold them into
+# int<->bf16 casts that LLVM lowers to compiler-rt calls the JIT cannot resolve.
+TO_LINALG = ("builtin.module(fusion-to-linalg{target=cpu}, arith-expand{include-bf16=true}, "
+             "func.func(linalg-fuse-elementwise-ops), canonicalize, cse)")
 BUFFERIZE = ("builtin.module(inline, symbol-dce, canonicalize, "
              "one-shot-bufferize{bufferize-function-boundaries "
              "function-boundary-type-conversion=identity-layout-map}, "
              "buffer-deallocation-pipeline, canonicalize, cse)")
 TO_LLVM = ("builtin.module(func.func(convert-linalg-to-loops), convert-scf-to-cf, "
-           "arith-expand{include-bf16=true}, expand-strided-metadata, lower-affine, "
+           "expand-strided-metadata, lower-affine, "
            "finalize-memref-to-llvm, convert-math-to-llvm, convert-math-to-libm, "
            "convert-arith-to-llvm, convert-func-to-llvm, convert-cf-to-llvm, "
            "reconcile-unrealized-casts)")
@@ -138,10 +141,9 @@ def compile_cpu(fusion_ir: str, specs: Sequence[InputSpec], keep_stages: bool = 
         module = fusion_dialect.parse(fusion_ir, ctx)
         if keep_stages:
             stages["fusion"] = str(module)
-        lower_module(module.operation, target="cpu")
         n_outputs = len(ir.FunctionType(ir.TypeAttr(
             module.body.operations[0].attributes["function_type"]).value).results)
-        for name, pipeline in (("linalg", LINALG_CLEANUP), ("bufferized", None), ("llvm", TO_LLVM)):
+        for name, pipeline in (("linalg", TO_LINALG), ("bufferized", None), ("llvm", TO_LLVM)):
             if name == "bufferized":
                 add_entry_point(module, specs)
                 pipeline = BUFFERIZE
@@ -155,6 +157,6 @@ def compile_cpu(fusion_ir: str, specs: Sequence[InputSpec], keep_stages: bool = 
 
 def run_pipeline(module: ir.Module, pipeline: str, stage: str) -> None:
     try:
-        passmanager.PassManager.parse(pipeline).run(module.operation)
-    except ir.MLIRError as e:
+        Pipeline(pipeline).run(module)
+    except FusionError as e:
         raise FusionError(f"CPU backend: stage '{stage}' failed: {e}\npipeline: {pipeline}") from None

@@ -32,8 +32,20 @@ def is_low_precision(t: ir.Type) -> bool:
     return isinstance(t, (ir.F16Type, ir.BF16Type))
 
 
+def is_bool_storage(t: ir.Type) -> bool:
+    """i8 only ever stores bools here (mlirfuse has no int8 dtype)."""
+    return isinstance(t, ir.IntegerType) and t.width == 8
+
+
+def storage_type(t: ir.Type) -> ir.Type:
+    """Element type in memory: bools as i8 bytes (numpy's layout; LLVM has no i1 memrefs)."""
+    return ir.IntegerType.get_signless(8) if isinstance(t, ir.IntegerType) and t.width == 1 else t
+
+
 def compute_type(t: ir.Type) -> ir.Type:
-    """float16/bfloat16 compute in float32."""
+    """float16/bfloat16 compute in float32; bool bytes as i1."""
+    if is_bool_storage(t):
+        return ir.IntegerType.get_signless(1)
     return ir.F32Type.get() if is_low_precision(t) else t
 
 

@@ -33,6 +33,12 @@ def _tensor(v: ir.Value) -> ir.RankedTensorType:
     return ir.RankedTensorType(v.type)
 
 
+def _storage_tensor(t: ir.Type) -> ir.RankedTensorType:
+    """Bool tensors are stored as i8 (LLVM cannot lower memrefs of i1)."""
+    rt = ir.RankedTensorType(t)
+    return ir.RankedTensorType.get(rt.shape, B.storage_type(rt.element_type))
+
+
 class FusionLowering:
     """Rewrites every fusion op of a function into linalg/tensor/arith ops."""
 
@@ -41,6 +47,11 @@ class FusionLowering:
 
     def lower_function(self, func: ir.Operation) -> None:
         block = func.regions[0].blocks[0]
+        for arg in block.arguments:
+            arg.set_type(_storage_tensor(arg.type))
+        ftype = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
+        func.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
+            [_storage_tensor(t) for t in ftype.inputs], [_storage_tensor(t) for t in ftype.results]))
         for op in list(block.operations):
             op = op.operation
             if not op.name.startswith("fusion."):
@@ -76,7 +87,7 @@ class FusionLowering:
         return B.generic(operands, maps, init, list(range(rank)), rank, [], body)
 
     def elementwise(self, op: ir.Operation, row) -> ir.Value:
-        out_type = _tensor(op.results[0])
+        out_type = _storage_tensor(op.results[0].type)
         out_elem = out_type.element_type
         operands = list(op.operands)
 
@@ -89,12 +100,17 @@ class FusionLowering:
         return self._map_elementwise(operands, out_type, body)
 
     def lower_cast(self, op: ir.Operation) -> ir.Value:
-        out_type = _tensor(op.results[0])
-        return self._map_elementwise([op.operands[0]], out_type,
-                                     lambda x, _: convert(x, out_type.element_type))
+        out_type = _storage_tensor(op.results[0].type)
+        out = out_type.element_type
+
+        def body(x: ir.Value, _: ir.Value) -> ir.Value:
+            x = convert(x, B.compute_type(x.type))
+            return convert(convert(x, B.compute_type(out)), out)
+
+        return self._map_elementwise([op.operands[0]], out_type, body)
 
     def lower_constant(self, op: ir.Operation) -> ir.Value:
-        out_type = _tensor(op.results[0])
+        out_type = _storage_tensor(op.results[0].type)
         elem = out_type.element_type
         value = op.attributes["value"]
         raw = value.value if hasattr(value, "value") else value
@@ -114,7 +130,7 @@ class FusionLowering:
 
     def _broadcast(self, op: ir.Operation, bdims: Sequence[int]) -> ir.Value:
         x, sizes = op.operands[0], list(op.operands)[1:]
-        out_type = _tensor(op.results[0])
+        out_type = _storage_tensor(op.results[0].type)
         in_shape = _tensor(x).shape
         # Size-1 input dims that grow are dropped first, so every map stays a projection.
         dropped = [i for i, d in enumerate(bdims) if in_shape[i] == 1 and out_type.shape[d] != 1]
@@ -130,7 +146,7 @@ class FusionLowering:
         return self._broadcast(op, list(range(_tensor(op.operands[0]).rank)))
 
     def lower_reshape(self, op: ir.Operation) -> ir.Value:
-        out_type = _tensor(op.results[0])
+        out_type = _storage_tensor(op.results[0].type)
         dims = self._out_dims(op, list(op.operands)[1:])
         shape_type = ir.RankedTensorType.get([len(dims)], ir.IndexType.get())
         shape = tensor.from_elements(shape_type, dims)
@@ -139,7 +155,7 @@ class FusionLowering:
     def lower_permute(self, op: ir.Operation) -> ir.Value:
         perm = _ints(op, "dims")
         x = op.operands[0]
-        out_type = _tensor(op.results[0])
+        out_type = _storage_tensor(op.results[0].type)
         in_dims = B.dims_of(x)
         inverse = [perm.index(i) for i in range(len(perm))]
         return self._map_elementwise([x], out_type, lambda a, _: a, [inverse],
@@ -153,7 +169,7 @@ class FusionLowering:
         d = _int(op, "dim")
         dims = B.dims_of(x)
         out_dims = dims[:d] + [B.index_const(1)] + dims[d:]
-        return B.insert_unit_dims(x, _tensor(op.results[0]), [d], out_dims)
+        return B.insert_unit_dims(x, _storage_tensor(op.results[0].type), [d], out_dims)
 
     # -- reductions -------------------------------------------------------------------------
     def _reduce(self, x: ir.Value, axes: Sequence[int], acc: ir.Type, identity: float | int | bool,
@@ -205,8 +221,8 @@ class FusionLowering:
         x = op.operands[0]
         axes = _ints(op, "axes")
         keepdim = bool(ir.BoolAttr(op.attributes["keepdim"]).value)
-        result_type = _tensor(op.results[0])
-        acc = B.compute_type(result_type.element_type)
+        result_type = _storage_tensor(op.results[0].type)
+        acc = B.storage_type(B.compute_type(result_type.element_type))
         e = Emitter(acc, self.target)
         fast = ir.Attribute.parse("#arith.fastmath<reassoc>")
         if name in ("sum", "prod", "max", "min"):
@@ -215,9 +231,9 @@ class FusionLowering:
                            "prod": lambda a, b: arith.mulf(a, b, fastmath=fast),
                            "max": arith.maximumf, "min": arith.minimumf}[name]
                 identity = {"sum": 0.0, "prod": 1.0, "max": float("-inf"), "min": float("inf")}[name]
-            elif e.is_bool:
-                combine = {"max": arith.ori, "min": arith.andi}[name]
-                identity = name == "min"
+            elif B.is_bool_storage(acc):  # 0/1 bytes
+                combine = {"max": arith.maxui, "min": arith.minui}[name]
+                identity = int(name == "min")
             else:
                 combine = {"sum": arith.addi, "prod": arith.muli, "max": arith.maxsi, "min": arith.minsi}[name]
                 width = acc.width
@@ -241,13 +257,13 @@ class FusionLowering:
         var = self._scale(sq, denom)
         results = [self._finish(var, x, axes, keepdim, result_type)]
         if name == "var_mean":
-            results.append(self._finish(mean, x, axes, keepdim, _tensor(op.results[1])))
+            results.append(self._finish(mean, x, axes, keepdim, _storage_tensor(op.results[1].type)))
         return results
 
     # -- random -----------------------------------------------------------------------------
     def _random(self, op: ir.Operation, lo: ir.Value | None, hi: ir.Value | None,
                 seed: ir.Value, offset: ir.Value, out_dims: Sequence[ir.Value]) -> ir.Value:
-        out_type = _tensor(op.results[0])
+        out_type = _storage_tensor(op.results[0].type)
         elem = out_type.element_type
         ft = B.compute_type(elem)
         e = Emitter(ft, self.target)

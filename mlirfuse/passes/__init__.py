@@ -1,0 +1,123 @@
+"""The pass registry: every mlirfuse pass by name, and pipelines mixing them with upstream passes.
+
+A pass is a module in this package defining `NAME`, `OPTIONS` (name -> (type, default, help))
+and `run(module_op, **options)`; its docstring says what IR it expects and leaves.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from mlir import ir, passmanager
+
+from mlirfuse.errors import FusionError
+
+_MODULES = ["fusion_cse", "fusion_dce", "fusion_to_linalg"]
+
+
+@dataclass(frozen=True)
+class PassInfo:
+    name: str
+    run: Callable[..., None]
+    options: dict[str, tuple[type, Any, str]]
+    doc: str
+
+
+def registry() -> dict[str, PassInfo]:
+    passes = {}
+    for module_name in _MODULES:
+        m = importlib.import_module(f"mlirfuse.passes.{module_name}")
+        passes[m.NAME] = PassInfo(m.NAME, m.run, dict(m.OPTIONS), (m.__doc__ or "").strip())
+    return passes
+
+
+def _split_top_level(text: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "({":
+            depth += 1
+        elif ch in ")}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    parts.append(text[start:].strip())
+    return [p for p in parts if p]
+
+
+def _parse_options(info: PassInfo, text: str) -> dict[str, Any]:
+    options = {}
+    for item in text.split():
+        key, _, value = item.partition("=")
+        if key not in info.options:
+            raise FusionError(f"pass {info.name}: unknown option '{key}' "
+                              f"(options: {', '.join(info.options) or 'none'})")
+        kind = info.options[key][0]
+        if kind is bool:
+            if value not in ("", "true", "false", "1", "0"):
+                raise FusionError(f"pass {info.name}: option {key} takes true/false, got '{value}'")
+            options[key] = value in ("", "true", "1")
+        else:
+            try:
+                options[key] = kind(value)
+            except ValueError:
+                raise FusionError(f"pass {info.name}: bad value '{value}' for option {key}") from None
+    return options
+
+
+def _python_pass(info: PassInfo, options: dict[str, Any], errors: list[str]) -> Callable:
+    def run(op: ir.Operation, pass_: Any) -> None:
+        try:
+            info.run(op, **options)
+        except Exception as e:  # noqa: BLE001 - reported through the pass manager
+            errors.append(f"{info.name}: {e}")
+            pass_.signal_pass_failure()
+    run.__name__ = info.name
+    return run
+
+
+class Pipeline:
+    """A parsed pipeline; `run(module)` raises FusionError with the failing pass's reason."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.errors: list[str] = []
+        self.pass_manager = build_pass_manager(text, self.errors)
+
+    def run(self, module: ir.Module) -> None:
+        self.errors.clear()
+        try:
+            self.pass_manager.run(module.operation)
+        except ir.MLIRError as e:
+            reason = "; ".join(self.errors) or str(e)
+            raise FusionError(f"pipeline failed: {reason}") from None
+
+
+def build_pass_manager(pipeline: str, errors: list[str]) -> passmanager.PassManager:
+    """A PassManager for `builtin.module(...)` mixing mlirfuse passes (by name) and upstream ones.
+
+    Needs an active MLIR context.
+    """
+    text = pipeline.strip()
+    if not (text.startswith("builtin.module(") and text.endswith(")")):
+        raise FusionError(f"pipeline must be 'builtin.module(...)', got '{pipeline}'")
+    passes = registry()
+    pm = passmanager.PassManager("builtin.module")
+    for element in _split_top_level(text[len("builtin.module("):-1]):
+        name, _, rest = element.partition("{")
+        info = passes.get(name.strip())
+        if info is None:
+            try:
+                pm.add(element)
+            except ValueError as e:
+                raise FusionError(f"unknown pass or bad pipeline element '{element}': {e}") from None
+            continue
+        options = _parse_options(info, rest.rstrip("}"))
+        pm.add(_python_pass(info, options, errors), name=info.name)
+    return pm
+
+
+def run_pipeline(module: ir.Module, pipeline: str) -> None:
+    Pipeline(pipeline).run(module)

@@ -1,0 +1,182 @@
+"""Every op x dtype on the CPU backend against numpy (the reference evaluator's numpy code)."""
+
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import mlirfuse
+import mlirfuse.dtypes
+from mlirfuse import DataType, ops
+from mlirfuse.dialects import optable
+from tolerances import assert_close
+
+FLOATS = [np.float32, np.float64, np.float16, ml_dtypes.bfloat16]
+INTS = [np.int32, np.int64]
+ALL = FLOATS + INTS + [np.bool_]
+RNG = np.random.default_rng(0)
+
+# Inputs kept inside each op's domain so comparisons are meaningful.
+POSITIVE = {"log", "log2", "log1p", "sqrt", "rsqrt", "reciprocal", "pow"}
+
+
+def sample(dtype, shape, op: str = "", operand: int = 0) -> np.ndarray:
+    dt = np.dtype(dtype)
+    if dt == np.bool_:
+        return RNG.random(shape) < 0.5
+    if dt.kind in "iu":
+        if op == "pow" and operand == 1:
+            return RNG.integers(0, 4, shape).astype(dt)
+        if op in ("fmod", "remainder") and operand == 1:
+            return RNG.integers(1, 7, shape).astype(dt) * RNG.choice([-1, 1], shape).astype(dt)
+        return RNG.integers(-20, 20, shape).astype(dt)
+    x = RNG.standard_normal(shape) * 3
+    if op in POSITIVE:
+        x = np.abs(x) + 0.1
+    if op == "pow" and operand == 1:
+        x = RNG.uniform(-2, 2, shape)
+    if op in ("exp", "exp2", "expm1", "sinh"):
+        x = x / 2
+    return x.astype(dt)
+
+
+def _valid(op: optable.OpDef, dtype) -> bool:
+    dt = np.dtype(dtype)
+    if op.rule == optable.BITWISE and mlirfuse.dtypes.to_dtype(dt).is_float:
+        return False
+    if dt == np.bool_ and not op.bool_ok:
+        return False
+    return True
+
+
+ELEMENTWISE_CASES = [(op.name, d) for op in optable.ELEMENTWISE for d in ALL if _valid(op, d)]
+
+
+@pytest.mark.parametrize("name,dtype", ELEMENTWISE_CASES,
+                         ids=[f"{n}-{np.dtype(d).name}" for n, d in ELEMENTWISE_CASES])
+def test_elementwise(name: str, dtype) -> None:
+    op = optable.OPS[name]
+    shape = (3, 17)
+    inputs = [sample(dtype, shape, name, i) for i in range(op.arity)]
+    if name == "where":
+        inputs[0] = RNG.random(shape) < 0.5
+    f = mlirfuse.jit(getattr(ops, name))
+    got = f(*inputs)
+    expected = mlirfuse.reference.evaluate(f.fusion_ir(*inputs), inputs)[0]
+    assert got.dtype == expected.dtype
+    assert_close(got, expected, name)
+
+
+@pytest.mark.parametrize("dtype", FLOATS + INTS + [np.bool_], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("name", ["sum", "prod", "max", "min", "mean", "var", "var_mean"])
+@pytest.mark.parametrize("axes,keepdim", [(None, False), ([-1], True), ([0, 2], False), (1, True)])
+def test_reduction(name: str, dtype, axes, keepdim) -> None:
+    if name in ("mean", "var", "var_mean") and np.dtype(dtype).kind != "f":
+        pytest.skip("floating-point only (FusionError, see test_errors)")
+    x = sample(dtype, (4, 5, 6), name)
+    if name == "prod" and np.dtype(dtype).kind == "f":
+        x = (np.abs(x.astype(np.float32)) * 0.2 + 0.9).astype(dtype)
+    f = mlirfuse.jit(lambda t: getattr(ops, name)(t, axes, keepdim=keepdim))
+    got = f(x)
+    expected = mlirfuse.reference.evaluate(f.fusion_ir(x), [x])
+    got = got if isinstance(got, tuple) else (got,)
+    for g, e in zip(got, expected):
+        assert g.shape == e.shape and g.dtype == e.dtype
+        assert_close(g, e, name, reduction_size=x.size)
+
+
+def test_reduction_matches_numpy_directly() -> None:
+    x = RNG.standard_normal((8, 33, 5)).astype(np.float32)
+    f = mlirfuse.jit(lambda t: (ops.sum(t, [0, 2]), ops.var(t, -1, correction=0),
+                                ops.var_mean(t, [1], keepdim=True), ops.max(t)))
+    s, v, (vv, vm), m = f(x)
+    np.testing.assert_allclose(s, x.sum((0, 2)), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(v, x.var(-1), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(vv, x.var(1, ddof=1, keepdims=True), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(vm, x.mean(1, keepdims=True), rtol=1e-5, atol=1e-6)
+    assert m == x.max()
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=lambda d: np.dtype(d).name)
+def test_shape_ops(dtype) -> None:
+    x = sample(dtype, (2, 1, 3, 4))
+
+    def fn(t):
+        a = ops.reshape(t, [2, 12])
+        b = ops.permute(t, [3, 0, 2, 1])
+        c = ops.squeeze(t, [1])
+        d = ops.unsqueeze(c, -1)
+        e = ops.expand(t, [2, 5, 3, 4])
+        g = ops.broadcast_in_dim(c, [7, 2, 3, 4], [1, 2, 3])
+        return a, b, c, d, e, g
+
+    got = mlirfuse.jit(fn)(x)
+    want = (x.reshape(2, 12), x.transpose(3, 0, 2, 1), x.squeeze(1), x.squeeze(1)[..., None],
+            np.broadcast_to(x, (2, 5, 3, 4)), np.broadcast_to(x.squeeze(1), (7, 2, 3, 4)))
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("src", ALL, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dst", ALL, ids=lambda d: np.dtype(d).name)
+def test_cast(src, dst) -> None:
+    x = sample(src, (5, 7))
+    if np.dtype(src).kind == "f" and np.dtype(dst).kind in "iu":
+        x = np.trunc(x.astype(np.float32)).astype(src)  # float->int of in-range values
+    got = mlirfuse.jit(lambda t: ops.cast(t, dst))(x)
+    want = x.astype(np.float32).astype(dst) if np.dtype(src).itemsize == 2 and np.dtype(src).kind == "f" \
+        else x.astype(dst)
+    assert got.dtype == np.dtype(dst)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: np.dtype(d).name)
+def test_uniform_matches_reference_bits(dtype) -> None:
+    def fn(x, seed):
+        return ops.uniform(-1.0, 3.0, x.shape, seed=seed, offset=7, dtype=DataType.Float) + 0 * x, \
+            ops.rand_like(x, seed=5)
+
+    x = np.zeros((33, 17), dtype)
+    f = mlirfuse.jit(fn)
+    u, r = f(x, 123)
+    eu, er = mlirfuse.reference.evaluate(f.fusion_ir(x, 123), [x, np.int64(123)])
+    np.testing.assert_array_equal(u, eu)
+    np.testing.assert_array_equal(r, er)
+    assert -1.0 <= u.min() and u.max() < 3.0
+    assert abs(float(u.mean()) - 1.0) < 0.1
+    u2, _ = f(x, 124)
+    assert not np.array_equal(u, u2)  # seed is a runtime scalar
+
+
+def test_type_promotion_follows_torch() -> None:
+    cases = [
+        (lambda a, b: a + b, np.int32, np.float16, np.float16),
+        (lambda a, b: a + b, np.float16, ml_dtypes.bfloat16, np.float32),
+        (lambda a, b: a * 2.5, np.int32, np.int32, np.float32),
+        (lambda a, b: a * 2, np.float16, np.float16, np.float16),
+        (lambda a, b: a / b, np.int64, np.int64, np.float32),
+        (lambda a, b: a < b, np.float32, np.int32, np.bool_),
+        (lambda a, b: a + True, np.bool_, np.bool_, np.bool_),
+        (lambda a, b: ops.exp(a), np.int64, np.int64, np.float32),
+    ]
+    for fn, da, db, want in cases:
+        a, b = sample(da, (3,)), sample(db, (3,))
+        assert mlirfuse.jit(fn)(a, b).dtype == np.dtype(want), (da, db, want)
+
+
+def test_runtime_scalar_is_not_baked() -> None:
+    f = mlirfuse.jit(lambda x, s: x * s)
+    x = np.ones(4, np.float32)
+    assert (f(x, 2.0) == 2).all() and (f(x, 3.0) == 3).all()
+    assert f.cache_info().compiles == 1
+
+
+def test_float_constants_special_values() -> None:
+    f = mlirfuse.jit(lambda x: (ops.maximum(x, -math.inf), ops.where(x > 0, x, math.nan)))
+    a, b = f(np.array([1.0, -1.0], np.float32))
+    np.testing.assert_array_equal(a, [1.0, -1.0])
+    assert b[0] == 1.0 and np.isnan(b[1])
