@@ -25,9 +25,12 @@ ENTRY = "mlirfuse_entry"
 # Stage pipelines (each replayable with mlirfuse-opt).
 # bf16 conversions are expanded into integer ops before canonicalize can fold them into
 # int<->bf16 casts that LLVM lowers to compiler-rt calls the JIT cannot resolve.
+# Shapes are resolved to the inputs' dims first: a `tensor.dim` of an intermediate counts as
+# a second use and stops elementwise fusion.
 TO_LINALG = ("builtin.module(fusion-to-linalg{target=cpu}, arith-expand{include-bf16=true}, "
+             "canonicalize, resolve-shaped-type-result-dims, canonicalize, cse, "
              "func.func(linalg-fuse-elementwise-ops), canonicalize, cse)")
-BUFFERIZE = ("builtin.module(inline, symbol-dce, canonicalize, "
+BUFFERIZE = ("builtin.module(inline, symbol-dce, canonicalize, eliminate-empty-tensors, "
              "one-shot-bufferize{bufferize-function-boundaries "
              "function-boundary-type-conversion=identity-layout-map}, "
              "buffer-deallocation-pipeline, canonicalize, cse)")

@@ -49,8 +49,12 @@ def compute_type(t: ir.Type) -> ir.Type:
     return ir.F32Type.get() if is_low_precision(t) else t
 
 
+ZERO = -1  # in a map's results: the constant index 0 (a size-1 dim being broadcast)
+
+
 def affine_map(n_dims: int, results: Sequence[int]) -> ir.AffineMap:
-    return ir.AffineMap.get(n_dims, 0, [ir.AffineDimExpr.get(d) for d in results])
+    exprs = [ir.AffineConstantExpr.get(0) if d == ZERO else ir.AffineDimExpr.get(d) for d in results]
+    return ir.AffineMap.get(n_dims, 0, exprs)
 
 
 def generic(inputs: Sequence[ir.Value], input_maps: Sequence[Sequence[int]],
@@ -71,43 +75,3 @@ def generic(inputs: Sequence[ir.Value], input_maps: Sequence[Sequence[int]],
 
 def fill(init: ir.Value, value: ir.Value) -> ir.Value:
     return linalg.fill(value, outs=[init])
-
-
-def reassociation_dropping(rank: int, dropped: Sequence[int]) -> list[list[int]]:
-    """Reassociation that merges the unit dims `dropped` into a neighbouring kept dim."""
-    kept = [i for i in range(rank) if i not in dropped]
-    if not kept:
-        return []
-    groups: list[list[int]] = [[] for _ in kept]
-    k = 0
-    for i in range(rank):
-        groups[k].append(i)
-        if i in kept and k < len(kept) - 1 and i == kept[k]:
-            k += 1
-    return groups
-
-
-def _reassoc_attr(groups: list[list[int]]) -> ir.ArrayAttr:
-    i64 = ir.IntegerType.get_signless(64)
-    return ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, d) for d in g]) for g in groups])
-
-
-def drop_unit_dims(value: ir.Value, dropped: Sequence[int]) -> ir.Value:
-    """collapse_shape away static size-1 dims."""
-    if not dropped:
-        return value
-    t = ir.RankedTensorType(value.type)
-    shape = [s for i, s in enumerate(t.shape) if i not in dropped]
-    out = ir.RankedTensorType.get(shape, t.element_type)
-    return tensor.collapse_shape(out, value, _reassoc_attr(reassociation_dropping(t.rank, dropped)))
-
-
-def insert_unit_dims(value: ir.Value, result_type: ir.RankedTensorType, inserted: Sequence[int],
-                     out_dims: Sequence[ir.Value]) -> ir.Value:
-    """expand_shape adding size-1 dims at `inserted` positions of the result."""
-    if not inserted:
-        return value
-    groups = reassociation_dropping(result_type.rank, inserted)
-    dynamic = [d for i, d in enumerate(out_dims) if result_type.is_dynamic_dim(i)]
-    static = ir.DenseI64ArrayAttr.get(list(result_type.shape))
-    return tensor.expand_shape(result_type, value, _reassoc_attr(groups), dynamic, static)

@@ -132,12 +132,9 @@ class FusionLowering:
         x, sizes = op.operands[0], list(op.operands)[1:]
         out_type = _storage_tensor(op.results[0].type)
         in_shape = _tensor(x).shape
-        # Size-1 input dims that grow are dropped first, so every map stays a projection.
-        dropped = [i for i, d in enumerate(bdims) if in_shape[i] == 1 and out_type.shape[d] != 1]
-        src = B.drop_unit_dims(x, dropped)
-        in_map = [d for i, d in enumerate(bdims) if i not in dropped]
-        return self._map_elementwise([src], out_type, lambda a, _: a, [in_map],
-                                     self._out_dims(op, sizes))
+        # A size-1 input dim that grows is read at index 0.
+        in_map = [B.ZERO if in_shape[i] == 1 and out_type.shape[d] != 1 else d for i, d in enumerate(bdims)]
+        return self._map_elementwise([x], out_type, lambda a, _: a, [in_map], self._out_dims(op, sizes))
 
     def lower_broadcast_in_dim(self, op: ir.Operation) -> ir.Value:
         return self._broadcast(op, _ints(op, "broadcast_dims"))
@@ -162,14 +159,23 @@ class FusionLowering:
                                      [in_dims[p] for p in perm])
 
     def lower_squeeze(self, op: ir.Operation) -> ir.Value:
-        return B.drop_unit_dims(op.operands[0], _ints(op, "dims"))
+        x = op.operands[0]
+        dims = _ints(op, "dims")
+        kept = [i for i in range(_tensor(x).rank) if i not in dims]
+        in_dims = B.dims_of(x)
+        # Views become copies that elementwise fusion folds away; tensor reshapes would not fuse.
+        it = iter(range(len(kept)))
+        in_map = [B.ZERO if i in dims else next(it) for i in range(_tensor(x).rank)]
+        return self._map_elementwise([x], _storage_tensor(op.results[0].type), lambda a, _: a,
+                                     [in_map], [in_dims[i] for i in kept])
 
     def lower_unsqueeze(self, op: ir.Operation) -> ir.Value:
         x = op.operands[0]
         d = _int(op, "dim")
         dims = B.dims_of(x)
-        out_dims = dims[:d] + [B.index_const(1)] + dims[d:]
-        return B.insert_unit_dims(x, _storage_tensor(op.results[0].type), [d], out_dims)
+        in_map = [i if i < d else i + 1 for i in range(len(dims))]
+        return self._map_elementwise([x], _storage_tensor(op.results[0].type), lambda a, _: a,
+                                     [in_map], dims[:d] + [B.index_const(1)] + dims[d:])
 
     # -- reductions -------------------------------------------------------------------------
     def _reduce(self, x: ir.Value, axes: Sequence[int], acc: ir.Type, identity: float | int | bool,
@@ -215,7 +221,8 @@ class FusionLowering:
             return t
         in_dims = B.dims_of(x)
         out_dims = [B.index_const(1) if i in axes else d for i, d in enumerate(in_dims)]
-        return B.insert_unit_dims(t, result_type, list(axes), out_dims)
+        kept = [i for i in range(len(in_dims)) if i not in axes]
+        return self._map_elementwise([t], result_type, lambda a, _: a, [kept], out_dims)
 
     def reduction(self, op: ir.Operation, name: str) -> list[ir.Value]:
         x = op.operands[0]
