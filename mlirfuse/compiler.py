@@ -83,5 +83,5 @@ class CompiledFusion:
         arrays = [check_input(i, v, s) for i, (v, s) in enumerate(zip(inputs, specs))]
         shapes = self.output_shapes([a.shape for a in arrays])
         outputs = [np.empty(s, dtype=dt) for s, dt in zip(shapes, self._output_dtypes)]
-        self.kernel(arrays, outputs)
+        self.kernel(arrays, outputs, [s.scalar for s in specs])
         return outputs

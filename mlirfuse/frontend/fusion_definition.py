@@ -89,6 +89,9 @@ class FusionDefinition:
         self._check_open("define_scalar")
         dt = to_dtype(dtype)
         if value is None:
+            if dt.is_low_precision:  # passed as a float32 value, rounded in the fusion
+                scalar = self.fusion.add_input(InputSpec(DataType.Float, (), scalar=True))
+                return ops_module.cast(scalar, dt)
             return self.fusion.add_input(InputSpec(dt, (), scalar=True))
         return ops_module.constant(value, dt, self.fusion)
 

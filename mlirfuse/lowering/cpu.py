@@ -18,9 +18,9 @@ from mlir.execution_engine import ExecutionEngine
 from mlirfuse.dialects import fusion as fusion_dialect
 from mlirfuse.errors import FusionError
 from mlirfuse.frontend.graph import InputSpec
+from mlirfuse.lowering.host_abi import ENTRY, add_entry_point, inline_scalar_operands
 from mlirfuse.passes import Pipeline
 
-ENTRY = "mlirfuse_entry"
 
 # Stage pipelines (each replayable with mlirfuse-opt).
 # bf16 conversions are expanded into integer ops before canonicalize can fold them into
@@ -30,7 +30,8 @@ ENTRY = "mlirfuse_entry"
 TO_LINALG = ("builtin.module(fusion-to-linalg{target=cpu}, arith-expand{include-bf16=true}, "
              "canonicalize, resolve-shaped-type-result-dims, canonicalize, cse, "
              "func.func(linalg-fuse-elementwise-ops), canonicalize, cse)")
-BUFFERIZE = ("builtin.module(inline, symbol-dce, canonicalize, eliminate-empty-tensors, "
+INLINE = "builtin.module(inline, symbol-dce, canonicalize, cse)"
+BUFFERIZE = ("builtin.module(eliminate-empty-tensors, "
              "one-shot-bufferize{bufferize-function-boundaries "
              "function-boundary-type-conversion=identity-layout-map}, "
              "buffer-deallocation-pipeline, canonicalize, cse)")
@@ -39,53 +40,6 @@ TO_LLVM = ("builtin.module(func.func(convert-linalg-to-loops), convert-scf-to-cf
            "finalize-memref-to-llvm, convert-math-to-llvm, convert-math-to-libm, "
            "convert-arith-to-llvm, convert-func-to-llvm, convert-cf-to-llvm, "
            "reconcile-unrealized-casts)")
-
-
-def memref_type(spec_shape: Sequence[int | None], element: str, contiguous: bool) -> str:
-    dims = "".join(f"{'?' if s is None else s}x" for s in spec_shape)
-    if contiguous or not spec_shape:
-        return f"memref<{dims}{element}>"
-    strides = ", ".join("?" for _ in spec_shape)
-    return f"memref<{dims}{element}, strided<[{strides}], offset: ?>>"
-
-
-def _tensor_shape(t: ir.Type) -> list[int | None]:
-    rt = ir.RankedTensorType(t)
-    return [None if rt.is_dynamic_dim(i) else s for i, s in enumerate(rt.shape)]
-
-
-def add_entry_point(module: ir.Module, specs: Sequence[InputSpec]) -> None:
-    """Wrap @fusion in a destination-passing @mlirfuse_entry taking memrefs."""
-    func = next(op for op in module.body.operations if op.operation.name == "func.func")
-    ftype = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
-    args, lines = [], []
-    for i, (t, spec) in enumerate(zip(ftype.inputs, specs)):
-        elem = str(ir.RankedTensorType(t).element_type)
-        mt = memref_type(_tensor_shape(t), elem, spec.contiguous)
-        args.append(f"%in{i}: {mt}")
-        lines.append(f"%t{i} = bufferization.to_tensor %in{i} restrict : {mt} to {t}")
-    outs = []
-    for j, t in enumerate(ftype.results):
-        elem = str(ir.RankedTensorType(t).element_type)
-        mt = memref_type(_tensor_shape(t), elem, True)
-        args.append(f"%out{j}: {mt}")
-        outs.append((mt, t))
-    ins = ", ".join(f"%t{i}" for i in range(len(ftype.inputs)))
-    in_types = ", ".join(str(t) for t in ftype.inputs)
-    res_types = ", ".join(str(t) for t in ftype.results)
-    if outs:
-        lines.append(f"%r:{len(outs)} = func.call @fusion({ins}) : ({in_types}) -> ({res_types})")
-    for j, (mt, t) in enumerate(outs):
-        lines.append(f"bufferization.materialize_in_destination %r#{j} in restrict writable "
-                     f"%out{j} : ({t}, {mt}) -> ()")
-    text = (f"func.func @{ENTRY}({', '.join(args)}) attributes {{llvm.emit_c_interface}} {{\n  "
-            + "\n  ".join(lines) + "\n  return\n}")
-    func.attributes["sym_visibility"] = ir.StringAttr.get("private")
-    declaration = f"func.func private @fusion({in_types}) -> ({res_types})\n"
-    wrapper = ir.Module.parse(declaration + text)
-    entry = wrapper.body.operations[1]
-    entry.operation.detach_from_parent()
-    module.body.append(entry.operation)
 
 
 @dataclass
@@ -101,12 +55,13 @@ class CompiledCpu:
             raise FusionError("CPU backend: entry point missing after compilation")
         self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
 
-    def __call__(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
-        descriptors = [descriptor(a) for a in list(inputs) + list(outputs)]
-        pointers = [ctypes.pointer(d) for d in descriptors]
-        packed = (ctypes.c_void_p * len(pointers))()
-        for i, p in enumerate(pointers):
-            packed[i] = ctypes.addressof(p)
+    def __call__(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray],
+                 scalar: Sequence[bool]) -> None:
+        """Run; `scalar[i]` says input i is passed by value (a runtime scalar)."""
+        keep = []
+        for a, by_value in zip(list(inputs) + list(outputs), list(scalar) + [False] * len(outputs)):
+            keep.append(scalar_value(a) if by_value else ctypes.pointer(descriptor(a)))
+        packed = (ctypes.c_void_p * len(keep))(*[ctypes.addressof(k) for k in keep])
         self._fn(packed)
 
 
@@ -136,6 +91,15 @@ def descriptor(a: np.ndarray) -> ctypes.Structure:
     return d
 
 
+def scalar_value(a: np.ndarray) -> ctypes._SimpleCData:
+    """A runtime scalar as the C value the entry point takes (f64, i64, or i8 for bool)."""
+    if a.dtype.kind == "f":
+        return {8: ctypes.c_double, 4: ctypes.c_float}[a.itemsize](float(a))
+    if a.dtype.kind == "b":
+        return ctypes.c_int8(bool(a))
+    return {8: ctypes.c_int64, 4: ctypes.c_int32}[a.itemsize](int(a))
+
+
 def compile_cpu(fusion_ir: str, specs: Sequence[InputSpec], keep_stages: bool = False) -> CompiledCpu:
     """Compile fusion IR for the host; `keep_stages` records the IR after every stage."""
     start = time.perf_counter()
@@ -146,10 +110,13 @@ def compile_cpu(fusion_ir: str, specs: Sequence[InputSpec], keep_stages: bool = 
             stages["fusion"] = str(module)
         n_outputs = len(ir.FunctionType(ir.TypeAttr(
             module.body.operations[0].attributes["function_type"]).value).results)
-        for name, pipeline in (("linalg", TO_LINALG), ("bufferized", None), ("llvm", TO_LLVM)):
-            if name == "bufferized":
-                add_entry_point(module, specs)
-                pipeline = BUFFERIZE
+        run_pipeline(module, TO_LINALG, "linalg")
+        if keep_stages:
+            stages["linalg"] = str(module)
+        add_entry_point(module, specs)
+        run_pipeline(module, INLINE, "inlined")
+        inline_scalar_operands(module)
+        for name, pipeline in (("bufferized", BUFFERIZE), ("llvm", TO_LLVM)):
             run_pipeline(module, pipeline, name)
             if keep_stages:
                 stages[name] = str(module)

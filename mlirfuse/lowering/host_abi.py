@@ -1,0 +1,118 @@
+"""The entry point both backends export, and how the host passes arguments to it.
+
+`@mlirfuse_entry(inputs..., outputs...)` is destination-passing: tensors are memrefs
+(strided where the input is not contiguous), runtime scalars are plain values (so a GPU
+kernel receives them as launch parameters, not through device memory), and outputs are
+buffers the caller allocated. It calls the lowered `@fusion`, which gets inlined.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from mlir import ir
+from mlir.dialects import linalg
+
+from mlirfuse.frontend.graph import InputSpec
+
+ENTRY = "mlirfuse_entry"
+
+
+def memref_type(spec_shape: Sequence[int | None], element: str, contiguous: bool) -> str:
+    dims = "".join(f"{'?' if s is None else s}x" for s in spec_shape)
+    if contiguous or not spec_shape:
+        return f"memref<{dims}{element}>"
+    strides = ", ".join("?" for _ in spec_shape)
+    return f"memref<{dims}{element}, strided<[{strides}], offset: ?>>"
+
+
+def _tensor_shape(t: ir.Type) -> list[int | None]:
+    rt = ir.RankedTensorType(t)
+    return [None if rt.is_dynamic_dim(i) else s for i, s in enumerate(rt.shape)]
+
+
+def add_entry_point(module: ir.Module, specs: Sequence[InputSpec]) -> None:
+    """Wrap the (lowered) @fusion in @mlirfuse_entry; @fusion becomes private."""
+    func = next(op for op in module.body.operations if op.operation.name == "func.func")
+    ftype = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
+    args, lines = [], []
+    for i, (t, spec) in enumerate(zip(ftype.inputs, specs)):
+        elem = str(ir.RankedTensorType(t).element_type)
+        if spec.scalar:
+            args.append(f"%in{i}: {elem}")
+            lines.append(f"%t{i} = tensor.from_elements %in{i} : {t}")
+            continue
+        mt = memref_type(_tensor_shape(t), elem, spec.contiguous)
+        args.append(f"%in{i}: {mt}")
+        lines.append(f"%t{i} = bufferization.to_tensor %in{i} restrict : {mt} to {t}")
+    outs = []
+    for j, t in enumerate(ftype.results):
+        elem = str(ir.RankedTensorType(t).element_type)
+        mt = memref_type(_tensor_shape(t), elem, True)
+        args.append(f"%out{j}: {mt}")
+        outs.append((mt, t))
+    ins = ", ".join(f"%t{i}" for i in range(len(ftype.inputs)))
+    in_types = ", ".join(str(t) for t in ftype.inputs)
+    res_types = ", ".join(str(t) for t in ftype.results)
+    if outs:
+        lines.append(f"%r:{len(outs)} = func.call @fusion({ins}) : ({in_types}) -> ({res_types})")
+    for j, (mt, t) in enumerate(outs):
+        lines.append(f"bufferization.materialize_in_destination %r#{j} in restrict writable "
+                     f"%out{j} : ({t}, {mt}) -> ()")
+    text = (f"func.func @{ENTRY}({', '.join(args)}) attributes {{llvm.emit_c_interface}} {{\n  "
+            + "\n  ".join(lines) + "\n  return\n}")
+    func.attributes["sym_visibility"] = ir.StringAttr.get("private")
+    declaration = f"func.func private @fusion({in_types}) -> ({res_types})\n"
+    wrapper = ir.Module.parse(declaration + text)
+    entry = wrapper.body.operations[1]
+    entry.operation.detach_from_parent()
+    module.body.append(entry.operation)
+
+
+def inline_scalar_operands(module: ir.Module) -> None:
+    """Read 0-d `tensor.from_elements` inputs of linalg.generics as captured scalars.
+
+    Runs after inlining, before bufferization: the scalar then never touches memory.
+    """
+    for func in module.body.operations:
+        if func.operation.name != "func.func":
+            continue
+        for op in list(func.regions[0].blocks[0].operations):
+            op = op.operation
+            if op.name == "linalg.generic":
+                _inline_scalars(op)
+
+
+def _inline_scalars(op: ir.Operation) -> None:
+    n_in = len(op.operands) - len(op.results)
+    inputs, outputs = list(op.operands)[:n_in], list(op.operands)[n_in:]
+    scalar_of = {}
+    for i, v in enumerate(inputs):
+        owner = v.owner
+        if isinstance(owner, ir.OpView):
+            owner = owner.operation
+        if isinstance(owner, ir.Operation) and owner.name == "tensor.from_elements" and \
+                ir.RankedTensorType(v.type).rank == 0:
+            scalar_of[i] = owner.operands[0]
+    if not scalar_of:
+        return
+    maps = list(ir.ArrayAttr(op.attributes["indexing_maps"]))
+    keep = [i for i in range(n_in) if i not in scalar_of]
+    with ir.InsertionPoint(op), op.location:
+        new = linalg.GenericOp([r.type for r in op.results], [inputs[i] for i in keep], outputs,
+                               ir.ArrayAttr.get([maps[i] for i in keep] + maps[n_in:]),
+                               op.attributes["iterator_types"])
+    old_block = op.regions[0].blocks[0]
+    old_args = list(old_block.arguments)
+    block = new.regions[0].blocks.append(*[old_args[i].type for i in keep + list(range(n_in, len(old_args)))])
+    for i, scalar in scalar_of.items():
+        old_args[i].replace_all_uses_with(scalar)
+    for new_arg, i in zip(block.arguments, keep + list(range(n_in, len(old_args)))):
+        old_args[i].replace_all_uses_with(new_arg)
+    for inner in list(old_block.operations):
+        inner_op = inner.operation
+        inner_op.detach_from_parent()
+        block.append(inner_op)
+    for old, value in zip(op.results, new.results):
+        old.replace_all_uses_with(value)
+    op.erase()

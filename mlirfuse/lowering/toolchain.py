@@ -1,0 +1,63 @@
+"""Finding the CUDA tools NVPTX code generation needs: libdevice (math) and ptxas (cubin).
+
+Looked up in order: $MLIRFUSE_CUDA_PATH, $CUDA_HOME, $CUDA_PATH, the `nvidia-cuda-nvcc`
+wheel, /usr/local/cuda, and the folder above a `ptxas` on PATH. PTX generation itself needs
+no GPU and no ptxas; without ptxas the driver JIT-compiles the PTX.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+MISSING_LIBDEVICE = (
+    "GPU backend: libdevice.10.bc not found. Install a CUDA toolkit (set CUDA_HOME) or "
+    "`pip install nvidia-cuda-nvcc`; mlirfuse needs it to compile math functions for NVPTX.")
+
+# PTX ISA version to ask for, per target (each is the first PTX version supporting it).
+_PTX_FOR_ARCH = {"sm_70": 60, "sm_75": 63, "sm_80": 70, "sm_86": 71, "sm_89": 78, "sm_90": 80,
+                 "sm_90a": 80, "sm_100": 86, "sm_100a": 86, "sm_120": 87}
+
+
+@dataclass(frozen=True)
+class Toolkit:
+    root: str | None
+    libdevice: str | None
+    ptxas: str | None
+
+
+def _candidates() -> list[Path]:
+    roots = [os.environ.get(v) for v in ("MLIRFUSE_CUDA_PATH", "CUDA_HOME", "CUDA_PATH")]
+    try:
+        import nvidia.cuda_nvcc as wheel  # type: ignore[import-not-found]
+
+        roots.append(str(Path(list(wheel.__path__)[0])))
+    except ImportError:
+        pass
+    roots.append("/usr/local/cuda")
+    ptxas = shutil.which("ptxas")
+    if ptxas:
+        roots.append(str(Path(ptxas).resolve().parent.parent))
+    return [Path(r) for r in roots if r]
+
+
+@functools.cache
+def find() -> Toolkit:
+    libdevice = ptxas = root = None
+    for candidate in _candidates():
+        lib = candidate / "nvvm" / "libdevice" / "libdevice.10.bc"
+        exe = candidate / "bin" / "ptxas"
+        if lib.exists() and libdevice is None:
+            libdevice, root = str(lib), str(candidate)
+        if exe.exists() and ptxas is None:
+            ptxas = str(exe)
+        if libdevice and ptxas:
+            break
+    return Toolkit(root, libdevice, ptxas)
+
+
+def ptx_version(arch: str) -> int:
+    return _PTX_FOR_ARCH.get(arch, 80)
