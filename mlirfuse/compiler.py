@@ -1,16 +1,18 @@
-"""A traced fusion, compiled: guards on its inputs, output allocation, and the kernel call."""
+"""A traced fusion, compiled for one signature: guards on inputs, output allocation, calls."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Sequence
 
 import numpy as np
 
+from mlirfuse.arrays import Arg, classify, placement, wrap_output
 from mlirfuse.errors import FusionError
 from mlirfuse.frontend.graph import Fusion, InputSpec
 from mlirfuse.frontend.symbolic import evaluate
 
-BACKENDS = ("cpu",)
+BACKENDS = ("cpu", "gpu")
 
 
 def describe(spec: InputSpec) -> str:
@@ -20,51 +22,72 @@ def describe(spec: InputSpec) -> str:
     return f"{spec.dtype.value}[{dims}]"
 
 
-def check_input(i: int, value: Any, spec: InputSpec) -> np.ndarray:
-    """The numpy array for input i, or FusionError saying how it differs from its definition."""
+def check_arg(i: int, arg: Arg, spec: InputSpec) -> Any:
+    """The value to pass for input i, or FusionError saying how it differs from its definition."""
     if spec.scalar:
-        if isinstance(value, np.ndarray) and value.ndim != 0:
-            raise FusionError(f"input {i}: expected a scalar, got an array of shape {value.shape}")
+        if arg.kind != "scalar" and arg.shape != ():
+            raise FusionError(f"input {i}: expected a scalar, got an array of shape {arg.shape}")
         try:
-            return np.asarray(value, dtype=spec.dtype.np)
+            return np.asarray(arg.value if arg.kind != "device" else arg.value.item(), dtype=spec.dtype.np)
         except (TypeError, ValueError):
-            raise FusionError(f"input {i}: expected a {spec.dtype.value} scalar, got {value!r}") from None
-    if not isinstance(value, np.ndarray):
-        raise FusionError(f"input {i}: expected an array ({describe(spec)}), got {type(value).__name__}")
-    if value.dtype != spec.dtype.np:
-        raise FusionError(f"input {i}: expected dtype {spec.dtype.value}, got {value.dtype}")
-    if value.ndim != spec.rank:
-        raise FusionError(f"input {i}: expected rank {spec.rank} ({describe(spec)}), "
-                          f"got shape {value.shape}")
-    for d, (want, got) in enumerate(zip(spec.shape, value.shape)):
+            raise FusionError(f"input {i}: expected a {spec.dtype.value} scalar, got {arg.value!r}") from None
+    if arg.kind == "scalar":
+        raise FusionError(f"input {i}: expected an array ({describe(spec)}), got {arg.value!r}")
+    if arg.dtype is not spec.dtype:
+        raise FusionError(f"input {i}: expected dtype {spec.dtype.value}, got {arg.dtype.value}")
+    if len(arg.shape) != spec.rank:
+        raise FusionError(f"input {i}: expected rank {spec.rank} ({describe(spec)}), got shape {arg.shape}")
+    for d, (want, got) in enumerate(zip(spec.shape, arg.shape)):
         if want is not None and want != got:
-            raise FusionError(f"input {i}: dim {d} must be {want} ({describe(spec)}), got shape {value.shape}")
+            raise FusionError(f"input {i}: dim {d} must be {want} ({describe(spec)}), got shape {arg.shape}")
         if want is None and got == 1:
             raise FusionError(f"input {i}: dim {d} is 1 but was defined symbolic (not broadcast); "
-                              f"got shape {value.shape}")
-    if spec.contiguous and not value.flags.c_contiguous:
-        value = np.ascontiguousarray(value)
-    elif any(s % value.itemsize for s in value.strides):
+                              f"got shape {arg.shape}")
+    value = arg.value
+    if arg.kind == "device":
+        return value if arg.contiguous or not spec.contiguous else value.contiguous()
+    if (spec.contiguous and not value.flags.c_contiguous) or any(s % value.itemsize for s in value.strides):
         value = np.ascontiguousarray(value)
     return value
 
 
 class CompiledFusion:
-    """One fusion compiled for one input signature and backend."""
+    """One fusion compiled for one input signature and backend (cpu, or gpu for `arch`)."""
 
-    def __init__(self, fusion: Fusion, backend: str = "cpu", keep_stages: bool = False):
+    def __init__(self, fusion: Fusion, backend: str = "cpu", keep_stages: bool = False,
+                 arch: str | None = None, binary_format: str | None = None):
         if backend not in BACKENDS:
             raise FusionError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
         self.fusion = fusion
         self.backend = backend
         self.fusion_ir = fusion.to_mlir()
-        from mlirfuse.lowering.cpu import compile_cpu
+        self._scalar = [s.scalar for s in fusion.specs]
+        self._output_shapes = [t.shape for t in fusion.outputs]
+        self._output_dtypes = [t.dtype for t in fusion.outputs]
+        if backend == "cpu":
+            from mlirfuse.lowering.cpu import compile_cpu
 
-        self.kernel = compile_cpu(self.fusion_ir, fusion.specs, keep_stages=keep_stages)
+            self.kernel = compile_cpu(self.fusion_ir, fusion.specs, keep_stages=keep_stages)
+            self.n_kernels = 1
+            self.arch = "host"
+        else:
+            from mlirfuse.lowering import gpu, gpu_runtime
+
+            self.arch = arch or gpu_runtime.device_arch(0)
+            self.kernel = gpu.compile_gpu(self.fusion_ir, fusion.specs, self.arch, binary_format, keep_stages)
+            self.n_kernels = self.kernel.n_kernels
+            self._host_llvm = str(self.kernel.module)
+            self._executables: dict[int, Any] = {}
+            self._allocators: dict[int, Any] = {}
+            self._lock = threading.Lock()
         self.stages = self.kernel.stages
         self.compile_seconds = self.kernel.compile_seconds
-        self._output_shapes = [t.shape for t in fusion.outputs]
-        self._output_dtypes = [t.dtype.np for t in fusion.outputs]
+
+    @property
+    def ptx(self) -> str:
+        if self.backend != "gpu":
+            raise FusionError("ptx: compile with backend='gpu'")
+        return self.kernel.ptx
 
     def output_shapes(self, shapes: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
         for a, b in self.fusion.constraints:
@@ -75,13 +98,90 @@ class CompiledFusion:
                                   "they do not broadcast or reshape as traced")
         return [tuple(evaluate(s, shapes) for s in shape) for shape in self._output_shapes]
 
-    def __call__(self, inputs: Sequence[Any]) -> list[np.ndarray]:
+    def __call__(self, inputs: Sequence[Any]) -> list[Any]:
+        return self.run([classify(v) for v in inputs])
+
+    def run(self, args: list[Arg]) -> list[Any]:
         specs = self.fusion.specs
-        if len(inputs) != len(specs):
+        if len(args) != len(specs):
             raise FusionError(f"expected {len(specs)} inputs ({', '.join(describe(s) for s in specs)}), "
-                              f"got {len(inputs)}")
-        arrays = [check_input(i, v, s) for i, (v, s) in enumerate(zip(inputs, specs))]
-        shapes = self.output_shapes([a.shape for a in arrays])
-        outputs = [np.empty(s, dtype=dt) for s, dt in zip(shapes, self._output_dtypes)]
-        self.kernel(arrays, outputs, [s.scalar for s in specs])
+                              f"got {len(args)}")
+        where, device = placement(args)
+        values = [check_arg(i, a, s) for i, (a, s) in enumerate(zip(args, specs))]
+        shapes = self.output_shapes([v.shape for v in values])
+        if self.backend == "cpu":
+            if where == "device":
+                raise FusionError("GPU arrays given to a fusion compiled for the CPU; use backend='gpu'")
+            outputs = [np.empty(s, dtype=dt.np) for s, dt in zip(shapes, self._output_dtypes)]
+            self.kernel(values, outputs, self._scalar)
+            origin = next((a.origin for a in args if a.kind == "host"), "numpy")
+            return [_to_torch(o) for o in outputs] if origin == "torch" else outputs
+        if where == "device":
+            return self._run_device(args, values, shapes, device)
+        return self._run_staged(values, shapes)
+
+    # -- GPU ---------------------------------------------------------------------------------
+    def executable(self, device: int) -> Any:
+        with self._lock:
+            exe = self._executables.get(device)
+            if exe is None:
+                from mlirfuse.lowering.gpu_runtime import DeviceExecutable
+
+                exe = DeviceExecutable(self._host_llvm, device)
+                self._executables[device] = exe
+            return exe
+
+    def _run_device(self, args: list[Arg], values: list[Any], shapes: list[tuple[int, ...]],
+                    device: int) -> list[Any]:
+        import torch
+
+        from mlirfuse.lowering.gpu_runtime import torch_allocator
+
+        exe = self.executable(device)
+        if device not in self._allocators:
+            self._allocators[device] = torch_allocator(torch, device)
+            exe.set_allocator(*self._allocators[device])
+        dev = torch.device("cuda", device)
+        outputs = [torch.empty(s, dtype=getattr(torch, dt.value), device=dev)
+                   for s, dt in zip(shapes, self._output_dtypes)]
+        call_args: list[Any] = []
+        for v, scalar in zip(values, self._scalar):
+            call_args.append(v if scalar else (v.data_ptr(), v.shape, v.stride()))
+        call_args += [(o.data_ptr(), o.shape, o.stride()) for o in outputs]
+        exe.launch(torch._C._cuda_getCurrentRawStream(device), call_args)
+        origin = next((a.origin for a in args if a.kind == "device"), "torch")
+        return [wrap_output(o, origin) for o in outputs]
+
+    def _run_staged(self, values: list[Any], shapes: list[tuple[int, ...]]) -> list[Any]:
+        """numpy in, numpy out, on the GPU: copies through the runtime, synchronized."""
+        from mlirfuse.lowering.gpu_runtime import HostStaging, RUNTIME_ALLOC, RUNTIME_FREE, device_count
+
+        if device_count() == 0:
+            raise FusionError("backend='gpu' needs an NVIDIA GPU and driver; none was found "
+                              "(compile(..., backend='gpu') still produces PTX)")
+        exe = self.executable(0)
+        exe.set_allocator(RUNTIME_ALLOC, RUNTIME_FREE)
+        staging = HostStaging(0)
+        try:
+            call_args: list[Any] = []
+            for v, scalar in zip(values, self._scalar):
+                if scalar:
+                    call_args.append(v)
+                else:
+                    v = np.ascontiguousarray(v)
+                    call_args.append((staging.to_device(v), v.shape, [s // v.itemsize for s in v.strides]))
+            outputs = [np.empty(s, dtype=dt.np) for s, dt in zip(shapes, self._output_dtypes)]
+            device_outs = [staging.empty(o.nbytes) for o in outputs]
+            call_args += [(p, o.shape, [s // o.itemsize for s in o.strides]) for p, o in zip(device_outs, outputs)]
+            exe.launch(staging.stream, call_args)
+            for p, o in zip(device_outs, outputs):
+                staging.to_host(p, o)
+        finally:
+            staging.finish()
         return outputs
+
+
+def _to_torch(a: np.ndarray) -> Any:
+    import torch
+
+    return torch.from_numpy(a)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Sequence
 
+from mlirfuse.arrays import classify, placement
 from mlirfuse.compiler import CompiledFusion
 from mlirfuse.dtypes import DataType, to_dtype
 from mlirfuse.errors import FusionError
@@ -102,6 +103,7 @@ class FusionDefinition:
         self.fusion.add_output(t)
 
     def compile(self, backend: str = "cpu") -> CompiledFusion:
+        """Compile for `backend` (cached); the result keeps every stage's IR."""
         if self._tracing is not None:
             raise FusionError("execute/compile: leave the `with FusionDefinition()` block first")
         if not self.fusion.outputs:
@@ -110,11 +112,16 @@ class FusionDefinition:
             self._compiled[backend] = CompiledFusion(self.fusion, backend, keep_stages=True)
         return self._compiled[backend]
 
-    def execute(self, inputs: Sequence[Any], backend: str = "cpu") -> list[Any]:
-        """Run on `inputs` (tensors and runtime scalars in definition order)."""
+    def execute(self, inputs: Sequence[Any], backend: str | None = None) -> list[Any]:
+        """Run on `inputs` (tensors and runtime scalars in definition order).
+
+        GPU arrays run on the GPU, host arrays on the CPU unless backend='gpu'.
+        """
         if not isinstance(inputs, (list, tuple)):
             raise FusionError("execute: inputs must be a list, in definition order")
-        return self.compile(backend)(list(inputs))
+        args = [classify(v) for v in inputs]
+        where, _ = placement(args)
+        return self.compile("gpu" if where == "device" else backend or "cpu").run(args)
 
     def __str__(self) -> str:
         return self.fusion.to_mlir()

@@ -7,10 +7,8 @@ import threading
 from collections import namedtuple
 from typing import Any, Callable, Iterator, Sequence
 
-import numpy as np
-
+from mlirfuse.arrays import Arg, classify, placement
 from mlirfuse.compiler import CompiledFusion
-from mlirfuse.dtypes import DataType, to_dtype
 from mlirfuse.errors import FusionError
 from mlirfuse.frontend.graph import Fusion, InputSpec, Tensor, tracing
 from mlirfuse.frontend.symbolic import ConcreteSizeNeeded
@@ -18,38 +16,22 @@ from mlirfuse.frontend.symbolic import ConcreteSizeNeeded
 CacheInfo = namedtuple("CacheInfo", ["hits", "misses", "compiles"])
 
 
-def _scalar_spec(value: Any) -> InputSpec | None:
-    if isinstance(value, bool) or isinstance(value, np.bool_):
-        return InputSpec(DataType.Bool, (), scalar=True)
-    if isinstance(value, (int, np.integer)):
-        return InputSpec(DataType.Int, (), scalar=True)
-    if isinstance(value, (float, np.floating)):
-        return InputSpec(DataType.Double, (), scalar=True)
-    return None
-
-
-def input_spec(value: Any, static: bool) -> InputSpec:
+def input_spec(arg: Arg, static: bool) -> InputSpec:
     """The signature of one argument: dtype, rank, size-1 dims (or all sizes), contiguity."""
-    scalar = _scalar_spec(value)
-    if scalar is not None:
-        return scalar
-    if not isinstance(value, np.ndarray):
-        if hasattr(value, "__array__") or isinstance(value, (list, tuple)):
-            value = np.asarray(value)
-        else:
-            raise FusionError(f"unsupported argument of type {type(value).__name__}: "
-                              "expected an array or a Python scalar")
-    dtype = to_dtype(value.dtype)
-    shape = tuple(s if static or s == 1 else None for s in value.shape)
-    return InputSpec(dtype, shape, contiguous=bool(value.flags.c_contiguous))
+    if arg.kind == "scalar":
+        return InputSpec(arg.dtype, (), scalar=True)
+    shape = tuple(s if static or s == 1 else None for s in arg.shape)
+    return InputSpec(arg.dtype, shape, contiguous=arg.contiguous)
 
 
 class JitFunction:
     """A traced-and-compiled version of `fn`; call it like `fn`."""
 
     def __init__(self, fn: Callable[..., Any], backend: str | None = None, dynamic: bool = True):
+        if backend not in (None, "cpu", "gpu"):
+            raise FusionError(f"unknown backend {backend!r}; choose 'cpu' or 'gpu'")
         self.fn = fn
-        self.backend = backend or "cpu"
+        self.backend = backend
         self.dynamic = dynamic
         self._cache: dict[tuple, tuple[CompiledFusion, bool]] = {}
         self._static_signatures: set[tuple] = set()  # signatures that needed concrete sizes
@@ -58,8 +40,11 @@ class JitFunction:
         functools.update_wrapper(self, fn)
 
     # -- tracing ---------------------------------------------------------------------------
-    def trace(self, *args: Any) -> tuple[Fusion, bool]:
-        """Trace `fn` on `args`; returns the fusion and whether the result is a tuple."""
+    def trace(self, *args: Any) -> tuple[Fusion, Any]:
+        """Trace `fn` on `args`; returns the fusion and the structure of its result."""
+        return self._trace_infos([classify(a) for a in args])
+
+    def _trace_infos(self, args: Sequence[Arg]) -> tuple[Fusion, Any]:
         static = not self.dynamic or self._signature(args, static=False) in self._static_signatures
         try:
             return self._trace(args, static)
@@ -69,7 +54,7 @@ class JitFunction:
             self._static_signatures.add(self._signature(args, static=False))
             return self._trace(args, True)
 
-    def _trace(self, args: Sequence[Any], static: bool) -> tuple[Fusion, Any]:
+    def _trace(self, args: Sequence[Arg], static: bool) -> tuple[Fusion, Any]:
         fusion = Fusion()
         with tracing(fusion):
             traced = [fusion.add_input(input_spec(a, static)) for a in args]
@@ -85,37 +70,43 @@ class JitFunction:
         return self.trace(*args)[0].to_mlir()
 
     # -- compiling -------------------------------------------------------------------------
-    def _signature(self, args: Sequence[Any], static: bool) -> tuple:
+    def _signature(self, args: Sequence[Arg], static: bool) -> tuple:
         return tuple(input_spec(a, static) for a in args)
 
-    def compile(self, *args: Any, backend: str | None = None, **options: Any) -> CompiledFusion:
-        """Compile for these example arguments (without running); keeps every stage's IR."""
+    def compile(self, *args: Any, backend: str | None = None, arch: str | None = None) -> CompiledFusion:
+        """Compile for these example arguments without running them; the result keeps every
+        stage's IR (`.stages`) and, for backend='gpu', the PTX (`.ptx`; no GPU needed)."""
         fusion, _ = self.trace(*args)
-        return CompiledFusion(fusion, backend or self.backend, keep_stages=True, **options)
+        backend = backend or self.backend or "cpu"
+        return CompiledFusion(fusion, backend, keep_stages=True, arch=arch,
+                              binary_format="isa" if backend == "gpu" else None)
 
-    def _key(self, args: Sequence[Any]) -> tuple:
-        """Cache key: the dynamic signature, or the full shapes where tracing needed them."""
+    def _key(self, args: Sequence[Arg], backend: str) -> tuple:
+        """Cache key: the dynamic signature (or the full shapes where tracing needed them)."""
         key = self._signature(args, static=not self.dynamic)
         if key in self._static_signatures:
             key = self._signature(args, static=True)
-        return key
+        return key + (backend,)
 
-    def _lookup(self, args: Sequence[Any]) -> tuple[CompiledFusion, bool]:
+    def _lookup(self, args: Sequence[Arg], backend: str) -> tuple[CompiledFusion, Any]:
         with self._lock:
-            entry = self._cache.get(self._key(args))
+            entry = self._cache.get(self._key(args, backend))
             if entry is not None:
                 self._hits += 1
                 return entry
             self._misses += 1
-            fusion, structure = self.trace(*args)
-            compiled = CompiledFusion(fusion, self.backend)
+            fusion, structure = self._trace_infos(args)
+            compiled = CompiledFusion(fusion, backend)
             self._compiles += 1
-            self._cache[self._key(args)] = (compiled, structure)
+            self._cache[self._key(args, backend)] = (compiled, structure)
             return compiled, structure
 
     def __call__(self, *args: Any) -> Any:
-        compiled, structure = self._lookup(args)
-        return _unflatten(structure, iter(compiled(args)))
+        infos = [classify(a) for a in args]
+        where, _ = placement(infos)
+        backend = "gpu" if where == "device" else (self.backend or "cpu")
+        compiled, structure = self._lookup(infos, backend)
+        return _unflatten(structure, iter(compiled.run(infos)))
 
     def cache_info(self) -> CacheInfo:
         return CacheInfo(self._hits, self._misses, self._compiles)

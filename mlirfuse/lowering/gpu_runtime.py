@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import mlir
+import numpy as np
 from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 
 from mlirfuse.errors import FusionError
-from mlirfuse.lowering.cpu import descriptor_class
+from mlirfuse.lowering.cpu import descriptor_class, scalar_value
 from mlirfuse.lowering.host_abi import ENTRY
 
 ALLOC_FN = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p)
@@ -124,20 +125,24 @@ class DeviceExecutable:
         self._alloc.value = ctypes.cast(alloc, ctypes.c_void_p).value
         self._free.value = ctypes.cast(free, ctypes.c_void_p).value
 
-    def launch(self, stream: int, buffers: Sequence[tuple[int, Sequence[int], Sequence[int]]]) -> None:
-        """Run on `stream`; buffers are (device pointer, sizes, element strides)."""
+    def launch(self, stream: int, args: Sequence[Any]) -> None:
+        """Run on `stream`. args: (device pointer, sizes, element strides) per buffer, or a
+        0-d numpy array for a runtime scalar (passed by value)."""
         self._stream.value = stream
-        descriptors = []
-        for ptr, sizes, strides in buffers:
+        keep = []
+        for arg in args:
+            if isinstance(arg, np.ndarray):
+                keep.append(scalar_value(arg))
+                continue
+            ptr, sizes, strides = arg
             d = descriptor_class(len(sizes))()
             d.allocated = ptr
             d.aligned = ptr
             if sizes:
                 d.sizes[:] = sizes
                 d.strides[:] = strides
-            descriptors.append(d)
-        pointers = [ctypes.pointer(d) for d in descriptors]
-        packed = (ctypes.c_void_p * len(pointers))(*[ctypes.addressof(p) for p in pointers])
+            keep.append(ctypes.pointer(d))
+        packed = (ctypes.c_void_p * len(keep))(*[ctypes.addressof(k) for k in keep])
         self._fn(packed)
 
 

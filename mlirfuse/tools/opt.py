@@ -39,7 +39,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(_pass_list())
         return 0
     text = sys.stdin.read() if args.input == "-" else open(args.input).read()
-    with fusion_dialect.context() as ctx:
+    with fusion_dialect.context():
         try:
             module = ir.Module.parse(text)
         except ir.MLIRError as e:

@@ -1035,6 +1035,54 @@ def test_random_program_two_shapes_one_compile(prog: Program) -> None:
     assert info.compiles == 1 and info.misses == 1 and info.hits == 1, info
 
 
+# Programs the generator found failing once (shrunk), kept as plain regression cases.
+KNOWN_PROGRAMS = {
+    "var_mean of a 0-d tensor, returned (mean, var)": (
+        "def fn(a):\n    v, m = ops.var_mean(a, None, correction=0)\n    return m, v\n",
+        [np.array(0.92, np.float32)]),
+    "var_mean of a 0-d tensor after an elementwise op": (
+        "def fn(a, b, c):\n    v0 = ops.neg(b)\n    v2, v3 = ops.var_mean(v0, None, correction=0, keepdim=True)\n"
+        "    return v3, v2\n", [np.array(0.92, np.float32)] * 3),
+    "full reduction of a 0-d tensor, then expand": (
+        "def fn(a):\n    return ops.expand(ops.sum(a), [3])\n", [np.array(0.7, np.float32)]),
+    "var of a 0-d tensor, then broadcast_in_dim": (
+        "def fn(a):\n    return ops.broadcast_in_dim(ops.var(a, None, correction=0), [4], [])\n",
+        [np.array(0.7, np.float32)]),
+    "mean of a 0-d tensor, then expand": (
+        "def fn(a):\n    return ops.expand(ops.mean(a), [4])\n", [np.array(0.7, np.float32)]),
+    "static reshape of a symbolic input, then the input again": (
+        "def fn(x0):\n    v0 = ops.reshape(x0, [1, 2])\n    return ops.neg(x0)\n", [np.ones((1, 2), np.float32)]),
+    "expand to a static size, then the input again": (
+        "def fn(a):\n    return ops.expand(a, [4]), ops.neg(a)\n", [np.arange(4, dtype=np.float32)]),
+    "static-shaped uniform added to an input, then the input again": (
+        "def fn(a):\n    return ops.uniform(0.0, 1.0, [4]) + a, ops.neg(a)\n", [np.arange(4, dtype=np.float32)]),
+    "static reshape, then a reduction of the input": (
+        "def fn(x0):\n    v2 = ops.reshape(ops.neg(x0), [2])\n    return ops.sum(ops.neg(x0), -2)\n",
+        [np.arange(2, dtype=np.float32).reshape(1, 2)]),
+}
+
+
+@pytest.mark.parametrize("case", list(KNOWN_PROGRAMS), ids=list(KNOWN_PROGRAMS))
+def test_known_program(case: str) -> None:
+    source, args = KNOWN_PROGRAMS[case]
+    scope: dict[str, Any] = {"ops": ops}
+    exec(source, scope)  # noqa: S102
+    f = mlirfuse.jit(scope["fn"])
+    got = _as_tuple(f(*args))
+    ref = mlirfuse.reference.evaluate(f.fusion_ir(*args), args)
+    want: tuple = tuple(ref)
+    if "uniform" not in source:  # NumpyOps has no Philox
+        np_scope: dict[str, Any] = {"ops": NP_OPS}
+        exec(source, np_scope)  # noqa: S102
+        with np.errstate(all="ignore"):
+            want = _as_tuple(np_scope["fn"](*args))
+    assert len(got) == len(ref) == len(want)
+    for k, (g, r, w) in enumerate(zip(got, ref, want)):
+        assert g.shape == r.shape == np.shape(w) and g.dtype == r.dtype == np.asarray(w).dtype, k
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, equal_nan=True, err_msg=f"output {k} vs numpy")
+        np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-5, equal_nan=True, err_msg=f"output {k} vs reference")
+
+
 def test_two_shapes_one_compile() -> None:
     def fn(x, y, s):
         h = ops.exp(ops.sin(x)) * y + s

@@ -1,0 +1,100 @@
+"""What the caller passed: host arrays, GPU arrays (torch, CuPy, CUDA array interface,
+DLPack) or Python scalars, and how to hand results back in the same kind."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mlirfuse.dtypes import DataType, to_dtype
+from mlirfuse.errors import FusionError
+
+_KDLCUDA = 2  # DLPack device type of CUDA memory
+
+
+@dataclass
+class Arg:
+    """One argument, normalized: `value` is a numpy array (host), a torch tensor (GPU or
+    torch CPU), or a Python scalar."""
+
+    kind: str  # "scalar" | "host" | "device"
+    value: Any
+    dtype: DataType
+    shape: tuple[int, ...]
+    contiguous: bool
+    device: int | None = None
+    origin: str = "numpy"  # numpy | torch | cupy | foreign
+
+
+def _torch() -> Any:
+    return sys.modules.get("torch")
+
+
+def classify(value: Any) -> Arg:
+    if isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
+        return Arg("scalar", value, _scalar_dtype(value), (), True)
+    torch = _torch()
+    if torch is not None and isinstance(value, torch.Tensor):
+        if value.requires_grad:
+            value = value.detach()
+        dt = to_dtype(value.dtype)
+        if value.is_cuda:
+            return Arg("device", value, dt, tuple(value.shape), value.is_contiguous(),
+                       value.device.index, "torch")
+        return Arg("host", value.numpy(), dt, tuple(value.shape), value.is_contiguous(), origin="torch")
+    if isinstance(value, np.ndarray):
+        return Arg("host", value, to_dtype(value.dtype), value.shape, value.flags.c_contiguous)
+    if hasattr(value, "__cuda_array_interface__") or _dlpack_on_cuda(value):
+        if torch is None:
+            raise FusionError("GPU arrays other than torch tensors are passed through torch: "
+                              "install torch (pip install 'mlirfuse[torch]')")
+        origin = "cupy" if type(value).__module__.startswith("cupy") else "foreign"
+        t = torch.as_tensor(value) if hasattr(value, "__cuda_array_interface__") else torch.from_dlpack(value)
+        arg = classify(t)
+        arg.origin = origin
+        return arg
+    if isinstance(value, (list, tuple)) or hasattr(value, "__array__"):
+        return classify(np.asarray(value))
+    raise FusionError(f"unsupported argument of type {type(value).__name__}: expected an array "
+                      "(numpy, torch, CuPy, CUDA array interface, DLPack) or a Python scalar")
+
+
+def _dlpack_on_cuda(value: Any) -> bool:
+    if not hasattr(value, "__dlpack_device__"):
+        return False
+    try:
+        return value.__dlpack_device__()[0] == _KDLCUDA
+    except Exception:  # noqa: BLE001 - a foreign object's method
+        return False
+
+
+def _scalar_dtype(value: Any) -> DataType:
+    if isinstance(value, (bool, np.bool_)):
+        return DataType.Bool
+    if isinstance(value, (int, np.integer)):
+        return DataType.Int
+    return DataType.Double
+
+
+def placement(args: list[Arg]) -> tuple[str, int | None]:
+    """('host', None) or ('device', index); mixing them, or two devices, is an error."""
+    devices = {a.device for a in args if a.kind == "device"}
+    hosts = [i for i, a in enumerate(args) if a.kind == "host"]
+    if devices and hosts:
+        raise FusionError(f"inputs mix host arrays (positions {hosts}) and GPU arrays; "
+                          "move them to one place first")
+    if len(devices) > 1:
+        raise FusionError(f"inputs live on several GPUs {sorted(devices)}; mlirfuse runs a fusion on one")
+    return ("device", devices.pop()) if devices else ("host", None)
+
+
+def wrap_output(t: Any, origin: str) -> Any:
+    """Hand a torch result back as the caller's array type."""
+    if origin == "cupy":
+        import cupy  # type: ignore[import-not-found]
+
+        return cupy.asarray(t)
+    return t

@@ -1,0 +1,161 @@
+"""GPU backend: every op x dtype against torch and the CPU backend (run with `pytest -m gpu`)."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import mlirfuse
+from mlirfuse import ops
+from mlirfuse.dialects import optable
+from mlirfuse.workloads import WORKLOADS
+from test_ops import ALL, ELEMENTWISE_CASES, FLOATS, INTS, sample
+from tolerances import assert_close
+
+pytestmark = pytest.mark.gpu
+torch = pytest.importorskip("torch")
+
+TORCH_DTYPE = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
+               np.dtype(np.float16): torch.float16, np.dtype(ml_dtypes.bfloat16): torch.bfloat16,
+               np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64,
+               np.dtype(np.bool_): torch.bool}
+
+
+def to_torch(a: np.ndarray, device: str = "cuda") -> "torch.Tensor":
+    a = np.asarray(a)
+    if a.dtype == ml_dtypes.bfloat16:
+        return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16).to(device)
+    return torch.from_numpy(a.copy()).to(device)
+
+
+def to_numpy(t: "torch.Tensor") -> np.ndarray:
+    t = t.detach().cpu()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return t.numpy()
+
+
+def check_against_cpu(fn, inputs, reduction_size: int = 1) -> None:
+    """GPU (torch tensors in and out) vs the CPU backend on the same inputs."""
+    gpu_out = mlirfuse.jit(fn)(*[to_torch(a) if isinstance(a, np.ndarray) else a for a in inputs])
+    cpu_out = mlirfuse.jit(fn)(*inputs)
+    gpu_list = gpu_out if isinstance(gpu_out, tuple) else (gpu_out,)
+    cpu_list = cpu_out if isinstance(cpu_out, tuple) else (cpu_out,)
+    for g, c in zip(gpu_list, cpu_list):
+        assert isinstance(g, torch.Tensor) and g.is_cuda
+        assert_close(to_numpy(g), c, reduction_size=reduction_size)
+
+
+@pytest.mark.parametrize("name,dtype", ELEMENTWISE_CASES,
+                         ids=[f"{n}-{np.dtype(d).name}" for n, d in ELEMENTWISE_CASES])
+def test_elementwise_vs_cpu(name: str, dtype) -> None:
+    op = optable.OPS[name]
+    inputs = [sample(dtype, (5, 33), name, i) for i in range(op.arity)]
+    if name == "where":
+        inputs[0] = np.random.default_rng(1).random((5, 33)) < 0.5
+    check_against_cpu(getattr(ops, name), inputs)
+
+
+TORCH_FN = {"add": torch.add, "mul": torch.mul, "sub": torch.sub, "div": torch.div,
+            "exp": torch.exp, "tanh": torch.tanh, "sigmoid": torch.sigmoid, "erf": torch.erf,
+            "log": torch.log, "sqrt": torch.sqrt, "maximum": torch.maximum, "relu": torch.relu,
+            "sin": torch.sin, "atan2": torch.atan2, "lt": torch.lt, "where": torch.where}
+
+
+@pytest.mark.parametrize("name", sorted(TORCH_FN))
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: np.dtype(d).name)
+def test_elementwise_vs_torch(name: str, dtype) -> None:
+    op = optable.OPS[name]
+    inputs = [to_torch(sample(dtype, (7, 129), name, i)) for i in range(op.arity)]
+    if name == "where":
+        inputs[0] = torch.rand(7, 129, device="cuda") < 0.5
+    got = mlirfuse.jit(getattr(ops, name))(*inputs)
+    want = TORCH_FN[name](*inputs)
+    assert got.dtype == want.dtype
+    assert_close(to_numpy(got), to_numpy(want), name)
+
+
+@pytest.mark.parametrize("dtype", FLOATS + INTS, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("name", ["sum", "prod", "max", "min", "mean", "var", "var_mean"])
+def test_reductions_vs_cpu(name: str, dtype) -> None:
+    if name in ("mean", "var", "var_mean") and np.dtype(dtype).kind in "iu":
+        pytest.skip("floating point only")
+    x = sample(dtype, (6, 7, 33), name)
+    if name == "prod" and np.dtype(dtype).kind not in "iu":
+        x = (np.abs(x.astype(np.float32)) * 0.1 + 0.95).astype(dtype)
+    for axes, keepdim in [(None, False), ([-1], True), ([0, 2], False)]:
+        check_against_cpu(lambda t: getattr(ops, name)(t, axes, keepdim=keepdim), [x], x.size)
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=lambda d: np.dtype(d).name)
+def test_shapes_casts_random_vs_cpu(dtype) -> None:
+    x = sample(dtype, (2, 1, 3, 40))
+
+    def fn(t):
+        return (ops.reshape(t, [2, 120]), ops.permute(t, [3, 0, 2, 1]), ops.squeeze(t, [1]),
+                ops.expand(t, [2, 5, 3, 40]), ops.cast(t, np.float32), ops.cast(t, np.bool_),
+                ops.uniform(0.0, 1.0, [2, 3, 40], seed=3, offset=1), ops.rand_like(ops.cast(t, np.float32)))
+
+    check_against_cpu(fn, [x])
+
+
+def test_strided_views_and_runtime_scalars() -> None:
+    base = torch.randn(64, 96, device="cuda")
+    f = mlirfuse.jit(lambda x, y, s: x * s + y)
+    for x, y in [(base.t(), base.t()), (base[:, ::2], base[:, 1::2]), (base[3:40], base[10:47])]:
+        got = f(x, y, 2.5)
+        torch.testing.assert_close(got, x * 2.5 + y)
+
+
+def test_results_usable_without_sync_on_current_stream() -> None:
+    f = mlirfuse.jit(lambda x: ops.relu(x + 1.0))
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        x = torch.randn(1 << 22, device="cuda")
+        y = f(x)
+        z = y * 2  # consumed right away on the same stream
+    torch.cuda.synchronize()
+    torch.testing.assert_close(z, torch.relu(x + 1) * 2)
+
+
+def test_numpy_with_gpu_backend() -> None:
+    f = mlirfuse.jit(lambda x, y: (x * y).sum(-1), backend="gpu")
+    x = np.random.rand(17, 300).astype(np.float32)
+    y = np.random.rand(300).astype(np.float32)
+    out = f(x, y)
+    assert isinstance(out, np.ndarray)
+    np.testing.assert_allclose(out, (x * y).sum(-1), rtol=1e-5)
+
+
+def test_mixing_host_and_device_raises() -> None:
+    f = mlirfuse.jit(lambda x, y: x + y)
+    with pytest.raises(mlirfuse.FusionError, match="mix host"):
+        f(np.ones(3, np.float32), torch.ones(3, device="cuda"))
+
+
+def test_empty_and_size_one() -> None:
+    f = mlirfuse.jit(lambda x, b: (x + b).sum(-1))
+    for shape in [(0, 5), (1, 5), (4, 1), (3, 0)]:
+        x = torch.randn(*shape, device="cuda")
+        b = torch.randn(shape[-1], device="cuda")
+        torch.testing.assert_close(f(x, b), (x + b).sum(-1))
+
+
+@pytest.mark.parametrize("w", WORKLOADS, ids=lambda w: w.name)
+def test_reference_workloads_vs_torch_and_cpu(w) -> None:
+    rng = np.random.default_rng(0)
+    inputs = w.make_inputs(w.small, rng)
+    dev_inputs = [to_torch(a) if isinstance(a, np.ndarray) else a for a in inputs]
+    if w.definition is not None:
+        fd = w.definition()
+        got, cpu = fd.execute(dev_inputs), fd.execute(inputs)
+    else:
+        got, cpu = mlirfuse.jit(w.jit_fn)(*dev_inputs), mlirfuse.jit(w.jit_fn)(*inputs)
+    want = w.numpy_fn(*w.numpy_args(inputs))
+    got = got if isinstance(got, (list, tuple)) else [got]
+    cpu = cpu if isinstance(cpu, (list, tuple)) else [cpu]
+    want = want if isinstance(want, (list, tuple)) else [want]
+    for g, c, e in zip(got, cpu, want):
+        np.testing.assert_allclose(to_numpy(g), c, rtol=2e-5, atol=2e-5)
+        np.testing.assert_allclose(to_numpy(g), e, rtol=2e-4, atol=2e-4)
