@@ -63,11 +63,13 @@ class FusionDefinition:
 
     def define_tensor(self, shape: Sequence[int] | None = None, contiguity: Any = None,
                       dtype: Any = DataType.Float, is_cpu: bool = False, *,
-                      symbolic_sizes: Sequence[int] | None = None, sizes: Sequence[int] | None = None,
+                      symbolic_sizes: Sequence[int] | None = None, contiguous: Any = None,
+                      sizes: Sequence[int] | None = None,
                       strides: Sequence[int] | None = None, stride_order: Any = None) -> Tensor:
         """A tensor input. shape: -1 for a symbolic size, 1 for a broadcast dim, else static."""
         self._check_open("define_tensor")
         shape = shape if shape is not None else symbolic_sizes
+        contiguity = contiguity if contiguity is not None else contiguous
         if shape is None and sizes is not None:
             shape = [1 if s == 1 else -1 for s in sizes]
         if shape is None:

@@ -34,7 +34,7 @@ def normalize_axes(axes: int | Sequence[int] | None, ndim: int, what: str) -> li
     if isinstance(axes, int):
         axes = [axes]
     out = sorted(normalize_dim(a, ndim, what) for a in axes)
-    if len(set(out)) != len(out):
+    if len(builtins.set(out)) != len(out):
         raise FusionError(f"{what}: repeated axes {list(axes)}")
     return out
 
@@ -137,7 +137,7 @@ def broadcast_in_dim(x: Tensor, shape: Sequence[Size], broadcast_dims: Sequence[
     if len(bdims) != x.ndim:
         raise FusionError(f"{what}: broadcast_dims {bdims} must name one output dim per input dim "
                           f"(input shape {_fmt(x.shape)})")
-    if any(not 0 <= d < len(out) for d in bdims) or bdims != sorted(set(bdims)):
+    if any(not 0 <= d < len(out) for d in bdims) or bdims != sorted(builtins.set(bdims)):
         raise FusionError(f"{what}: broadcast_dims {bdims} must be increasing and within rank {len(out)}")
     for i, d in enumerate(bdims):
         if isinstance(out[d], int) and out[d] == -1:
@@ -342,6 +342,20 @@ def _div_size(numel: Size, known: Size) -> Size:
     return numel // known
 
 
+def view(x: Tensor, original_shape: Any = None, new_shape: Any = None) -> Tensor:
+    """nvFuser's `view(t, original_shape, new_shape)`: a reshape."""
+    if new_shape is None:
+        raise FusionError("view: new_shape is required")
+    return reshape(x, new_shape)
+
+
+def set(x: Tensor) -> Tensor:  # noqa: A001 - nvFuser's name
+    """nvFuser's `set` (a copy): values are immutable here, so it is the identity."""
+    if not isinstance(x, Tensor):
+        raise FusionError(f"set: expected a tensor, got {x!r}")
+    return x
+
+
 def permute(x: Tensor, dims: Sequence[int]) -> Tensor:
     what = "permute"
     if not isinstance(x, Tensor):
@@ -436,7 +450,8 @@ for _op in T.ELEMENTWISE:
 
 ELEMENTWISE_NAMES = [op.name for op in T.ELEMENTWISE]
 REDUCTION_NAMES = [op.name for op in T.REDUCTIONS]
-SHAPE_NAMES = ["broadcast_in_dim", "expand", "reshape", "permute", "squeeze", "unsqueeze", "size"]
+SHAPE_NAMES = ["broadcast_in_dim", "expand", "reshape", "view", "set", "permute", "squeeze",
+               "unsqueeze", "size"]
 __all__ = ELEMENTWISE_NAMES + REDUCTION_NAMES + SHAPE_NAMES + [
     "cast", "constant", "uniform", "rand_like", "broadcast_shapes"]
 

@@ -215,7 +215,7 @@ llvm.func @mgpuStreamSynchronize(%s: !llvm.ptr) {
 llvm.func @mgpuStreamDestroy(%s: !llvm.ptr) {
   llvm.return
 }
-llvm.func @mgpuMemAlloc(%size: i64, %s: !llvm.ptr, %shared: i1) -> !llvm.ptr {
+llvm.func @mgpuMemAlloc(%size: i64, %s: !llvm.ptr, %shared: i8) -> !llvm.ptr {
   %a = llvm.mlir.addressof @mlirfuse_alloc_fn : !llvm.ptr
   %f = llvm.load %a : !llvm.ptr -> !llvm.ptr
   %p = llvm.call %f(%size, %s) : !llvm.ptr, (i64, !llvm.ptr) -> !llvm.ptr

@@ -186,8 +186,12 @@ class FusionLowering:
         in_dims = B.dims_of(x)
         init = B.empty([xt.shape[i] for i in kept], [in_dims[i] for i in kept], acc)
         init = B.fill(init, Emitter(acc, self.target).const(identity))
+        # Loop order: the input's on the CPU (contiguous inner loops vectorize); kept dims
+        # first on the GPU, so that parallel loops enclose the reduction loops.
+        order = list(range(xt.rank)) if self.target == "cpu" else kept + sorted(axes)
+        pos = [order.index(i) for i in range(xt.rank)]
         inputs = [x] + [v for v, _ in extra]
-        maps = [list(range(xt.rank))] + [m for _, m in extra]
+        maps = [pos] + [[pos[d] for d in m] for _, m in extra]
 
         def body(*args: ir.Value) -> ir.Value:
             elem = convert(args[0], acc)
@@ -195,7 +199,7 @@ class FusionLowering:
                 elem = prologue(elem, *args[1:-1])
             return combine(args[-1], elem)
 
-        return B.generic(inputs, maps, init, kept, xt.rank, axes, body)
+        return B.generic(inputs, maps, init, [pos[i] for i in kept], xt.rank, [pos[a] for a in axes], body)
 
     def _count(self, x: ir.Value, axes: Sequence[int], acc: ir.Type) -> ir.Value:
         dims = B.dims_of(x)

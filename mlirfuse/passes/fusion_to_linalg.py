@@ -1,7 +1,9 @@
 """fusion-to-linalg: lower every fusion op to linalg/tensor/arith/math on tensors.
 
 Expects fusion IR (any functions); leaves no fusion op. Elementwise chains come out as
-separate `linalg.generic`s: follow with `func.func(linalg-fuse-elementwise-ops)` to fuse them.
+separate `linalg.generic`s: follow with `resolve-shaped-type-result-dims, canonicalize,
+func.func(linalg-fuse-elementwise-ops)` to fuse them (the first two rewrite `tensor.dim`s of
+intermediates, which would otherwise count as extra uses and block fusion).
 Option `target` (cpu|gpu): cpu emits vectorizable float32 approximations of transcendental
 functions; gpu keeps `math` ops for libdevice.
 """

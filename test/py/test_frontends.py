@@ -1,0 +1,177 @@
+"""Both frontends, dynamic shapes, strided inputs, the main example and the tools."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mlirfuse
+from mlirfuse import DataType, FusionDefinition, ops
+from mlirfuse.dialects.optable import OPS
+from mlirfuse.workloads import WORKLOADS, gelu_backward_definition, gelu_backward_np
+
+ROOT = Path(__file__).resolve().parents[2]
+RNG = np.random.default_rng(7)
+
+
+def test_one_compile_serves_every_shape() -> None:
+    f = mlirfuse.jit(lambda x, b: ops.relu(x + b).sum(-1))
+    for shape in [(3, 5), (17, 5), (4, 1000), (2, 3)]:
+        x = RNG.standard_normal(shape, dtype=np.float32)
+        b = RNG.standard_normal(shape[-1:], dtype=np.float32)
+        np.testing.assert_allclose(f(x, b), np.maximum(x + b, 0).sum(-1), rtol=1e-5, atol=1e-5)
+    assert f.cache_info() == (3, 1, 1)
+
+
+def test_size_one_dims_are_part_of_the_signature() -> None:
+    f = mlirfuse.jit(lambda x, y: x * y)
+    x = RNG.standard_normal((4, 3), dtype=np.float32)
+    np.testing.assert_allclose(f(x, x), x * x)
+    np.testing.assert_allclose(f(x, x[:1]), x * x[:1])  # broadcast row: a new signature
+    np.testing.assert_allclose(f(x[:1], x), x[:1] * x)
+    assert f.cache_info().compiles == 3
+
+
+def test_empty_tensors() -> None:
+    f = mlirfuse.jit(lambda x: (ops.exp(x), x.sum(0), x.mean(1), x.max(1)))
+    x = np.zeros((0, 4), np.float32)
+    e, s, m, mx = f(x)
+    assert e.shape == (0, 4) and s.shape == (4,) and (s == 0).all()
+    assert m.shape == (0,) and mx.shape == (0,)
+    e, s, m, mx = f(np.zeros((3, 0), np.float32))
+    assert s.shape == (0,) and np.isnan(m).all() and (mx == -np.inf).all()
+
+
+@pytest.mark.parametrize("view", ["transpose", "slice", "negative", "broadcast"])
+def test_strided_inputs(view: str) -> None:
+    base = RNG.standard_normal((8, 12), dtype=np.float32)
+    x = {"transpose": base.T, "slice": base[1:7, ::3], "negative": base[::-1, ::-2],
+         "broadcast": np.broadcast_to(base[0], (5, 12))}[view]
+    f = mlirfuse.jit(lambda t: (ops.tanh(t) * 2.0, t.sum(0)))
+    a, s = f(x)
+    np.testing.assert_allclose(a, np.tanh(x) * 2, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(s, x.sum(0), rtol=1e-5, atol=1e-5)
+
+
+def test_symbolic_reshape_and_specialization() -> None:
+    f = mlirfuse.jit(lambda x: ops.reshape(x, [x.shape[0] * x.shape[1], -1]) + 1.0)
+    x = RNG.standard_normal((3, 4, 5), dtype=np.float32)
+    np.testing.assert_allclose(f(x), x.reshape(12, 5) + 1)
+    np.testing.assert_allclose(f(x[:2]), x[:2].reshape(8, 5) + 1)
+    assert f.cache_info().compiles == 1
+    g = mlirfuse.jit(lambda x: x * float(x.shape[0]))  # needs a concrete size: specializes
+    np.testing.assert_allclose(g(x), x * 3)
+    np.testing.assert_allclose(g(x[:2]), x[:2] * 2)
+    assert g.cache_info().compiles == 2
+
+
+def test_nested_results_and_methods() -> None:
+    f = mlirfuse.jit(lambda x: (x.exp(), [x.sum(), x.T], {"ignored": None} and x.abs()))
+    x = RNG.standard_normal((2, 3), dtype=np.float32)
+    e, (s, t), a = f(x)
+    np.testing.assert_allclose(e, np.exp(x), rtol=1e-6)
+    np.testing.assert_allclose(s, x.sum(), rtol=1e-5)
+    np.testing.assert_array_equal(t, x.T)
+    np.testing.assert_array_equal(a, np.abs(x))
+
+
+def test_python_operators() -> None:
+    f = mlirfuse.jit(lambda a, b: (a + b, a - b, a * b, a / b, a ** 2, -a, a % b, a < b, a >= b,
+                                   (a > 0) & (b > 0), (a > 0) | (b > 0), ~(a > 0), 2.0 - a, 1 / b))
+    a = RNG.standard_normal(10, dtype=np.float32)
+    b = RNG.standard_normal(10, dtype=np.float32) + 3
+    want = (a + b, a - b, a * b, a / b, a ** 2, -a, np.remainder(a, b), a < b, a >= b,
+            (a > 0) & (b > 0), (a > 0) | (b > 0), ~(a > 0), 2 - a, 1 / b)
+    for g, w in zip(f(a, b), want):
+        np.testing.assert_allclose(g, w, rtol=1e-6)
+
+
+def test_fusion_definition_issue_785_example() -> None:
+    fd = gelu_backward_definition()
+    inputs = [0.5, 0.3, 0.2, 0.1] + [RNG.standard_normal((4, 6, 8), dtype=np.float32) for _ in range(3)]
+    got = fd.execute(inputs)
+    for g, w in zip(got, gelu_backward_np(*inputs)):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+    assert '"fusion.tanh"' in str(fd) and '"fusion.sum"' in str(fd)
+
+
+def test_fusion_definition_static_and_broadcast_dims() -> None:
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, 4], dtype=DataType.Half)
+        t1 = fd.define_tensor(shape=[1, 4], dtype=DataType.Float)
+        c = fd.define_scalar(2.0)
+        fd.add_output(fd.ops.mul(fd.ops.add(t0, t1), c))
+    x = RNG.standard_normal((3, 4)).astype(np.float16)
+    y = RNG.standard_normal((1, 4)).astype(np.float32)
+    (out,) = fd.execute([x, y])
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out, (x.astype(np.float32) + y) * 2, rtol=1e-6)
+    with pytest.raises(mlirfuse.FusionError, match="dim 1 must be 4"):
+        fd.execute([np.ones((3, 5), np.float16), y])
+
+
+def test_nvfuser_views_and_constants() -> None:
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(symbolic_sizes=[-1, -1], contiguous=[True, True], dtype=DataType.Float)
+        t1 = fd.ops.view(t0, original_shape=[8, 6], new_shape=[2, 4, 6])
+        t2 = fd.ops.mul(t1, fd.define_constant(0.5))
+        fd.add_output(fd.ops.view(fd.ops.set(t2), original_shape=[2, 4, 6], new_shape=[8, 6]))
+    x = RNG.standard_normal((8, 6), dtype=np.float32)
+    np.testing.assert_allclose(fd.execute([x])[0], x * 0.5)
+
+
+def test_reference_workloads_small() -> None:
+    for w in WORKLOADS:
+        inputs = w.make_inputs(w.small, RNG)
+        if w.definition is not None:
+            got = w.definition().execute(inputs)
+        else:
+            got = mlirfuse.jit(w.jit_fn)(*inputs)
+        want = w.numpy_fn(*w.numpy_args(inputs))
+        got = got if isinstance(got, (list, tuple)) else [got]
+        want = want if isinstance(want, (list, tuple)) else [want]
+        for g, e in zip(got, want):
+            np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-4, err_msg=w.name)
+
+
+def test_main_example_runs() -> None:
+    result = subprocess.run([sys.executable, str(ROOT / "examples" / "reference_workloads.py"),
+                             "--small", "--backend", "cpu", "--repeats", "1"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("| ok |") == len(WORKLOADS)
+
+
+def test_mlirfuse_opt_runs_mixed_pipeline() -> None:
+    ir = mlirfuse.jit(lambda x: ops.relu(x + 1.0)).fusion_ir(np.ones((2, 3), np.float32))
+    pipeline = ("builtin.module(fusion-cse, fusion-dce, fusion-to-linalg, "
+                "resolve-shaped-type-result-dims, canonicalize, func.func(linalg-fuse-elementwise-ops), canonicalize)")
+    result = subprocess.run([sys.executable, "-m", "mlirfuse.tools.opt", "-", f"--pass-pipeline={pipeline}"],
+                            input=ir, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("linalg.generic") == 1 and "fusion." not in result.stdout
+    bad = subprocess.run([sys.executable, "-m", "mlirfuse.tools.opt", "-"],
+                         input='func.func @f(%a: tensor<f32>) {\n  %0 = "fusion.add"(%a) : '
+                               "(tensor<f32>) -> tensor<f32>\n  return\n}", capture_output=True, text=True)
+    assert bad.returncode == 1 and "expects exactly 2 operands" in bad.stderr
+
+
+def test_irdl_matches_op_table_and_readme() -> None:
+    from mlirfuse.dialects.gen_irdl import IRDL_PATH, generate
+
+    assert IRDL_PATH.read_text() == generate(), "run `python -m mlirfuse.dialects.gen_irdl`"
+    readme = (ROOT / "README.md").read_text()
+    missing = [name for name in OPS if f" {name} " not in readme.replace("|", " ")]
+    assert not missing, f"ops missing from the README's op table: {missing}"
+
+
+def test_reference_evaluator_is_the_oracle() -> None:
+    f = mlirfuse.jit(lambda x: ops.var_mean(x, [0], correction=0))
+    x = RNG.standard_normal((6, 3), dtype=np.float32)
+    v, m = mlirfuse.reference.evaluate(f.fusion_ir(x), [x])
+    np.testing.assert_allclose(v, x.var(0), rtol=1e-6)
+    np.testing.assert_allclose(m, x.mean(0), rtol=1e-6)
