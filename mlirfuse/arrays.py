@@ -62,6 +62,17 @@ def classify(value: Any) -> Arg:
                       "(numpy, torch, CuPy, CUDA array interface, DLPack) or a Python scalar")
 
 
+def classify_all(values: Any) -> list[Arg]:
+    """classify() each input; errors name the input's position."""
+    args = []
+    for i, v in enumerate(values):
+        try:
+            args.append(classify(v))
+        except FusionError as e:
+            raise FusionError(f"input {i}: {e}") from None
+    return args
+
+
 def _dlpack_on_cuda(value: Any) -> bool:
     if not hasattr(value, "__dlpack_device__"):
         return False

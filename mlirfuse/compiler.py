@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from mlirfuse.arrays import Arg, classify, placement, wrap_output
+from mlirfuse.arrays import Arg, classify_all, placement, wrap_output
 from mlirfuse.errors import FusionError
 from mlirfuse.frontend.graph import Fusion, InputSpec
 from mlirfuse.frontend.symbolic import evaluate
@@ -27,6 +27,9 @@ def check_arg(i: int, arg: Arg, spec: InputSpec) -> Any:
     if spec.scalar:
         if arg.kind != "scalar" and arg.shape != ():
             raise FusionError(f"input {i}: expected a scalar, got an array of shape {arg.shape}")
+        if (spec.dtype.is_int and arg.dtype.is_float) or (spec.dtype.is_bool and not arg.dtype.is_bool):
+            raise FusionError(f"input {i}: expected a {spec.dtype.value} scalar, got {arg.value!r} "
+                              f"({arg.dtype.value}); convert it explicitly")
         try:
             return np.asarray(arg.value if arg.kind != "device" else arg.value.item(), dtype=spec.dtype.np)
         except (TypeError, ValueError):
@@ -99,7 +102,7 @@ class CompiledFusion:
         return [tuple(evaluate(s, shapes) for s in shape) for shape in self._output_shapes]
 
     def __call__(self, inputs: Sequence[Any]) -> list[Any]:
-        return self.run([classify(v) for v in inputs])
+        return self.run(classify_all(inputs))
 
     def run(self, args: list[Arg]) -> list[Any]:
         specs = self.fusion.specs

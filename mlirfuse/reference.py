@@ -130,7 +130,7 @@ class _Evaluator:
             raise FusionError(f"reference: unknown op fusion.{name}")
         row = OPS[name]
         out_types = [element_dtype(r.type) for r in op.results if isinstance(r.type, ir.RankedTensorType)]
-        if row.kind == "elementwise":
+        if row.kind in ("elementwise", "library"):
             operand_dts = [element_dtype(v.type) for v in op.operands]
             converted = [a.astype(compute_dtype(dt), copy=False) for a, dt in zip(args, operand_dts)]
             return [row.ref(*converted)]
@@ -184,8 +184,16 @@ class _Evaluator:
         return reference_philox.uniform(tuple(shape), int(seed), int(offset), float(lo), float(hi), out.np)
 
 
-def evaluate(module: ir.Module | str, inputs: Sequence[Any], func_name: str = "fusion") -> list[np.ndarray]:
-    """Run function `func_name` of fusion IR on numpy inputs; returns its results."""
+def evaluate(module: Any, inputs: Sequence[Any], func_name: str = "fusion") -> list[np.ndarray]:
+    """Run function `func_name` of fusion IR on numpy inputs; returns its results.
+
+    `module`: fusion IR text, a parsed module, or anything printing as fusion IR with
+    `to_mlir()`/`fusion` (a FusionDefinition, a traced Fusion).
+    """
+    if hasattr(module, "fusion") and hasattr(module.fusion, "to_mlir"):
+        module = module.fusion
+    if hasattr(module, "to_mlir"):
+        module = module.to_mlir()
     if isinstance(module, str):
         with fusion_dialect.context() as ctx:
             return evaluate(fusion_dialect.parse(module, ctx), inputs, func_name)

@@ -419,4 +419,19 @@ irdl.dialect @fusion {
     irdl.operands(input: %input)
     irdl.results(result: %idx)
   }
+  irdl.operation @matmul {
+    %lhs = irdl.base "!builtin.tensor"
+    %rhs = irdl.base "!builtin.tensor"
+    %result = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %lhs, rhs: %rhs)
+    irdl.results(result: %result)
+  }
+  irdl.operation @linear {
+    %input = irdl.base "!builtin.tensor"
+    %weight = irdl.base "!builtin.tensor"
+    %bias = irdl.base "!builtin.tensor"
+    %result = irdl.base "!builtin.tensor"
+    irdl.operands(input: %input, weight: %weight, bias: optional %bias)
+    irdl.results(result: %result)
+  }
 }

@@ -32,7 +32,7 @@ def _operation(op: OpDef) -> list[str]:
             lines.append(f"    %{key} = {text}")
         return constraints[key]
 
-    operands = [f"{n}: {var(n)}" for n in op.operands]
+    operands = [f"{n}: {'optional ' if n in op.optional else ''}{var(n)}" for n in op.operands]
     if op.variadic_sizes:
         lines.append("    %index = irdl.is index")
         operands.append("sizes: variadic %index")

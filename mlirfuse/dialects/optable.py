@@ -43,6 +43,7 @@ class OpDef:
     bool_ok: bool = True
     doc: str = ""
     same_type: tuple[str, ...] = field(default=())
+    optional: tuple[str, ...] = ()  # operands that may be absent (IRDL `optional`)
 
     @property
     def arity(self) -> int:
@@ -180,4 +181,17 @@ OTHER_OPS = [
           doc="extent of one dim, as an index"),
 ]
 
-OPS: dict[str, OpDef] = {op.name: op for op in ELEMENTWISE + REDUCTIONS + SHAPE_OPS + OTHER_OPS}
+def _ref_linear(x: np.ndarray, w: np.ndarray, *bias: np.ndarray) -> np.ndarray:
+    y = np.matmul(x, np.swapaxes(w, -1, -2))
+    return y + bias[0] if bias else y
+
+
+# Not fused: run by a library (numpy on the CPU, torch for torch tensors), as nvFuser hands
+# matmuls to ATen. Fusion groups form around them.
+LIBRARY_OPS = [
+    OpDef("matmul", "library", ("lhs", "rhs"), ref=np.matmul, doc="numpy.matmul semantics"),
+    OpDef("linear", "library", ("input", "weight", "bias"), ref=_ref_linear,
+          doc="x @ w.T + bias (PyTorch's linear); bias optional", optional=("bias",)),
+]
+
+OPS: dict[str, OpDef] = {op.name: op for op in ELEMENTWISE + REDUCTIONS + SHAPE_OPS + OTHER_OPS + LIBRARY_OPS}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Sequence
 
-from mlirfuse.arrays import classify, placement
+from mlirfuse.arrays import classify_all, placement
 from mlirfuse.compiler import CompiledFusion
 from mlirfuse.dtypes import DataType, to_dtype
 from mlirfuse.errors import FusionError
@@ -121,7 +121,7 @@ class FusionDefinition:
         """
         if not isinstance(inputs, (list, tuple)):
             raise FusionError("execute: inputs must be a list, in definition order")
-        args = [classify(v) for v in inputs]
+        args = classify_all(inputs)
         where, _ = placement(args)
         return self.compile("gpu" if where == "device" else backend or "cpu").run(args)
 

@@ -74,6 +74,7 @@ class Fusion:
         node = Node(op, list(inputs), dict(attrs))
         for dtype, shape in results:
             shape = tuple(self.canonical(s) for s in shape)
+            _check_size(op, shape)
             node.outputs.append(Tensor(self, dtype, shape, node,
                                        priority=_priority(shape) if priority is None else priority))
         self.nodes.append(node)
@@ -117,6 +118,18 @@ class Fusion:
 
     def __str__(self) -> str:
         return self.to_mlir()
+
+
+MAX_ELEMENTS = 2 ** 56  # far beyond any memory; keeps index arithmetic from overflowing
+
+
+def _check_size(op: str, shape: tuple[Size, ...]) -> None:
+    static = [s for s in shape if isinstance(s, int)]
+    if any(s < 0 for s in static):
+        raise FusionError(f"{op}: negative size in shape {list(shape)}")
+    if math.prod(static) > MAX_ELEMENTS or any(s > MAX_ELEMENTS for s in static):
+        raise FusionError(f"{op}: result shape {[str(s) for s in shape]} is too large "
+                          f"(more than 2**56 elements)")
 
 
 def _priority(shape: tuple[Size, ...]) -> int:

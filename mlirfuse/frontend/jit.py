@@ -7,7 +7,7 @@ import threading
 from collections import namedtuple
 from typing import Any, Callable, Iterator, Sequence
 
-from mlirfuse.arrays import Arg, classify, placement
+from mlirfuse.arrays import Arg, classify_all, placement
 from mlirfuse.compiler import CompiledFusion
 from mlirfuse.errors import FusionError
 from mlirfuse.frontend.graph import Fusion, InputSpec, Tensor, tracing
@@ -42,7 +42,7 @@ class JitFunction:
     # -- tracing ---------------------------------------------------------------------------
     def trace(self, *args: Any) -> tuple[Fusion, Any]:
         """Trace `fn` on `args`; returns the fusion and the structure of its result."""
-        return self._trace_infos([classify(a) for a in args])
+        return self._trace_infos(classify_all(args))
 
     def _trace_infos(self, args: Sequence[Arg]) -> tuple[Fusion, Any]:
         static = not self.dynamic or self._signature(args, static=False) in self._static_signatures
@@ -102,7 +102,7 @@ class JitFunction:
             return compiled, structure
 
     def __call__(self, *args: Any) -> Any:
-        infos = [classify(a) for a in args]
+        infos = classify_all(args)
         where, _ = placement(infos)
         backend = "gpu" if where == "device" else (self.backend or "cpu")
         compiled, structure = self._lookup(infos, backend)

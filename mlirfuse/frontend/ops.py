@@ -397,6 +397,57 @@ def size(x: Tensor, dim: int) -> Size:
     return x.size(dim)
 
 
+# -- library ops (not fused) ------------------------------------------------------------------
+def _library_operands(what: str, *xs: Tensor) -> tuple[list[Tensor], DataType]:
+    for x in xs:
+        if not isinstance(x, Tensor):
+            raise FusionError(f"{what}: expected tensors, got {x!r}")
+    dt = result_type([(x.dtype, x.priority) for x in xs])
+    if dt.is_bool:
+        raise FusionError(f"{what}: not defined for bool tensors")
+    return [cast(x, dt) for x in xs], dt
+
+
+def matmul(a: Tensor, b: Tensor) -> Tensor:
+    """numpy.matmul: batched, broadcasting batch dims; 1-D operands are vectors."""
+    what = "matmul"
+    (a, b), dt = _library_operands(what, a, b)
+    if a.ndim == 0 or b.ndim == 0:
+        raise FusionError(f"{what}: operands must have at least one dim, got {_fmt(a.shape)} and {_fmt(b.shape)}")
+    k_a = a.shape[-1]
+    k_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
+    try:
+        a.fusion.unify(k_a, k_b, what)
+    except FusionError:
+        raise FusionError(f"{what}: inner dims differ: {_fmt(a.shape)} @ {_fmt(b.shape)}") from None
+    batch = broadcast_shapes([a.shape[:-2], b.shape[:-2]], a.fusion, what)
+    shape = batch + (a.shape[-2:-1] if a.ndim > 1 else ()) + (b.shape[-1:] if b.ndim > 1 else ())
+    return a.fusion.add_node(what, [a, b], {}, [(dt, shape)])[0]
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """PyTorch's linear: x @ weight.T + bias; weight is [out, in] (or [in])."""
+    what = "linear"
+    xs = [x, weight] + ([bias] if bias is not None else [])
+    operands, dt = _library_operands(what, *xs)
+    x, weight = operands[0], operands[1]
+    if weight.ndim not in (1, 2) or x.ndim == 0:
+        raise FusionError(f"{what}: weight must be [out, in] or [in] and input at least 1-D, got "
+                          f"{_fmt(x.shape)} and {_fmt(weight.shape)}")
+    try:
+        x.fusion.unify(x.shape[-1], weight.shape[-1], what)
+    except FusionError:
+        raise FusionError(f"{what}: input {_fmt(x.shape)} and weight {_fmt(weight.shape)} "
+                          "disagree on in_features") from None
+    shape = x.shape[:-1] + (weight.shape[:1] if weight.ndim == 2 else ())
+    if bias is not None:
+        b = operands[2]
+        broadcast_shapes([shape, b.shape], x.fusion, what)
+        if b.ndim > 1:
+            raise FusionError(f"{what}: bias must be 0-D or 1-D, got {_fmt(b.shape)}")
+    return x.fusion.add_node(what, operands, {}, [(dt, shape)])[0]
+
+
 # -- random ------------------------------------------------------------------------------
 def _rng_operand(value: Any, what: str, fusion: Fusion) -> Tensor:
     if isinstance(value, Tensor):
@@ -453,7 +504,7 @@ REDUCTION_NAMES = [op.name for op in T.REDUCTIONS]
 SHAPE_NAMES = ["broadcast_in_dim", "expand", "reshape", "view", "set", "permute", "squeeze",
                "unsqueeze", "size"]
 __all__ = ELEMENTWISE_NAMES + REDUCTION_NAMES + SHAPE_NAMES + [
-    "cast", "constant", "uniform", "rand_like", "broadcast_shapes"]
+    "cast", "constant", "uniform", "rand_like", "broadcast_shapes", "matmul", "linear"]
 
 
 def _attach_tensor_methods() -> None:
@@ -469,6 +520,7 @@ def _attach_tensor_methods() -> None:
         "add": "add", "sub": "sub", "mul": "mul", "truediv": "div", "pow": "pow",
         "mod": "remainder", "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor",
     }
+    operators["matmul"] = "matmul"
     for dunder, name in operators.items():
         setattr(Tensor, f"__{dunder}__", binary(name))
         setattr(Tensor, f"__r{dunder}__", binary(name, reflected=True))

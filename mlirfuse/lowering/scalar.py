@@ -101,9 +101,10 @@ def sign(e: Emitter, x: ir.Value) -> ir.Value:
 
 
 def _safe_divisor(e: Emitter, b: ir.Value) -> tuple[ir.Value, ir.Value]:
-    """Integer division by zero would trap the process: divide by 1 and report 0."""
-    is_zero = e.cmp("eq", b, e.const(0))
-    return is_zero, e.select(is_zero, e.const(1), b)
+    """x % 0 and INT_MIN % -1 trap the process: divide by 1 instead and report 0 (the true
+    remainder by -1 is 0; by 0 mlirfuse defines it as 0)."""
+    trivial = arith.ori(e.cmp("eq", b, e.const(0)), e.cmp("eq", b, e.const(-1)))
+    return trivial, e.select(trivial, e.const(1), b)
 
 
 def fmod_int(e: Emitter, a: ir.Value, b: ir.Value) -> ir.Value:

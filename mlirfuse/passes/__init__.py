@@ -14,7 +14,7 @@ from mlir import ir, passmanager
 
 from mlirfuse.errors import FusionError
 
-_MODULES = ["fusion_cse", "fusion_dce", "fusion_to_linalg"]
+_MODULES = ["fusion_cse", "fusion_dce", "fusion_group", "fusion_to_linalg"]
 
 
 @dataclass(frozen=True)

@@ -99,6 +99,13 @@ def test_execute_scalar_of_the_wrong_kind() -> None:
     raises(lambda: fd.execute([f32(3), 2.5]), "input 1", "int64", "2.5")
 
 
+def test_execute_unsupported_dtype_names_the_input() -> None:
+    fd = _add_tensor_scalar()
+    raises(lambda: fd.execute([np.ones((2, 3), np.complex64), 1.0]), "input 0", "complex64")
+    raises(lambda: fd.execute([np.ones((2, 3), np.uint16), 1.0]), "input 0", "uint16")
+    raises(lambda: fd.execute([f32(2, 3), None]), "input 1", "NoneType|None")
+
+
 def test_execute_static_dim_not_as_defined() -> None:
     with FusionDefinition() as fd:
         fd.add_output(fd.ops.abs(fd.define_tensor(shape=[4, 5])))
@@ -187,14 +194,14 @@ def test_jit_later_call_with_another_rank_traces_again() -> None:
 def test_jit_unsupported_array_dtype(dtype) -> None:
     f = mlirfuse.jit(lambda x, y: x + y)
     bad = np.ones(3, dtype) if dtype is not np.str_ else np.array(["a", "b", "c"])
-    raises(lambda: f(bad, f32(3)), "unsupported dtype", re.escape(np.dtype(bad.dtype).name) if dtype
+    raises(lambda: f(f32(3), bad), "input 1", "unsupported dtype", re.escape(np.dtype(bad.dtype).name) if dtype
            not in (np.object_, np.str_) else "dtype")
 
 
 @pytest.mark.parametrize("value", [None, "abc", 1j, object(), {"a": 1}])
 def test_jit_unsupported_argument(value) -> None:
     f = mlirfuse.jit(lambda x, y: x + y)
-    raises(lambda: f(value, f32(3)), "unsupported", type(value).__name__)
+    raises(lambda: f(value, f32(3)), "input 0", "unsupported", type(value).__name__)
 
 
 def test_jit_returns_a_non_tensor() -> None:

@@ -525,7 +525,7 @@ class Generator:
         return self.prog
 
     def step(self, v: Val, budget: int) -> None:
-        kinds = ["unary", "binary", "binary", "reduction", "shape"]
+        kinds = ["unary", "reduction", "binary", "shape", "binary", "reduction", "shape"]
         if budget >= 2:
             kinds += ["composite", "where"]
         kind = self.pick(kinds)
@@ -535,10 +535,12 @@ class Generator:
     def unary(self, v: Val, budget: int) -> None:
         dt, b = v.dtype, v.bound
         if dt.kind == "f":
-            options = ["neg", "abs", "relu", "sin", "cos", "tanh", "sigmoid", "erf", "silu", "isnan",
-                       "cast"]
-            if b <= 7:
-                options += ["exp", "exp2", "expm1"]
+            options = ["exp", "sin", "neg", "cast", "tanh", "abs", "cos", "sigmoid", "relu", "erf",
+                       "silu", "isnan"]
+            if b > 7:
+                options.remove("exp")
+            else:
+                options += ["exp2", "expm1"]
             if v.exact:
                 options += ["floor", "ceil", "round", "sign", "logical_not", "clamp"]
         elif dt == BOOL:
@@ -828,7 +830,7 @@ class Generator:
         if r <= 4:
             options += ["unsqueeze", "expand", "broadcast_in_dim"]
         if r >= 2:
-            options += ["permute", "permute", "reshape_merge"]
+            options = ["permute", "permute", "reshape_merge"] + options + ["permute"]
         if r >= 1:
             options += ["squeeze", "reshape_literal", "reshape_split"]
         op = self.pick(options)
