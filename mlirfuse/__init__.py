@@ -7,6 +7,7 @@ See README.md for the frontends, the op table and `mlirfuse-opt`.
 """
 
 from mlirfuse import reference
+from mlirfuse.config import options, restore_options, set_options
 from mlirfuse.dtypes import DataType
 from mlirfuse.errors import FusionError
 from mlirfuse.frontend import ops
@@ -15,4 +16,5 @@ from mlirfuse.frontend.graph import Tensor
 from mlirfuse.frontend.jit import jit
 
 __version__ = "0.1.0"
-__all__ = ["DataType", "FusionDefinition", "FusionError", "Tensor", "jit", "ops", "reference"]
+__all__ = ["DataType", "FusionDefinition", "FusionError", "Tensor", "jit", "ops", "options",
+           "reference", "restore_options", "set_options"]

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, Sequence
 
 import numpy as np
 
 from mlirfuse.arrays import Arg, classify_all, placement, wrap_output
+from mlirfuse import config, reference
+from mlirfuse.dialects import fusion as fusion_dialect
+from mlirfuse.dialects.optable import OPS
 from mlirfuse.errors import FusionError
+from mlirfuse.fallback import fall_back
 from mlirfuse.frontend.graph import Fusion, InputSpec
 from mlirfuse.frontend.symbolic import evaluate
 
@@ -67,24 +72,58 @@ class CompiledFusion:
         self._scalar = [s.scalar for s in fusion.specs]
         self._output_shapes = [t.shape for t in fusion.outputs]
         self._output_dtypes = [t.dtype for t in fusion.outputs]
+        self.executor: Any = None
+        self.stages: dict[str, str] = {}
+        self.compile_seconds = 0.0
+        library = any(OPS[n.op].kind == "library" for n in fusion.nodes)
         if backend == "cpu":
-            from mlirfuse.lowering.cpu import compile_cpu
-
-            self.kernel = compile_cpu(self.fusion_ir, fusion.specs, keep_stages=keep_stages)
-            self.n_kernels = 1
             self.arch = "host"
-        else:
-            from mlirfuse.lowering import gpu, gpu_runtime
+            self.n_kernels = 1
+            self.kernel = None
+            if library:
+                self._build_grouped()
+            else:
+                self._build_direct(keep_stages)
+            return
+        if library:
+            raise FusionError("matmul/linear inside a fusion are not yet supported by the GPU backend")
+        from mlirfuse.lowering import gpu, gpu_runtime
 
-            self.arch = arch or gpu_runtime.device_arch(0)
-            self.kernel = gpu.compile_gpu(self.fusion_ir, fusion.specs, self.arch, binary_format, keep_stages)
-            self.n_kernels = self.kernel.n_kernels
-            self._host_llvm = str(self.kernel.module)
-            self._executables: dict[int, Any] = {}
-            self._allocators: dict[int, Any] = {}
-            self._lock = threading.Lock()
+        self.arch = arch or gpu_runtime.device_arch(0)
+        self.kernel = gpu.compile_gpu(self.fusion_ir, fusion.specs, self.arch, binary_format, keep_stages)
+        self.n_kernels = self.kernel.n_kernels
+        self._host_llvm = str(self.kernel.module)
+        self._executables: dict[int, Any] = {}
+        self._allocators: dict[int, Any] = {}
+        self._lock = threading.Lock()
         self.stages = self.kernel.stages
         self.compile_seconds = self.kernel.compile_seconds
+
+    def _build_direct(self, keep_stages: bool) -> None:
+        from mlirfuse.lowering.cpu import compile_cpu
+
+        try:
+            self.kernel = compile_cpu(self.fusion_ir, self.fusion.specs, keep_stages=keep_stages)
+        except Exception as e:  # noqa: BLE001 - any compiler failure takes the fallback path
+            fall_back(self.fusion_ir, e, "compiling the fusion")
+            return
+        self.stages = self.kernel.stages
+        self.compile_seconds = self.kernel.compile_seconds
+
+    def _build_grouped(self) -> None:
+        """Fusion groups around library ops, run by the executor."""
+        from mlirfuse.executor import GraphExecutor
+        from mlirfuse.passes import run_pipeline
+
+        start = time.perf_counter()
+        with fusion_dialect.context() as ctx:
+            module = fusion_dialect.parse(self.fusion_ir, ctx)
+            run_pipeline(module, config.options().group_pipeline())
+            grouped = str(module)
+        self.stages = {"fusion": self.fusion_ir, "grouped": grouped}
+        self.executor = GraphExecutor(grouped)
+        self.n_kernels = self.executor.n_kernels
+        self.compile_seconds = time.perf_counter() - start
 
     @property
     def ptx(self) -> str:
@@ -115,8 +154,13 @@ class CompiledFusion:
         if self.backend == "cpu":
             if where == "device":
                 raise FusionError("GPU arrays given to a fusion compiled for the CPU; use backend='gpu'")
-            outputs = [np.empty(s, dtype=dt.np) for s, dt in zip(shapes, self._output_dtypes)]
-            self.kernel(values, outputs, self._scalar)
+            if self.executor is not None:
+                outputs = self.executor.run(values)
+            elif self.kernel is None:  # the fallback path
+                outputs = reference.evaluate(self.fusion_ir, values)
+            else:
+                outputs = [np.empty(s, dtype=dt.np) for s, dt in zip(shapes, self._output_dtypes)]
+                self.kernel(values, outputs, self._scalar)
             origin = next((a.origin for a in args if a.kind == "host"), "numpy")
             return [_to_torch(o) for o in outputs] if origin == "torch" else outputs
         if where == "device":

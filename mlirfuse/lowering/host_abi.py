@@ -36,7 +36,13 @@ def add_entry_point(module: ir.Module, specs: Sequence[InputSpec]) -> None:
     func = next(op for op in module.body.operations if op.operation.name == "func.func")
     ftype = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
     args, lines = [], []
+    call_args = []
     for i, (t, spec) in enumerate(zip(ftype.inputs, specs)):
+        call_args.append(f"%t{i}")
+        if not isinstance(t, ir.RankedTensorType):  # an index (size) argument: by value
+            args.append(f"%in{i}: {t}")
+            call_args[-1] = f"%in{i}"
+            continue
         elem = str(ir.RankedTensorType(t).element_type)
         if spec.scalar:
             args.append(f"%in{i}: {elem}")
@@ -51,7 +57,7 @@ def add_entry_point(module: ir.Module, specs: Sequence[InputSpec]) -> None:
         mt = memref_type(_tensor_shape(t), elem, True)
         args.append(f"%out{j}: {mt}")
         outs.append((mt, t))
-    ins = ", ".join(f"%t{i}" for i in range(len(ftype.inputs)))
+    ins = ", ".join(call_args)
     in_types = ", ".join(str(t) for t in ftype.inputs)
     res_types = ", ".join(str(t) for t in ftype.results)
     if outs:

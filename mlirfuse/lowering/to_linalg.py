@@ -33,8 +33,10 @@ def _tensor(v: ir.Value) -> ir.RankedTensorType:
     return ir.RankedTensorType(v.type)
 
 
-def _storage_tensor(t: ir.Type) -> ir.RankedTensorType:
-    """Bool tensors are stored as i8 (LLVM cannot lower memrefs of i1)."""
+def _storage_tensor(t: ir.Type) -> ir.Type:
+    """Bool tensors are stored as i8 (LLVM cannot lower memrefs of i1); other types stay."""
+    if not isinstance(t, ir.RankedTensorType):
+        return t
     rt = ir.RankedTensorType(t)
     return ir.RankedTensorType.get(rt.shape, B.storage_type(rt.element_type))
 

@@ -12,7 +12,8 @@ import re
 import subprocess
 import sys
 import textwrap
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -207,7 +208,7 @@ def test_jit_unsupported_argument(value) -> None:
 def test_jit_returns_a_non_tensor() -> None:
     for result in [None, 3, 2.5, "x", np.ones(3)]:
         f = mlirfuse.jit(lambda x, r=result: r)
-        raises(lambda: f(f32(3)), "<lambda>", "return", re.escape(repr(result)[:10]))
+        raises(lambda f=f: f(f32(3)), "<lambda>", "return", re.escape(repr(result)[:10]))
     raises(lambda: mlirfuse.jit(lambda x: (x + 1, None))(f32(3)), "return", "None")
     raises(lambda: mlirfuse.jit(lambda x: {"a": x})(f32(3)), "return", "dict|{")
 
@@ -292,9 +293,9 @@ def test_reshape_invalid_shapes() -> None:
 def test_bitwise_ops_on_floats() -> None:
     for name in ["bitwise_and", "bitwise_or", "bitwise_xor"]:
         op = getattr(ops, name)
-        raises(lambda: mlirfuse.jit(lambda x: op(x, x))(f32(3)), name, "float32")
-        raises(lambda: mlirfuse.jit(lambda x: op(x, 1.5))(np.ones(3, np.int32)), name, "int32", "float")
-        raises(lambda: mlirfuse.jit(lambda x, y: op(x, y))(np.ones(3, np.int32), np.ones(3, np.float64)),
+        raises(lambda op=op: mlirfuse.jit(lambda x: op(x, x))(f32(3)), name, "float32")
+        raises(lambda op=op: mlirfuse.jit(lambda x: op(x, 1.5))(np.ones(3, np.int32)), name, "int32", "float")
+        raises(lambda op=op: mlirfuse.jit(lambda x, y: op(x, y))(np.ones(3, np.int32), np.ones(3, np.float64)),
                name, "float64")
     raises(lambda: mlirfuse.jit(lambda x: ops.bitwise_not(x))(f32(3)), "bitwise_not", "float32")
     raises(lambda: mlirfuse.jit(lambda x: x ^ x)(f32(3)), "bitwise_xor", "float32")
@@ -320,7 +321,7 @@ def test_sub_and_neg_on_bools() -> None:
 def test_random_ops_with_bad_arguments() -> None:
     x = f32(3)
     for dt in [DataType.Int32, DataType.Int, "int64", DataType.Bool]:
-        raises(lambda: mlirfuse.jit(lambda t: ops.uniform(0.0, 1.0, [3], dtype=dt) + t)(x), "uniform",
+        raises(lambda dt=dt: mlirfuse.jit(lambda t: ops.uniform(0.0, 1.0, [3], dtype=dt) + t)(x), "uniform",
                "int|bool")
     raises(lambda: mlirfuse.jit(lambda t: ops.rand_like(t))(np.ones(3, np.int32)), "rand_like", "int32")
     raises(lambda: mlirfuse.jit(lambda t: ops.uniform(0.0, 1.0, [-3]) + t)(x), "uniform", "-3")
@@ -331,7 +332,7 @@ def test_random_ops_with_bad_arguments() -> None:
 
 def test_unsupported_cast_dtypes() -> None:
     for dt in ["complex64", "float8", np.uint16, "int8"]:
-        raises(lambda: mlirfuse.jit(lambda t: ops.cast(t, dt))(f32(3)), "unsupported dtype",
+        raises(lambda dt=dt: mlirfuse.jit(lambda t: ops.cast(t, dt))(f32(3)), "unsupported dtype",
                re.escape(np.dtype(dt).name) if dt != "float8" else "float8")
     raises(lambda: mlirfuse.jit(lambda t: ops.sum(t, dtype="complex64"))(f32(3)), "complex64")
 
@@ -458,7 +459,7 @@ def test_reference_wrong_inputs() -> None:
 def _run_isolated(code: str, timeout: int = 300) -> subprocess.CompletedProcess:
     prelude = "import numpy as np\nimport mlirfuse\nfrom mlirfuse import DataType, FusionError, ops\n"
     return subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)],
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout, check=False)
 
 
 def _assert_survives(code: str) -> str:
@@ -493,7 +494,7 @@ def test_integer_modulo_by_zero_does_not_crash(name: str, dtype: str) -> None:
 @pytest.mark.parametrize("divisor", ["tensor", "runtime scalar"])
 def test_integer_min_modulo_minus_one_does_not_crash(name: str, dtype: str, divisor: str) -> None:
     """INT_MIN % -1 overflows the quotient: x86 `idiv` traps (SIGFPE) unless guarded."""
-    call = "f(x, np.full(2, -1, np.%s))" % dtype if divisor == "tensor" else "f(x, -1)"
+    call = f"f(x, np.full(2, -1, np.{dtype}))" if divisor == "tensor" else "f(x, -1)"
     out = _assert_survives(f"""
         f = mlirfuse.jit(lambda x, y: ops.{name}(x, y))
         x = np.array([np.iinfo(np.{dtype}).min, 7], np.{dtype})

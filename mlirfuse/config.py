@@ -1,0 +1,75 @@
+"""mlirfuse's knobs, read from the environment once and settable from Python.
+
+| variable | default | meaning |
+| --- | --- | --- |
+| MLIRFUSE_HORIZONTAL | 1 | fusion-group merges siblings sharing an input |
+| MLIRFUSE_SINGLE_NODE | 0 | fusion-group also outlines groups of one compute op |
+| MLIRFUSE_MAX_ARGS | 128 | most inputs + outputs of one group |
+| MLIRFUSE_DISABLE_FALLBACK | 0 | 1: a group that fails to compile or run raises instead of running through the reference evaluator |
+| MLIRFUSE_DUMP | (none) | comma list of dumps (see README) |
+| MLIRFUSE_DUMP_DIR | (stderr) | write dumps to files in this folder instead |
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, replace
+
+
+def _flag(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    return default if value is None else value.strip().lower() in ("1", "true", "yes", "on")
+
+
+@dataclass(frozen=True)
+class Options:
+    horizontal: bool = True
+    single_node: bool = False
+    max_args: int = 128
+    fallback: bool = True
+    dump: frozenset[str] = field(default_factory=frozenset)
+    dump_dir: str | None = None
+
+    @staticmethod
+    def from_env() -> "Options":
+        return Options(
+            horizontal=_flag("MLIRFUSE_HORIZONTAL", True),
+            single_node=_flag("MLIRFUSE_SINGLE_NODE", False),
+            max_args=int(os.environ.get("MLIRFUSE_MAX_ARGS", "128")),
+            fallback=not _flag("MLIRFUSE_DISABLE_FALLBACK", False),
+            dump=frozenset(d.strip() for d in os.environ.get("MLIRFUSE_DUMP", "").split(",") if d.strip()),
+            dump_dir=os.environ.get("MLIRFUSE_DUMP_DIR") or None,
+        )
+
+    def group_pipeline(self) -> str:
+        return (f"builtin.module(fusion-group{{horizontal={str(self.horizontal).lower()} "
+                f"single-node={str(self.single_node).lower()} max-args={self.max_args}}})")
+
+
+_current = Options.from_env()  # the one explicit piece of process state: the active knobs
+
+
+def options() -> Options:
+    return _current
+
+
+def set_options(**changes: object) -> Options:
+    """Change knobs for this process, e.g. `mlirfuse.set_options(horizontal=False)`;
+    returns the previous options (pass them to `restore_options`)."""
+    global _current
+    known = {f.name for f in fields(Options)}
+    unknown = set(changes) - known
+    if unknown:
+        from mlirfuse.errors import FusionError
+
+        raise FusionError(f"unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
+    if "dump" in changes and isinstance(changes["dump"], str):
+        changes["dump"] = frozenset(d.strip() for d in str(changes["dump"]).split(",") if d.strip())
+    previous = _current
+    _current = replace(_current, **changes)  # type: ignore[arg-type]
+    return previous
+
+
+def restore_options(previous: Options) -> None:
+    global _current
+    _current = previous
