@@ -14,7 +14,8 @@ from mlir import ir, passmanager
 
 from mlirfuse.errors import FusionError
 
-_MODULES = ["fusion_cse", "fusion_dce", "fusion_group", "fusion_to_linalg"]
+_MODULES = ["fusion_cse", "fusion_dce", "fusion_group", "fusion_segment", "fusion_strip_bookend_views",
+            "fusion_to_linalg"]
 
 
 @dataclass(frozen=True)
