@@ -9,7 +9,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from mlirfuse.arrays import Arg, classify_all, placement, wrap_output
-from mlirfuse import config, reference
+from mlirfuse import config, dump, reference
 from mlirfuse.dialects import fusion as fusion_dialect
 from mlirfuse.dialects.optable import OPS
 from mlirfuse.errors import FusionError
@@ -76,9 +76,11 @@ class CompiledFusion:
         self.stages: dict[str, str] = {}
         self.compile_seconds = 0.0
         library = any(OPS[n.op].kind == "library" for n in fusion.nodes)
+        keep_stages = keep_stages or bool(config.options().dump)
+        self._plan()
+        self.n_kernels = self.planned_kernels  # what the segmenter plans (issue: one launch each)
         if backend == "cpu":
             self.arch = "host"
-            self.n_kernels = 1
             self.kernel = None
             if library:
                 self._build_grouped()
@@ -91,13 +93,52 @@ class CompiledFusion:
 
         self.arch = arch or gpu_runtime.device_arch(0)
         self.kernel = gpu.compile_gpu(self.fusion_ir, fusion.specs, self.arch, binary_format, keep_stages)
-        self.n_kernels = self.kernel.n_kernels
+        self.n_launches = self.kernel.n_kernels  # today's GPU lowering: one launch per linalg op
         self._host_llvm = str(self.kernel.module)
         self._executables: dict[int, Any] = {}
         self._allocators: dict[int, Any] = {}
         self._lock = threading.Lock()
         self.stages = self.kernel.stages
         self.compile_seconds = self.kernel.compile_seconds
+        self._dump_stages()
+
+    def _plan(self) -> None:
+        """Group, strip bookend views and segment: the kernels this fusion needs, and dumps."""
+        from mlirfuse.passes import run_pipeline
+        from mlirfuse.passes.fusion_segment import kernel_count
+
+        key = dump.key_of(self.fusion_ir)
+        dump.emit("fusion_ir", self.fusion_ir, key)
+        dump.emit("python_definition", dump.python_definition(self.fusion), key)
+        opts = config.options()
+        with fusion_dialect.context() as ctx:
+            module = fusion_dialect.parse(self.fusion_ir, ctx)
+            run_pipeline(module, opts.group_pipeline())
+            run_pipeline(module, "builtin.module(fusion-strip-bookend-views)")
+            dump.emit("fusion_ir_presched", str(module), key)
+            with dump.capture_log("mlirfuse.segmenter") as rejected:
+                run_pipeline(module, "builtin.module(fusion-segment)")
+            self.segmented_ir = str(module)
+            self.planned_kernels = kernel_count(module)
+        dump.emit("segmented_fusion", self.segmented_ir, key)
+        dump.emit("segmenter_logging", "\n".join(rejected) or "(no merge rejected)", key)
+        if dump.enabled("pipeline"):
+            group = opts.group_pipeline()[len("builtin.module("):-1]
+            dump.emit("pipeline", "\n".join([
+                f"mlirfuse-opt {key}-fusion_ir.txt --pass-pipeline='builtin.module({group}, "
+                "fusion-strip-bookend-views, fusion-segment)'",
+                f"mlirfuse-opt {key}-fusion_ir.txt --pass-pipeline='builtin.module(fusion-to-linalg, "
+                "resolve-shaped-type-result-dims, canonicalize, func.func(linalg-fuse-elementwise-ops), "
+                "canonicalize, cse)'"]), key)
+
+    def _dump_stages(self) -> None:
+        key = dump.key_of(self.fusion_ir)
+        for name, stage in (("scheduled_ir", "linalg"), ("linalg", "linalg"), ("gpu", "gpu"), ("ptx", "ptx")):
+            if stage in self.stages:
+                dump.emit(name, self.stages[stage], key)
+        if "gpu" in self.stages and dump.enabled("launch_params"):
+            dump.emit("launch_params", f"{self.n_launches} launches, each blockDim = (256, 1, 1), "
+                      "gridDim = (ceil(iterations / 256), 1, 1), no shared memory", key)
 
     def _build_direct(self, keep_stages: bool) -> None:
         from mlirfuse.lowering.cpu import compile_cpu
@@ -109,6 +150,7 @@ class CompiledFusion:
             return
         self.stages = self.kernel.stages
         self.compile_seconds = self.kernel.compile_seconds
+        self._dump_stages()
 
     def _build_grouped(self) -> None:
         """Fusion groups around library ops, run by the executor."""
@@ -122,7 +164,6 @@ class CompiledFusion:
             grouped = str(module)
         self.stages = {"fusion": self.fusion_ir, "grouped": grouped}
         self.executor = GraphExecutor(grouped)
-        self.n_kernels = self.executor.n_kernels
         self.compile_seconds = time.perf_counter() - start
 
     @property
@@ -151,6 +192,8 @@ class CompiledFusion:
         where, device = placement(args)
         values = [check_arg(i, a, s) for i, (a, s) in enumerate(zip(args, specs))]
         shapes = self.output_shapes([v.shape for v in values])
+        if config.options().dump:
+            self._dump_call(values, shapes)
         if self.backend == "cpu":
             if where == "device":
                 raise FusionError("GPU arrays given to a fusion compiled for the CPU; use backend='gpu'")
@@ -166,6 +209,18 @@ class CompiledFusion:
         if where == "device":
             return self._run_device(args, values, shapes, device)
         return self._run_staged(values, shapes)
+
+    def _dump_call(self, values: list[Any], shapes: list[tuple[int, ...]]) -> None:
+        key = dump.key_of(self.fusion_ir)
+        lines = []
+        for i, v in enumerate(values):
+            strides = getattr(v, "strides", ())
+            if callable(strides):
+                strides = strides()
+            lines.append(f"input {i}: {getattr(v, 'dtype', type(v).__name__)} sizes {tuple(v.shape)} "
+                         f"strides {tuple(strides)}")
+        lines += [f"output {j}: {dt.value} sizes {s}" for j, (s, dt) in enumerate(zip(shapes, self._output_dtypes))]
+        dump.emit("kernel_args", "\n".join(lines), key)
 
     # -- GPU ---------------------------------------------------------------------------------
     def executable(self, device: int) -> Any:
