@@ -83,9 +83,17 @@ class _Evaluator:
         block = func.regions[0].blocks[0]
         if len(inputs) != len(block.arguments):
             raise FusionError(f"reference: expected {len(block.arguments)} inputs, got {len(inputs)}")
-        for arg, value in zip(block.arguments, inputs):
-            dt = element_dtype(arg.type)
-            self.env[arg] = np.asarray(value, dtype=dt.np)
+        for i, (arg, value) in enumerate(zip(block.arguments, inputs)):
+            if not isinstance(arg.type, ir.RankedTensorType):
+                self.env[arg] = int(value)
+                continue
+            t = ir.RankedTensorType(arg.type)
+            array = np.asarray(value, dtype=element_dtype(arg.type).np)
+            static_ok = array.ndim == t.rank and all(
+                t.is_dynamic_dim(d) or s == array.shape[d] for d, s in enumerate(t.shape))
+            if not static_ok:
+                raise FusionError(f"reference: input {i} has shape {array.shape}, not of type {t}")
+            self.env[arg] = array
         with np.errstate(all="ignore"):
             for op in block.operations:
                 op = op.operation
@@ -97,12 +105,18 @@ class _Evaluator:
     def eval(self, op: ir.Operation) -> None:
         name = op.name
         args = [self.env[v] for v in op.operands]
-        if name.startswith("arith."):
-            results = [self.eval_index(op, args)]
-        elif name.startswith("fusion."):
-            results = self.eval_fusion(op, name[len("fusion."):], args)
-        else:
-            raise FusionError(f"reference: cannot evaluate {name}")
+        try:
+            if name.startswith("arith."):
+                results = [self.eval_index(op, args)]
+            elif name.startswith("fusion."):
+                results = self.eval_fusion(op, name[len("fusion."):], args)
+            else:
+                raise FusionError(f"reference: cannot evaluate {name}")
+        except (ValueError, IndexError, TypeError, KeyError, ZeroDivisionError) as e:
+            if isinstance(e, FusionError):
+                raise
+            raise FusionError(f"reference: {name} failed on operand shapes "
+                              f"{[getattr(a, 'shape', a) for a in args]}: {e}") from None
         for r, v in zip(op.results, results):
             if isinstance(r.type, ir.RankedTensorType):
                 dt = element_dtype(r.type)

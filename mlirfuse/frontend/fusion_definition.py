@@ -26,6 +26,7 @@ class _Ops:
 
         @functools.wraps(fn)
         def recorded(*args: Any, **kwargs: Any) -> Any:
+            self._fd._check_open(f"fd.ops.{name}")
             with tracing(self._fd.fusion):
                 return fn(*args, **kwargs)
         return recorded

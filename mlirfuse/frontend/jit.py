@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 from collections import namedtuple
 from typing import Any, Callable, Iterator, Sequence
@@ -54,7 +55,21 @@ class JitFunction:
             self._static_signatures.add(self._signature(args, static=False))
             return self._trace(args, True)
 
+    def _check_arity(self, n: int) -> None:
+        try:
+            signature = inspect.signature(self.fn)
+        except (TypeError, ValueError):
+            return
+        try:
+            signature.bind(*range(n))
+        except TypeError as e:
+            params = [p for p in signature.parameters.values()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
+            raise FusionError(f"{self.__name__}{signature} takes {len(params)} arguments, "
+                              f"called with {n}: {e}") from None
+
     def _trace(self, args: Sequence[Arg], static: bool) -> tuple[Fusion, Any]:
+        self._check_arity(len(args))
         fusion = Fusion()
         with tracing(fusion):
             traced = [fusion.add_input(input_spec(a, static)) for a in args]

@@ -19,7 +19,9 @@ def tensor_type(dtype: DataType, shape: tuple[Size, ...]) -> str:
 
 
 def type_of(t: Tensor) -> str:
-    return tensor_type(t.dtype, t.shape)
+    """The tensor's type with sizes resolved by the fusion's constraints (a symbolic size
+    found equal to a static one prints static; the host checks the constraint)."""
+    return tensor_type(t.dtype, tuple(t.fusion.canonical(s) for s in t.shape))
 
 
 def float_literal(value: float) -> str:
@@ -52,6 +54,7 @@ class _Printer:
 
     def emit_size(self, size: Size) -> str:
         """SSA name of an index value holding `size`, emitted once per function."""
+        size = self.fusion.canonical(size)
         key = size
         if key in self.sizes:
             return self.sizes[key]
@@ -82,14 +85,15 @@ class _Printer:
     def emit_node(self, node: Node) -> None:
         operands = [self.names[t.id] for t in node.inputs]
         operand_types = [type_of(t) for t in node.inputs]
+        out_shape = [self.fusion.canonical(s) for s in node.outputs[0].shape]
         if node.op in SIZED_OPS:
-            for s in node.outputs[0].shape:
+            for s in out_shape:
                 if isinstance(s, SymSize):
                     operands.append(self.emit_size(s))
                     operand_types.append("index")
         attrs = dict(node.attrs)
         if node.op in SIZED_OPS:
-            attrs["shape"] = [s if isinstance(s, int) else -1 for s in node.outputs[0].shape]
+            attrs["shape"] = [s if isinstance(s, int) else -1 for s in out_shape]
         attr_text = ""
         if attrs:
             attr_text = " {" + ", ".join(f"{k} = {attribute(v)}" for k, v in attrs.items()) + "}"

@@ -186,8 +186,21 @@ class FusionLowering:
         xt = _tensor(x)
         kept = [i for i in range(xt.rank) if i not in axes]
         in_dims = B.dims_of(x)
+        identity_value = Emitter(acc, self.target).const(identity)
+        if not axes:
+            # Nothing to reduce: an elementwise map (a loop-less reduction generic would be
+            # taken for elementwise and fused wrongly).
+            def single(*args: ir.Value) -> ir.Value:
+                elem = convert(args[0], acc)
+                if prologue is not None:
+                    elem = prologue(elem, *args[1:-1])
+                return combine(identity_value, elem)
+
+            out_type = ir.RankedTensorType.get(list(xt.shape), acc)
+            maps = [list(range(xt.rank))] + [m for _, m in extra]
+            return self._map_elementwise([x] + [v for v, _ in extra], out_type, single, maps, in_dims)
         init = B.empty([xt.shape[i] for i in kept], [in_dims[i] for i in kept], acc)
-        init = B.fill(init, Emitter(acc, self.target).const(identity))
+        init = B.fill(init, identity_value)
         # Loop order: the input's on the CPU (contiguous inner loops vectorize); kept dims
         # first on the GPU, so that parallel loops enclose the reduction loops.
         order = list(range(xt.rank)) if self.target == "cpu" else kept + sorted(axes)

@@ -8,6 +8,7 @@ traps, MLIR assertions) run in a subprocess, so that a crash fails one test, not
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -20,6 +21,14 @@ import pytest
 
 import mlirfuse
 from mlirfuse import DataType, FusionDefinition, FusionError, ops
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_fallback():
+    """A kernel that fails to compile or run must fail the test, not quietly run the reference."""
+    previous = mlirfuse.set_options(fallback=False)
+    yield
+    mlirfuse.restore_options(previous)
 
 
 def f32(*shape: int) -> np.ndarray:
@@ -458,7 +467,8 @@ def test_reference_wrong_inputs() -> None:
 # -- no user input may crash the process ----------------------------------------------------------------
 def _run_isolated(code: str, timeout: int = 300) -> subprocess.CompletedProcess:
     prelude = "import numpy as np\nimport mlirfuse\nfrom mlirfuse import DataType, FusionError, ops\n"
-    return subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)],
+    env = {**os.environ, "MLIRFUSE_DISABLE_FALLBACK": "1"}  # compiled kernels, not the reference
+    return subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)], env=env,
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 

@@ -38,6 +38,14 @@ from hypothesis import strategies as st
 import mlirfuse
 from mlirfuse import DataType, ops
 
+@pytest.fixture(autouse=True, scope="module")
+def _no_fallback():
+    """A kernel that fails to compile or run must fail the test, not quietly run the reference."""
+    previous = mlirfuse.set_options(fallback=False)
+    yield
+    mlirfuse.restore_options(previous)
+
+
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
 I32, I64 = np.dtype(np.int32), np.dtype(np.int64)
 BOOL = np.dtype(np.bool_)
