@@ -9,7 +9,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from mlirfuse.arrays import Arg, classify_all, placement, wrap_output
-from mlirfuse import config, dump, reference
+from mlirfuse import cache, config, dump, reference
 from mlirfuse.dialects import fusion as fusion_dialect
 from mlirfuse.dialects.optable import OPS
 from mlirfuse.errors import FusionError
@@ -89,12 +89,19 @@ class CompiledFusion:
             return
         if library:
             raise FusionError("matmul/linear inside a fusion are not yet supported by the GPU backend")
-        from mlirfuse.lowering import gpu, gpu_runtime
+        from mlirfuse.lowering import gpu, gpu_runtime, toolchain
 
         self.arch = arch or gpu_runtime.device_arch(0)
-        self.kernel = gpu.compile_gpu(self.fusion_ir, fusion.specs, self.arch, binary_format, keep_stages)
+        key = cache.make_key("gpu", self.fusion_ir, repr(fusion.specs), self.arch, str(binary_format),
+                             str(toolchain.find()))
+        cached = None if keep_stages else cache.load(key)
+        if cached is not None:
+            self.kernel = gpu.CachedGpuModule(cached.decode())
+        else:
+            self.kernel = gpu.compile_gpu(self.fusion_ir, fusion.specs, self.arch, binary_format, keep_stages)
+            cache.store(key, self.kernel.host_llvm.encode())
         self.n_launches = self.kernel.n_kernels  # today's GPU lowering: one launch per linalg op
-        self._host_llvm = str(self.kernel.module)
+        self._host_llvm = self.kernel.host_llvm
         self._executables: dict[int, Any] = {}
         self._allocators: dict[int, Any] = {}
         self._lock = threading.Lock()

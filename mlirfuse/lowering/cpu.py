@@ -15,6 +15,7 @@ import numpy as np
 from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 
+from mlirfuse import cache
 from mlirfuse.dialects import fusion as fusion_dialect
 from mlirfuse.errors import FusionError
 from mlirfuse.frontend.graph import InputSpec
@@ -45,7 +46,6 @@ TO_LLVM = ("builtin.module(func.func(convert-linalg-to-loops), convert-scf-to-cf
 @dataclass
 class CompiledCpu:
     engine: ExecutionEngine
-    n_outputs: int
     stages: dict[str, str] = field(default_factory=dict)
     compile_seconds: float = 0.0
 
@@ -100,29 +100,45 @@ def scalar_value(a: np.ndarray) -> ctypes._SimpleCData:
     return {8: ctypes.c_int64, 4: ctypes.c_int32}[a.itemsize](int(a))
 
 
-def compile_cpu(fusion_ir: str, specs: Sequence[InputSpec], keep_stages: bool = False) -> CompiledCpu:
-    """Compile fusion IR for the host; `keep_stages` records the IR after every stage."""
-    start = time.perf_counter()
-    stages: dict[str, str] = {}
+def lower_cpu(fusion_ir: str, specs: Sequence[InputSpec], stages: dict[str, str] | None = None) -> str:
+    """Fusion IR -> the LLVM-dialect module text of the entry point (`stages` records IR)."""
     with fusion_dialect.context() as ctx:
         module = fusion_dialect.parse(fusion_ir, ctx)
-        if keep_stages:
+        if stages is not None:
             stages["fusion"] = str(module)
-        n_outputs = len(ir.FunctionType(ir.TypeAttr(
-            module.body.operations[0].attributes["function_type"]).value).results)
         run_pipeline(module, TO_LINALG, "linalg")
-        if keep_stages:
+        if stages is not None:
             stages["linalg"] = str(module)
         add_entry_point(module, specs)
         run_pipeline(module, INLINE, "inlined")
         inline_scalar_operands(module)
         for name, pipeline in (("bufferized", BUFFERIZE), ("llvm", TO_LLVM)):
             run_pipeline(module, pipeline, name)
-            if keep_stages:
+            if stages is not None:
                 stages[name] = str(module)
-        engine = ExecutionEngine(module, opt_level=3, shared_libs=[])
+        return str(module)
+
+
+def jit_llvm(llvm_text: str) -> ExecutionEngine:
+    with ir.Context(), ir.Location.unknown():
+        engine = ExecutionEngine(ir.Module.parse(llvm_text), opt_level=3, shared_libs=[])
         engine.initialize()
-    return CompiledCpu(engine, n_outputs, stages, time.perf_counter() - start)
+    return engine
+
+
+def compile_cpu(fusion_ir: str, specs: Sequence[InputSpec], keep_stages: bool = False) -> CompiledCpu:
+    """Compile fusion IR for the host, through the disk cache; `keep_stages` records the IR
+    after every stage (and bypasses the cache, which keeps only the final module)."""
+    start = time.perf_counter()
+    key = cache.make_key("cpu", fusion_ir, repr(tuple(specs)))
+    stages: dict[str, str] = {}
+    cached = None if keep_stages else cache.load(key)
+    if cached is not None:
+        llvm_text = cached.decode()
+    else:
+        llvm_text = lower_cpu(fusion_ir, specs, stages if keep_stages else None)
+        cache.store(key, llvm_text.encode())
+    return CompiledCpu(jit_llvm(llvm_text), stages, time.perf_counter() - start)
 
 
 def run_pipeline(module: ir.Module, pipeline: str, stage: str) -> None:

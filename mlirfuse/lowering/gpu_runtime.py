@@ -104,7 +104,7 @@ class DeviceExecutable:
             module = ir.Module.parse(host_llvm)
             with self._init_lock:
                 rt.mgpuSetDefaultDevice(device)
-                self.engine = ExecutionEngine(module, opt_level=2, shared_libs=[runtime_library()])
+                self.engine = ExecutionEngine(module, opt_level=1, shared_libs=[runtime_library()])  # host code is trivial
                 self.engine.initialize()  # loads the GPU binary (global constructors)
         address = self.engine.raw_lookup("_mlir_ciface_" + ENTRY)
         if not address:

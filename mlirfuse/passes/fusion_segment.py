@@ -144,10 +144,17 @@ def run(module: ir.Operation) -> None:
 
 
 def kernel_count(module: ir.Module) -> int:
-    """Kernels launched: segments that are not metadata-only, over all groups."""
+    """Kernels launched: segments that are not metadata-only, over all groups, plus one per
+    compute op left outside groups (single-node off); library ops (matmul) not counted."""
     count = 0
     for func in functions(module.operation):
         if SCHEDULERS_ATTR in func.attributes:
             count += sum(1 for s in ir.ArrayAttr(func.attributes[SCHEDULERS_ATTR])
                          if ir.StringAttr(s).value != "no-op")
+        elif GROUP_ATTR not in func.attributes:
+            for op in func.regions[0].blocks[0].operations:
+                op = op.operation
+                if op.name.startswith("fusion.") and kind(op) not in ("library", "index", "constant") \
+                        and short_name(op) not in META_ONLY:
+                    count += 1
     return count
