@@ -1,0 +1,95 @@
+"""The disk cache: hits, corrupt/truncated entries, concurrent compiles."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mlirfuse
+from mlirfuse import cache, ops
+
+X = np.arange(12, dtype=np.float32).reshape(3, 4)
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("MLIRFUSE_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def fn(x):
+    return ops.tanh(x) * 3.0 + x.sum(-1, keepdim=True)
+
+
+def expected() -> np.ndarray:
+    return np.tanh(X) * 3 + X.sum(-1, keepdims=True)
+
+
+def test_compile_writes_then_reuses_an_entry(cache_dir: Path) -> None:
+    np.testing.assert_allclose(mlirfuse.jit(fn)(X), expected(), rtol=1e-6)
+    entries = list(cache_dir.glob("*.entry"))
+    assert len(entries) == 1
+    before = entries[0].stat().st_mtime_ns
+    np.testing.assert_allclose(mlirfuse.jit(fn)(X), expected(), rtol=1e-6)  # a new jit: disk hit
+    assert entries[0].stat().st_mtime_ns == before
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "garbage", "empty"])
+def test_corrupt_entries_are_ignored_and_rebuilt(cache_dir: Path, damage: str) -> None:
+    mlirfuse.jit(fn)(X)
+    (entry,) = cache_dir.glob("*.entry")
+    data = entry.read_bytes()
+    entry.write_bytes({"truncate": data[: len(data) // 2], "flip": data[:-10] + b"X" + data[-9:],
+                       "garbage": b"\x00\xff" * 50, "empty": b""}[damage])
+    np.testing.assert_allclose(mlirfuse.jit(fn)(X), expected(), rtol=1e-6)
+    assert cache.load(entry.stem) is not None  # rebuilt and valid again
+
+
+def test_key_depends_on_ir_signature_and_versions() -> None:
+    k = cache.make_key("cpu", "ir", "spec")
+    assert k == cache.make_key("cpu", "ir", "spec")
+    assert k != cache.make_key("cpu", "ir2", "spec") != cache.make_key("gpu", "ir", "spec")
+    assert "mlirfuse=" in cache.toolchain_versions() and "xtc-mlir-python-bindings" in cache.toolchain_versions()
+
+
+def test_disabled_cache_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MLIRFUSE_CACHE_DIR", "off")
+    mlirfuse.jit(fn)(X)
+    assert cache.cache_dir() is None
+
+
+def test_threads_compiling_the_same_fusion(cache_dir: Path) -> None:
+    results, errors = [], []
+
+    def work() -> None:
+        try:
+            results.append(mlirfuse.jit(fn)(X))
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for r in results:
+        np.testing.assert_allclose(r, expected(), rtol=1e-6)
+    assert len(list(cache_dir.glob("*.entry"))) == 1 and not list(cache_dir.glob(".tmp-*"))
+
+
+def test_processes_compiling_the_same_fusion(cache_dir: Path) -> None:
+    code = ("import numpy as np, mlirfuse\nfrom mlirfuse import ops\n"
+            "x = np.arange(12, dtype=np.float32).reshape(3, 4)\n"
+            "y = mlirfuse.jit(lambda x: ops.tanh(x) * 3.0 + x.sum(-1, keepdim=True))(x)\n"
+            "assert np.allclose(y, np.tanh(x) * 3 + x.sum(-1, keepdims=True))\nprint('ok')\n")
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(3)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 and "ok" in o for p, (o, _) in zip(procs, outs)), outs
+    assert len(list(cache_dir.glob("*.entry"))) == 1 and not list(cache_dir.glob(".tmp-*"))
