@@ -50,23 +50,39 @@ def build(w: Workload, backend: str):
     return jitted
 
 
+def to_device(inputs: list, backend: str) -> tuple[list, object]:
+    """On the GPU: torch CUDA tensors (zero-copy in and out) and a synchronizing timer hook."""
+    if backend != "gpu":
+        return inputs, lambda: None
+    import torch
+
+    moved = [torch.from_numpy(a).cuda() if isinstance(a, np.ndarray) else a for a in inputs]
+    return moved, torch.cuda.synchronize
+
+
+def to_host(value):
+    return value.cpu().numpy() if hasattr(value, "cpu") else value
+
+
 def run(w: Workload, small: bool, backend: str, repeats: int) -> dict:
     rng = np.random.default_rng(0)
     shape = w.small if small else w.shape
     inputs = w.make_inputs(shape, rng)
+    dev_inputs, sync = to_device(inputs, backend)
     fn = build(w, backend)
     start = time.perf_counter()
-    got = fn(*inputs)
+    got = fn(*dev_inputs)
+    sync()
     first_call = time.perf_counter() - start
     np_args = w.numpy_args(inputs)
     want = w.numpy_fn(*np_args)
-    got_list = list(got) if isinstance(got, (list, tuple)) else [got]
+    got_list = [to_host(g) for g in (got if isinstance(got, (list, tuple)) else [got])]
     want_list = list(want) if isinstance(want, (list, tuple)) else [want]
     err = max(float(np.max(np.abs(np.asarray(g, np.float64) - np.asarray(e, np.float64)) /
                         (1.0 + np.abs(np.asarray(e, np.float64)))))
               for g, e in zip(got_list, want_list))
     ok = err < 1e-3
-    t_mlirfuse = median_seconds(lambda: fn(*inputs), repeats)
+    t_mlirfuse = median_seconds(lambda: (fn(*dev_inputs), sync()), repeats)
     t_numpy = median_seconds(lambda: w.numpy_fn(*np_args), max(1, repeats // 2))
     return {"name": w.name, "shape": "x".join(map(str, shape)), "ok": ok, "err": err,
             "first_call_s": first_call, "mlirfuse_ms": t_mlirfuse * 1e3, "numpy_ms": t_numpy * 1e3}

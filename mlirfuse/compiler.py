@@ -72,6 +72,7 @@ class CompiledFusion:
         self._scalar = [s.scalar for s in fusion.specs]
         self._output_shapes = [t.shape for t in fusion.outputs]
         self._output_dtypes = [t.dtype for t in fusion.outputs]
+        self._shape_memo: dict[tuple, list[tuple[int, ...]]] = {}
         self.executor: Any = None
         self.stages: dict[str, str] = {}
         self.compile_seconds = 0.0
@@ -180,6 +181,18 @@ class CompiledFusion:
         return self.kernel.ptx
 
     def output_shapes(self, shapes: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
+        """Output shapes for these input shapes, after checking the traced constraints."""
+        key = tuple(tuple(s) for s in shapes)
+        known = self._shape_memo.get(key)
+        if known is not None:
+            return known
+        result = self._output_shapes_uncached(shapes)
+        if len(self._shape_memo) > 1024:
+            self._shape_memo.clear()
+        self._shape_memo[key] = result
+        return result
+
+    def _output_shapes_uncached(self, shapes: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
         for a, b in self.fusion.constraints:
             va, vb = evaluate(a, shapes), evaluate(b, shapes)
             if va != vb:

@@ -74,6 +74,7 @@ _MLIR = {
     DataType.Bool: "i1",
 }
 _FROM_MLIR = {v: k for k, v in _MLIR.items()}
+_BY_NUMPY = {v: k for k, v in _NUMPY.items()}
 _ALIASES = {
     "float": DataType.Float, "float32": DataType.Float, "f32": DataType.Float,
     "double": DataType.Double, "float64": DataType.Double, "f64": DataType.Double,
@@ -87,6 +88,9 @@ _ALIASES = {
 
 def to_dtype(value: object) -> DataType:
     """Accept a DataType, a name ('float32', 'bf16'), a numpy dtype, or a torch dtype."""
+    fast = _BY_NUMPY.get(value) if isinstance(value, np.dtype) else None
+    if fast is not None:
+        return fast
     if isinstance(value, DataType) and value is not DataType.Null:
         return value
     if isinstance(value, str) and value.lower() in _ALIASES:

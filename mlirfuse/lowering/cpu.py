@@ -7,6 +7,7 @@ passes every array as a memref descriptor, so one compile serves all shapes.
 from __future__ import annotations
 
 import ctypes
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -50,6 +51,7 @@ class CompiledCpu:
     compile_seconds: float = 0.0
 
     def __post_init__(self) -> None:
+        self._local = threading.local()  # per-thread argument slots, reused across calls
         address = self.engine.raw_lookup("_mlir_ciface_" + ENTRY)
         if not address:
             raise FusionError("CPU backend: entry point missing after compilation")
@@ -58,10 +60,17 @@ class CompiledCpu:
     def __call__(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray],
                  scalar: Sequence[bool]) -> None:
         """Run; `scalar[i]` says input i is passed by value (a runtime scalar)."""
-        keep = []
-        for a, by_value in zip(list(inputs) + list(outputs), list(scalar) + [False] * len(outputs)):
-            keep.append(scalar_value(a) if by_value else ctypes.pointer(descriptor(a)))
-        packed = (ctypes.c_void_p * len(keep))(*[ctypes.addressof(k) for k in keep])
+        arrays = list(inputs) + list(outputs)
+        kinds = tuple(-1 if i < len(scalar) and scalar[i] else a.ndim for i, a in enumerate(arrays))
+        slots = getattr(self._local, "slots", None)
+        if slots is None or slots[0] != kinds:
+            slots = self._local.slots = (kinds, *_prepare(arrays, kinds))
+        _, cells, packed, _pointers = slots
+        for a, kind, cell in zip(arrays, kinds, cells):
+            if kind < 0:
+                cell.value = a.item()
+            else:
+                fill_descriptor(cell, a)
         self._fn(packed)
 
 
@@ -79,16 +88,40 @@ def descriptor_class(rank: int) -> type:
     return cls
 
 
-def descriptor(a: np.ndarray) -> ctypes.Structure:
-    d = descriptor_class(a.ndim)()
+def fill_descriptor(d: ctypes.Structure, a: np.ndarray) -> None:
     ptr = a.ctypes.data
     d.allocated = ptr
     d.aligned = ptr
-    d.offset = 0
     if a.ndim:
         d.sizes[:] = a.shape
-        d.strides[:] = [s // a.itemsize for s in a.strides]
+        item = a.itemsize
+        d.strides[:] = [s // item for s in a.strides]
+
+
+def descriptor(a: np.ndarray) -> ctypes.Structure:
+    d = descriptor_class(a.ndim)()
+    fill_descriptor(d, a)
     return d
+
+
+def _prepare(arrays: Sequence[np.ndarray], kinds: tuple[int, ...]) -> tuple[list, ctypes.Array, list]:
+    """Argument cells (scalar values or memref descriptors), the packed pointer array, and
+    the pointer objects it points at (kept alive with it)."""
+    cells: list = []
+    pointers: list = []
+    for a, kind in zip(arrays, kinds):
+        if kind < 0:
+            cell = scalar_value(a)
+            cells.append(cell)
+            pointers.append(ctypes.addressof(cell))
+        else:
+            d = descriptor_class(kind)()
+            p = ctypes.pointer(d)
+            cells.append(d)
+            pointers.append(p)
+    packed = (ctypes.c_void_p * len(pointers))(
+        *[p if isinstance(p, int) else ctypes.addressof(p) for p in pointers])
+    return cells, packed, pointers
 
 
 def scalar_value(a: np.ndarray) -> ctypes._SimpleCData:

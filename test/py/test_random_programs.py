@@ -353,6 +353,7 @@ class Program:
         self.lines: list[str] = []
         self.outputs: list[Val] = []
         self.max_bound = 1.0
+        self.f32_approx = False     # some value was computed approximately in float32
         self.n_ops = 0
 
     @property
@@ -479,6 +480,8 @@ class Generator:
         vals = [Val(t, dtype, tuple(dims), bound, exact, nan) for t in targets]
         self.pool.extend(vals)
         self.prog.max_bound = max(self.prog.max_bound, bound)
+        if dtype == F32 and not exact:
+            self.prog.f32_approx = True
         return vals
 
     def cap(self, dtype: np.dtype) -> float:
@@ -979,9 +982,10 @@ def _as_tuple(x: Any) -> tuple:
 
 def tolerances(dtype: np.dtype, prog: Program) -> tuple[float, float]:
     """(rtol, atol): the absolute part scales with the magnitudes the program goes through
-    (reductions included: a sum of n values of bound b has bound n*b)."""
+    (reductions included: a sum of n values of bound b has bound n*b); float64 results of
+    float32 approximations get float32 tolerances."""
     scale = max(1.0, prog.max_bound)
-    if dtype == F32:
+    if dtype == F32 or dtype == F64 and prog.f32_approx:  # float64 from float32 values
         return 1e-4, 1e-5 * scale
     if dtype == F64:
         return 1e-9, 1e-12 * scale
