@@ -7,7 +7,6 @@ passes every array as a memref descriptor, so one compile serves all shapes.
 from __future__ import annotations
 
 import ctypes
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -20,7 +19,7 @@ from mlirfuse import cache
 from mlirfuse.dialects import fusion as fusion_dialect
 from mlirfuse.errors import FusionError
 from mlirfuse.frontend.graph import InputSpec
-from mlirfuse.lowering.host_abi import ENTRY, add_entry_point, inline_scalar_operands
+from mlirfuse.lowering.host_abi import ENTRY, ArgumentSlots, add_entry_point, inline_scalar_operands
 from mlirfuse.passes import Pipeline
 
 
@@ -51,7 +50,7 @@ class CompiledCpu:
     compile_seconds: float = 0.0
 
     def __post_init__(self) -> None:
-        self._local = threading.local()  # per-thread argument slots, reused across calls
+        self._slots = ArgumentSlots()
         address = self.engine.raw_lookup("_mlir_ciface_" + ENTRY)
         if not address:
             raise FusionError("CPU backend: entry point missing after compilation")
@@ -60,77 +59,16 @@ class CompiledCpu:
     def __call__(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray],
                  scalar: Sequence[bool]) -> None:
         """Run; `scalar[i]` says input i is passed by value (a runtime scalar)."""
-        arrays = list(inputs) + list(outputs)
-        kinds = tuple(-1 if i < len(scalar) and scalar[i] else a.ndim for i, a in enumerate(arrays))
-        slots = getattr(self._local, "slots", None)
-        if slots is None or slots[0] != kinds:
-            slots = self._local.slots = (kinds, *_prepare(arrays, kinds))
-        _, cells, packed, _pointers = slots
-        for a, kind, cell in zip(arrays, kinds, cells):
-            if kind < 0:
-                cell.value = a.item()
-            else:
-                fill_descriptor(cell, a)
+        args = [a if i < len(scalar) and scalar[i] else buffer_of(a)
+                for i, a in enumerate(list(inputs) + list(outputs))]
+        packed = self._slots.fill(args)
         self._fn(packed)
 
 
-_DESCRIPTOR_CLASSES: dict[int, type] = {}  # explicit cache: one ctypes class per rank
-
-
-def descriptor_class(rank: int) -> type:
-    cls = _DESCRIPTOR_CLASSES.get(rank)
-    if cls is None:
-        fields = [("allocated", ctypes.c_void_p), ("aligned", ctypes.c_void_p), ("offset", ctypes.c_int64)]
-        if rank:
-            fields += [("sizes", ctypes.c_int64 * rank), ("strides", ctypes.c_int64 * rank)]
-        cls = type(f"MemRef{rank}D", (ctypes.Structure,), {"_fields_": fields})
-        _DESCRIPTOR_CLASSES[rank] = cls
-    return cls
-
-
-def fill_descriptor(d: ctypes.Structure, a: np.ndarray) -> None:
-    ptr = a.ctypes.data
-    d.allocated = ptr
-    d.aligned = ptr
-    if a.ndim:
-        d.sizes[:] = a.shape
-        item = a.itemsize
-        d.strides[:] = [s // item for s in a.strides]
-
-
-def descriptor(a: np.ndarray) -> ctypes.Structure:
-    d = descriptor_class(a.ndim)()
-    fill_descriptor(d, a)
-    return d
-
-
-def _prepare(arrays: Sequence[np.ndarray], kinds: tuple[int, ...]) -> tuple[list, ctypes.Array, list]:
-    """Argument cells (scalar values or memref descriptors), the packed pointer array, and
-    the pointer objects it points at (kept alive with it)."""
-    cells: list = []
-    pointers: list = []
-    for a, kind in zip(arrays, kinds):
-        if kind < 0:
-            cell = scalar_value(a)
-            cells.append(cell)
-            pointers.append(ctypes.addressof(cell))
-        else:
-            d = descriptor_class(kind)()
-            p = ctypes.pointer(d)
-            cells.append(d)
-            pointers.append(p)
-    packed = (ctypes.c_void_p * len(pointers))(
-        *[p if isinstance(p, int) else ctypes.addressof(p) for p in pointers])
-    return cells, packed, pointers
-
-
-def scalar_value(a: np.ndarray) -> ctypes._SimpleCData:
-    """A runtime scalar as the C value the entry point takes (f64, i64, or i8 for bool)."""
-    if a.dtype.kind == "f":
-        return {8: ctypes.c_double, 4: ctypes.c_float}[a.itemsize](float(a))
-    if a.dtype.kind == "b":
-        return ctypes.c_int8(bool(a))
-    return {8: ctypes.c_int64, 4: ctypes.c_int32}[a.itemsize](int(a))
+def buffer_of(a: np.ndarray) -> tuple[int, tuple[int, ...], list[int]]:
+    """(data pointer, sizes, element strides) of a host array."""
+    item = a.itemsize
+    return a.ctypes.data, a.shape, [st // item for st in a.strides]
 
 
 def lower_cpu(fusion_ir: str, specs: Sequence[InputSpec], stages: dict[str, str] | None = None) -> str:

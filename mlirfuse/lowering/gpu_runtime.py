@@ -15,13 +15,11 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import mlir
-import numpy as np
 from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 
 from mlirfuse.errors import FusionError
-from mlirfuse.lowering.cpu import descriptor_class, scalar_value
-from mlirfuse.lowering.host_abi import ENTRY
+from mlirfuse.lowering.host_abi import ENTRY, ArgumentSlots
 
 ALLOC_FN = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p)
 FREE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
@@ -110,6 +108,7 @@ class DeviceExecutable:
         if not address:
             raise FusionError("GPU backend: entry point missing after compilation")
         self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
+        self._slots = ArgumentSlots()
         self._stream = ctypes.c_void_p.from_address(self._global("mlirfuse_stream"))
         self._alloc = ctypes.c_void_p.from_address(self._global("mlirfuse_alloc_fn"))
         self._free = ctypes.c_void_p.from_address(self._global("mlirfuse_free_fn"))
@@ -127,22 +126,10 @@ class DeviceExecutable:
 
     def launch(self, stream: int, args: Sequence[Any]) -> None:
         """Run on `stream`. args: (device pointer, sizes, element strides) per buffer, or a
-        0-d numpy array for a runtime scalar (passed by value)."""
+        0-d numpy array for a runtime scalar (passed by value). Argument cells are built
+        once per thread and argument kinds, then only refilled."""
         self._stream.value = stream
-        keep = []
-        for arg in args:
-            if isinstance(arg, np.ndarray):
-                keep.append(scalar_value(arg))
-                continue
-            ptr, sizes, strides = arg
-            d = descriptor_class(len(sizes))()
-            d.allocated = ptr
-            d.aligned = ptr
-            if sizes:
-                d.sizes[:] = sizes
-                d.strides[:] = strides
-            keep.append(ctypes.pointer(d))
-        packed = (ctypes.c_void_p * len(keep))(*[ctypes.addressof(k) for k in keep])
+        packed = self._slots.fill(args)
         self._fn(packed)
 
 

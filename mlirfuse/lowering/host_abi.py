@@ -8,7 +8,11 @@ buffers the caller allocated. It calls the lowered `@fusion`, which gets inlined
 
 from __future__ import annotations
 
-from typing import Sequence
+import ctypes
+import threading
+from typing import Any, Sequence
+
+import numpy as np
 
 from mlir import ir
 from mlir.dialects import linalg
@@ -122,3 +126,69 @@ def _inline_scalars(op: ir.Operation) -> None:
     for old, value in zip(op.results, new.results):
         old.replace_all_uses_with(value)
     op.erase()
+
+
+# -- calling the entry point: packed arguments -------------------------------------------------
+_DESCRIPTOR_CLASSES: dict[int, type] = {}  # explicit cache: one ctypes memref class per rank
+
+
+def descriptor_class(rank: int) -> type:
+    """The ctypes struct of a ranked memref descriptor (allocated, aligned, offset, sizes, strides)."""
+    cls = _DESCRIPTOR_CLASSES.get(rank)
+    if cls is None:
+        fields = [("allocated", ctypes.c_void_p), ("aligned", ctypes.c_void_p), ("offset", ctypes.c_int64)]
+        if rank:
+            fields += [("sizes", ctypes.c_int64 * rank), ("strides", ctypes.c_int64 * rank)]
+        cls = type(f"MemRef{rank}D", (ctypes.Structure,), {"_fields_": fields})
+        _DESCRIPTOR_CLASSES[rank] = cls
+    return cls
+
+
+def scalar_value(a: np.ndarray) -> ctypes._SimpleCData:
+    """A runtime scalar as the C value the entry point takes (by its numpy dtype)."""
+    if a.dtype.kind == "f":
+        return {8: ctypes.c_double, 4: ctypes.c_float}[a.itemsize](float(a))
+    if a.dtype.kind == "b":
+        return ctypes.c_int8(bool(a))
+    return {8: ctypes.c_int64, 4: ctypes.c_int32}[a.itemsize](int(a))
+
+
+class ArgumentSlots:
+    """The packed argument array of `_mlir_ciface_mlirfuse_entry`, built once per thread and
+    argument kinds, then refilled per call (building ctypes objects per call costs ~10 us).
+
+    fill(args): each arg is (pointer, sizes, element strides) for a memref, or a 0-d numpy
+    array for a scalar passed by value; returns the packed `void**` array.
+    """
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def fill(self, args: Sequence[Any]) -> ctypes.Array:
+        kinds = tuple(-1 if isinstance(a, np.ndarray) else len(a[1]) for a in args)
+        slots = getattr(self._local, "slots", None)
+        if slots is None or slots[0] != kinds:
+            slots = self._local.slots = (kinds, *self._build(args, kinds))
+        _, cells, packed, _keep = slots
+        for arg, kind, cell in zip(args, kinds, cells):
+            if kind < 0:
+                cell.value = arg.item()
+                continue
+            ptr, sizes, strides = arg
+            cell.allocated = ptr
+            cell.aligned = ptr
+            if kind:
+                cell.sizes[:] = sizes
+                cell.strides[:] = strides
+        return packed
+
+    @staticmethod
+    def _build(args: Sequence[Any], kinds: tuple[int, ...]) -> tuple[list, ctypes.Array, list]:
+        cells: list = []
+        keep: list = []  # what the packed array points at, kept alive with it
+        for arg, kind in zip(args, kinds):
+            cell = scalar_value(arg) if kind < 0 else descriptor_class(kind)()
+            cells.append(cell)
+            keep.append(cell if kind < 0 else ctypes.pointer(cell))
+        packed = (ctypes.c_void_p * len(keep))(*[ctypes.addressof(k) for k in keep])
+        return cells, packed, keep
