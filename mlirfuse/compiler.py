@@ -8,8 +8,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from mlirfuse.arrays import Arg, classify_all, placement, wrap_output
 from mlirfuse import cache, config, dump, reference
+from mlirfuse.arrays import Arg, classify_all, placement, wrap_output
 from mlirfuse.dialects import fusion as fusion_dialect
 from mlirfuse.dialects.optable import OPS
 from mlirfuse.errors import FusionError
@@ -276,7 +276,7 @@ class CompiledFusion:
 
     def _run_staged(self, values: list[Any], shapes: list[tuple[int, ...]]) -> list[Any]:
         """numpy in, numpy out, on the GPU: copies through the runtime, synchronized."""
-        from mlirfuse.lowering.gpu_runtime import HostStaging, RUNTIME_ALLOC, RUNTIME_FREE, device_count
+        from mlirfuse.lowering.gpu_runtime import RUNTIME_ALLOC, RUNTIME_FREE, HostStaging, device_count
 
         if device_count() == 0:
             raise FusionError("backend='gpu' needs an NVIDIA GPU and driver; none was found "

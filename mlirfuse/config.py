@@ -5,7 +5,7 @@
 | MLIRFUSE_HORIZONTAL | 1 | fusion-group merges siblings sharing an input |
 | MLIRFUSE_SINGLE_NODE | 0 | fusion-group also outlines groups of one compute op |
 | MLIRFUSE_MAX_ARGS | 128 | most inputs + outputs of one group |
-| MLIRFUSE_DISABLE_FALLBACK | 0 | 1: a group that fails to compile or run raises instead of running through the reference evaluator |
+| MLIRFUSE_DISABLE_FALLBACK | 0 | 1: a failing compile raises instead of running the reference evaluator |
 | MLIRFUSE_DUMP | (none) | comma list of dumps (see README) |
 | MLIRFUSE_DUMP_DIR | (stderr) | write dumps to files in this folder instead |
 """

@@ -529,7 +529,7 @@ def _attach_tensor_methods() -> None:
     Tensor.__neg__ = lambda self: g["neg"](self)
     Tensor.__abs__ = lambda self: g["abs"](self)
     Tensor.__pos__ = lambda self: self
-    Tensor.__invert__ = lambda self: g["bitwise_not"](self) if self.dtype is not DataType.Bool else g["logical_not"](self)
+    Tensor.__invert__ = lambda self: g["logical_not" if self.dtype is DataType.Bool else "bitwise_not"](self)
     for name in ELEMENTWISE_NAMES + REDUCTION_NAMES + ["reshape", "permute", "squeeze", "unsqueeze",
                                                        "expand"]:
         if not hasattr(Tensor, name):

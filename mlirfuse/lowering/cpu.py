@@ -22,7 +22,6 @@ from mlirfuse.frontend.graph import InputSpec
 from mlirfuse.lowering.host_abi import ENTRY, ArgumentSlots, add_entry_point, inline_scalar_operands
 from mlirfuse.passes import Pipeline
 
-
 # Stage pipelines (each replayable with mlirfuse-opt).
 # bf16 conversions are expanded into integer ops before canonicalize can fold them into
 # int<->bf16 casts that LLVM lowers to compiler-rt calls the JIT cannot resolve.

@@ -102,7 +102,8 @@ class DeviceExecutable:
             module = ir.Module.parse(host_llvm)
             with self._init_lock:
                 rt.mgpuSetDefaultDevice(device)
-                self.engine = ExecutionEngine(module, opt_level=1, shared_libs=[runtime_library()])  # host code is trivial
+                # The host code is trivial: a low optimization level keeps warm starts fast.
+                self.engine = ExecutionEngine(module, opt_level=1, shared_libs=[runtime_library()])
                 self.engine.initialize()  # loads the GPU binary (global constructors)
         address = self.engine.raw_lookup("_mlir_ciface_" + ENTRY)
         if not address:

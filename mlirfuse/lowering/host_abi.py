@@ -13,7 +13,6 @@ import threading
 from typing import Any, Sequence
 
 import numpy as np
-
 from mlir import ir
 from mlir.dialects import linalg
 

@@ -14,9 +14,8 @@ from typing import Callable
 from mlir import ir
 from mlir.dialects import arith, math
 
-
 F = arith.CmpFPredicate
-I = arith.CmpIPredicate
+IP = arith.CmpIPredicate
 
 
 class Emitter:
@@ -57,9 +56,9 @@ class Emitter:
         if self.is_float:
             fp = {"eq": F.OEQ, "ne": F.UNE, "lt": F.OLT, "le": F.OLE, "gt": F.OGT, "ge": F.OGE}
             return arith.cmpf(fp[pred], a, b)
-        ip = {"eq": I.eq, "ne": I.ne, "lt": I.slt, "le": I.sle, "gt": I.sgt, "ge": I.sge}
+        ip = {"eq": IP.eq, "ne": IP.ne, "lt": IP.slt, "le": IP.sle, "gt": IP.sgt, "ge": IP.sge}
         if self.is_bool:
-            ip = {**ip, "lt": I.ult, "le": I.ule, "gt": I.ugt, "ge": I.uge}
+            ip = {**ip, "lt": IP.ult, "le": IP.ule, "gt": IP.ugt, "ge": IP.uge}
         return arith.cmpi(ip[pred], a, b)
 
 
@@ -216,7 +215,7 @@ def convert(value: ir.Value, to: ir.Type) -> ir.Value:
     dst_float = not isinstance(to, ir.IntegerType)
     if isinstance(to, ir.IntegerType) and to.width == 1:
         zero = Emitter(src, "").const(0)
-        return arith.cmpf(F.UNE, value, zero) if src_float else arith.cmpi(I.ne, value, zero)
+        return arith.cmpf(F.UNE, value, zero) if src_float else arith.cmpi(IP.ne, value, zero)
     if src_float and dst_float:
         src_w, dst_w = _float_width(src), _float_width(to)
         if src_w == dst_w:  # f16 <-> bf16 go through f32
