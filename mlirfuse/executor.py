@@ -19,6 +19,7 @@ from mlir import ir
 from mlirfuse.dialects import fusion as fusion_dialect
 from mlirfuse.dtypes import DataType
 from mlirfuse.errors import FusionError
+from mlirfuse.fallback import fall_back
 from mlirfuse.frontend.graph import InputSpec
 from mlirfuse.passes.fusion_group import GROUP_ATTR
 from mlirfuse.reference import _Evaluator, element_dtype
@@ -59,6 +60,7 @@ class GraphExecutor:
         self._kernels: dict[tuple, Any] = {}
         self._shapes: dict[tuple, list[Any]] = {}
         self._lock = threading.Lock()
+        self._failed: set[str] = set()  # groups running through the reference (fallback)
 
     @property
     def n_kernels(self) -> int:
@@ -94,7 +96,15 @@ class GraphExecutor:
                 shapes = self._shapes[key] = function_result_shapes(func, shape_args)
         outputs = [np.empty(s, dtype=element_dtype(r.type).np) for s, r in zip(shapes, op.results)]
         inputs = [v if isinstance(v, np.ndarray) else np.asarray(v, np.int64) for v in values]
-        self.kernel(name, tuple(specs))(inputs, outputs, [s.scalar for s in specs])
+        if name in self._failed:
+            return _Evaluator().run(func, values)
+        try:
+            kernel = self.kernel(name, tuple(specs))
+        except Exception as e:  # noqa: BLE001 - any compiler failure takes the fallback path
+            fall_back(self.group_ir[name], e, f"compiling fusion group @{name}")
+            self._failed.add(name)
+            return _Evaluator().run(func, values)
+        kernel(inputs, outputs, [s.scalar for s in specs])
         return outputs
 
     def run(self, inputs: Sequence[Any]) -> list[np.ndarray]:
