@@ -44,16 +44,21 @@ class OpGraph:
     """Ops of a block, numbered in order, with producer/consumer edges between them."""
 
     def __init__(self, block: ir.Block):
+        # Values map to their producer by walking results once: `Value.owner` would try to
+        # import a Python module for the (IRDL) fusion dialect on every call.
         self.ops = [op.operation for op in block.operations]
         self.index = {op: i for i, op in enumerate(self.ops)}
+        self.producer_of = {r: i for i, op in enumerate(self.ops) for r in op.results}
+        self.users_of: dict[ir.Value, list[int]] = {}
         self.producers: list[set[int]] = [set() for _ in self.ops]
         self.consumers: list[set[int]] = [set() for _ in self.ops]
         for i, op in enumerate(self.ops):
             for v in op.operands:
-                p = owner(v)
-                if p is not None and p in self.index:
-                    self.producers[i].add(self.index[p])
-                    self.consumers[self.index[p]].add(i)
+                self.users_of.setdefault(v, []).append(i)
+                p = self.producer_of.get(v)
+                if p is not None:
+                    self.producers[i].add(p)
+                    self.consumers[p].add(i)
 
     def reaches_outside_and_back(self, members: set[int]) -> bool:
         """True if some path leaves `members` and re-enters it (merging would make a cycle)."""
@@ -76,8 +81,7 @@ class OpGraph:
         seen: list[ir.Value] = []
         for m in sorted(inside):
             for v in self.ops[m].operands:
-                p = owner(v)
-                if (p is None or self.index.get(p) not in inside) and v not in seen:
+                if self.producer_of.get(v) not in inside and v not in seen:
                     seen.append(v)
         return seen
 
@@ -87,7 +91,6 @@ class OpGraph:
         out = []
         for m in sorted(inside):
             for r in self.ops[m].results:
-                if any(self.index.get(u.owner.operation if isinstance(u.owner, ir.OpView) else u.owner)
-                       not in inside for u in r.uses):
+                if any(u not in inside for u in self.users_of.get(r, ())):
                     out.append(r)
         return out
