@@ -44,7 +44,8 @@ def classify(value: Any) -> Arg:
         if value.is_cuda:
             return Arg("device", value, dt, tuple(value.shape), value.is_contiguous(),
                        value.device.index, "torch")
-        return Arg("host", value.numpy(), dt, tuple(value.shape), value.is_contiguous(), origin="torch")
+        return Arg("host", _torch_cpu_to_numpy(value, torch), dt, tuple(value.shape), value.is_contiguous(),
+                   origin="torch")
     if isinstance(value, np.ndarray):
         return Arg("host", value, to_dtype(value.dtype), value.shape, value.flags.c_contiguous)
     if hasattr(value, "__cuda_array_interface__") or _dlpack_on_cuda(value):
@@ -60,6 +61,21 @@ def classify(value: Any) -> Arg:
         return classify(np.asarray(value))
     raise FusionError(f"unsupported argument of type {type(value).__name__}: expected an array "
                       "(numpy, torch, CuPy, CUDA array interface, DLPack) or a Python scalar")
+
+
+def _torch_cpu_to_numpy(t: Any, torch: Any) -> np.ndarray:
+    """A zero-copy numpy view of a CPU tensor (bfloat16 through its bits: numpy has no bf16)."""
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(DataType.BFloat16.np)
+    return t.numpy()
+
+
+def numpy_to_torch(a: np.ndarray) -> Any:
+    """The inverse: a torch CPU tensor sharing `a`'s memory."""
+    torch = _torch()
+    if a.dtype == DataType.BFloat16.np:
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(a)
 
 
 def classify_all(values: Any) -> list[Arg]:

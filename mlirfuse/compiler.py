@@ -9,7 +9,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from mlirfuse import cache, config, dump, reference
-from mlirfuse.arrays import Arg, classify_all, placement, wrap_output
+from mlirfuse.arrays import Arg, classify_all, numpy_to_torch, placement, wrap_output
 from mlirfuse.dialects import fusion as fusion_dialect
 from mlirfuse.dialects.optable import OPS
 from mlirfuse.errors import FusionError
@@ -225,7 +225,7 @@ class CompiledFusion:
                 outputs = [np.empty(s, dtype=dt.np) for s, dt in zip(shapes, self._output_dtypes)]
                 self.kernel(values, outputs, self._scalar)
             origin = next((a.origin for a in args if a.kind == "host"), "numpy")
-            return [_to_torch(o) for o in outputs] if origin == "torch" else outputs
+            return [numpy_to_torch(o) for o in outputs] if origin == "torch" else outputs
         if where == "device":
             return self._run_device(args, values, shapes, device)
         return self._run_staged(values, shapes)
@@ -303,7 +303,3 @@ class CompiledFusion:
         return outputs
 
 
-def _to_torch(a: np.ndarray) -> Any:
-    import torch
-
-    return torch.from_numpy(a)

@@ -175,3 +175,16 @@ def test_reference_evaluator_is_the_oracle() -> None:
     v, m = mlirfuse.reference.evaluate(f.fusion_ir(x), [x])
     np.testing.assert_allclose(v, x.var(0), rtol=1e-6)
     np.testing.assert_allclose(m, x.mean(0), rtol=1e-6)
+
+
+def test_torch_cpu_tensors_in_and_out() -> None:
+    torch = pytest.importorskip("torch")
+    f = mlirfuse.jit(lambda x, y: (ops.relu(x * y).sum(-1), x + 1))
+    for dtype in (torch.float32, torch.bfloat16, torch.float64):
+        x = torch.randn(3, 4, dtype=dtype)
+        y = torch.randn(4, dtype=dtype, requires_grad=True)
+        a, b = f(x, y)
+        assert isinstance(a, torch.Tensor) and a.dtype == dtype
+        torch.testing.assert_close(b, x + 1)
+        torch.testing.assert_close(a.float(), torch.relu(x * y.detach()).sum(-1).float(), atol=0.05, rtol=0.02)
+    torch.testing.assert_close(f(x.t().contiguous().t(), y)[1], x + 1)  # a strided (column-major) input
