@@ -103,12 +103,13 @@ class Fusion:
         if isinstance(a, int) and isinstance(b, int):
             raise FusionError(f"{what}: sizes {a} and {b} do not match")
         self.constraints.append((a, b))
-        if isinstance(b, SymSize):
-            self._aliases[b] = a
-            return a
-        assert isinstance(a, SymSize)
-        self._aliases[a] = b
-        return b
+        # The representative is the simpler size (an int, else fewer factors), so that no
+        # extent is ever aliased to a product containing it.
+        if isinstance(a, SymSize) and (isinstance(b, int) or len(b.factors) < len(a.factors)):
+            a, b = b, a
+        assert isinstance(b, SymSize)
+        self._aliases[b] = a
+        return a
 
     # -- printing ----------------------------------------------------------------------
     def to_mlir(self) -> str:

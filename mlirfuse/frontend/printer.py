@@ -52,9 +52,10 @@ class _Printer:
         for i, t in enumerate(fusion.inputs):
             self.names[t.id] = f"%arg{i}"
 
-    def emit_size(self, size: Size) -> str:
+    def emit_size(self, size: Size, resolve: bool = True) -> str:
         """SSA name of an index value holding `size`, emitted once per function."""
-        size = self.fusion.canonical(size)
+        if resolve:
+            size = self.fusion.canonical(size)
         key = size
         if key in self.sizes:
             return self.sizes[key]
@@ -69,12 +70,12 @@ class _Printer:
                               f" : ({type_of(arg)}) -> index")
         else:
             name = f"%s{len(self.sizes)}"
-            steps = [("muli", self.emit_size(SymSize((f,)))) for f in size.factors[1:]]
+            steps = [("muli", self.emit_size(SymSize((f,)), resolve=False)) for f in size.factors[1:]]
             if size.coef.numerator != 1:
                 steps.append(("muli", self.emit_size(int(size.coef.numerator))))
             if size.coef.denominator != 1:
                 steps.append(("divsi", self.emit_size(int(size.coef.denominator))))
-            operand = self.emit_size(SymSize((size.factors[0],)))
+            operand = self.emit_size(SymSize((size.factors[0],)), resolve=False)
             for k, (op, rhs) in enumerate(steps):
                 result = name if k == len(steps) - 1 else f"{name}_{k}"
                 self.lines.append(f"  {result} = arith.{op} {operand}, {rhs} : index")

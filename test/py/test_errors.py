@@ -164,6 +164,13 @@ def test_symbolic_shapes_do_not_broadcast_at_call() -> None:
     raises(lambda: g(f32(4, 5), f32(6)), q("(4, 5)"), q("(6,)"))
 
 
+def test_symbolic_sizes_that_cannot_be_equal() -> None:
+    """A merged dim (rows*cols) against one of its factors (rows): a FusionError at call time
+    (the trace must not loop on the size aliases it records)."""
+    f = mlirfuse.jit(lambda x: ops.reshape(x, [-1]) + ops.sum(x, 1))
+    raises(lambda: f(f32(2, 3)), q("(2, 3)"))
+
+
 def test_symbolic_shapes_do_not_broadcast_in_fusion_definition() -> None:
     with FusionDefinition() as fd:
         a = fd.define_tensor(shape=[-1, -1])

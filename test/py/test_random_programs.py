@@ -1069,6 +1069,8 @@ KNOWN_PROGRAMS = {
         "def fn(a):\n    return ops.expand(a, [4]), ops.neg(a)\n", [np.arange(4, dtype=np.float32)]),
     "static-shaped uniform added to an input, then the input again": (
         "def fn(a):\n    return ops.uniform(0.0, 1.0, [4]) + a, ops.neg(a)\n", [np.arange(4, dtype=np.float32)]),
+    "a merged dim broadcast with one of its factors (zero-size)": (
+        "def fn(x):\n    return ops.add(ops.reshape(x, [-1]), ops.sum(x, 1))\n", [np.ones((0, 3), np.float32)]),
     "static reshape, then a reduction of the input": (
         "def fn(x0):\n    v2 = ops.reshape(ops.neg(x0), [2])\n    return ops.sum(ops.neg(x0), -2)\n",
         [np.arange(2, dtype=np.float32).reshape(1, 2)]),
