@@ -77,8 +77,9 @@ class _Grouping:
                         break
 
     def horizontal(self) -> None:
-        for consumers in self.graph.consumers:
-            fusible = sorted(c for c in consumers if c in self.parent)
+        """Siblings: fusible users of one value (an op result or a function argument)."""
+        for users in self.graph.users_of.values():
+            fusible = sorted({c for c in users if c in self.parent})
             for other in fusible[1:]:
                 self.try_merge(other, fusible[0])
 
