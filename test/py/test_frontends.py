@@ -188,3 +188,42 @@ def test_torch_cpu_tensors_in_and_out() -> None:
         torch.testing.assert_close(b, x + 1)
         torch.testing.assert_close(a.float(), torch.relu(x * y.detach()).sum(-1).float(), atol=0.05, rtol=0.02)
     torch.testing.assert_close(f(x.t().contiguous().t(), y)[1], x + 1)  # a strided (column-major) input
+
+
+def test_kernel_counts_of_issue_785_and_layernorm() -> None:
+    from mlirfuse.compiler import CompiledFusion
+    from mlirfuse.workloads import bias_dropout_add_layernorm
+
+    assert CompiledFusion(gelu_backward_definition().fusion).n_kernels == 2  # reduction + pointwise
+    x = np.ones((2, 3, 64), np.float32)
+    w = np.ones(64, np.float32)
+    compiled = mlirfuse.jit(bias_dropout_add_layernorm).compile(x, x, w, w, w, 3)
+    assert compiled.n_kernels == 1 and '"normalization"' in compiled.segmented_ir
+
+
+def test_transformer_block_with_linear_runs_grouped_on_cpu() -> None:
+    def block(x, w1, b1, w2, b2, g, beta, seed):
+        h = ops.linear(x, w1, b1)
+        h = 0.5 * h * (1.0 + ops.erf(h * 0.7071067811865476))
+        y = ops.linear(h, w2, b2)
+        y = ops.where(ops.rand_like(y, seed=seed) >= 0.1, y / 0.9, 0.0) + x
+        mean = y.mean(-1, keepdim=True)
+        d = y - mean
+        return d * ops.rsqrt((d * d).mean(-1, keepdim=True) + 1e-5) * g + beta
+
+    args = [RNG.standard_normal((2, 5, 16), dtype=np.float32), RNG.standard_normal((32, 16), dtype=np.float32),
+            RNG.standard_normal(32, dtype=np.float32), RNG.standard_normal((16, 32), dtype=np.float32) * 0.1,
+            RNG.standard_normal(16, dtype=np.float32), np.ones(16, np.float32), np.zeros(16, np.float32), 11]
+    f = mlirfuse.jit(block)
+    got = f(*args)
+    x, w1, b1, w2, b2, g, beta, seed = args
+    h = x @ w1.T + b1
+    h = 0.5 * h * (1 + np.vectorize(__import__("math").erf)(h / np.sqrt(2)).astype(np.float32))
+    y = h @ w2.T + b2
+    from mlirfuse.reference_philox import uniform
+    y = np.where(uniform(y.shape, seed, 0, 0.0, 1.0, np.float32) >= 0.1, y / 0.9, 0) + x
+    d = y - y.mean(-1, keepdims=True)
+    want = d / np.sqrt((d * d).mean(-1, keepdims=True) + 1e-5) * g + beta
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    grouped = f.compile(*args).stages["grouped"]
+    assert grouped.count("attributes {fusion.group") == 2 and grouped.count('"fusion.linear"') == 2
