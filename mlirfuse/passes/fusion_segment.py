@@ -65,7 +65,7 @@ class _Segments:
             return False, f"reductions over different domains/axes {sorted(keys)}"
         domains = {self.domain(m) for m in members if short_name(self.ops[m]) not in META_ONLY
                    and short_name(self.ops[m]) != "constant"} - {"scalar"}  # 0-d work goes anywhere
-        if not keys and len(domains) > 1:
+        if not keys and len(self._domain_classes(members, domains)) > 1:
             return False, f"pointwise work over different domains {sorted(domains)}"
         if keys:
             (in_domain, _), = keys
@@ -75,6 +75,22 @@ class _Segments:
             if extra:
                 return False, f"work over domains {sorted(extra)} besides the reduction's {in_domain}"
         return True, ""
+
+    def _domain_classes(self, members: list[int], domains: set[str]) -> set[str]:
+        """Domains joined by a reshape inside the segment count as one (a row-major reshape
+        keeps the element order, so one pointwise kernel can serve both sides)."""
+        parent = {d: d for d in domains}
+
+        def find(d: str) -> str:
+            while parent.setdefault(d, d) != d:
+                d = parent[d]
+            return d
+
+        for m in members:
+            op = self.ops[m]
+            if short_name(op) == "reshape":
+                parent[find(_shape(op.operands[0].type))] = find(_shape(op.results[0].type))
+        return {find(d) for d in domains}
 
     def try_merge(self, a: int, b: int) -> None:
         ra, rb = self.find(a), self.find(b)

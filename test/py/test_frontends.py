@@ -227,3 +227,32 @@ def test_transformer_block_with_linear_runs_grouped_on_cpu() -> None:
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     grouped = f.compile(*args).stages["grouped"]
     assert grouped.count("attributes {fusion.group") == 2 and grouped.count('"fusion.linear"') == 2
+
+
+@pytest.mark.parametrize("views", [(a, b, c) for a in (0, 1) for b in (0, 1) for c in (0, 1)],
+                         ids=lambda v: "".join("ABC"[i] for i in range(3) if v[i]) or "none")
+def test_view_study_of_the_bookend_issue_is_one_kernel(views) -> None:
+    """003_...: views A, B, C around add and mul; every combination is one kernel."""
+    shapes = [[8192, 3072], [64, 128, 3072]]
+
+    def fn(t):
+        current = 0
+
+        def view(x):
+            nonlocal current
+            current = 1 - current
+            return ops.reshape(x, shapes[current])
+
+        if views[0]:
+            t = view(t)
+        t = t + t
+        if views[1]:
+            t = view(t)
+        t = t * t
+        if views[2]:
+            t = view(t)
+        return t
+
+    x = np.ones((8192, 3072), np.float32)
+    compiled = mlirfuse.jit(fn, dynamic=False).compile(x)
+    assert compiled.n_kernels == 1, compiled.segmented_ir
