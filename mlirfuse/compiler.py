@@ -223,7 +223,13 @@ class CompiledFusion:
                 outputs = reference.evaluate(self.fusion_ir, values)
             else:
                 outputs = [np.empty(s, dtype=dt.np) for s, dt in zip(shapes, self._output_dtypes)]
+                start = time.perf_counter()
                 self.kernel(values, outputs, self._scalar)
+                if dump.enabled("eff_bandwidth"):
+                    seconds = time.perf_counter() - start
+                    moved = sum(v.nbytes for v in values) + sum(o.nbytes for o in outputs)
+                    dump.emit("eff_bandwidth", f"CPU kernel: {moved} bytes in {seconds * 1e6:.1f} us = "
+                              f"{moved / max(seconds, 1e-12) / 1e9:.2f} GB/s", dump.key_of(self.fusion_ir))
             origin = next((a.origin for a in args if a.kind == "host"), "numpy")
             return [numpy_to_torch(o) for o in outputs] if origin == "torch" else outputs
         if where == "device":

@@ -27,7 +27,7 @@ DUMPS = {
     "ptx": "generated PTX (GPU backend)",
     "launch_params": "block/grid of every launch (GPU backend)",
     "kernel_args": "every call's arguments: shapes, strides, dtypes",
-    "eff_bandwidth": "bytes moved / kernel time (needs the GPU runtime's timing: not written yet)",
+    "eff_bandwidth": "bytes moved / kernel time per call (CPU backend; GPU timing not written yet)",
     "python_definition": "an equivalent FusionDefinition script",
     "pipeline": "the mlirfuse-opt command replaying each stage",
 }
