@@ -61,7 +61,8 @@ class SymSize:
         for i, d in self.factors:
             value *= shapes[i][d]
         if value.denominator != 1:
-            raise FusionError(f"size {self} is not an integer for input shapes {list(shapes)}")
+            raise FusionError(f"input shapes {[tuple(x) for x in shapes]} do not fit the traced shapes: "
+                              f"size {self} is not an integer (a reshape whose -1 does not divide?)")
         return int(value)
 
     def __index__(self) -> int:
