@@ -121,6 +121,10 @@ class FusionLowering:
             scalar = ir.FloatAttr.get(elem, float(raw))
         return arith.constant(out_type, ir.DenseElementsAttr.get_splat(out_type, scalar))
 
+    def lower_library(self, op: ir.Operation) -> ir.Value:
+        raise FusionError(f"{op.name} is not generated code: it runs in a library between fusion "
+                          "groups (run fusion-group first and lower only the groups)")
+
     def lower_size(self, op: ir.Operation) -> ir.Value:
         return tensor.dim(op.operands[0], B.index_const(_int(op, "dim")))
 
