@@ -1,0 +1,74 @@
+// fusion-to-linalg on random ops: a linalg.generic with no inputs computes each element's
+// row-major linear index from linalg.index, runs Philox4x32-10 on it with plain integer arith
+// (10 rounds = 20 arith.mului_extended; same bits on CPU and GPU), keeps 24 bits and scales
+// them into [minval, maxval).
+// RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(fusion-to-linalg)' | FileCheck %s
+// The same integer code on the GPU target:
+// RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(fusion-to-linalg{target=gpu})' | FileCheck %s
+
+// CHECK-DAG: #[[ID2:map[0-9]*]] = affine_map<(d0, d1) -> (d0, d1)>
+
+// CHECK-LABEL: func.func @uniform(
+// CHECK-SAME: %[[LO:[a-z0-9_]+]]: tensor<f32>, %[[HI:[a-z0-9_]+]]: tensor<f32>, %[[SEED:[a-z0-9_]+]]: tensor<i64>, %[[OFF:[a-z0-9_]+]]: tensor<i64>, %[[X:[a-z0-9_]+]]: tensor<?xf32>) -> tensor<?x4xf32>
+// CHECK-NOT: fusion.
+// CHECK-DAG: %[[N:[^ ]+]] = tensor.dim %[[X]], %{{[^ ]+}} : tensor<?xf32>
+// CHECK-DAG: %[[C4:[^ ]+]] = arith.constant 4 : index
+// CHECK-DAG: %[[LOV:[^ ]+]] = tensor.extract %[[LO]][] : tensor<f32>
+// CHECK-DAG: %[[HIV:[^ ]+]] = tensor.extract %[[HI]][] : tensor<f32>
+// CHECK-DAG: %[[SEEDV:[^ ]+]] = tensor.extract %[[SEED]][] : tensor<i64>
+// CHECK-DAG: %[[OFFV:[^ ]+]] = tensor.extract %[[OFF]][] : tensor<i64>
+// CHECK: %[[INIT:[^ ]+]] = tensor.empty(%[[N]]) : tensor<?x4xf32>
+// CHECK: %[[R:[^ ]+]] = linalg.generic {indexing_maps = [#[[ID2]]], iterator_types = ["parallel", "parallel"]} outs(%[[INIT]] : tensor<?x4xf32>) {
+// CHECK-NEXT: ^bb0(%{{[^:]+}}: f32):
+// Linear index: (0 * n + i) * 4 + j.
+// CHECK: %[[I:[^ ]+]] = linalg.index 0 : index
+// CHECK: %[[ROW:[^ ]+]] = arith.addi %{{[^ ]+}}, %[[I]] : index
+// CHECK: %[[ROW4:[^ ]+]] = arith.muli %[[ROW]], %[[C4]] : index
+// CHECK: %[[J:[^ ]+]] = linalg.index 1 : index
+// CHECK: %[[LIN:[^ ]+]] = arith.addi %[[ROW4]], %[[J]] : index
+// CHECK: arith.index_castui %[[LIN]] : index to i64
+// Counter from the index and the offset, key from the seed (low/high 32-bit halves).
+// CHECK-DAG: arith.shrui %[[OFFV]], %{{[^ ]+}} : i64
+// CHECK-DAG: arith.shrui %[[SEEDV]], %{{[^ ]+}} : i64
+// Philox multipliers 0xD2511F53 / 0xCD9E8D57 and Weyl key increments 0x9E3779B9 / 0xBB67AE85.
+// CHECK-DAG: arith.constant -766435501 : i32
+// CHECK-DAG: arith.constant -845247145 : i32
+// CHECK-DAG: arith.constant -1640531527 : i32
+// CHECK-DAG: arith.constant -1150833019 : i32
+// CHECK-COUNT-20: arith.mului_extended %{{[^ ]+}}, %{{[^ ]+}} : i32
+// CHECK-NOT: arith.mului_extended
+// 24 random bits -> [0, 1) -> [lo, hi).
+// CHECK: %[[BITS:[^ ]+]] = arith.shrui %{{[^ ]+}}, %{{[^ ]+}} : i32
+// CHECK-NEXT: %[[F:[^ ]+]] = arith.uitofp %[[BITS]] : i32 to f32
+// CHECK-NEXT: %[[SCALE:[^ ]+]] = arith.constant 5.96046448E-8 : f32
+// CHECK-NEXT: %[[U:[^ ]+]] = arith.mulf %[[F]], %[[SCALE]] : f32
+// CHECK-NEXT: %[[WIDTH:[^ ]+]] = arith.subf %[[HIV]], %[[LOV]] : f32
+// CHECK-NEXT: %[[UW:[^ ]+]] = arith.mulf %[[U]], %[[WIDTH]] : f32
+// CHECK-NEXT: %[[V:[^ ]+]] = arith.addf %[[LOV]], %[[UW]] : f32
+// CHECK-NEXT: linalg.yield %[[V]] : f32
+// CHECK: return %[[R]] : tensor<?x4xf32>
+func.func @uniform(%lo: tensor<f32>, %hi: tensor<f32>, %seed: tensor<i64>, %off: tensor<i64>, %x: tensor<?xf32>) -> tensor<?x4xf32> {
+  %n = "fusion.size"(%x) {dim = 0 : i64} : (tensor<?xf32>) -> index
+  %0 = "fusion.uniform"(%lo, %hi, %seed, %off, %n) {shape = array<i64: -1, 4>} : (tensor<f32>, tensor<f32>, tensor<i64>, tensor<i64>, index) -> tensor<?x4xf32>
+  return %0 : tensor<?x4xf32>
+}
+
+// rand_like: [0, 1) shaped like the input (extents from tensor.dim); f16 results are drawn
+// in f32 and rounded.
+// CHECK-LABEL: func.func @rand_like_f16(
+// CHECK-SAME: %[[X:[a-z0-9_]+]]: tensor<?x3xf16>, %[[SEED:[a-z0-9_]+]]: tensor<i64>, %[[OFF:[a-z0-9_]+]]: tensor<i64>) -> tensor<?x3xf16>
+// CHECK-DAG: %[[N:[^ ]+]] = tensor.dim %[[X]], %{{[^ ]+}} : tensor<?x3xf16>
+// CHECK-DAG: %[[ZERO:[^ ]+]] = arith.constant 0.000000e+00 : f32
+// CHECK-DAG: %[[ONE:[^ ]+]] = arith.constant 1.000000e+00 : f32
+// CHECK: %[[INIT:[^ ]+]] = tensor.empty(%[[N]]) : tensor<?x3xf16>
+// CHECK: linalg.generic {indexing_maps = [#[[ID2]]], iterator_types = ["parallel", "parallel"]} outs(%[[INIT]] : tensor<?x3xf16>) {
+// CHECK-COUNT-20: arith.mului_extended
+// CHECK-NOT: arith.mului_extended
+// CHECK: arith.subf %[[ONE]], %[[ZERO]] : f32
+// CHECK: %[[V:[^ ]+]] = arith.addf %[[ZERO]], %{{[^ ]+}} : f32
+// CHECK-NEXT: %[[H:[^ ]+]] = arith.truncf %[[V]] : f32 to f16
+// CHECK-NEXT: linalg.yield %[[H]] : f16
+func.func @rand_like_f16(%x: tensor<?x3xf16>, %seed: tensor<i64>, %off: tensor<i64>) -> tensor<?x3xf16> {
+  %0 = "fusion.rand_like"(%x, %seed, %off) : (tensor<?x3xf16>, tensor<i64>, tensor<i64>) -> tensor<?x3xf16>
+  return %0 : tensor<?x3xf16>
+}
