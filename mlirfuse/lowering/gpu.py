@@ -191,6 +191,8 @@ def loops_to_gpu(func: ir.Operation) -> None:
 
 
 # -- the host side: caller's stream, caller's allocator ----------------------------------------
+# The JIT does not export data symbols, so each global is reached through a `mlirfuse_slot_*`
+# function that returns its address.
 HOST_OVERRIDES = """
 llvm.mlir.global external @mlirfuse_stream() {addr_space = 0 : i32} : !llvm.ptr {
   %0 = llvm.mlir.zero : !llvm.ptr
@@ -203,6 +205,18 @@ llvm.mlir.global external @mlirfuse_alloc_fn() {addr_space = 0 : i32} : !llvm.pt
 llvm.mlir.global external @mlirfuse_free_fn() {addr_space = 0 : i32} : !llvm.ptr {
   %0 = llvm.mlir.zero : !llvm.ptr
   llvm.return %0 : !llvm.ptr
+}
+llvm.func @mlirfuse_slot_stream() -> !llvm.ptr {
+  %a = llvm.mlir.addressof @mlirfuse_stream : !llvm.ptr
+  llvm.return %a : !llvm.ptr
+}
+llvm.func @mlirfuse_slot_alloc_fn() -> !llvm.ptr {
+  %a = llvm.mlir.addressof @mlirfuse_alloc_fn : !llvm.ptr
+  llvm.return %a : !llvm.ptr
+}
+llvm.func @mlirfuse_slot_free_fn() -> !llvm.ptr {
+  %a = llvm.mlir.addressof @mlirfuse_free_fn : !llvm.ptr
+  llvm.return %a : !llvm.ptr
 }
 llvm.func @mgpuStreamCreate() -> !llvm.ptr {
   %a = llvm.mlir.addressof @mlirfuse_stream : !llvm.ptr

@@ -110,16 +110,23 @@ class DeviceExecutable:
             raise FusionError("GPU backend: entry point missing after compilation")
         self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
         self._slots = ArgumentSlots()
-        self._stream = ctypes.c_void_p.from_address(self._global("mlirfuse_stream"))
-        self._alloc = ctypes.c_void_p.from_address(self._global("mlirfuse_alloc_fn"))
-        self._free = ctypes.c_void_p.from_address(self._global("mlirfuse_free_fn"))
+        self._stream = ctypes.c_void_p.from_address(self._global("stream"))
+        self._alloc = ctypes.c_void_p.from_address(self._global("alloc_fn"))
+        self._free = ctypes.c_void_p.from_address(self._global("free_fn"))
         self.set_allocator(RUNTIME_ALLOC, RUNTIME_FREE)
 
     def _global(self, name: str) -> int:
-        address = self.engine.raw_lookup(name)
-        if not address:
-            raise FusionError(f"GPU backend: global {name} missing")
-        return address
+        """Address of the module global `mlirfuse_<name>`, returned by its slot function (the
+        engine looks up only functions, through their packed wrappers `_mlir_<name>(void**)`,
+        whose last argument cell receives the result)."""
+        slot = self.engine.raw_lookup(f"mlirfuse_slot_{name}")
+        address = ctypes.c_void_p()
+        if slot:
+            packed = (ctypes.c_void_p * 1)(ctypes.addressof(address))
+            ctypes.CFUNCTYPE(None, ctypes.c_void_p)(slot)(packed)
+        if not address.value:
+            raise FusionError(f"GPU backend: global mlirfuse_{name} missing")
+        return address.value
 
     def set_allocator(self, alloc: Any, free: Any) -> None:
         self._alloc.value = ctypes.cast(alloc, ctypes.c_void_p).value
