@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import threading
 import time
 from typing import Any, Sequence
@@ -16,6 +17,7 @@ from mlirfuse.errors import FusionError
 from mlirfuse.fallback import fall_back
 from mlirfuse.frontend.graph import Fusion, InputSpec
 from mlirfuse.frontend.symbolic import evaluate
+from mlirfuse.lowering.gpu_runtime import torch_allocator
 
 BACKENDS = ("cpu", "gpu")
 
@@ -78,8 +80,9 @@ class CompiledFusion:
         self.compile_seconds = 0.0
         library = any(OPS[n.op].kind == "library" for n in fusion.nodes)
         keep_stages = keep_stages or bool(config.options().dump)
-        self._plan()
-        self.n_kernels = self.planned_kernels  # what the segmenter plans (issue: one launch each)
+        self._planned: tuple[str, int] | None = None
+        if config.options().dump:
+            self._plan()  # the plan's dumps come with the compile
         if backend == "cpu":
             self.arch = "host"
             self.kernel = None
@@ -103,12 +106,33 @@ class CompiledFusion:
             cache.store(key, self.kernel.host_llvm.encode())
         self.n_launches = self.kernel.n_kernels  # today's GPU lowering: one launch per linalg op
         self._host_llvm = self.kernel.host_llvm
+        # The host module linked into a shared library: a warm start dlopens it (no LLVM JIT).
+        self._library_key = cache.make_key("gpu-host-library", key)
+        self._host_library = None if keep_stages else cache.load(self._library_key)
         self._executables: dict[int, Any] = {}
         self._allocators: dict[int, Any] = {}
         self._lock = threading.Lock()
         self.stages = self.kernel.stages
         self.compile_seconds = self.kernel.compile_seconds
         self._dump_stages()
+
+    # -- the segmenter's plan: computed on first use (a warm start from the disk cache skips it)
+    @property
+    def segmented_ir(self) -> str:
+        """The fusion IR after grouping, bookend-view stripping and segmentation: every op
+        tagged with its segment, every segment with its scheduler."""
+        if self._planned is None:
+            self._plan()
+        return self._planned[0]
+
+    @property
+    def n_kernels(self) -> int:
+        """Kernels the segmenter plans for this fusion (no-op segments launch nothing)."""
+        if self._planned is None:
+            self._plan()
+        return self._planned[1]
+
+    planned_kernels = n_kernels
 
     def _plan(self) -> None:
         """Group, strip bookend views and segment: the kernels this fusion needs, and dumps."""
@@ -126,8 +150,7 @@ class CompiledFusion:
             dump.emit("fusion_ir_presched", str(module), key)
             with dump.capture_log("mlirfuse.segmenter") as rejected:
                 run_pipeline(module, "builtin.module(fusion-segment)")
-            self.segmented_ir = str(module)
-            self.planned_kernels = kernel_count(module)
+            self._planned = (str(module), kernel_count(module))
         dump.emit("segmented_fusion", self.segmented_ir, key)
         dump.emit("segmenter_logging", "\n".join(rejected) or "(no merge rejected)", key)
         if dump.enabled("pipeline"):
@@ -253,17 +276,29 @@ class CompiledFusion:
         with self._lock:
             exe = self._executables.get(device)
             if exe is None:
-                from mlirfuse.lowering.gpu_runtime import DeviceExecutable
-
-                exe = DeviceExecutable(self._host_llvm, device)
+                exe = self._load_executable(device)
                 self._executables[device] = exe
             return exe
+
+    def _load_executable(self, device: int) -> Any:
+        from mlirfuse.lowering.gpu_runtime import DeviceExecutable
+
+        if self._host_library is not None:
+            try:
+                return DeviceExecutable(None, device, shared_library=self._host_library)
+            except (OSError, FusionError):
+                self._host_library = None  # e.g. linked on another system: JIT it instead
+        exe = DeviceExecutable(self._host_llvm, device)
+        if cache.cache_dir() is not None:
+            library = exe.link_shared_library()
+            if library is not None:
+                cache.store(self._library_key, library)
+                self._host_library = library
+        return exe
 
     def _run_device(self, args: list[Arg], values: list[Any], shapes: list[tuple[int, ...]],
                     device: int) -> list[Any]:
         import torch
-
-        from mlirfuse.lowering.gpu_runtime import torch_allocator
 
         exe = self.executable(device)
         if device not in self._allocators:
@@ -279,6 +314,30 @@ class CompiledFusion:
         exe.launch(torch._C._cuda_getCurrentRawStream(device), call_args)
         origin = next((a.origin for a in args if a.kind == "device"), "torch")
         return [wrap_output(o, origin) for o in outputs]
+
+    def torch_launcher(self, args: list[Arg]) -> "TorchLauncher | None":
+        """The hot path for calls with exactly these torch CUDA tensors (sizes, strides, dtype,
+        device) and Python scalars of these types; None where the general path is needed."""
+        if self.backend != "gpu" or self.executor is not None or config.options().dump:
+            return None
+        for arg, spec in zip(args, self.fusion.specs):
+            if not (arg.kind == "device" and arg.origin == "torch" and not spec.scalar
+                    or arg.kind == "scalar" and spec.scalar and type(arg.value) in (int, float, bool)):
+                return None
+        import torch
+
+        _, device = placement(args)
+        values = [check_arg(i, a, s) for i, (a, s) in enumerate(zip(args, self.fusion.specs))]
+        shapes = self.output_shapes([v.shape for v in values])
+        exe = self.executable(device)
+        if device not in self._allocators:
+            self._allocators[device] = torch_allocator(torch, device)
+            exe.set_allocator(*self._allocators[device])
+        call_args = [v if scalar else (0, v.shape, v.stride()) for v, scalar in zip(values, self._scalar)]
+        call_args += [(0, s, _contiguous_strides(s)) for s in shapes]
+        bound = exe.bind(call_args)
+        outputs = [(s, getattr(torch, dt.value)) for s, dt in zip(shapes, self._output_dtypes)]
+        return TorchLauncher(torch, exe, bound, self._scalar, outputs, device)
 
     def _run_staged(self, values: list[Any], shapes: list[tuple[int, ...]]) -> list[Any]:
         """numpy in, numpy out, on the GPU: copies through the runtime, synchronized."""
@@ -309,3 +368,46 @@ class CompiledFusion:
         return outputs
 
 
+
+
+def _contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+class TorchLauncher:
+    """One GPU fusion for fixed torch argument sizes, strides, dtypes and device: allocates the
+    outputs with torch, refills argument pointers and scalar values, launches on the current
+    stream. This is the whole per-call work of a repeated call (the sizes were checked when
+    the launcher was made, and the caller keys launchers by them)."""
+
+    def __init__(self, torch: Any, exe: Any, bound: Any, scalar: Sequence[bool],
+                 outputs: Sequence[tuple[tuple[int, ...], Any]], device: int):
+        self._empty = torch.empty
+        self._stream = torch._C._cuda_getCurrentRawStream
+        self._exe = exe
+        self._bound = bound
+        self._device = torch.device("cuda", device)
+        self._index = device
+        cells = bound.cells
+        n = len(scalar)
+        self._tensors = [(i, cells[i]) for i in range(n) if not scalar[i]]
+        self._scalars = [(i, cells[i], bool if isinstance(cells[i], ctypes.c_int8) else type(cells[i].value))
+                         for i in range(n) if scalar[i]]
+        self._outputs = [(shape, dtype, cells[n + j]) for j, (shape, dtype) in enumerate(outputs)]
+
+    def __call__(self, args: Sequence[Any]) -> list[Any]:
+        outs = [self._empty(shape, dtype=dtype, device=self._device) for shape, dtype, _ in self._outputs]
+        stream = self._stream(self._index)
+        with self._exe.lock:
+            for i, cell in self._tensors:
+                cell.allocated = cell.aligned = args[i].data_ptr()
+            for i, cell, convert in self._scalars:
+                cell.value = convert(args[i])
+            for o, (_, _, cell) in zip(outs, self._outputs):
+                cell.allocated = cell.aligned = o.data_ptr()
+            self._exe.call_unlocked(stream, self._bound.packed)
+        return outs

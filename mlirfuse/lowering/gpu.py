@@ -31,14 +31,17 @@ TO_LOOPS = "builtin.module(func.func(convert-linalg-to-parallel-loops))"  # no c
 
 
 def nvvm_pipeline(chip: str, features: str, fmt: str, toolkit: str | None) -> str:
-    """The stages of upstream's gpu-lower-to-nvvm-pipeline, with our toolkit path."""
+    """The stages of upstream's gpu-lower-to-nvvm-pipeline, with our toolkit path, the kernels
+    converted before the host's arith, and memref.reshape (shape buffers) lowered on the host."""
     tk = f" toolkit={toolkit}" if toolkit else ""
     return ("builtin.module(gpu-kernel-outlining, func.func(gpu-async-region), "
             "convert-scf-to-cf, convert-nvvm-to-llvm, convert-func-to-llvm, expand-strided-metadata, "
             f"nvvm-attach-target{{chip={chip} features={features} O=3}}, lower-affine, "
-            "convert-arith-to-llvm, convert-index-to-llvm, canonicalize, cse, "
+            # Kernels first: convert-gpu-to-nvvm maps arith.remf to libdevice's fmod, which a
+            # module-wide convert-arith-to-llvm would have turned into llvm.frem (illegal there).
             "gpu.module(strip-debuginfo, convert-gpu-to-nvvm, canonicalize, cse, reconcile-unrealized-casts), "
-            f"gpu-to-llvm, gpu-module-to-binary{{format={fmt}{tk}}}, convert-math-to-llvm, "
+            "convert-arith-to-llvm, convert-index-to-llvm, canonicalize, cse, "
+            f"finalize-memref-to-llvm, gpu-to-llvm, gpu-module-to-binary{{format={fmt}{tk}}}, convert-math-to-llvm, "
             "canonicalize, cse, reconcile-unrealized-casts)")
 
 
@@ -119,10 +122,18 @@ def add_unit_loops(func: ir.Operation) -> None:
         op.erase()
 
 
+def _is_host_shape(op: ir.Operation) -> bool:
+    value = op.results[0] if op.name == "memref.alloc" else op.operands[0]
+    return isinstance(ir.MemRefType(value.type).element_type, ir.IndexType)
+
+
 def allocs_to_gpu(func: ir.Operation) -> None:
-    """Scratch buffers live on the device (allocation is redirected to the caller's allocator)."""
+    """Scratch buffers live on the device (allocation is redirected to the caller's allocator).
+    Shape buffers (`index` elements, read by `memref.reshape` on the host) stay on the host."""
     for op in list(func.regions[0].blocks[0].operations):
         op = op.operation
+        if op.name in ("memref.alloc", "memref.dealloc") and _is_host_shape(op):
+            continue
         if op.name == "memref.alloc":
             with ir.InsertionPoint(op), op.location:
                 new = gpu.AllocOp(op.results[0].type, None, [], list(op.operands), []).result

@@ -159,3 +159,86 @@ def test_reference_workloads_vs_torch_and_cpu(w) -> None:
     for g, c, e in zip(got, cpu, want):
         np.testing.assert_allclose(to_numpy(g), c, rtol=2e-5, atol=2e-5)
         np.testing.assert_allclose(to_numpy(g), e, rtol=2e-4, atol=2e-4)
+
+
+def test_hot_path_refreshes_pointers_scalars_and_layouts() -> None:
+    """Repeated calls take the exact-layout hot path: each call must see its own tensors,
+    scalar values and (when the layout changes) a fresh launcher."""
+    f = mlirfuse.jit(lambda x, y, s: x * s + y)
+    for _ in range(3):
+        x, y = torch.randn(33, 65, device="cuda"), torch.randn(33, 65, device="cuda")
+        s = float(torch.rand(()).item())
+        torch.testing.assert_close(f(x, y, s), x * s + y)
+    base = torch.randn(65, 33, device="cuda")
+    torch.testing.assert_close(f(base.t(), y, 2.0), base.t() * 2.0 + y)
+    torch.testing.assert_close(f(x, y, 3), x * 3 + y)  # an int scalar: its own entry
+    assert f.cache_info().hits >= 2
+
+
+def test_hot_path_follows_the_current_stream_and_threads() -> None:
+    import threading
+
+    f = mlirfuse.jit(lambda x: ops.exp(x) + 1.0)
+    x = torch.randn(1 << 20, device="cuda")
+    f(x)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        y = f(x) * 2.0
+    side.synchronize()
+    torch.testing.assert_close(y, (torch.exp(x) + 1.0) * 2.0)
+    inputs = [torch.randn(1 << 16, device="cuda") for _ in range(8)]
+    results: dict[int, "torch.Tensor"] = {}
+
+    def work(i: int) -> None:
+        for _ in range(20):
+            results[i] = f(inputs[i])
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    torch.cuda.synchronize()
+    for i, x_i in enumerate(inputs):
+        torch.testing.assert_close(results[i], torch.exp(x_i) + 1.0)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_second_device_and_mixing_devices() -> None:
+    f = mlirfuse.jit(lambda x, y: x * y)
+    a, b = torch.randn(100, device="cuda:1"), torch.randn(100, device="cuda:1")
+    out = f(a, b)
+    assert out.device == a.device
+    torch.testing.assert_close(out, a * b)
+    with pytest.raises(mlirfuse.FusionError):
+        f(a, torch.randn(100, device="cuda:0"))
+
+
+def test_64bit_indexing_past_2_31_elements() -> None:
+    n = (1 << 31) + 1000
+    if torch.cuda.get_device_properties(0).total_memory < 4 * n * 2 + (4 << 30):
+        pytest.skip("not enough GPU memory")
+    x = torch.zeros(n, dtype=torch.float16, device="cuda")
+    x[-3:] = 2.0
+    y = mlirfuse.jit(lambda t: t + 1.0)(x)
+    assert y[-1].item() == 3.0 and y[(1 << 31) - 1].item() == 1.0 and y[0].item() == 1.0
+    del x, y
+    torch.cuda.empty_cache()
+
+
+def test_warm_start_loads_the_linked_host_library(tmp_path, monkeypatch) -> None:
+    """A disk-cache hit dlopens the host library linked at the cold compile (no LLVM JIT)."""
+    import shutil
+
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler driver to link host libraries")
+    monkeypatch.setenv("MLIRFUSE_CACHE_DIR", str(tmp_path))
+    fn = lambda x, y: ops.tanh(x) * y + 1.0  # noqa: E731
+    x, y = torch.randn(300, 7, device="cuda"), torch.randn(7, device="cuda")
+    cold = mlirfuse.jit(fn)
+    torch.testing.assert_close(cold(x, y), torch.tanh(x) * y + 1.0)
+    assert next(iter(cold._cache.values()))[0].executable(0).engine is not None
+    warm = mlirfuse.jit(fn)
+    torch.testing.assert_close(warm(x, y), torch.tanh(x) * y + 1.0)
+    exe = next(iter(warm._cache.values()))[0].executable(0)
+    assert exe.engine is None and exe.shared_library is not None
