@@ -107,7 +107,7 @@ class CompiledFusion:
         self.n_launches = self.kernel.n_kernels  # today's GPU lowering: one launch per linalg op
         self._host_llvm = self.kernel.host_llvm
         # The host module linked into a shared library: a warm start dlopens it (no LLVM JIT).
-        self._library_key = cache.make_key("gpu-host-library", key)
+        self._library_key = cache.make_key("gpu-host-library-v2", key)
         self._host_library = None if keep_stages else cache.load(self._library_key)
         self._executables: dict[int, Any] = {}
         self._allocators: dict[int, Any] = {}
@@ -285,8 +285,8 @@ class CompiledFusion:
 
         if self._host_library is not None:
             try:
-                return DeviceExecutable(None, device, shared_library=self._host_library)
-            except (OSError, FusionError):
+                return DeviceExecutable(self._host_llvm, device, shared_library=self._host_library)
+            except (OSError, AttributeError, FusionError):
                 self._host_library = None  # e.g. linked on another system: JIT it instead
         exe = DeviceExecutable(self._host_llvm, device)
         if cache.cache_dir() is not None:

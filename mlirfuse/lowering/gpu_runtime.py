@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -68,6 +69,11 @@ def device_arch(device: int = 0) -> str:
     return f"sm_{major.value}{minor.value}"
 
 
+def binary_names(host_llvm: str) -> list[str]:
+    """Symbol names of the module's `gpu.binary` ops."""
+    return re.findall(r"gpu\.binary @([\w$.-]+)", host_llvm)
+
+
 def _load_shared_library(data: bytes) -> ctypes.CDLL:
     """dlopen a host library from its bytes. Each load is a fresh file, so its constructors
     run again (loading the GPU binary onto the current default device)."""
@@ -121,6 +127,7 @@ class DeviceExecutable:
 
     def __init__(self, host_llvm: str | None, device: int, shared_library: bytes | None = None):
         self.device = device
+        self.host_llvm = host_llvm or ""
         self.engine: Any = None
         self._library: Any = None
         self.shared_library: bytes | None = shared_library
@@ -129,6 +136,10 @@ class DeviceExecutable:
             rt.mgpuSetDefaultDevice(device)  # the device the binary loads onto (constructors)
             if shared_library is not None:
                 self._library = _load_shared_library(shared_library)
+                # The JIT turned the binaries' global constructors into init functions that a
+                # shared library does not run: call each `<binary>_load` (exported at link).
+                for name in binary_names(host_llvm or ""):
+                    getattr(self._library, f"{name}_load")()
             else:
                 with ir.Context(), ir.Location.unknown():
                     module = ir.Module.parse(host_llvm)
@@ -168,6 +179,14 @@ class DeviceExecutable:
         with tempfile.TemporaryDirectory(prefix="mlirfuse-link-") as tmp:
             obj, lib = os.path.join(tmp, "host.o"), os.path.join(tmp, "host.so")
             self.engine.dump_to_object_file(obj)
+            objcopy = shutil.which("objcopy")
+            names = binary_names(self.host_llvm)
+            if names and objcopy is None:
+                return None
+            for name in names:  # each binary's loader is local to the object: export it
+                if subprocess.run([objcopy, f"--globalize-symbol={name}_load", obj],
+                                  capture_output=True).returncode != 0:
+                    return None
             # -Bsymbolic: the module's own mgpuStream*/MemAlloc overrides bind inside it; the
             # rest of the runtime resolves at load time from libmlir_cuda_runtime (global).
             done = subprocess.run([cc, "-shared", "-o", lib, obj, "-Wl,-Bsymbolic"], capture_output=True)

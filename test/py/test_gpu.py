@@ -228,6 +228,7 @@ def test_64bit_indexing_past_2_31_elements() -> None:
 
 def test_warm_start_loads_the_linked_host_library(tmp_path, monkeypatch) -> None:
     """A disk-cache hit dlopens the host library linked at the cold compile (no LLVM JIT)."""
+    import gc
     import shutil
 
     if shutil.which("cc") is None and shutil.which("gcc") is None:
@@ -238,6 +239,8 @@ def test_warm_start_loads_the_linked_host_library(tmp_path, monkeypatch) -> None
     cold = mlirfuse.jit(fn)
     torch.testing.assert_close(cold(x, y), torch.tanh(x) * y + 1.0)
     assert next(iter(cold._cache.values()))[0].executable(0).engine is not None
+    del cold  # the JIT-ed module goes: the library must load its own GPU binary
+    gc.collect()
     warm = mlirfuse.jit(fn)
     torch.testing.assert_close(warm(x, y), torch.tanh(x) * y + 1.0)
     exe = next(iter(warm._cache.values()))[0].executable(0)
