@@ -75,9 +75,17 @@ def gelu_bookend_t(x):
     return y.reshape(n, h)
 
 
+def transformer_block_t(x, w1, b1, w2, b2, gamma, beta, rand):
+    h = torch.nn.functional.linear(x, w1) + b1
+    h = 0.5 * h * (1.0 + torch.erf(h * 0.7071067811865476))
+    y = _dropout(torch.nn.functional.linear(h, w2, b2), workloads.DROPOUT_P, rand) + x
+    d = y - y.mean(-1, keepdim=True)
+    return d * torch.rsqrt((d * d).mean(-1, keepdim=True) + 1e-5) * gamma + beta
+
+
 TORCH_FN = {"relu(x+1)": relu_add_t, "bias-dropout-add-LayerNorm": layernorm_t,
             "bias-dropout-add-RMSNorm": rmsnorm_t, "GELU-backward+bias-grad": gelu_backward_t,
-            "GELU between bookend views": gelu_bookend_t}
+            "GELU between bookend views": gelu_bookend_t, "transformer MLP block (2 linears)": transformer_block_t}
 
 
 def mlirfuse_callable(w: workloads.Workload):
@@ -93,7 +101,7 @@ def device_inputs(w: workloads.Workload, shape) -> tuple[list, list]:
     to_dev = [torch.from_numpy(a).cuda() if isinstance(a, np.ndarray) else a for a in host]
     if w.numpy_inputs is None:
         return to_dev, to_dev
-    rand = torch.rand(shape, device="cuda")
+    rand = torch.rand(host[0].shape, device="cuda")
     return to_dev, to_dev[:-1] + [rand]
 
 

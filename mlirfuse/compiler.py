@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import ctypes
-import threading
 import time
+from dataclasses import replace
 from typing import Any, Sequence
 
 import numpy as np
 
-from mlirfuse import cache, config, dump, reference
+from mlirfuse import config, dump, reference
 from mlirfuse.arrays import Arg, classify_all, numpy_to_torch, placement, wrap_output
 from mlirfuse.dialects import fusion as fusion_dialect
 from mlirfuse.dialects.optable import OPS
@@ -17,7 +17,6 @@ from mlirfuse.errors import FusionError
 from mlirfuse.fallback import fall_back
 from mlirfuse.frontend.graph import Fusion, InputSpec
 from mlirfuse.frontend.symbolic import evaluate
-from mlirfuse.lowering.gpu_runtime import torch_allocator
 
 BACKENDS = ("cpu", "gpu")
 
@@ -91,27 +90,16 @@ class CompiledFusion:
             else:
                 self._build_direct(keep_stages)
             return
-        if library:
-            raise FusionError("matmul/linear inside a fusion are not yet supported by the GPU backend")
-        from mlirfuse.lowering import gpu, gpu_runtime, toolchain
+        from mlirfuse.gpu_kernel import GpuKernel
+        from mlirfuse.lowering import gpu_runtime
 
         self.arch = arch or gpu_runtime.device_arch(0)
-        key = cache.make_key("gpu", self.fusion_ir, repr(fusion.specs), self.arch, str(binary_format),
-                             str(toolchain.find()))
-        cached = None if keep_stages else cache.load(key)
-        if cached is not None:
-            self.kernel = gpu.CachedGpuModule(cached.decode())
-        else:
-            self.kernel = gpu.compile_gpu(self.fusion_ir, fusion.specs, self.arch, binary_format, keep_stages)
-            cache.store(key, self.kernel.host_llvm.encode())
-        self.n_launches = self.kernel.n_kernels  # today's GPU lowering: one launch per linalg op
-        self._host_llvm = self.kernel.host_llvm
-        # The host module linked into a shared library: a warm start dlopens it (no LLVM JIT).
-        self._library_key = cache.make_key("gpu-host-library-v2", key)
-        self._host_library = None if keep_stages else cache.load(self._library_key)
-        self._executables: dict[int, Any] = {}
-        self._allocators: dict[int, Any] = {}
-        self._lock = threading.Lock()
+        if library:
+            self.kernel = None
+            self._build_grouped(arch=self.arch, binary_format=binary_format)
+            return
+        self.kernel = GpuKernel(self.fusion_ir, fusion.specs, self.arch, binary_format, keep_stages)
+        self.n_launches = self.kernel.n_launches  # today's GPU lowering: one launch per linalg op
         self.stages = self.kernel.stages
         self.compile_seconds = self.kernel.compile_seconds
         self._dump_stages()
@@ -145,6 +133,7 @@ class CompiledFusion:
         opts = config.options()
         with fusion_dialect.context() as ctx:
             module = fusion_dialect.parse(self.fusion_ir, ctx)
+            run_pipeline(module, "builtin.module(fusion-cse, fusion-dce)")
             run_pipeline(module, opts.group_pipeline())
             run_pipeline(module, "builtin.module(fusion-strip-bookend-views)")
             dump.emit("fusion_ir_presched", str(module), key)
@@ -156,7 +145,7 @@ class CompiledFusion:
         if dump.enabled("pipeline"):
             group = opts.group_pipeline()[len("builtin.module("):-1]
             dump.emit("pipeline", "\n".join([
-                f"mlirfuse-opt {key}-fusion_ir.txt --pass-pipeline='builtin.module({group}, "
+                f"mlirfuse-opt {key}-fusion_ir.txt --pass-pipeline='builtin.module(fusion-cse, fusion-dce, {group}, "
                 "fusion-strip-bookend-views, fusion-segment)'",
                 f"mlirfuse-opt {key}-fusion_ir.txt --pass-pipeline='builtin.module(fusion-to-linalg, "
                 "resolve-shaped-type-result-dims, canonicalize, func.func(linalg-fuse-elementwise-ops), "
@@ -183,24 +172,35 @@ class CompiledFusion:
         self.compile_seconds = self.kernel.compile_seconds
         self._dump_stages()
 
-    def _build_grouped(self) -> None:
-        """Fusion groups around library ops, run by the executor."""
-        from mlirfuse.executor import GraphExecutor
+    def _build_grouped(self, arch: str | None = None, binary_format: str | None = None) -> None:
+        """Fusion groups around library ops, run by the executor: on the GPU every fusible op
+        is in a group (single-node groups too), so only library ops and views run in torch."""
+        from mlirfuse.executor import DeviceGraphExecutor, GraphExecutor
         from mlirfuse.passes import run_pipeline
 
         start = time.perf_counter()
+        opts = config.options()
+        if self.backend == "gpu":
+            opts = replace(opts, single_node=True)
         with fusion_dialect.context() as ctx:
             module = fusion_dialect.parse(self.fusion_ir, ctx)
-            run_pipeline(module, config.options().group_pipeline())
+            run_pipeline(module, "builtin.module(fusion-cse, fusion-dce)")
+            run_pipeline(module, opts.group_pipeline())
             grouped = str(module)
         self.stages = {"fusion": self.fusion_ir, "grouped": grouped}
-        self.executor = GraphExecutor(grouped)
+        if self.backend == "gpu":
+            self.executor = DeviceGraphExecutor(grouped, arch or "sm_90", binary_format)
+        else:
+            self.executor = GraphExecutor(grouped)
         self.compile_seconds = time.perf_counter() - start
 
     @property
     def ptx(self) -> str:
         if self.backend != "gpu":
             raise FusionError("ptx: compile with backend='gpu'")
+        if self.kernel is None:
+            raise FusionError("ptx: this fusion runs group by group around library ops; each group "
+                              "is compiled at its first call (compiled.executor.kernels)")
         return self.kernel.ptx
 
     def output_shapes(self, shapes: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
@@ -273,52 +273,27 @@ class CompiledFusion:
 
     # -- GPU ---------------------------------------------------------------------------------
     def executable(self, device: int) -> Any:
-        with self._lock:
-            exe = self._executables.get(device)
-            if exe is None:
-                exe = self._load_executable(device)
-                self._executables[device] = exe
-            return exe
-
-    def _load_executable(self, device: int) -> Any:
-        from mlirfuse.lowering.gpu_runtime import DeviceExecutable
-
-        if self._host_library is not None:
-            try:
-                return DeviceExecutable(self._host_llvm, device, shared_library=self._host_library)
-            except (OSError, AttributeError, FusionError):
-                self._host_library = None  # e.g. linked on another system: JIT it instead
-        exe = DeviceExecutable(self._host_llvm, device)
-        if cache.cache_dir() is not None:
-            library = exe.link_shared_library()
-            if library is not None:
-                cache.store(self._library_key, library)
-                self._host_library = library
-        return exe
+        return self.kernel.executable(device)
 
     def _run_device(self, args: list[Arg], values: list[Any], shapes: list[tuple[int, ...]],
                     device: int) -> list[Any]:
         import torch
 
-        exe = self.executable(device)
-        if device not in self._allocators:
-            self._allocators[device] = torch_allocator(torch, device)
-            exe.set_allocator(*self._allocators[device])
+        origin = next((a.origin for a in args if a.kind == "device"), "torch")
+        if self.executor is not None:
+            with torch.cuda.device(device):
+                outputs = self.executor.run(values)
+            return [wrap_output(o, origin) for o in outputs]
         dev = torch.device("cuda", device)
         outputs = [torch.empty(s, dtype=getattr(torch, dt.value), device=dev)
                    for s, dt in zip(shapes, self._output_dtypes)]
-        call_args: list[Any] = []
-        for v, scalar in zip(values, self._scalar):
-            call_args.append(v if scalar else (v.data_ptr(), v.shape, v.stride()))
-        call_args += [(o.data_ptr(), o.shape, o.stride()) for o in outputs]
-        exe.launch(torch._C._cuda_getCurrentRawStream(device), call_args)
-        origin = next((a.origin for a in args if a.kind == "device"), "torch")
+        self.kernel.launch_torch(values, outputs, device)
         return [wrap_output(o, origin) for o in outputs]
 
     def torch_launcher(self, args: list[Arg]) -> "TorchLauncher | None":
         """The hot path for calls with exactly these torch CUDA tensors (sizes, strides, dtype,
         device) and Python scalars of these types; None where the general path is needed."""
-        if self.backend != "gpu" or self.executor is not None or config.options().dump:
+        if self.backend != "gpu" or self.kernel is None or config.options().dump:
             return None
         for arg, spec in zip(args, self.fusion.specs):
             if not (arg.kind == "device" and arg.origin == "torch" and not spec.scalar
@@ -329,10 +304,7 @@ class CompiledFusion:
         _, device = placement(args)
         values = [check_arg(i, a, s) for i, (a, s) in enumerate(zip(args, self.fusion.specs))]
         shapes = self.output_shapes([v.shape for v in values])
-        exe = self.executable(device)
-        if device not in self._allocators:
-            self._allocators[device] = torch_allocator(torch, device)
-            exe.set_allocator(*self._allocators[device])
+        exe = self.kernel.torch_executable(device)
         call_args = [v if scalar else (0, v.shape, v.stride()) for v, scalar in zip(values, self._scalar)]
         call_args += [(0, s, _contiguous_strides(s)) for s in shapes]
         bound = exe.bind(call_args)
@@ -341,33 +313,19 @@ class CompiledFusion:
 
     def _run_staged(self, values: list[Any], shapes: list[tuple[int, ...]]) -> list[Any]:
         """numpy in, numpy out, on the GPU: copies through the runtime, synchronized."""
-        from mlirfuse.lowering.gpu_runtime import RUNTIME_ALLOC, RUNTIME_FREE, HostStaging, device_count
+        if self.executor is not None:
+            from mlirfuse.lowering.gpu_runtime import device_count
 
-        if device_count() == 0:
-            raise FusionError("backend='gpu' needs an NVIDIA GPU and driver; none was found "
-                              "(compile(..., backend='gpu') still produces PTX)")
-        exe = self.executable(0)
-        exe.set_allocator(RUNTIME_ALLOC, RUNTIME_FREE)
-        staging = HostStaging(0)
-        try:
-            call_args: list[Any] = []
-            for v, scalar in zip(values, self._scalar):
-                if scalar:
-                    call_args.append(v)
-                else:
-                    v = np.ascontiguousarray(v)
-                    call_args.append((staging.to_device(v), v.shape, [s // v.itemsize for s in v.strides]))
-            outputs = [np.empty(s, dtype=dt.np) for s, dt in zip(shapes, self._output_dtypes)]
-            device_outs = [staging.empty(o.nbytes) for o in outputs]
-            call_args += [(p, o.shape, [s // o.itemsize for s in o.strides]) for p, o in zip(device_outs, outputs)]
-            exe.launch(staging.stream, call_args)
-            for p, o in zip(device_outs, outputs):
-                staging.to_host(p, o)
-        finally:
-            staging.finish()
+            if device_count() == 0:
+                raise FusionError("backend='gpu' needs an NVIDIA GPU and driver; none was found")
+            import torch
+
+            outputs = self.executor.run([torch.from_numpy(np.ascontiguousarray(v)).cuda()
+                                         if isinstance(v, np.ndarray) else v for v in values])
+            return [o.cpu().numpy() for o in outputs]
+        outputs = [np.empty(s, dtype=dt.np) for s, dt in zip(shapes, self._output_dtypes)]
+        self.kernel.run_staged(values, outputs)
         return outputs
-
-
 
 
 def _contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:

@@ -137,6 +137,35 @@ def gelu_backward_definition() -> FusionDefinition:
     return fd
 
 
+def transformer_block(x, w1, b1, w2, b2, gamma, beta, seed):
+    """A transformer MLP block: linear -> bias -> GELU -> linear -> dropout -> residual add ->
+    LayerNorm. The linears run in a library (numpy/torch); the rest fuses around them."""
+    h = ops.linear(x, w1) + b1
+    h = 0.5 * h * (1.0 + ops.erf(h * (1.0 / math.sqrt(2.0))))
+    y = _dropout(ops.linear(h, w2, b2), DROPOUT_P, seed) + x
+    mean = y.mean(-1, keepdim=True)
+    d = y - mean
+    return d * ops.rsqrt((d * d).mean(-1, keepdim=True) + 1e-5) * gamma + beta
+
+
+def transformer_block_np(x, w1, b1, w2, b2, gamma, beta, rand):
+    h = np.matmul(x, w1.T) + b1
+    h = np.float32(0.5) * h * (np.float32(1.0) + _erf_np(h / np.float32(math.sqrt(2.0))))
+    y = _dropout_np(np.matmul(h, w2.T) + b2, DROPOUT_P, rand) + x
+    d = y - y.mean(-1, keepdims=True)
+    return d / np.sqrt((d * d).mean(-1, keepdims=True) + np.float32(1e-5)) * gamma + beta
+
+
+def _transformer_inputs(shape, rng):
+    h = shape[-1]
+    return [_f32(rng, *shape), _f32(rng, 4 * h, h) / np.float32(math.sqrt(h)), _f32(rng, 4 * h),
+            _f32(rng, h, 4 * h) / np.float32(math.sqrt(4 * h)), _f32(rng, h), _f32(rng, h), _f32(rng, h), SEED]
+
+
+def _transformer_mask(inputs: list[Any]) -> list[Any]:
+    return inputs[:-1] + [philox_uniform(inputs[0].shape, inputs[-1], 0, 0.0, 1.0, np.float32)]
+
+
 def gelu_backward_np(s0, s1, s2, s3, t4, t5, t6):
     f = np.float32
     t16 = np.tanh(f(0.797885) * (t6 + f(0.044715) * t6 ** 3))
@@ -192,4 +221,6 @@ WORKLOADS = [
              gelu_backward_np, definition=gelu_backward_definition),
     Workload("GELU between bookend views", (8192, 3072), (128, 48), lambda s, r: [_f32(r, *s)],
              gelu_bookend_np, jit_fn=gelu_bookend),
+    Workload("transformer MLP block (2 linears)", (8, 128, 1024), (2, 5, 16), _transformer_inputs,
+             transformer_block_np, jit_fn=transformer_block, numpy_inputs=_transformer_mask),
 ]

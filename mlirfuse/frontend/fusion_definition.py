@@ -41,7 +41,7 @@ class FusionDefinition:
     def __init__(self) -> None:
         self.fusion = Fusion()
         self.ops = _Ops(self)
-        self._compiled: dict[str, CompiledFusion] = {}
+        self._compiled: dict[tuple[str, bool], CompiledFusion] = {}  # (backend, keeps stages)
         self._tracing = None
         self._finalized = False
 
@@ -107,13 +107,19 @@ class FusionDefinition:
 
     def compile(self, backend: str = "cpu") -> CompiledFusion:
         """Compile for `backend` (cached); the result keeps every stage's IR."""
+        return self._compile(backend, keep_stages=True)
+
+    def _compile(self, backend: str, keep_stages: bool) -> CompiledFusion:
+        """A compile that keeps its stages is rebuilt (not loaded from the disk cache), so
+        `execute` asks for none: a warm start then loads the kernel from the cache."""
         if self._tracing is not None:
             raise FusionError("execute/compile: leave the `with FusionDefinition()` block first")
         if not self.fusion.outputs:
             raise FusionError("execute: the definition has no outputs (call fd.add_output)")
-        if backend not in self._compiled:
-            self._compiled[backend] = CompiledFusion(self.fusion, backend, keep_stages=True)
-        return self._compiled[backend]
+        compiled = self._compiled.get((backend, True)) or self._compiled.get((backend, keep_stages))
+        if compiled is None:
+            compiled = self._compiled[(backend, keep_stages)] = CompiledFusion(self.fusion, backend, keep_stages)
+        return compiled
 
     def execute(self, inputs: Sequence[Any], backend: str | None = None) -> list[Any]:
         """Run on `inputs` (tensors and runtime scalars in definition order).
@@ -124,7 +130,7 @@ class FusionDefinition:
             raise FusionError("execute: inputs must be a list, in definition order")
         args = classify_all(inputs)
         where, _ = placement(args)
-        return self.compile("gpu" if where == "device" else backend or "cpu").run(args)
+        return self._compile("gpu" if where == "device" else backend or "cpu", keep_stages=False).run(args)
 
     def __str__(self) -> str:
         return self.fusion.to_mlir()

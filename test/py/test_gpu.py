@@ -245,3 +245,26 @@ def test_warm_start_loads_the_linked_host_library(tmp_path, monkeypatch) -> None
     torch.testing.assert_close(warm(x, y), torch.tanh(x) * y + 1.0)
     exe = next(iter(warm._cache.values()))[0].executable(0)
     assert exe.engine is None and exe.shared_library is not None
+
+
+def test_transformer_block_groups_around_two_linears_on_gpu() -> None:
+    """linear -> bias -> GELU -> linear -> dropout -> residual add -> LayerNorm: the linears run
+    in torch (cuBLAS), the fusible parts as GPU kernels of the groups around them."""
+    from mlirfuse.executor import DeviceGraphExecutor
+    from mlirfuse.workloads import transformer_block
+
+    w = next(w for w in WORKLOADS if w.jit_fn is transformer_block)
+    inputs = w.make_inputs((3, 7, 32), np.random.default_rng(1))
+    dev = [to_torch(a) if isinstance(a, np.ndarray) else a for a in inputs]
+    f = mlirfuse.jit(transformer_block)
+    got = f(*dev)
+    assert got.is_cuda and got.dtype == torch.float32 and got.shape == (3, 7, 32)
+    compiled = f.compile(*dev)
+    assert isinstance(compiled.executor, DeviceGraphExecutor)
+    assert compiled.stages["grouped"].count('"fusion.linear"') == 2
+    assert len(compiled.executor.groups) == 2 and len(compiled.executor.kernels()) == 2
+    np.testing.assert_allclose(to_numpy(got), f(*inputs), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(to_numpy(got), w.numpy_fn(*w.numpy_args(inputs)), rtol=1e-4, atol=1e-4)
+    staged = mlirfuse.jit(transformer_block, backend="gpu")(*inputs)  # numpy in, numpy out
+    assert isinstance(staged, np.ndarray)
+    np.testing.assert_allclose(staged, to_numpy(got), rtol=1e-5, atol=1e-5)

@@ -1,0 +1,136 @@
+"""One piece of fusion IR compiled for the GPU: the disk-cached host module, its executables
+(one per device, JIT-ed or loaded from the linked host library) and launches.
+
+A whole fusion (`CompiledFusion`) and each fusion group of a graph with library ops
+(`executor.DeviceGraphExecutor`) are each one `GpuKernel`.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Sequence
+
+import numpy as np
+
+from mlirfuse import cache, dump
+from mlirfuse.errors import FusionError
+from mlirfuse.frontend.graph import InputSpec
+
+
+class GpuKernel:
+    def __init__(self, fusion_ir: str, specs: Sequence[InputSpec], arch: str,
+                 binary_format: str | None = None, keep_stages: bool = False):
+        from mlirfuse.lowering import gpu, toolchain
+
+        self.fusion_ir = fusion_ir
+        self.arch = arch
+        self.scalar = [s.scalar for s in specs]
+        key = cache.make_key("gpu", fusion_ir, repr(tuple(specs)), arch, str(binary_format), str(toolchain.find()))
+        cached = None if keep_stages else cache.load(key)
+        if cached is not None:
+            self.module: Any = gpu.CachedGpuModule(cached.decode())
+        else:
+            self.module = gpu.compile_gpu(fusion_ir, specs, arch, binary_format, keep_stages)
+            cache.store(key, self.module.host_llvm.encode())
+        self.n_launches = self.module.n_kernels
+        self.stages = self.module.stages
+        self.compile_seconds = self.module.compile_seconds
+        self._host_llvm = self.module.host_llvm
+        # The host module linked into a shared library: a warm start dlopens it (no LLVM JIT).
+        self._library_key = cache.make_key("gpu-host-library-v2", key)
+        self._host_library = None if keep_stages else cache.load(self._library_key)
+        self._executables: dict[int, Any] = {}
+        self._allocators: dict[int, Any] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def ptx(self) -> str:
+        return self.module.ptx
+
+    def executable(self, device: int) -> Any:
+        with self._lock:
+            exe = self._executables.get(device)
+            if exe is None:
+                exe = self._executables[device] = self._load_executable(device)
+            return exe
+
+    def _load_executable(self, device: int) -> Any:
+        from mlirfuse.lowering.gpu_runtime import DeviceExecutable
+
+        if self._host_library is not None:
+            try:
+                return DeviceExecutable(self._host_llvm, device, shared_library=self._host_library)
+            except (OSError, AttributeError, FusionError):
+                self._host_library = None  # e.g. linked on another system: JIT it instead
+        exe = DeviceExecutable(self._host_llvm, device)
+        if cache.cache_dir() is not None:
+            library = exe.link_shared_library()
+            if library is not None:
+                cache.store(self._library_key, library)
+                self._host_library = library
+        return exe
+
+    def torch_executable(self, device: int) -> Any:
+        """The executable of `device`, its scratch memory taken from torch's caching allocator."""
+        import torch
+
+        from mlirfuse.lowering.gpu_runtime import torch_allocator
+
+        exe = self.executable(device)
+        with self._lock:
+            if device not in self._allocators:
+                self._allocators[device] = torch_allocator(torch, device)
+                exe.set_allocator(*self._allocators[device])
+        return exe
+
+    def launch_torch(self, values: Sequence[Any], outputs: Sequence[Any], device: int) -> None:
+        """Launch on torch's current stream of `device`: `values` are torch CUDA tensors (or
+        Python scalars where the signature has scalars), `outputs` torch CUDA tensors."""
+        import torch
+
+        exe = self.torch_executable(device)
+        call_args: list[Any] = [v if scalar else (v.data_ptr(), v.shape, v.stride())
+                                for v, scalar in zip(values, self.scalar)]
+        call_args += [(o.data_ptr(), o.shape, o.stride()) for o in outputs]
+        stream = torch._C._cuda_getCurrentRawStream(device)
+        if not dump.enabled("eff_bandwidth"):
+            exe.launch(stream, call_args)
+            return
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        exe.launch(stream, call_args)
+        end.record()
+        end.synchronize()
+        us = start.elapsed_time(end) * 1e3
+        moved = sum(v.nbytes for v, s in zip(values, self.scalar) if not s) + sum(o.nbytes for o in outputs)
+        dump.emit("eff_bandwidth", f"GPU kernel ({self.n_launches} launch(es)): {moved} bytes in {us:.1f} us "
+                  f"= {moved / max(us, 1e-6) / 1e3:.2f} GB/s", dump.key_of(self.fusion_ir))
+
+    def run_staged(self, values: Sequence[Any], outputs: Sequence[np.ndarray]) -> None:
+        """numpy in, numpy out (`outputs` filled), on device 0: copies through the runtime,
+        synchronized."""
+        from mlirfuse.lowering.gpu_runtime import RUNTIME_ALLOC, RUNTIME_FREE, HostStaging, device_count
+
+        if device_count() == 0:
+            raise FusionError("backend='gpu' needs an NVIDIA GPU and driver; none was found "
+                              "(compile(..., backend='gpu') still produces PTX)")
+        exe = self.executable(0)
+        exe.set_allocator(RUNTIME_ALLOC, RUNTIME_FREE)
+        with self._lock:
+            self._allocators.pop(0, None)  # a later torch call sets torch's allocator again
+        staging = HostStaging(0)
+        try:
+            call_args: list[Any] = []
+            for v, scalar in zip(values, self.scalar):
+                if scalar:
+                    call_args.append(v)
+                else:
+                    v = np.ascontiguousarray(v)
+                    call_args.append((staging.to_device(v), v.shape, [s // v.itemsize for s in v.strides]))
+            device_outs = [staging.empty(o.nbytes) for o in outputs]
+            call_args += [(p, o.shape, [s // o.itemsize for s in o.strides]) for p, o in zip(device_outs, outputs)]
+            exe.launch(staging.stream, call_args)
+            for p, o in zip(device_outs, outputs):
+                staging.to_host(p, o)
+        finally:
+            staging.finish()
