@@ -190,6 +190,7 @@ class DeviceGraphExecutor(GraphExecutor):
                 specs: Sequence[InputSpec]) -> None:
         import torch
 
+        values = [np.asarray(v, np.int64) if s.scalar else v for v, s in zip(values, specs)]
         kernel.launch_torch(values, outputs, torch.cuda.current_device())
 
     def _reference(self, func: ir.Operation, values: Sequence[Any]) -> list[Any]:
