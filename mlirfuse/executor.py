@@ -91,13 +91,20 @@ class GraphExecutor:
     def _contiguous(self, value: Any) -> bool:
         return bool(value.flags.c_contiguous)
 
+    def _by_value(self, value: Any) -> bool:
+        """Whether a 0-d argument goes to the kernel by value (else as a 0-d buffer)."""
+        return False
+
+    @staticmethod
+    def _host_scalar(value: Any, dtype: DataType) -> np.ndarray:
+        return np.asarray(value.item() if hasattr(value, "item") else value, dtype.np)
+
     def _empty(self, shape: tuple[int, ...], dtype: DataType) -> Any:
         return np.empty(shape, dtype=dtype.np)
 
     def _launch(self, kernel: Any, values: Sequence[Any], outputs: Sequence[Any],
                 specs: Sequence[InputSpec]) -> None:
-        inputs = [v if isinstance(v, np.ndarray) else np.asarray(v, np.int64) for v in values]
-        kernel(inputs, outputs, [s.scalar for s in specs])
+        kernel(values, outputs, [s.scalar for s in specs])
 
     def _reference(self, func: ir.Operation, values: Sequence[Any]) -> list[Any]:
         return _Evaluator().run(func, values)
@@ -116,15 +123,20 @@ class GraphExecutor:
         name = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
         func = self.groups[name]
         block = func.regions[0].blocks[0]
-        specs, shape_args = [], []
-        for arg, v in zip(block.arguments, values):
+        specs, shape_args, values = [], [], list(values)
+        for i, (arg, v) in enumerate(zip(block.arguments, values)):
             if isinstance(arg.type, ir.RankedTensorType):
                 t = ir.RankedTensorType(arg.type)
                 shape = tuple(None if t.is_dynamic_dim(i) else s for i, s in enumerate(t.shape))
-                specs.append(InputSpec(element_dtype(arg.type), shape, self._contiguous(v)))
+                if t.rank == 0 and self._by_value(v):
+                    values[i] = self._host_scalar(v, element_dtype(arg.type))
+                    specs.append(InputSpec(element_dtype(arg.type), (), scalar=True))
+                else:
+                    specs.append(InputSpec(element_dtype(arg.type), shape, self._contiguous(v)))
                 shape_args.append(tuple(v.shape))
             else:
                 specs.append(InputSpec(DataType.Int, (), scalar=True))
+                values[i] = np.asarray(v, np.int64)
                 shape_args.append(int(v))
         if name in self._failed:
             return self._reference(func, values)
@@ -190,7 +202,6 @@ class DeviceGraphExecutor(GraphExecutor):
                 specs: Sequence[InputSpec]) -> None:
         import torch
 
-        values = [np.asarray(v, np.int64) if s.scalar else v for v, s in zip(values, specs)]
         kernel.launch_torch(values, outputs, torch.cuda.current_device())
 
     def _reference(self, func: ir.Operation, values: Sequence[Any]) -> list[Any]:
@@ -199,12 +210,15 @@ class DeviceGraphExecutor(GraphExecutor):
         results = _Evaluator().run(func, [_to_host(v) for v in values])
         return [torch.from_numpy(np.ascontiguousarray(r)).cuda() for r in results]
 
-    def _input(self, value: Any, type_: ir.Type) -> Any:
-        import torch
+    def _by_value(self, value: Any) -> bool:
+        # The lowering reads 0-d operands such as a dropout seed on the host: a 0-d GPU
+        # tensor would be a device pointer there, so its value is fetched (rare: a seed or
+        # scale computed on the GPU).
+        return True
 
-        if isinstance(type_, ir.RankedTensorType) and not isinstance(value, torch.Tensor):
-            # A runtime scalar (e.g. a dropout seed) used as a 0-d tensor by a group.
-            return torch.tensor(value, dtype=getattr(torch, element_dtype(type_).value), device="cuda")
+    def _input(self, value: Any, type_: ir.Type) -> Any:
+        if isinstance(type_, ir.RankedTensorType) and not hasattr(value, "is_cuda"):
+            return np.asarray(value, dtype=element_dtype(type_).np)  # a runtime scalar, on the host
         return value
 
     def _output(self, value: Any) -> Any:
