@@ -1,18 +1,20 @@
 """Running a grouped fusion: fusion groups as compiled kernels, the rest by a library.
 
-After `fusion-group` (and `fusion-strip-bookend-views`) the top function holds shape
-arithmetic, calls to groups, library ops (matmul, linear), host views and ops left ungrouped.
-The executor walks it: a call runs the group's compiled kernel (compiled once per group and
-argument signature; outputs allocated from inferred shapes), every other op runs through
-the numpy reference semantics. On the GPU (`DeviceGraphExecutor`) groups are GPU kernels and
-library ops run in torch, on torch CUDA tensors.
+After `fusion-group` the top function holds shape arithmetic, calls to groups, library ops
+(matmul, linear), views and ops left ungrouped. The executor turns it once into a program of
+Python steps (no MLIR calls per run): a call runs the group's compiled kernel (compiled once
+per group and argument signature; outputs allocated from inferred shapes), library ops and
+views run through numpy (`GraphExecutor`, CPU) or torch on CUDA tensors
+(`DeviceGraphExecutor`, GPU), anything else through the numpy reference semantics.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from mlir import ir
@@ -24,12 +26,20 @@ from mlirfuse.errors import FusionError
 from mlirfuse.fallback import fall_back
 from mlirfuse.frontend.graph import InputSpec
 from mlirfuse.passes.fusion_group import GROUP_ATTR
-from mlirfuse.reference import _Evaluator, element_dtype
-from mlirfuse.shapes import function_result_shapes, index_value
+from mlirfuse.reference import _Evaluator, compute_dtype, element_dtype
+from mlirfuse.shapes import function_result_shapes
+
+Step = tuple[Callable[[list[Any]], list[Any]], tuple[int, ...], tuple[int, ...]]
+_INDEX_FNS = {"muli": lambda a, b: a * b, "addi": lambda a, b: a + b, "subi": lambda a, b: a - b,
+              "divsi": lambda a, b: a // b if b else 0, "divui": lambda a, b: a // b if b else 0}
 
 
 def _name(op: ir.Operation) -> str:
     return ir.StringAttr(op.attributes["sym_name"]).value
+
+
+def _ints(op: ir.Operation, name: str) -> list[int]:
+    return [int(v) for v in ir.DenseI64ArrayAttr(op.attributes[name])]
 
 
 def group_as_fusion(func: ir.Operation) -> str:
@@ -40,6 +50,36 @@ def group_as_fusion(func: ir.Operation) -> str:
     return "module {\n" + text + "\n}\n"
 
 
+@dataclass(frozen=True)
+class _Param:
+    """One argument of a group: a tensor (dtype, static sizes or None) or an index."""
+
+    tensor: bool
+    dtype: DataType
+    shape: tuple[int | None, ...] = ()
+
+
+@dataclass
+class _Group:
+    name: str
+    func: ir.Operation
+    ir_text: str
+    params: list[_Param]
+    results: list[DataType]
+
+
+def _param(type_: ir.Type) -> _Param:
+    if not isinstance(type_, ir.RankedTensorType):
+        return _Param(False, DataType.Int)
+    t = ir.RankedTensorType(type_)
+    return _Param(True, element_dtype(type_), tuple(None if t.is_dynamic_dim(i) else s for i, s in enumerate(t.shape)))
+
+
+def _filled(static: Sequence[int], sizes: Sequence[Any]) -> list[int]:
+    it = iter(sizes)
+    return [int(next(it)) if s == -1 else s for s in static]
+
+
 class GraphExecutor:
     """Runs a grouped fusion on the CPU: numpy arrays, groups compiled by the CPU backend."""
 
@@ -48,23 +88,31 @@ class GraphExecutor:
         fusion_dialect.load(self.context)
         with self.context, ir.Location.unknown():
             self.module = ir.Module.parse(module_text)
-        self.groups: dict[str, ir.Operation] = {}
-        self.top: ir.Operation | None = None
-        for op in self.module.body.operations:
-            op = op.operation
-            if op.name != "func.func":
-                continue
-            if GROUP_ATTR in op.attributes:
-                self.groups[_name(op)] = op
-            elif _name(op) == "fusion":
-                self.top = op
-        if self.top is None:
-            raise FusionError("executor: no @fusion function")
-        self.group_ir = {name: group_as_fusion(f) for name, f in self.groups.items()}
+            self.groups: dict[str, _Group] = {}
+            top = None
+            for op in self.module.body.operations:
+                op = op.operation
+                if op.name != "func.func":
+                    continue
+                if GROUP_ATTR in op.attributes:
+                    block = op.regions[0].blocks[0]
+                    results = [element_dtype(t) for t in ir.FunctionType(
+                        ir.TypeAttr(op.attributes["function_type"]).value).results]
+                    self.groups[_name(op)] = _Group(_name(op), op, group_as_fusion(op),
+                                                    [_param(a.type) for a in block.arguments], results)
+                elif _name(op) == "fusion":
+                    top = op
+            if top is None:
+                raise FusionError("executor: no @fusion function")
+            self._compile_program(top)
         self._kernels: dict[tuple, Any] = {}
         self._shapes: dict[tuple, list[Any]] = {}
         self._lock = threading.Lock()
         self._failed: set[str] = set()  # groups running through the reference (fallback)
+
+    @property
+    def group_ir(self) -> dict[str, str]:
+        return {name: g.ir_text for name, g in self.groups.items()}
 
     @property
     def n_kernels(self) -> int:
@@ -79,15 +127,94 @@ class GraphExecutor:
         key = (name, specs)
         with self._lock:
             if key not in self._kernels:
-                self._kernels[key] = self._compile(self.group_ir[name], specs)
+                self._kernels[key] = self._compile(self.groups[name].ir_text, specs)
             return self._kernels[key]
 
+    # -- the program: one Python step per op of the top function ------------------------------
+    def _compile_program(self, top: ir.Operation) -> None:
+        slots: dict[ir.Value, int] = {}
+
+        def slot(v: ir.Value) -> int:
+            return slots.setdefault(v, len(slots))
+
+        block = top.regions[0].blocks[0]
+        self._params = [(slot(a), _param(a.type)) for a in block.arguments]
+        self._steps: list[Step] = []
+        self._returns: tuple[int, ...] = ()
+        for op in block.operations:
+            op = op.operation
+            ins = tuple(slot(v) for v in op.operands)
+            if op.name == "func.return":
+                self._returns = ins
+                break
+            outs = tuple(slot(r) for r in op.results)
+            self._steps.append((self._step(op), ins, outs))
+        self._n_slots = len(slots)
+
+    def _step(self, op: ir.Operation) -> Callable[[list[Any]], list[Any]]:
+        name = op.name
+        if name == "func.call":
+            return functools.partial(self.call_group, self.groups[ir.FlatSymbolRefAttr(op.attributes["callee"]).value])
+        if name == "arith.constant":
+            value = int(ir.IntegerAttr(op.attributes["value"]).value)
+            return lambda args: [value]
+        if name[len("arith."):] in _INDEX_FNS:
+            fn = _INDEX_FNS[name[len("arith."):]]
+            return lambda args: [fn(*args)]
+        kind = name[len("fusion."):]
+        row = OPS.get(kind) if name.startswith("fusion.") else None
+        if row is not None and row.kind == "size":
+            dim = int(ir.IntegerAttr(op.attributes["dim"]).value)
+            return lambda args: [int(args[0].shape[dim])]
+        if row is not None and row.kind == "library":
+            dtype = element_dtype(op.results[0].type)
+            return lambda args: [self._library(kind, args, dtype)]
+        if kind in ("reshape", "expand", "broadcast_in_dim", "permute", "squeeze", "unsqueeze"):
+            return self._view_step(op, kind)
+        return self._reference_step(op)
+
+    def _view_step(self, op: ir.Operation, kind: str) -> Callable[[list[Any]], list[Any]]:
+        if kind == "permute":
+            dims = _ints(op, "dims")
+            return lambda args: [self._permute(args[0], dims)]
+        if kind == "squeeze":
+            dims = set(_ints(op, "dims"))
+            return lambda args: [args[0].reshape([s for i, s in enumerate(args[0].shape) if i not in dims])]
+        if kind == "unsqueeze":
+            dim = int(ir.IntegerAttr(op.attributes["dim"]).value)
+            return lambda args: [args[0].reshape(tuple(args[0].shape[:dim]) + (1,) + tuple(args[0].shape[dim:]))]
+        static = _ints(op, "shape")
+        if kind == "reshape":
+            return lambda args: [args[0].reshape(_filled(static, args[1:]))]
+        if kind == "expand":
+            return lambda args: [self._broadcast(args[0], _filled(static, args[1:]))]
+        bdims = _ints(op, "broadcast_dims")
+
+        def broadcast_in_dim(args: list[Any]) -> list[Any]:
+            shape = _filled(static, args[1:])
+            src = [1] * len(shape)
+            for i, d in enumerate(bdims):
+                src[d] = args[0].shape[i]
+            return [self._broadcast(args[0].reshape(src), shape)]
+        return broadcast_in_dim
+
+    def _reference_step(self, op: ir.Operation) -> Callable[[list[Any]], list[Any]]:
+        """Any other op (left outside a group): the numpy reference, on host copies."""
+        def run(args: list[Any]) -> list[Any]:
+            evaluator = _Evaluator()
+            for v, a in zip(op.operands, args):
+                evaluator.env[v] = self._to_host(a)
+            with self.context, np.errstate(all="ignore"):
+                evaluator.eval(op)
+            return [self._from_host(evaluator.env[r]) for r in op.results]
+        return run
+
+    # -- what differs between the CPU and the GPU ----------------------------------------------
     def _compile(self, fusion_ir: str, specs: tuple[InputSpec, ...]) -> Any:
         from mlirfuse.lowering.cpu import compile_cpu
 
         return compile_cpu(fusion_ir, specs)
 
-    # -- what differs between the CPU and the GPU: arrays, launches, ops outside groups --------
     def _contiguous(self, value: Any) -> bool:
         return bool(value.flags.c_contiguous)
 
@@ -95,9 +222,8 @@ class GraphExecutor:
         """Whether a 0-d argument goes to the kernel by value (else as a 0-d buffer)."""
         return False
 
-    @staticmethod
-    def _host_scalar(value: Any, dtype: DataType) -> np.ndarray:
-        return np.asarray(value.item() if hasattr(value, "item") else value, dtype.np)
+    def _tensor_argument(self, value: Any) -> Any:
+        return value
 
     def _empty(self, shape: tuple[int, ...], dtype: DataType) -> Any:
         return np.empty(shape, dtype=dtype.np)
@@ -106,84 +232,94 @@ class GraphExecutor:
                 specs: Sequence[InputSpec]) -> None:
         kernel(values, outputs, [s.scalar for s in specs])
 
-    def _reference(self, func: ir.Operation, values: Sequence[Any]) -> list[Any]:
-        return _Evaluator().run(func, values)
+    def _library(self, name: str, args: Sequence[Any], dtype: DataType) -> Any:
+        converted = [np.asarray(a).astype(compute_dtype(element_dtype_of(a)), copy=False) for a in args]
+        return np.asarray(OPS[name].ref(*converted)).astype(dtype.np, copy=False)
 
-    def _input(self, value: Any, type_: ir.Type) -> Any:
-        return np.asarray(value, dtype=element_dtype(type_).np)
+    def _permute(self, x: Any, dims: Sequence[int]) -> Any:
+        return np.transpose(x, dims)
+
+    def _broadcast(self, x: Any, shape: Sequence[int]) -> Any:
+        return np.broadcast_to(x, shape)
+
+    def _input(self, value: Any, param: _Param) -> Any:
+        return np.asarray(value, dtype=param.dtype.np) if param.tensor else int(value)
 
     def _output(self, value: Any) -> Any:
         return np.ascontiguousarray(value)
 
-    def _eval(self, evaluator: _Evaluator, op: ir.Operation) -> None:
-        evaluator.eval(op)
+    def _to_host(self, value: Any) -> Any:
+        return value
 
-    # -- the walk ------------------------------------------------------------------------------
-    def call_group(self, op: ir.Operation, values: Sequence[Any]) -> list[Any]:
-        name = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
-        func = self.groups[name]
-        block = func.regions[0].blocks[0]
+    def _from_host(self, value: Any) -> Any:
+        return value
+
+    # -- running -------------------------------------------------------------------------------
+    def call_group(self, group: _Group, values: Sequence[Any]) -> list[Any]:
         specs, shape_args, values = [], [], list(values)
-        for i, (arg, v) in enumerate(zip(block.arguments, values)):
-            if isinstance(arg.type, ir.RankedTensorType):
-                t = ir.RankedTensorType(arg.type)
-                shape = tuple(None if t.is_dynamic_dim(i) else s for i, s in enumerate(t.shape))
-                if t.rank == 0 and self._by_value(v):
-                    values[i] = self._host_scalar(v, element_dtype(arg.type))
-                    specs.append(InputSpec(element_dtype(arg.type), (), scalar=True))
-                else:
-                    specs.append(InputSpec(element_dtype(arg.type), shape, self._contiguous(v)))
-                shape_args.append(tuple(v.shape))
-            else:
+        for i, (p, v) in enumerate(zip(group.params, values)):
+            if not p.tensor:
                 specs.append(InputSpec(DataType.Int, (), scalar=True))
                 values[i] = np.asarray(v, np.int64)
                 shape_args.append(int(v))
-        if name in self._failed:
-            return self._reference(func, values)
-        key = (name, tuple(shape_args))
+                continue
+            if not p.shape and self._by_value(v):
+                values[i] = np.asarray(v.item() if hasattr(v, "item") else v, p.dtype.np)
+                specs.append(InputSpec(p.dtype, (), scalar=True))
+            else:
+                v = values[i] = self._tensor_argument(v)
+                specs.append(InputSpec(p.dtype, p.shape, self._contiguous(v)))
+            shape_args.append(tuple(v.shape))
+        if group.name in self._failed:
+            return self._run_reference(group, values)
+        key = (group.name, tuple(shape_args))
         shapes = self._shapes.get(key)
         if shapes is None:
             with self.context:
-                shapes = self._shapes[key] = function_result_shapes(func, shape_args)
+                shapes = self._shapes[key] = function_result_shapes(group.func, shape_args)
         try:
-            kernel = self.kernel(name, tuple(specs))
+            kernel = self.kernel(group.name, tuple(specs))
         except Exception as e:  # noqa: BLE001 - any compiler failure takes the fallback path
-            fall_back(self.group_ir[name], e, f"compiling fusion group @{name}")
-            self._failed.add(name)
-            return self._reference(func, values)
-        outputs = [self._empty(s, element_dtype(r.type)) for s, r in zip(shapes, op.results)]
+            fall_back(group.ir_text, e, f"compiling fusion group @{group.name}")
+            self._failed.add(group.name)
+            return self._run_reference(group, values)
+        outputs = [self._empty(s, dt) for s, dt in zip(shapes, group.results)]
         self._launch(kernel, values, outputs, specs)
         return outputs
 
+    def _run_reference(self, group: _Group, values: Sequence[Any]) -> list[Any]:
+        with self.context:
+            results = _Evaluator().run(group.func, [self._to_host(v) for v in values])
+        return [self._from_host(r) for r in results]
+
     def run(self, inputs: Sequence[Any]) -> list[Any]:
-        assert self.top is not None
-        evaluator = _Evaluator()
-        block = self.top.regions[0].blocks[0]
-        for arg, value in zip(block.arguments, inputs):
-            evaluator.env[arg] = self._input(value, arg.type)
-        with self.context, np.errstate(all="ignore"):
-            for op in block.operations:
-                op = op.operation
-                if op.name == "func.return":
-                    return [self._output(evaluator.env[v]) for v in op.operands]
-                if op.name == "func.call":
-                    results = self.call_group(op, [evaluator.env[v] for v in op.operands])
-                    for r, value in zip(op.results, results):
-                        evaluator.env[r] = value
-                else:
-                    self._eval(evaluator, op)
-        raise FusionError("executor: @fusion has no return")
+        env: list[Any] = [None] * self._n_slots
+        for (slot, param), value in zip(self._params, inputs):
+            env[slot] = self._input(value, param)
+        with np.errstate(all="ignore"):
+            for fn, ins, outs in self._steps:
+                for o, r in zip(outs, fn([env[i] for i in ins])):
+                    env[o] = r
+        return [self._output(env[i]) for i in self._returns]
+
+
+def element_dtype_of(array: Any) -> DataType:
+    from mlirfuse.dtypes import to_dtype
+
+    return to_dtype(np.asarray(array).dtype)
 
 
 class DeviceGraphExecutor(GraphExecutor):
     """Runs a grouped fusion on the GPU with torch CUDA tensors: each group a GPU kernel
-    launched on torch's current stream, library ops (and views) through torch; any other op
-    left outside a group through the numpy reference (copied to the host and back)."""
+    launched on torch's current stream, library ops (cuBLAS) and views through torch."""
 
     def __init__(self, module_text: str, arch: str, binary_format: str | None = None):
-        super().__init__(module_text)
+        import torch
+
+        self.torch = torch
         self.arch = arch
         self.binary_format = binary_format
+        super().__init__(module_text)
 
     def _compile(self, fusion_ir: str, specs: tuple[InputSpec, ...]) -> Any:
         from mlirfuse.gpu_kernel import GpuKernel
@@ -193,108 +329,55 @@ class DeviceGraphExecutor(GraphExecutor):
     def _contiguous(self, value: Any) -> bool:
         return bool(value.is_contiguous())
 
-    def _empty(self, shape: tuple[int, ...], dtype: DataType) -> Any:
-        import torch
-
-        return torch.empty(shape, dtype=getattr(torch, dtype.value), device="cuda")
-
-    def _launch(self, kernel: Any, values: Sequence[Any], outputs: Sequence[Any],
-                specs: Sequence[InputSpec]) -> None:
-        import torch
-
-        kernel.launch_torch(values, outputs, torch.cuda.current_device())
-
-    def _reference(self, func: ir.Operation, values: Sequence[Any]) -> list[Any]:
-        import torch
-
-        results = _Evaluator().run(func, [_to_host(v) for v in values])
-        return [torch.from_numpy(np.ascontiguousarray(r)).cuda() for r in results]
-
     def _by_value(self, value: Any) -> bool:
         # The lowering reads 0-d operands such as a dropout seed on the host: a 0-d GPU
         # tensor would be a device pointer there, so its value is fetched (rare: a seed or
         # scale computed on the GPU).
         return True
 
-    def _input(self, value: Any, type_: ir.Type) -> Any:
-        if isinstance(type_, ir.RankedTensorType) and not hasattr(value, "is_cuda"):
-            return np.asarray(value, dtype=element_dtype(type_).np)  # a runtime scalar, on the host
-        return value
+    def _empty(self, shape: tuple[int, ...], dtype: DataType) -> Any:
+        return self.torch.empty(shape, dtype=getattr(self.torch, dtype.value), device="cuda")
+
+    def _launch(self, kernel: Any, values: Sequence[Any], outputs: Sequence[Any],
+                specs: Sequence[InputSpec]) -> None:
+        kernel.launch_torch(values, outputs, self.torch.cuda.current_device())
+
+    def _tensor_argument(self, value: Any) -> Any:
+        return self._from_host(value)  # e.g. a runtime scalar broadcast in the caller
+
+    def _library(self, name: str, args: Sequence[Any], dtype: DataType) -> Any:
+        torch = self.torch
+        args = [self._from_host(a) for a in args]
+        if name == "matmul":
+            out = torch.matmul(*args)
+        elif name == "linear":
+            out = torch.nn.functional.linear(*args)
+        else:
+            raise FusionError(f"executor: no torch implementation of library op {name}")
+        return out.to(getattr(torch, dtype.value))
+
+    def _permute(self, x: Any, dims: Sequence[int]) -> Any:
+        return self._from_host(x).permute(list(dims))
+
+    def _broadcast(self, x: Any, shape: Sequence[int]) -> Any:
+        return self._from_host(x).expand(list(shape))
+
+    def _input(self, value: Any, param: _Param) -> Any:
+        if not param.tensor:
+            return int(value)
+        if isinstance(value, self.torch.Tensor):
+            return value
+        return np.asarray(value, dtype=param.dtype.np)  # a runtime scalar stays on the host
 
     def _output(self, value: Any) -> Any:
-        return value.contiguous() if hasattr(value, "contiguous") else value
+        if isinstance(value, np.ndarray):
+            return self._from_host(value)
+        return value.contiguous()
 
-    def _eval(self, evaluator: _Evaluator, op: ir.Operation) -> None:
-        import torch
+    def _to_host(self, value: Any) -> Any:
+        return value.cpu().numpy() if isinstance(value, self.torch.Tensor) else value
 
-        name = op.name
-        args = [evaluator.env[v] for v in op.operands]
-        if name.startswith("arith."):
-            evaluator.env[op.results[0]] = index_value(op, args)
-            return
-        kind = name[len("fusion."):]
-        row = OPS.get(kind)
-        if kind == "size":
-            result = int(args[0].shape[int(ir.IntegerAttr(op.attributes["dim"]).value)])
-        elif row is not None and row.kind == "library":
-            result = torch_library_op(kind, args)
-        elif kind in TORCH_VIEWS:
-            result = TORCH_VIEWS[kind](op, args)
-        else:  # an ungrouped op (none today: on the GPU every fusible op is in a group)
-            host = _Evaluator()
-            for v, a in zip(op.operands, args):
-                host.env[v] = _to_host(a)
-            host.eval(op)
-            for r in op.results:
-                value = host.env[r]
-                evaluator.env[r] = torch.from_numpy(np.ascontiguousarray(value)).cuda() \
-                    if isinstance(value, np.ndarray) else value
-            return
-        out = op.results[0]
-        if isinstance(out.type, ir.RankedTensorType):
-            result = result.to(getattr(torch, element_dtype(out.type).value))
-        evaluator.env[out] = result
-
-
-def _to_host(value: Any) -> Any:
-    return value.cpu().numpy() if hasattr(value, "cpu") else value
-
-
-def torch_library_op(name: str, args: Sequence[Any]) -> Any:
-    """matmul (numpy semantics) and linear (x @ w.T + bias) through torch."""
-    import torch
-
-    if name == "matmul":
-        return torch.matmul(*args)
-    if name == "linear":
-        return torch.nn.functional.linear(*args)
-    raise FusionError(f"executor: no torch implementation of library op {name}")
-
-
-def _result_shape(op: ir.Operation, sizes: Sequence[int]) -> list[int]:
-    it = iter(sizes)
-    return [int(next(it)) if s == -1 else s for s in ir.DenseI64ArrayAttr(op.attributes["shape"])]
-
-
-def _ints(op: ir.Operation, name: str) -> list[int]:
-    return [int(v) for v in ir.DenseI64ArrayAttr(op.attributes[name])]
-
-
-def _broadcast_in_dim(op: ir.Operation, args: Sequence[Any]) -> Any:
-    shape = _result_shape(op, args[1:])
-    src = [1] * len(shape)
-    for i, d in enumerate(_ints(op, "broadcast_dims")):
-        src[d] = args[0].shape[i]
-    return args[0].reshape(src).expand(shape)
-
-
-# Views on torch tensors, as the numpy reference defines them (meta-only: no copy unless
-# a reshape of a non-contiguous view needs one).
-TORCH_VIEWS = {
-    "broadcast_in_dim": _broadcast_in_dim,
-    "expand": lambda op, a: a[0].expand(_result_shape(op, a[1:])),
-    "reshape": lambda op, a: a[0].reshape(_result_shape(op, a[1:])),
-    "permute": lambda op, a: a[0].permute(_ints(op, "dims")),
-    "squeeze": lambda op, a: a[0].reshape([s for i, s in enumerate(a[0].shape) if i not in _ints(op, "dims")]),
-    "unsqueeze": lambda op, a: a[0].unsqueeze(int(ir.IntegerAttr(op.attributes["dim"]).value)),
-}
+    def _from_host(self, value: Any) -> Any:
+        if isinstance(value, np.ndarray):
+            return self.torch.from_numpy(np.ascontiguousarray(value)).cuda()
+        return value

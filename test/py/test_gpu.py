@@ -260,6 +260,7 @@ def test_transformer_block_groups_around_two_linears_on_gpu() -> None:
     got = f(*dev)
     assert got.is_cuda and got.dtype == torch.float32 and got.shape == (3, 7, 32)
     compiled = f.compile(*dev)
+    compiled(dev)
     assert isinstance(compiled.executor, DeviceGraphExecutor)
     assert compiled.stages["grouped"].count('"fusion.linear"') == 2
     assert len(compiled.executor.groups) == 2 and len(compiled.executor.kernels()) == 2
