@@ -119,15 +119,19 @@ class GraphExecutor:
         return len(self.groups)
 
     def kernels(self) -> dict[tuple, Any]:
-        """The compiled groups so far: (group name, argument signature) -> kernel."""
+        """The compiled groups so far: (group name, argument layout) -> kernel."""
         with self._lock:
             return dict(self._kernels)
 
-    def kernel(self, name: str, specs: tuple[InputSpec, ...]) -> Any:
-        key = (name, specs)
+    def kernel(self, group: _Group, layout: tuple[str, ...]) -> Any:
+        """The kernel of `group` for an argument layout (see `call_group`), compiled once."""
+        key = (group.name, layout)
         with self._lock:
             if key not in self._kernels:
-                self._kernels[key] = self._compile(self.groups[name].ir_text, specs)
+                specs = tuple(InputSpec(DataType.Int, (), scalar=True) if k == "i" else
+                              InputSpec(p.dtype, (), scalar=True) if k == "s" else
+                              InputSpec(p.dtype, p.shape, k == "c") for k, p in zip(layout, group.params))
+                self._kernels[key] = self._compile(group.ir_text, specs)
             return self._kernels[key]
 
     # -- the program: one Python step per op of the top function ------------------------------
@@ -213,7 +217,7 @@ class GraphExecutor:
     def _compile(self, fusion_ir: str, specs: tuple[InputSpec, ...]) -> Any:
         from mlirfuse.lowering.cpu import compile_cpu
 
-        return compile_cpu(fusion_ir, specs)
+        return compile_cpu(fusion_ir, specs), [s.scalar for s in specs]
 
     def _contiguous(self, value: Any) -> bool:
         return bool(value.flags.c_contiguous)
@@ -228,9 +232,9 @@ class GraphExecutor:
     def _empty(self, shape: tuple[int, ...], dtype: DataType) -> Any:
         return np.empty(shape, dtype=dtype.np)
 
-    def _launch(self, kernel: Any, values: Sequence[Any], outputs: Sequence[Any],
-                specs: Sequence[InputSpec]) -> None:
-        kernel(values, outputs, [s.scalar for s in specs])
+    def _launch(self, kernel: Any, values: Sequence[Any], outputs: Sequence[Any]) -> None:
+        compiled, scalar = kernel
+        compiled(values, outputs, scalar)
 
     def _library(self, name: str, args: Sequence[Any], dtype: DataType) -> Any:
         converted = [np.asarray(a).astype(compute_dtype(element_dtype_of(a)), copy=False) for a in args]
@@ -256,19 +260,21 @@ class GraphExecutor:
 
     # -- running -------------------------------------------------------------------------------
     def call_group(self, group: _Group, values: Sequence[Any]) -> list[Any]:
-        specs, shape_args, values = [], [], list(values)
+        # Per argument: "i" index, "s" 0-d by value, "c"/"n" (non-)contiguous tensor. With the
+        # group's static types they make its signature (a cheap key for the kernel lookup).
+        layout, shape_args, values = [], [], list(values)
         for i, (p, v) in enumerate(zip(group.params, values)):
             if not p.tensor:
-                specs.append(InputSpec(DataType.Int, (), scalar=True))
+                layout.append("i")
                 values[i] = np.asarray(v, np.int64)
                 shape_args.append(int(v))
                 continue
             if not p.shape and self._by_value(v):
                 values[i] = np.asarray(v.item() if hasattr(v, "item") else v, p.dtype.np)
-                specs.append(InputSpec(p.dtype, (), scalar=True))
+                layout.append("s")
             else:
                 v = values[i] = self._tensor_argument(v)
-                specs.append(InputSpec(p.dtype, p.shape, self._contiguous(v)))
+                layout.append("c" if self._contiguous(v) else "n")
             shape_args.append(tuple(v.shape))
         if group.name in self._failed:
             return self._run_reference(group, values)
@@ -277,14 +283,16 @@ class GraphExecutor:
         if shapes is None:
             with self.context:
                 shapes = self._shapes[key] = function_result_shapes(group.func, shape_args)
-        try:
-            kernel = self.kernel(group.name, tuple(specs))
-        except Exception as e:  # noqa: BLE001 - any compiler failure takes the fallback path
-            fall_back(group.ir_text, e, f"compiling fusion group @{group.name}")
-            self._failed.add(group.name)
-            return self._run_reference(group, values)
+        kernel = self._kernels.get((group.name, tuple(layout)))
+        if kernel is None:
+            try:
+                kernel = self.kernel(group, tuple(layout))
+            except Exception as e:  # noqa: BLE001 - any compiler failure takes the fallback path
+                fall_back(group.ir_text, e, f"compiling fusion group @{group.name}")
+                self._failed.add(group.name)
+                return self._run_reference(group, values)
         outputs = [self._empty(s, dt) for s, dt in zip(shapes, group.results)]
-        self._launch(kernel, values, outputs, specs)
+        self._launch(kernel, values, outputs)
         return outputs
 
     def _run_reference(self, group: _Group, values: Sequence[Any]) -> list[Any]:
@@ -338,8 +346,7 @@ class DeviceGraphExecutor(GraphExecutor):
     def _empty(self, shape: tuple[int, ...], dtype: DataType) -> Any:
         return self.torch.empty(shape, dtype=getattr(self.torch, dtype.value), device="cuda")
 
-    def _launch(self, kernel: Any, values: Sequence[Any], outputs: Sequence[Any],
-                specs: Sequence[InputSpec]) -> None:
+    def _launch(self, kernel: Any, values: Sequence[Any], outputs: Sequence[Any]) -> None:
         kernel.launch_torch(values, outputs, self.torch.cuda.current_device())
 
     def _tensor_argument(self, value: Any) -> Any:

@@ -122,7 +122,9 @@ class JitFunction:
         """Compile for these example arguments without running them; the result keeps every
         stage's IR (`.stages`) and, for backend='gpu', the PTX (`.ptx`; no GPU needed)."""
         fusion, _ = self.trace(*args)
-        backend = backend or self.backend or "cpu"
+        if backend is None:
+            where, _ = placement(classify_all(args))
+            backend = "gpu" if where == "device" else self.backend or "cpu"
         return CompiledFusion(fusion, backend, keep_stages=True, arch=arch,
                               binary_format="isa" if backend == "gpu" else None)
 
