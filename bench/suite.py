@@ -1,0 +1,271 @@
+"""The performance issue's benchmark suite: mlirfuse vs torch eager vs torch.compile.
+
+    python bench/suite.py [--json bench/results/<gpu>-<date>.json] [--quick] [--only NAME]
+
+For each workload: median kernel time with L2 flushed between runs
+(`triton.testing.do_bench`) of mlirfuse (`mlirfuse.jit` on torch CUDA tensors), torch eager
+and `torch.compile(dynamic=False)`; effective GB/s = ideal bytes (each input and output
+counted once) / time; % of the device copy bandwidth measured in the same run; speedup over
+torch.compile; host time per call (launch loop without synchronization) and compile times
+(cold: empty disk cache; warm: a fresh process loading from the disk cache). The Markdown
+table goes to stdout, the JSON (GPU kind, driver, torch version, date, rows) to --json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import torch  # noqa: E402
+from gpu_bench import copy_bandwidth_gbps, host_us_per_call, ideal_bytes, kernel_us  # noqa: E402
+
+import mlirfuse  # noqa: E402
+from mlirfuse import ops  # noqa: E402
+
+P, EPS = 0.1, 1e-5
+
+
+@dataclass
+class Case:
+    name: str
+    shape: tuple[int, ...]
+    small: tuple[int, ...]
+    make: Callable[[tuple[int, ...], torch.dtype], list[Any]]  # CUDA tensors (+ scalars)
+    fused: Callable[..., Any]  # traced by mlirfuse.jit
+    torch_fn: Callable[..., Any]
+    dtype: torch.dtype = torch.float32
+
+
+def _randn(shape, dtype=torch.float32):
+    return torch.randn(shape, device="cuda", dtype=dtype)
+
+
+# -- the workloads: one mlirfuse function (ops on traced tensors) and its torch twin ----------
+def layer_norm(x, w, b):
+    mean = x.mean(-1, keepdim=True)
+    d = x - mean
+    return d * ops.rsqrt((d * d).mean(-1, keepdim=True) + EPS) * w + b
+
+
+def layer_norm_t(x, w, b):
+    return torch.nn.functional.layer_norm(x, x.shape[-1:], w, b, EPS)
+
+
+def rms_norm(x, w):
+    return x * ops.rsqrt((x * x).mean(-1, keepdim=True) + EPS) * w
+
+
+def rms_norm_t(x, w):
+    xf = x.float()
+    return (xf * torch.rsqrt((xf * xf).mean(-1, keepdim=True) + EPS)).to(x.dtype) * w
+
+
+def softmax(x):
+    e = ops.exp(x - x.max(-1, keepdim=True))
+    return e / e.sum(-1, keepdim=True)
+
+
+def softmax_t(x):
+    return torch.softmax(x, -1)
+
+
+def bdaln(x, r, w, b1, b2, seed):
+    y = ops.where(ops.rand_like(x, seed=seed) >= P, (x + b1) * (1 / (1 - P)), 0.0) + r
+    return layer_norm(y, w, b2)
+
+
+def bdaln_t(x, r, w, b1, b2, seed):
+    y = torch.nn.functional.dropout(x + b1, P) + r
+    return layer_norm_t(y, w, b2)
+
+
+def bdarms(x, r, w, b1, seed):
+    y = ops.where(ops.rand_like(x, seed=seed) >= P, (x + b1) * (1 / (1 - P)), 0.0) + r
+    return rms_norm(y, w)
+
+
+def bdarms_t(x, r, w, b1, seed):
+    return rms_norm_t(torch.nn.functional.dropout(x + b1, P) + r, w)
+
+
+def gelu_backward(s0, s1, s2, s3, t4, t5, t6):
+    t16 = ops.tanh(0.797885 * (t6 + 0.044715 * t6 ** 3))
+    t30 = t5 * (0.5 * t6) * (1 - t16 * t16) * s3
+    t36 = t30 + t30 * s2 * s1 * t6 ** 2
+    return t4.sum((0, 1)), t36 + t5 * (1 + t16) * s0
+
+
+def gelu_bookend(x):
+    n, h = x.shape
+    t = x.reshape(64, n // 64, h)
+    return (t * 0.5 * (ops.erf(t * 0.7071067811865476) + 1.0)).reshape(n, h)
+
+
+def gelu_bookend_t(x):
+    n, h = x.shape
+    t = x.reshape(64, n // 64, h)
+    return (t * 0.5 * (torch.erf(t * 0.7071067811865476) + 1.0)).reshape(n, h)
+
+
+def transpose_bookend(x):
+    a, b, c = x.shape
+    return x.reshape(a, b * c).permute(1, 0).reshape(b, c, a) * 1.0
+
+
+def transpose_bookend_t(x):
+    a, b, c = x.shape
+    return (x.reshape(a, b * c).permute(1, 0).reshape(b, c, a) * 1.0).contiguous()
+
+
+def _norm_inputs(shape, dtype, bias2=True):
+    h = shape[-1]
+    ins = [_randn(shape, dtype), _randn(shape, dtype), _randn(h, dtype), _randn(h, dtype)]
+    return ins + ([_randn(h, dtype)] if bias2 else []) + [1234]
+
+
+CASES = [
+    Case("relu(x+1)", (2, 32, 128, 512), (2, 3, 4, 5), lambda s, d: [_randn(s)],
+         lambda x: ops.relu(x + 1.0), lambda x: torch.relu(x + 1.0)),
+    Case("sum(0,1) + pow 3", (16, 512, 4096), (2, 3, 64), lambda s, d: [_randn(s), _randn(s)],
+         lambda a, b: (a.sum((0, 1)), b ** 3.0), lambda a, b: (a.sum((0, 1)), b ** 3.0)),
+    Case("GELU-backward + bias-grad", (16, 512, 4096), (2, 3, 64),
+         lambda s, d: [0.5, 0.3, 0.2, 0.1, _randn(s), _randn(s), _randn(s)], gelu_backward, gelu_backward),
+    Case("bias-dropout-add-LayerNorm", (64, 128, 1024), (2, 3, 64), _norm_inputs, bdaln, bdaln_t),
+    Case("bias-dropout-add-RMSNorm", (64, 128, 1024), (2, 3, 64),
+         lambda s, d: _norm_inputs(s, d, bias2=False), bdarms, bdarms_t),
+    Case("GELU between bookend reshapes", (8192, 3072), (128, 48), lambda s, d: [_randn(s)],
+         gelu_bookend, gelu_bookend_t),
+    Case("transpose between reshapes", (768, 128, 64), (8, 4, 2), lambda s, d: [_randn(s)],
+         transpose_bookend, transpose_bookend_t),
+]
+for _dtype, _tag in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
+    for _shape in ((32768, 4096), (8192, 1024)):
+        CASES += [
+            Case(f"LayerNorm {_tag}", _shape, (64, 256),
+                 lambda s, d: [_randn(s, d), _randn(s[-1:], d), _randn(s[-1:], d)], layer_norm, layer_norm_t, _dtype),
+            Case(f"RMSNorm {_tag}", _shape, (64, 256),
+                 lambda s, d: [_randn(s, d), _randn(s[-1:], d)], rms_norm, rms_norm_t, _dtype),
+            Case(f"softmax {_tag}", _shape, (64, 256), lambda s, d: [_randn(s, d)], softmax, softmax_t, _dtype),
+        ]
+CASES += [
+    Case("exp(a+b)", (1 << 24,), (1000,), lambda s, d: [_randn(s), _randn(s)],
+         lambda a, b: ops.exp(a + b), lambda a, b: torch.exp(a + b)),
+    Case("column sum over (0,1)", (16, 512, 4096), (2, 3, 64), lambda s, d: [_randn(s)],
+         lambda x: x.sum((0, 1)), lambda x: x.sum((0, 1))),
+]
+
+WARM = """
+import sys, time, torch
+sys.path.insert(0, {bench!r})
+import suite
+case = [c for c in suite.CASES if c.name == {name!r} and c.shape == {full!r}][0]
+torch.manual_seed(0)
+args = case.make({shape!r}, case.dtype)
+fn = suite.mlirfuse.jit(case.fused)
+torch.cuda.synchronize()
+start = time.perf_counter()
+fn(*args)
+torch.cuda.synchronize()
+print(time.perf_counter() - start)
+"""
+
+
+def warm_start_s(case: Case, shape: tuple[int, ...], cache_dir: str) -> float:
+    script = WARM.format(bench=str(Path(__file__).resolve().parent), name=case.name, full=case.shape, shape=shape)
+    out = subprocess.run([sys.executable, "-c", script], env=dict(os.environ, MLIRFUSE_CACHE_DIR=cache_dir),
+                         capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def _max_err(got: Any, want: Any) -> float:
+    got = got if isinstance(got, (tuple, list)) else [got]
+    want = want if isinstance(want, (tuple, list)) else [want]
+    return max(float(((g.float() - w.float()).abs() / (w.float().abs() + 1)).max()) for g, w in zip(got, want))
+
+
+def run_case(case: Case, copy_gbps: float, quick: bool) -> dict:
+    shape = case.small if quick else case.shape
+    torch.manual_seed(0)
+    args = case.make(shape, case.dtype)
+    cache_dir = tempfile.mkdtemp(prefix="mlirfuse-suite-")
+    os.environ["MLIRFUSE_CACHE_DIR"] = cache_dir
+    fn = mlirfuse.jit(case.fused)
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    out = fn(*args)
+    torch.cuda.synchronize()
+    cold = time.perf_counter() - start
+    warm = warm_start_s(case, shape, cache_dir)
+    os.environ.pop("MLIRFUSE_CACHE_DIR")
+    compiled = torch.compile(case.torch_fn, dynamic=False)
+    want = compiled(*args)
+    err = _max_err(out, want) if "dropout" not in case.name else float("nan")  # different RNG streams
+    t_m = kernel_us(lambda: fn(*args))
+    t_e = kernel_us(lambda: case.torch_fn(*args))
+    t_c = kernel_us(lambda: compiled(*args))
+    host = host_us_per_call(lambda: fn(*args), n=50)
+    nbytes = ideal_bytes(args, out)
+    gbps = nbytes / (t_m * 1e-6) / 1e9
+    return {"name": case.name, "shape": "x".join(map(str, shape)), "dtype": str(case.dtype).replace("torch.", ""),
+            "mlirfuse_us": t_m, "eager_us": t_e, "compile_us": t_c, "gbps": gbps,
+            "pct_copy": 100 * gbps / copy_gbps, "speedup_vs_compile": t_c / t_m, "speedup_vs_eager": t_e / t_m,
+            "host_us": host, "host_minus_kernel_us": host - t_m, "cold_compile_s": cold, "warm_start_s": warm,
+            "max_rel_err_vs_compile": err}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--quick", action="store_true", help="small shapes (a smoke run)")
+    parser.add_argument("--only", help="run the workloads whose name contains this")
+    opts = parser.parse_args()
+    gpu = torch.cuda.get_device_name()
+    driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                            capture_output=True, text=True).stdout.strip()
+    copy_gbps = copy_bandwidth_gbps()
+    print(f"GPU: {gpu}; driver {driver}; torch {torch.__version__}; copy bandwidth {copy_gbps:.0f} GB/s\n")
+    print("| workload | shape | dtype | mlirfuse us | eager us | compile us | GB/s | % copy BW | vs compile "
+          "| vs eager | host us/call | cold s | warm s |\n" + "|---" * 13 + "|")
+    rows = []
+    for case in CASES:
+        if opts.only and opts.only not in case.name:
+            continue
+        try:
+            r = run_case(case, copy_gbps, opts.quick)
+        except Exception as e:  # noqa: BLE001 - a failing workload is reported, not hidden
+            r = {"name": case.name, "shape": "x".join(map(str, case.shape)), "error": f"{type(e).__name__}: {e}"}
+            print(f"| {case.name} | {r['shape']} | | failed: {r['error'][:120]} |")
+            rows.append(r)
+            continue
+        rows.append(r)
+        print(f"| {r['name']} | {r['shape']} | {r['dtype']} | {r['mlirfuse_us']:.1f} | {r['eager_us']:.1f} | "
+              f"{r['compile_us']:.1f} | {r['gbps']:.0f} | {r['pct_copy']:.0f}% | {r['speedup_vs_compile']:.2f}x | "
+              f"{r['speedup_vs_eager']:.2f}x | {r['host_us']:.1f} | {r['cold_compile_s']:.2f} | {r['warm_start_s']:.3f} |",
+              flush=True)
+    ok = [r for r in rows if "error" not in r]
+    if ok:
+        geo = math.exp(sum(math.log(r["speedup_vs_compile"]) for r in ok) / len(ok))
+        print(f"\ngeometric mean speedup over torch.compile: {geo:.2f}x over {len(ok)} workloads "
+              f"({len(rows) - len(ok)} failed); min {min(r['speedup_vs_compile'] for r in ok):.2f}x")
+    if opts.json:
+        Path(opts.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(opts.json).write_text(json.dumps({"gpu": gpu, "driver": driver, "torch": torch.__version__,
+                                               "date": time.strftime("%Y-%m-%d"), "copy_gbps": copy_gbps,
+                                               "rows": rows}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
