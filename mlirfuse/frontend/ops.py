@@ -507,6 +507,16 @@ __all__ = ELEMENTWISE_NAMES + REDUCTION_NAMES + SHAPE_NAMES + [
     "cast", "constant", "uniform", "rand_like", "broadcast_shapes", "matmul", "linear"]
 
 
+def _sizes_method(fn: Any) -> Any:
+    def method(self: Tensor, *sizes: Any) -> Tensor:
+        if len(sizes) == 1 and isinstance(sizes[0], (list, tuple)):
+            return fn(self, sizes[0])
+        return fn(self, list(sizes))
+    method.__name__ = method.__qualname__ = fn.__name__
+    method.__doc__ = fn.__doc__
+    return method
+
+
 def _attach_tensor_methods() -> None:
     """Python operators and torch-style methods on traced tensors."""
     g = globals()
@@ -530,11 +540,12 @@ def _attach_tensor_methods() -> None:
     Tensor.__abs__ = lambda self: g["abs"](self)
     Tensor.__pos__ = lambda self: self
     Tensor.__invert__ = lambda self: g["logical_not" if self.dtype is DataType.Bool else "bitwise_not"](self)
-    for name in ELEMENTWISE_NAMES + REDUCTION_NAMES + ["reshape", "permute", "squeeze", "unsqueeze",
-                                                       "expand"]:
+    for name in ELEMENTWISE_NAMES + REDUCTION_NAMES + ["squeeze", "unsqueeze"]:
         if not hasattr(Tensor, name):
             setattr(Tensor, name, g[name])
-    Tensor.view = g["reshape"]
+    for name in ("reshape", "permute", "expand"):  # torch style: x.reshape(2, -1) or x.reshape((2, -1))
+        setattr(Tensor, name, _sizes_method(g[name]))
+    Tensor.view = Tensor.reshape
     Tensor.to = g["cast"]
     Tensor.float = lambda self: cast(self, DataType.Float)
     Tensor.T = property(lambda self: permute(self, list(reversed(range(self.ndim)))))

@@ -256,3 +256,10 @@ def test_view_study_of_the_bookend_issue_is_one_kernel(views) -> None:
     x = np.ones((8192, 3072), np.float32)
     compiled = mlirfuse.jit(fn, dynamic=False).compile(x)
     assert compiled.n_kernels == 1, compiled.segmented_ir
+
+
+def test_torch_style_size_varargs() -> None:
+    """x.reshape(4, -1), x.permute(1, 0), x.view(-1), x.expand(2, 24): sizes as varargs too."""
+    f = mlirfuse.jit(lambda x: (x.reshape(4, -1).permute(1, 0) * 2).reshape((2, 2, 6)).view(-1).expand(2, 24))
+    x = np.arange(24, dtype=np.float32)
+    np.testing.assert_array_equal(f(x), np.broadcast_to((x.reshape(4, -1).T * 2).reshape(-1), (2, 24)))
