@@ -1,0 +1,290 @@
+"""The aten op table: one row per aten overload that mlirfuse can fuse, and how it lowers.
+
+A row says how the op becomes mlirfuse ops (`lower(ctx, args)`, with `args` the call's
+arguments bound by name from the op's schema: tensors as traced mlirfuse tensors, Python
+numbers as they are, symbolic scalars as runtime scalar inputs), what kind of node it is for
+the partitioner (compute, view, random, creation) and, optionally, a check that leaves a
+particular call to torch with a reason. Sizes (`SymInt[]` arguments) are never read from the
+arguments: a lowering that needs a shape takes the node's output shape (`ctx.shape`), which
+the region resolves from its inputs' symbolic sizes.
+
+Adding an op is adding one row. Ops mlirfuse does not generate code for (matmul, conv,
+embedding, attention) are listed in LIBRARY: they stay torch calls between fused groups.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from mlirfuse import ops
+from mlirfuse.dtypes import DataType
+from mlirfuse.errors import FusionError
+
+aten = torch.ops.aten
+prims = torch.ops.prims
+
+COMPUTE, VIEW, RANDOM, CREATION = "compute", "view", "random", "creation"
+
+
+class LoweringContext:
+    """What a lowering may need besides its arguments: the node's output dtype and shape
+    (resolved lazily: only shape-making ops need it) and, for random ops, the region's
+    runtime seed and this op's own Philox stream (offset)."""
+
+    def __init__(self, dtype: DataType, shape_fn: Callable[[], tuple], seed: Any = None, offset: int = 0):
+        self.dtype = dtype
+        self._shape_fn = shape_fn
+        self.seed = seed
+        self.offset = offset
+
+    @property
+    def shape(self) -> tuple:
+        return self._shape_fn()
+
+
+@dataclass(frozen=True)
+class AtenLowering:
+    lower: Callable[[LoweringContext, dict[str, Any]], Any]
+    kind: str = COMPUTE
+    check: Callable[[dict[str, Any]], str | None] | None = None  # FX-level args -> reason to leave it
+
+
+def bind(target: Any, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The call's arguments by schema name, defaults filled in."""
+    bound: dict[str, Any] = {}
+    positional = list(args)
+    for i, a in enumerate(target._schema.arguments):
+        if i < len(positional) and not a.kwarg_only:
+            bound[a.name] = positional[i]
+        elif a.name in kwargs:
+            bound[a.name] = kwargs[a.name]
+        elif a.has_default_value():
+            bound[a.name] = a.default_value
+        else:
+            raise FusionError(f"{target}: missing argument {a.name!r}")
+    return bound
+
+
+def _is_one(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and x == 1
+
+
+def _dims(dim: Any) -> Any:
+    """aten's reduction dims (None, [] or a list, or an int) as mlirfuse axes."""
+    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
+        return None
+    return [dim] if isinstance(dim, int) else list(dim)
+
+
+def _filled(ctx: LoweringContext, value: Any) -> Any:
+    """`value` (a Python or runtime scalar) broadcast to the node's shape and dtype."""
+    c = ops.cast(value, ctx.dtype)
+    shape = ctx.shape
+    return ops.expand(c, list(shape)) if shape else c
+
+
+def _rand(ctx: LoweringContext, like: Any = None) -> Any:
+    dtype = ctx.dtype if ctx.dtype.is_float else DataType.Float
+    if like is not None:
+        return ops.rand_like(like, seed=ctx.seed, offset=ctx.offset, dtype=dtype)
+    return ops.uniform(0.0, 1.0, list(ctx.shape), ctx.seed, ctx.offset, dtype)
+
+
+def _no_generator(a: dict[str, Any]) -> str | None:
+    return "an explicit torch.Generator (mlirfuse draws from the default one)" if a.get("generator") is not None else None
+
+
+def _trunc(x: Any) -> Any:
+    return ops.where(x < 0, ops.ceil(x), ops.floor(x))
+
+
+def _div_mode(ctx: LoweringContext, a: dict[str, Any]) -> Any:
+    q = ops.div(a["self"], a["other"])
+    mode = a["rounding_mode"]
+    return q if mode is None else ops.floor(q) if mode == "floor" else _trunc(q)
+
+
+def _float_rounding(a: dict[str, Any]) -> str | None:
+    if a.get("rounding_mode") is None:
+        return None
+    dtypes = [getattr(v.meta.get("val"), "dtype", None) for v in (a["self"], a["other"]) if hasattr(v, "meta")]
+    if any(d is not None and not d.is_floating_point for d in dtypes):
+        return "integer division with a rounding mode"
+    return None
+
+
+def _clamp(ctx: LoweringContext, a: dict[str, Any]) -> Any:
+    x, lo, hi = a["self"], a["min"], a["max"]
+    if lo is not None:
+        x = ops.maximum(x, lo)
+    if hi is not None:
+        x = ops.minimum(x, hi)
+    return x
+
+
+def _to_copy_check(a: dict[str, Any]) -> str | None:
+    x = a["self"]
+    val = x.meta.get("val") if hasattr(x, "meta") else None
+    device = a.get("device")
+    if device is not None and val is not None and torch.device(device) != val.device:
+        return f"a copy between devices ({val.device} -> {device})"
+    if a.get("layout") not in (None, torch.strided):
+        return f"layout {a.get('layout')}"
+    return None
+
+
+def _unary(name: str, fn: Callable[[Any], Any] | None = None) -> dict[Any, AtenLowering]:
+    f = fn or getattr(ops, name)
+    return {getattr(aten, name).default: AtenLowering(lambda ctx, a: f(a["self"]))}
+
+
+def _binary(name: str, fn: Callable[[Any, Any], Any] | None = None,
+            overloads: tuple[str, ...] = ("Tensor", "Scalar")) -> dict[Any, AtenLowering]:
+    f = fn or getattr(ops, name)
+    packet = getattr(aten, name)
+    return {getattr(packet, o): AtenLowering(lambda ctx, a: f(a["self"], a["other"]))
+            for o in overloads if hasattr(packet, o)}
+
+
+def _add_sub(name: str) -> dict[Any, AtenLowering]:
+    f = getattr(ops, name)
+
+    def lower(ctx: LoweringContext, a: dict[str, Any]) -> Any:
+        other = a["other"] if _is_one(a["alpha"]) else ops.mul(a["other"], a["alpha"])
+        return f(a["self"], other)
+    return {getattr(aten, name).Tensor: AtenLowering(lower), getattr(aten, name).Scalar: AtenLowering(lower)}
+
+
+def _reduction(name: str, overload: str, fn: Callable[..., Any]) -> dict[Any, AtenLowering]:
+    return {getattr(getattr(aten, name), overload): AtenLowering(fn)}
+
+
+def _view(fn: Callable[[LoweringContext, dict[str, Any]], Any]) -> AtenLowering:
+    return AtenLowering(fn, VIEW)
+
+
+def _identity(ctx: LoweringContext, a: dict[str, Any]) -> Any:
+    return a["self"]
+
+
+def _transpose(x: Any, d0: int, d1: int) -> Any:
+    perm = list(range(x.ndim))
+    if perm:
+        perm[d0], perm[d1] = perm[d1], perm[d0]
+    return ops.permute(x, perm)
+
+
+def _sum(ctx: LoweringContext, a: dict[str, Any]) -> Any:
+    return ops.sum(a["self"], _dims(a.get("dim")), a.get("keepdim", False), a.get("dtype"))
+
+
+def _mean(ctx: LoweringContext, a: dict[str, Any]) -> Any:
+    return ops.mean(a["self"], _dims(a.get("dim")), a.get("keepdim", False), a.get("dtype"))
+
+
+def _correction(a: dict[str, Any]) -> float:
+    return 1.0 if a.get("correction") is None else float(a["correction"])
+
+
+TABLE: dict[Any, AtenLowering] = {}
+for _name in ("abs", "neg", "exp", "exp2", "expm1", "log", "log2", "log1p", "sqrt", "rsqrt", "reciprocal",
+              "sin", "cos", "tanh", "sigmoid", "erf", "relu", "floor", "ceil", "round", "sign", "isnan",
+              "isinf", "logical_not", "bitwise_not", "silu"):
+    TABLE.update(_unary(_name))
+TABLE.update(_unary("trunc", _trunc))
+TABLE.update(_unary("sgn", ops.sign))
+for _name in ("mul", "div", "fmod", "remainder", "eq", "ne", "lt", "le", "gt", "ge", "bitwise_and",
+              "bitwise_or", "bitwise_xor"):
+    TABLE.update(_binary(_name))
+for _name in ("maximum", "minimum", "atan2", "logical_and", "logical_or"):
+    TABLE.update(_binary(_name, overloads=("default",)))
+TABLE.update(_binary("logical_xor", lambda x, y: ops.ne(ops.cast(x, DataType.Bool), ops.cast(y, DataType.Bool)),
+                     overloads=("default",)))
+TABLE.update(_add_sub("add"))
+TABLE.update(_add_sub("sub"))
+TABLE.update({
+    aten.rsub.Scalar: AtenLowering(lambda ctx, a: ops.sub(a["other"], a["self"] if _is_one(a["alpha"])
+                                                          else ops.mul(a["self"], a["alpha"]))),
+    aten.div.Tensor_mode: AtenLowering(_div_mode, check=_float_rounding),
+    aten.div.Scalar_mode: AtenLowering(_div_mode, check=_float_rounding),
+    aten.pow.Tensor_Tensor: AtenLowering(lambda ctx, a: ops.pow(a["self"], a["exponent"])),
+    aten.pow.Tensor_Scalar: AtenLowering(lambda ctx, a: ops.pow(a["self"], a["exponent"])),
+    aten.pow.Scalar: AtenLowering(lambda ctx, a: ops.pow(a["self"], a["exponent"])),
+    aten.where.self: AtenLowering(lambda ctx, a: ops.where(a["condition"], a["self"], a["other"])),
+    aten.clamp.default: AtenLowering(_clamp),
+    aten.clamp.Tensor: AtenLowering(_clamp),
+    aten.clamp_min.default: AtenLowering(lambda ctx, a: ops.maximum(a["self"], a["min"])),
+    aten.clamp_max.default: AtenLowering(lambda ctx, a: ops.minimum(a["self"], a["max"])),
+    aten.lerp.Scalar: AtenLowering(lambda ctx, a: ops.lerp(a["self"], a["end"], a["weight"])),
+    aten.lerp.Tensor: AtenLowering(lambda ctx, a: ops.lerp(a["self"], a["end"], a["weight"])),
+    aten._to_copy.default: AtenLowering(lambda ctx, a: ops.cast(a["self"], ctx.dtype), check=_to_copy_check),
+    prims.convert_element_type.default: AtenLowering(lambda ctx, a: ops.cast(a["a"], ctx.dtype)),
+    # reductions
+    aten.sum.dim_IntList: AtenLowering(_sum),
+    aten.sum.default: AtenLowering(_sum),
+    aten.mean.dim: AtenLowering(_mean),
+    aten.mean.default: AtenLowering(_mean),
+    aten.amax.default: AtenLowering(lambda ctx, a: ops.max(a["self"], _dims(a["dim"]), a["keepdim"])),
+    aten.amin.default: AtenLowering(lambda ctx, a: ops.min(a["self"], _dims(a["dim"]), a["keepdim"])),
+    aten.max.default: AtenLowering(lambda ctx, a: ops.max(a["self"])),
+    aten.min.default: AtenLowering(lambda ctx, a: ops.min(a["self"])),
+    aten.prod.dim_int: AtenLowering(lambda ctx, a: ops.prod(a["self"], [a["dim"]], a["keepdim"], a["dtype"])),
+    aten.prod.default: AtenLowering(lambda ctx, a: ops.prod(a["self"], None, False, a["dtype"])),
+    aten.var.correction: AtenLowering(lambda ctx, a: ops.var(a["self"], _dims(a["dim"]), _correction(a),
+                                                             a["keepdim"])),
+    aten.var_mean.correction: AtenLowering(lambda ctx, a: ops.var_mean(a["self"], _dims(a["dim"]),
+                                                                       _correction(a), a["keepdim"])),
+    # views (free in torch; inside a group they are index arithmetic)
+    aten.view.default: _view(lambda ctx, a: ops.reshape(a["self"], list(ctx.shape))),
+    aten._unsafe_view.default: _view(lambda ctx, a: ops.reshape(a["self"], list(ctx.shape))),
+    aten.reshape.default: _view(lambda ctx, a: ops.reshape(a["self"], list(ctx.shape))),
+    aten.expand.default: _view(lambda ctx, a: ops.expand(a["self"], list(ctx.shape))),
+    aten.permute.default: _view(lambda ctx, a: ops.permute(a["self"], a["dims"])),
+    aten.t.default: _view(lambda ctx, a: _transpose(a["self"], 0, -1) if a["self"].ndim == 2 else a["self"]),
+    aten.transpose.int: _view(lambda ctx, a: _transpose(a["self"], a["dim0"], a["dim1"])),
+    aten.unsqueeze.default: _view(lambda ctx, a: ops.unsqueeze(a["self"], a["dim"])),
+    aten.squeeze.dim: _view(lambda ctx, a: ops.squeeze(a["self"], [a["dim"]])),
+    aten.squeeze.dims: _view(lambda ctx, a: ops.squeeze(a["self"], list(a["dim"]))),
+    aten.squeeze.default: _view(lambda ctx, a: ops.squeeze(a["self"])),
+    aten.clone.default: _view(_identity),
+    aten.alias.default: _view(_identity),
+    aten.lift_fresh_copy.default: _view(_identity),
+    # tensors made from scalars
+    aten.full.default: AtenLowering(lambda ctx, a: _filled(ctx, a["fill_value"]), CREATION),
+    aten.full_like.default: AtenLowering(lambda ctx, a: _filled(ctx, a["fill_value"]), CREATION),
+    aten.zeros_like.default: AtenLowering(lambda ctx, a: _filled(ctx, 0), CREATION),
+    aten.ones_like.default: AtenLowering(lambda ctx, a: _filled(ctx, 1), CREATION),
+    aten.scalar_tensor.default: AtenLowering(lambda ctx, a: ops.cast(a["s"], ctx.dtype), CREATION),
+    # random numbers: Philox keyed by the region's runtime seed, one stream (offset) per op
+    aten.rand_like.default: AtenLowering(lambda ctx, a: _rand(ctx, a["self"]), RANDOM),
+    aten.rand.default: AtenLowering(lambda ctx, a: _rand(ctx), RANDOM),
+    aten.bernoulli.p: AtenLowering(lambda ctx, a: ops.cast(_rand(ctx, a["self"]) < a["p"], ctx.dtype), RANDOM,
+                                   check=_no_generator),
+})
+
+# Not generated by mlirfuse: these run in torch (cuBLAS, cuDNN, oneDNN) between fused groups.
+LIBRARY = {getattr(aten, name) for name in (
+    "mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "addmv", "mv", "dot", "convolution",
+    "convolution_backward", "embedding", "embedding_dense_backward", "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_flash_attention", "_scaled_dot_product_cudnn_attention",
+    "_scaled_dot_product_flash_attention_for_cpu", "_efficient_attention_backward",
+    "_scaled_dot_product_flash_attention_backward", "_scaled_dot_product_efficient_attention_backward",
+) if hasattr(aten, name)}
+
+
+def lookup(target: Any) -> AtenLowering | None:
+    return TABLE.get(target)
+
+
+def unsupported_reason(target: Any) -> str:
+    """Why an op without a row stays in torch."""
+    packet = getattr(target, "overloadpacket", None)
+    if packet in LIBRARY:
+        return "library op, runs in torch"
+    if target is operator.getitem:
+        return "getitem of an op that runs in torch"
+    return "no mlirfuse lowering"

@@ -1,0 +1,136 @@
+"""The torch.compile backend: AOTAutograd, then mlirfuse on each aten graph.
+
+Dynamo hands the backend a torch-level FX graph; AOTAutograd (with the decompositions below,
+so that layer_norm, softmax, GELU, dropout and their backwards become primitive aten ops)
+splits it into forward and backward aten graphs, recomputing cheap ops in the backward
+instead of saving them (the min-cut partitioner, as the tutorial's memory_efficient_fusion).
+`compile_graph` then partitions each graph (partition.py), makes every group a region
+traced for `mlirfuse.jit` (region.py) and returns the rewritten graph (runtime.py).
+
+Regions whose traced fusion IR is equal share one jitted function, so one compile serves
+repeated layers and the static and dynamic versions of a graph alike; each jitted function
+compiles once per signature (dtype, rank, size-1 dims, contiguity), never per size.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections import Counter
+from typing import Any, Callable
+
+import torch
+from torch import fx
+
+from mlirfuse import dump
+from mlirfuse.frontend.jit import JitFunction
+from mlirfuse.torch_backend.partition import partition_graph
+from mlirfuse.torch_backend.region import LoweringFailed, Region, build_region
+from mlirfuse.torch_backend.runtime import FusedRegion, region_module, rewrite
+
+aten = torch.ops.aten
+
+# Composite ops decomposed into primitives mlirfuse fuses, on top of the core aten set.
+DECOMPOSED = ("native_layer_norm", "_softmax", "_log_softmax", "gelu", "native_dropout", "native_group_norm",
+              "native_batch_norm", "_native_batch_norm_legit_functional", "hardtanh", "leaky_relu", "elu")
+
+
+@functools.cache
+def decompositions() -> dict[Any, Callable[..., Any]]:
+    from torch._decomp import core_aten_decompositions, get_decompositions
+
+    table = dict(core_aten_decompositions())
+    table.update(get_decompositions([getattr(aten, name) for name in DECOMPOSED if hasattr(aten, name)]))
+    return table
+
+
+class _Registry:
+    """The explicit caches of this module: jitted functions by fusion IR, and counters."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.jitted: dict[str, JitFunction] = {}
+        self.graphs: Counter[str] = Counter()
+        self.regions = 0
+
+    def jit_for(self, region: Region) -> JitFunction:
+        with self.lock:
+            self.regions += 1
+            jitted = self.jitted.get(region.fusion_ir)
+            if jitted is None:
+                jitted = self.jitted[region.fusion_ir] = JitFunction(region.trace)
+            return jitted
+
+
+_REGISTRY = _Registry()
+
+
+def stats() -> dict[str, Any]:
+    """Graphs compiled (per kind), regions built, distinct fusions, and mlirfuse compiles
+    (summed over the fusions' jit caches)."""
+    with _REGISTRY.lock:
+        jitted = list(_REGISTRY.jitted.values())
+        return {"graphs": dict(_REGISTRY.graphs), "regions": _REGISTRY.regions, "fusions": len(jitted),
+                "compiles": sum(j.cache_info().compiles for j in jitted)}
+
+
+def reset() -> None:
+    """Forget the shared jitted functions and counters (tests; compiled graphs keep theirs)."""
+    with _REGISTRY.lock:
+        _REGISTRY.jitted.clear()
+        _REGISTRY.graphs.clear()
+        _REGISTRY.regions = 0
+
+
+def partition_and_trace(gm: fx.GraphModule) -> tuple[Any, list[Region]]:
+    """Partition the graph; a node whose lowering fails goes to torch and the graph is
+    partitioned again, until every group traces."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    forced: dict[fx.Node, str] = {}
+    while True:
+        partition = partition_graph(gm.graph, forced)
+        try:
+            return partition, [build_region(g, placeholders) for g in partition.groups]
+        except LoweringFailed as e:
+            if e.node in forced:  # cannot happen: a forced node is in no group
+                raise
+            forced[e.node] = f"lowering failed: {e.reason}"
+
+
+def compile_graph(gm: fx.GraphModule, example_inputs: Any, kind: str = "forward") -> Callable[..., Any]:
+    """AOTAutograd's compiler: the aten graph with its fusible groups run by mlirfuse."""
+    from functorch.compile import make_boxed_func
+
+    with _REGISTRY.lock:
+        _REGISTRY.graphs[kind] += 1
+        key = f"{kind}{_REGISTRY.graphs[kind] - 1}"
+    dump.emit("fx_graph", f"{kind} graph:\n" + gm.print_readable(print_output=False), key)
+    partition, regions = partition_and_trace(gm)
+    fused = [FusedRegion(r, _REGISTRY.jit_for(r), region_module(gm, r)) for r in regions]
+    compiled = rewrite(gm, partition, fused)
+    if dump.enabled("partition"):
+        lines = [f"{kind} graph: " + partition.describe()]
+        for r in regions:
+            donors = r.inputs[len(r.inputs) - r.n_donors:]
+            lines.append(f"{r.name}: inputs {[n.name for n in r.inputs[:len(r.inputs) - r.n_donors]]}"
+                         + (f", size donors {[n.name for n in donors]}" if donors else "")
+                         + (f", a seed for {r.n_random} random op(s)" if r.seeded else "")
+                         + f"; outputs {[n.name for n in r.outputs]}")
+        lines.append("the compiled graph:" + compiled.code)
+        dump.emit("partition", "\n".join(lines), key)
+    return make_boxed_func(compiled.forward)
+
+
+def mlirfuse_backend(gm: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
+    """`torch.compile(fn, backend="mlirfuse")`: forward and backward graphs fused by mlirfuse."""
+    from functorch.compile import min_cut_rematerialization_partition
+    from torch._dynamo.backends.common import aot_autograd
+
+    backend = aot_autograd(
+        fw_compiler=functools.partial(compile_graph, kind="forward"),
+        bw_compiler=functools.partial(compile_graph, kind="backward"),
+        inference_compiler=functools.partial(compile_graph, kind="inference"),
+        decompositions=decompositions(),
+        partition_fn=min_cut_rematerialization_partition,
+    )
+    return backend(gm, example_inputs)

@@ -1,0 +1,286 @@
+"""Which FX nodes of an aten graph mlirfuse fuses, in which groups, and why the rest stay torch.
+
+The graph fuser of nvFuser's TorchScript integration, on FX: every call the op table
+supports (with dtypes and devices mlirfuse handles) may join a group; groups grow from
+producers to consumers in graph order, and a node joins (or merges) the groups of its
+producers only where that creates no cycle, i.e. where none of its inputs outside those
+groups depends on them; groups reading a common tensor then merge likewise (horizontal
+fusion, mlirfuse's `horizontal` knob). Then, as `fusion-strip-bookend-views` does for fusion IR, views at
+a group's edges go back to torch (they are free there), and groups without at least
+`min_compute` compute ops (2 by default; 1 with mlirfuse's `single_node` knob) or without
+a tensor input are dissolved. Every node left to torch carries its reason.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import fx
+
+from mlirfuse import config
+from mlirfuse.dtypes import to_dtype
+from mlirfuse.errors import FusionError
+from mlirfuse.torch_backend import aten_table as A
+
+DEVICES = ("cpu", "cuda")
+
+
+@dataclass
+class Group:
+    name: str
+    nodes: list[fx.Node]  # members, in graph order
+
+
+@dataclass
+class Partition:
+    groups: list[Group]
+    left: dict[fx.Node, str] = field(default_factory=dict)  # call nodes left to torch -> reason
+
+    def describe(self) -> str:
+        """The partition dump: members of every group, and each torch node with its reason."""
+        lines = [f"{len(self.groups)} fused group(s), {len(self.left)} node(s) left to torch"]
+        for g in self.groups:
+            lines.append(f"group {g.name} ({len(g.nodes)} nodes): " + ", ".join(n.name for n in g.nodes))
+        for node, reason in self.left.items():
+            lines.append(f"torch {node.name} = {_target_name(node)}: {reason}")
+        return "\n".join(lines)
+
+
+def _target_name(node: fx.Node) -> str:
+    t = node.target
+    return getattr(t, "__name__", str(t)) if not isinstance(t, torch._ops.OpOverload) else str(t)
+
+
+def tensor_vals(val: Any) -> list[Any]:
+    if isinstance(val, torch.Tensor):
+        return [val]
+    if isinstance(val, (tuple, list)):
+        return [v for x in val for v in tensor_vals(x)]
+    return []
+
+
+def _is_tensor_result(val: Any) -> bool:
+    if isinstance(val, torch.Tensor):
+        return True
+    return isinstance(val, (tuple, list)) and len(val) > 0 and all(isinstance(v, torch.Tensor) for v in val)
+
+
+def data_inputs(node: fx.Node) -> list[fx.Node]:
+    """The nodes whose values a node reads. For a supported call, sizes (`int`/`SymInt`
+    arguments) are not read: its lowering takes shapes from the output's symbolic sizes."""
+    if node.op != "call_function" or A.lookup(node.target) is None:
+        return node.all_input_nodes
+    deps: list[fx.Node] = []
+    bound = A.bind(node.target, node.args, node.kwargs)
+    for a in node.target._schema.arguments:
+        value = bound[a.name]
+        for arg in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(arg, fx.Node) and not _is_size(arg, str(a.type)) and arg not in deps:
+                deps.append(arg)
+    return deps
+
+
+def _is_size(arg: fx.Node, type_: str) -> bool:
+    return "int" in type_ and not isinstance(arg.meta.get("val"), torch.Tensor)
+
+
+def support(node: fx.Node) -> tuple[str | None, str | None]:
+    """(reason to leave the node to torch or None, the device it computes on)."""
+    if node.target is operator.getitem:
+        source = node.args[0]
+        if isinstance(source, fx.Node) and isinstance(source.meta.get("val"), (tuple, list)):
+            reason, device = support(source)
+            return (None, device) if reason is None else ("getitem of an op that runs in torch", None)
+        return "getitem of a non-tensor value", None
+    val = node.meta.get("val")
+    if isinstance(val, (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return "scalar (size) arithmetic, runs in Python", None
+    row = A.lookup(node.target)
+    if row is None:
+        return A.unsupported_reason(node.target), None
+    if not _is_tensor_result(val):
+        return "no tensor metadata (meta['val'])", None
+    tensors = tensor_vals(val)
+    devices = set()
+    for arg in node.all_input_nodes:
+        aval = arg.meta.get("val")
+        if isinstance(aval, torch.Tensor):
+            tensors.append(aval)
+        elif not isinstance(aval, (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)):
+            return f"argument {arg.name} is not a tensor or a scalar", None
+    for t in tensors:
+        try:
+            to_dtype(t.dtype)
+        except FusionError:
+            return f"dtype {t.dtype} not supported by mlirfuse", None
+        if t.device.type not in DEVICES:
+            return f"device {t.device} not supported by mlirfuse", None
+        devices.add(str(t.device))
+    if len(devices) > 1:
+        return f"mixes devices {sorted(devices)}", None
+    if row.check is not None:
+        reason = row.check(A.bind(node.target, node.args, node.kwargs))
+        if reason:
+            return reason, None
+    return None, devices.pop()
+
+
+def kind(node: fx.Node) -> str:
+    if node.target is operator.getitem:
+        return A.VIEW
+    return A.lookup(node.target).kind
+
+
+class _Grouping:
+    """Groups as union-find sets of ids, each with its device and members; `upstream[n]`:
+    the groups a node depends on (or is in), under their ids at the time (map with find)."""
+
+    def __init__(self, deps: dict[fx.Node, list[fx.Node]]) -> None:
+        self.deps = deps
+        self.parent: list[int] = []
+        self.device: list[str] = []
+        self.members: list[list[fx.Node]] = []
+        self.group_of: dict[fx.Node, int] = {}
+        self.upstream: dict[fx.Node, frozenset[int]] = {}
+
+    def find(self, g: int) -> int:
+        while self.parent[g] != g:
+            self.parent[g] = self.parent[self.parent[g]]
+            g = self.parent[g]
+        return g
+
+    def outside(self, node: fx.Node) -> None:
+        self.upstream[node] = frozenset(u for d in self.deps[node] for u in self.upstream.get(d, ()))
+
+    def add(self, node: fx.Node, device: str) -> None:
+        """Put `node` in its producers' groups, merged as far as no cycle arises, or a new one."""
+        chosen: set[int] = set()
+        for d in self.deps[node]:
+            if d in self.group_of:
+                g = self.find(self.group_of[d])
+                if g not in chosen and self.device[g] == device and self._acyclic(chosen | {g}, node):
+                    chosen.add(g)
+        if chosen:
+            g = self._merge(chosen)
+        else:
+            g = len(self.parent)
+            self.parent.append(g)
+            self.device.append(device)
+            self.members.append([])
+        self.group_of[node] = g
+        self.members[g].append(node)
+        self.outside(node)
+        self.upstream[node] |= {g}
+
+    def merge_siblings(self, node: fx.Node) -> None:
+        """Horizontal fusion: the groups reading tensor `node` merge where no cycle arises."""
+        readers: list[int] = []
+        for u in node.users:
+            if u in self.group_of and node in self.deps[u]:
+                g = self.find(self.group_of[u])
+                if g not in readers:
+                    readers.append(g)
+        chosen: set[int] = set()
+        for g in readers:
+            if not chosen or (self.device[g] == self.device[next(iter(chosen))] and self._acyclic(chosen | {g})):
+                chosen.add(g)
+        if len(chosen) > 1:
+            self._merge(chosen)
+
+    def _merge(self, chosen: set[int]) -> int:
+        g, *rest = sorted(chosen)
+        for other in rest:
+            self.parent[other] = g
+            self.members[g].extend(self.members[other])
+            self.members[other] = []
+        return g
+
+    def _acyclic(self, candidate: set[int], node: fx.Node | None = None) -> bool:
+        """Merging `candidate` (and `node`) makes no cycle iff no input from outside the
+        merged set depends on any part of it."""
+        def inside(n: fx.Node) -> bool:
+            return n is node or (n in self.group_of and self.find(self.group_of[n]) in candidate)
+
+        members = ([node] if node is not None else []) + [m for g in candidate for m in self.members[g]]
+        for m in members:
+            for d in self.deps[m]:
+                if not inside(d) and any(self.find(u) in candidate for u in self.upstream.get(d, ())):
+                    return False
+        return True
+
+    def groups(self) -> list[list[fx.Node]]:
+        return [ms for g, ms in enumerate(self.members) if self.find(g) == g and ms]
+
+
+def partition_graph(graph: fx.Graph, forced: dict[fx.Node, str] | None = None,
+                    min_compute: int | None = None) -> Partition:
+    """Group the supported nodes of `graph`; `forced` leaves given nodes to torch (with reasons)."""
+    forced = forced or {}
+    if min_compute is None:
+        min_compute = 1 if config.options().single_node else 2
+    nodes = list(graph.nodes)
+    position = {n: i for i, n in enumerate(nodes)}
+    deps = {n: data_inputs(n) for n in nodes}
+    grouping = _Grouping(deps)
+    left: dict[fx.Node, str] = {}
+    for node in nodes:
+        if node.op != "call_function":
+            grouping.outside(node)
+            continue
+        reason, device = (forced[node], None) if node in forced else support(node)
+        if reason is not None:
+            left[node] = reason
+            grouping.outside(node)
+        else:
+            grouping.add(node, device)
+    if config.options().horizontal:
+        for node in nodes:
+            if isinstance(node.meta.get("val"), torch.Tensor):
+                grouping.merge_siblings(node)
+    final = []
+    for members in grouping.groups():
+        members = _strip_edges(sorted(members, key=position.__getitem__), deps, left)
+        if not members:
+            continue
+        inside = set(members)
+        n_compute = sum(kind(n) in (A.COMPUTE, A.RANDOM) for n in members)
+        has_tensor_input = any(isinstance(d.meta.get("val"), torch.Tensor)
+                               for n in members for d in deps[n] if d not in inside)
+        if n_compute >= min_compute and has_tensor_input:
+            final.append(members)
+            continue
+        why = ("no tensor input" if not has_tensor_input else
+               "group of a single op (MLIRFUSE_SINGLE_NODE=1 fuses it)" if n_compute == 1 else
+               "group without compute (views only)")
+        for n in members:
+            left[n] = why
+    final.sort(key=lambda ms: position[ms[0]])
+    left = {n: left[n] for n in nodes if n in left}
+    return Partition([Group(f"fused_{i}", ms) for i, ms in enumerate(final)], left)
+
+
+def _strip_edges(members: list[fx.Node], deps: dict[fx.Node, list[fx.Node]],
+                 left: dict[fx.Node, str]) -> list[fx.Node]:
+    """Views whose inputs all come from outside the group (leading) or whose users are all
+    outside (trailing) run in torch, where they cost nothing; repeated until none is left.
+    A getitem goes with the op it reads."""
+    inside = set(members)
+    changed = True
+    while changed:
+        changed = False
+        for n in members:
+            if n not in inside or kind(n) != A.VIEW:
+                continue
+            if n.target is operator.getitem:
+                strip, why = n.args[0] not in inside, "getitem of an op that runs in torch"
+            else:
+                strip = all(d not in inside for d in deps[n]) or all(u not in inside for u in n.users)
+                why = "view at the edge of a group (free in torch)"
+            if strip:
+                inside.discard(n)
+                left[n] = why
+                changed = True
+    return [n for n in members if n in inside]

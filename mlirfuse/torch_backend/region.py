@@ -1,0 +1,236 @@
+"""A fused group as an mlirfuse function: its inputs, outputs, and the traced definition.
+
+`build_region` turns a partition group into a `Region`: the group's external inputs
+(tensors and symbolic scalars, in first-use order), size donors (graph inputs that carry a
+symbolic size the group needs but none of its inputs has), a runtime seed where the group
+draws random numbers, and its outputs (members read outside the group). `Region.trace` is a
+plain function over mlirfuse ops, for `mlirfuse.jit`: it lowers every member through the
+aten table, resolving symbolic sizes (sympy expressions over dynamo's size symbols) to the
+symbolic extents of the traced inputs. The region is traced once at graph-compile time
+(`dry_trace`), so a node that cannot be lowered is known, and left to torch, before anything
+runs; the fusion IR of that trace identifies the region (equal IR, one shared compile).
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+import torch
+from torch import fx
+from torch.utils._sympy.functions import FloorDiv
+
+from mlirfuse import ops
+from mlirfuse.dtypes import DataType, to_dtype
+from mlirfuse.errors import FusionError
+from mlirfuse.frontend.graph import Fusion, InputSpec, Tensor, tracing
+from mlirfuse.torch_backend import aten_table as A
+from mlirfuse.torch_backend.partition import Group, data_inputs, kind, tensor_vals
+
+SCALARS = (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+class LoweringFailed(Exception):
+    """A member of a group cannot be lowered; the partitioner leaves it to torch."""
+
+    def __init__(self, node: fx.Node, reason: str):
+        super().__init__(f"{node.name}: {reason}")
+        self.node = node
+        self.reason = reason
+
+
+class _MissingSize(Exception):
+    def __init__(self, node: fx.Node, symbols: set[sympy.Symbol], expr: Any):
+        super().__init__(f"{node.name}: size {expr} needs {sorted(map(str, symbols))}")
+        self.node, self.symbols, self.expr = node, symbols, expr
+
+
+def size_expr(s: Any) -> sympy.Expr:
+    return s.node.expr if isinstance(s, torch.SymInt) else sympy.Integer(int(s))
+
+
+def _scalar_dtype(val: Any) -> DataType:
+    if isinstance(val, (bool, torch.SymBool)):
+        return DataType.Bool
+    if isinstance(val, (int, torch.SymInt)):
+        return DataType.Int
+    return DataType.Double
+
+
+@dataclass
+class Region:
+    name: str
+    nodes: list[fx.Node]
+    inputs: list[fx.Node]  # external data inputs, then size donors
+    outputs: list[fx.Node]  # members read outside the group (graph order)
+    n_donors: int = 0
+    n_random: int = 0
+    fusion_ir: str = ""
+    output_index: list[int] = field(default_factory=list)  # output k -> result position (or -1 - input)
+    size_args: list[fx.Node] = field(default_factory=list)  # symbolic sizes the members' torch calls read
+
+    @property
+    def seeded(self) -> bool:
+        return self.n_random > 0
+
+    def specs(self) -> list[InputSpec]:
+        """The jit signature the graph's metadata predicts (sizes 1 stay static)."""
+        specs = []
+        for node in self.inputs:
+            val = node.meta["val"]
+            if isinstance(val, torch.Tensor):
+                shape = tuple(1 if size_expr(s) == 1 else None for s in val.shape)
+                specs.append(InputSpec(to_dtype(val.dtype), shape))
+            else:
+                specs.append(InputSpec(_scalar_dtype(val), (), scalar=True))
+        if self.seeded:
+            specs.append(InputSpec(DataType.Int, (), scalar=True))
+        return specs
+
+    # -- the traced definition -----------------------------------------------------------
+    def trace(self, *args: Any) -> tuple[Tensor, ...]:
+        """The region over mlirfuse ops: args are the inputs (then the seed, if seeded)."""
+        env: dict[fx.Node, Any] = dict(zip(self.inputs, args))
+        seed = args[len(self.inputs)] if self.seeded else None
+        sizes: dict[sympy.Expr, Any] = {}
+        for node, t in zip(self.inputs, args):
+            val = node.meta["val"]
+            if isinstance(val, torch.Tensor):
+                for d, s in enumerate(val.shape):
+                    if not size_expr(s).is_Integer:  # static sizes stay constants
+                        sizes.setdefault(size_expr(s), t.shape[d])
+        offset = 0
+        for node in self.nodes:
+            if node.target is operator.getitem:
+                env[node] = env[node.args[0]][node.args[1]]
+                continue
+            row = A.lookup(node.target)
+            bound = A.bind(node.target, node.args, node.kwargs)
+            args_ = {k: _substitute(v, env) for k, v in bound.items()}
+            val = node.meta["val"]
+            first = tensor_vals(val)[0]
+            ctx = A.LoweringContext(to_dtype(first.dtype), lambda n=node, v=first: self._shape(n, v, sizes),
+                                    seed, offset)
+            if row.kind == A.RANDOM:
+                offset += 1
+            try:
+                result = row.lower(ctx, args_)
+            except FusionError as e:
+                raise LoweringFailed(node, str(e)) from None
+            env[node] = _conform(node, result, val)
+        results: list[Tensor] = []
+        self.output_index = []
+        inputs = {id(a): i for i, a in enumerate(args)}
+        for out in self.outputs:
+            t = env[out]
+            if id(t) in inputs:  # an identity of an input: handed back by the caller
+                self.output_index.append(-1 - inputs[id(t)])
+                continue
+            if not any(t is r for r in results):
+                results.append(t)
+            self.output_index.append(next(i for i, r in enumerate(results) if r is t))
+        return tuple(results)
+
+    def _shape(self, node: fx.Node, val: torch.Tensor, sizes: dict[sympy.Expr, Any]) -> tuple:
+        return tuple(_resolve(node, size_expr(s), sizes) for s in val.shape)
+
+    def dry_trace(self) -> str:
+        """Trace with the signature the metadata predicts; returns the fusion IR."""
+        fusion = Fusion()
+        with tracing(fusion):
+            traced = [fusion.add_input(spec) for spec in self.specs()]
+            for t in self.trace(*traced):
+                fusion.add_output(t)
+        return fusion.to_mlir()
+
+
+def _substitute(value: Any, env: dict[fx.Node, Any]) -> Any:
+    if isinstance(value, fx.Node):
+        return env.get(value, value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_substitute(v, env) for v in value)
+    return value
+
+
+def _conform(node: fx.Node, result: Any, val: Any) -> Any:
+    """Cast the lowering's result(s) to the dtypes torch's metadata says; check ranks."""
+    if isinstance(result, (tuple, list)):
+        return tuple(_conform(node, r, v) for r, v in zip(result, val))
+    if not isinstance(result, Tensor):
+        result = ops.cast(result, to_dtype(val.dtype))
+    if result.ndim != val.dim():
+        raise LoweringFailed(node, f"lowered to rank {result.ndim}, torch says rank {val.dim()}")
+    want = to_dtype(val.dtype)
+    return result if result.dtype is want else ops.cast(result, want)
+
+
+def _resolve(node: fx.Node, expr: sympy.Expr, sizes: dict[sympy.Expr, Any]) -> Any:
+    """A size expression as an mlirfuse size: an input extent, or a product (or exact
+    quotient) of them."""
+    if expr in sizes:
+        return sizes[expr]
+    if expr.is_Integer:
+        return int(expr)
+    if expr.is_Symbol:
+        raise _MissingSize(node, {expr}, expr)
+    if expr.is_Mul:
+        result: Any = 1
+        for f in expr.args:
+            v = _resolve(node, f, sizes)
+            result = v * result if not isinstance(v, int) else result * v
+        return result
+    if expr.is_Pow and expr.exp.is_Integer and expr.exp > 0:
+        base = _resolve(node, expr.base, sizes)
+        result = base
+        for _ in range(int(expr.exp) - 1):
+            result = result * base
+        return result
+    if isinstance(expr, FloorDiv):
+        return _resolve(node, expr.args[0], sizes) // _resolve(node, expr.args[1], sizes)
+    raise LoweringFailed(node, f"size {expr} is not a product of input sizes")
+
+
+def build_region(group: Group, placeholders: list[fx.Node]) -> Region:
+    """The group's inputs, outputs and size donors; dry-traced (raises LoweringFailed)."""
+    inside = set(group.nodes)
+    inputs: list[fx.Node] = []
+    for n in group.nodes:
+        for d in data_inputs(n):
+            if d not in inside and d not in inputs:
+                val = d.meta.get("val")
+                if not isinstance(val, (torch.Tensor,) + SCALARS):
+                    raise LoweringFailed(n, f"input {d.name} is neither a tensor nor a scalar")
+                inputs.append(d)
+    outputs = [n for n in group.nodes if any(u not in inside for u in n.users)]
+    for n in outputs:
+        if not isinstance(n.meta.get("val"), torch.Tensor):
+            raise LoweringFailed(n, "a multi-result op read whole outside the group")
+    n_random = sum(kind(n) == A.RANDOM for n in group.nodes)
+    region = Region(group.name, group.nodes, inputs, outputs, 0, n_random)
+    region.size_args = [d for n in group.nodes for d in n.all_input_nodes if d not in inside and d not in inputs]
+    region.size_args = list(dict.fromkeys(region.size_args))
+    while True:
+        try:
+            region.fusion_ir = region.dry_trace()
+            return region
+        except _MissingSize as e:
+            donor = _donor(e.symbols, placeholders, region.inputs)
+            if donor is None:
+                raise LoweringFailed(e.node, f"size {e.expr} cannot be computed from the group's inputs") from None
+            region.inputs.append(donor)
+            region.n_donors += 1
+        except FusionError as e:
+            raise LoweringFailed(group.nodes[0], f"tracing the group failed: {e}") from None
+
+
+def _donor(symbols: set[sympy.Symbol], placeholders: list[fx.Node], taken: list[fx.Node]) -> fx.Node | None:
+    """A graph input tensor with one of `symbols` as an extent."""
+    for p in placeholders:
+        val = p.meta.get("val")
+        if p in taken or not isinstance(val, torch.Tensor):
+            continue
+        if any(size_expr(s) in symbols for s in val.shape):
+            return p
+    return None

@@ -1,0 +1,134 @@
+"""The compiled graph: torch calls and fused regions, in dependency order, as one FX module.
+
+`rewrite` replaces every fused group of an aten graph by one call of a `FusedRegion` (and
+`getitem`s for its outputs), keeping every other node as it was; FX generates the Python
+that runs them, freeing each value after its last use. A `FusedRegion` calls mlirfuse's
+jitted function for the region (CPU backend for CPU tensors, GPU kernels on the current
+stream for CUDA tensors); where the region draws random numbers it first draws a seed from
+torch's default generator, so `torch.manual_seed` makes runs repeatable.
+"""
+
+from __future__ import annotations
+
+import heapq
+import operator
+import warnings
+from typing import Any
+
+import torch
+from torch import fx
+
+from mlirfuse import config
+from mlirfuse.errors import FusionError
+from mlirfuse.torch_backend.partition import Partition
+from mlirfuse.torch_backend.region import Region
+
+SEED_BOUND = 2 ** 62
+
+
+def draw_seed() -> int:
+    """A Philox seed from torch's default (CPU) generator: no device sync, and repeatable
+    under torch.manual_seed."""
+    return int(torch.randint(SEED_BOUND, (), dtype=torch.int64))
+
+
+class FusedRegion:
+    """One fused group at run time, called with the region's inputs and then the symbolic
+    sizes its nodes read (which only the torch fallback needs)."""
+
+    def __init__(self, region: Region, jitted: Any, fallback: fx.GraphModule):
+        self.__name__ = region.name
+        self.__qualname__ = region.name
+        self.region = region
+        self.jitted = jitted
+        self.fallback = fallback  # the group's own aten nodes, run by torch if mlirfuse fails
+        self.failed = False
+        self._seeded = region.seeded
+        self._index = list(region.output_index)
+        self._n = len(region.inputs)
+
+    def __call__(self, *args: Any) -> tuple[Any, ...]:
+        if self.failed:
+            return tuple(self.fallback(*args))
+        inputs = args[:self._n]
+        try:
+            results = self.jitted(*inputs, draw_seed()) if self._seeded else self.jitted(*inputs)
+        except FusionError as e:
+            if not config.options().fallback:
+                raise
+            warnings.warn(f"mlirfuse: fused region {self.__name__} failed ({e}); running its ops in torch "
+                          "from now on (MLIRFUSE_DISABLE_FALLBACK=1 raises instead)", RuntimeWarning, stacklevel=2)
+            self.failed = True
+            return tuple(self.fallback(*args))
+        return tuple(results[i] if i >= 0 else args[-1 - i].clone() for i in self._index)
+
+    def __repr__(self) -> str:
+        return f"FusedRegion({self.__name__}, {len(self.region.nodes)} nodes)"
+
+
+def region_module(gm: fx.GraphModule, region: Region) -> fx.GraphModule:
+    """The region's nodes as a torch module (inputs in region order, outputs as a tuple)."""
+    graph = fx.Graph()
+    env: dict[fx.Node, fx.Node] = {}
+    for node in region.inputs + region.size_args:
+        env[node] = graph.placeholder(node.name)
+        env[node].meta = dict(node.meta)
+    for node in region.nodes:
+        env[node] = graph.node_copy(node, lambda n: env[n])
+    graph.output(tuple(env[n] for n in region.outputs))
+    return fx.GraphModule(gm, graph)
+
+
+def rewrite(gm: fx.GraphModule, partition: Partition, fused: list[FusedRegion]) -> fx.GraphModule:
+    """`gm` with each group replaced by one call of its FusedRegion."""
+    nodes = list(gm.graph.nodes)
+    position = {n: i for i, n in enumerate(nodes)}
+    unit_of: dict[fx.Node, int] = {}
+    units: list[Any] = []  # a node left as it is, or a FusedRegion
+    for f in fused:
+        for n in f.region.nodes:
+            unit_of[n] = len(units)
+        units.append(f)
+    output = next(n for n in nodes if n.op == "output")
+    for n in nodes:
+        if n not in unit_of and n is not output:
+            unit_of[n] = len(units)
+            units.append(n)
+
+    def reads(u: Any) -> list[fx.Node]:
+        return u.region.inputs + u.region.size_args if isinstance(u, FusedRegion) else u.all_input_nodes
+
+    def first(u: Any) -> int:
+        return position[u.region.nodes[0]] if isinstance(u, FusedRegion) else position[u]
+
+    # Kahn's algorithm, in original order where dependencies allow; the output node last.
+    waiting = [len({unit_of[d] for d in reads(u)}) for u in units]
+    users: list[set[int]] = [set() for _ in units]
+    for i, u in enumerate(units):
+        for d in {unit_of[d] for d in reads(u)}:
+            users[d].add(i)
+    ready = [(first(u), i) for i, u in enumerate(units) if waiting[i] == 0]
+    heapq.heapify(ready)
+    graph = fx.Graph()
+    env: dict[fx.Node, fx.Node] = {}
+    emitted = 0
+    while ready:
+        _, i = heapq.heappop(ready)
+        u = units[i]
+        emitted += 1
+        if isinstance(u, FusedRegion):
+            call = graph.call_function(u, tuple(env[d] for d in u.region.inputs + u.region.size_args))
+            for k, out in enumerate(u.region.outputs):
+                env[out] = graph.call_function(operator.getitem, (call, k))
+                env[out].meta = dict(out.meta)
+        else:
+            env[u] = graph.node_copy(u, lambda n: env[n])
+        for j in users[i]:
+            waiting[j] -= 1
+            if waiting[j] == 0:
+                heapq.heappush(ready, (first(units[j]), j))
+    if emitted != len(units):
+        raise FusionError("mlirfuse torch backend: the partition has a cycle (a bug)")
+    graph.node_copy(output, lambda n: env[n])
+    graph.lint()
+    return fx.GraphModule(gm, graph)
