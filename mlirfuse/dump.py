@@ -30,6 +30,8 @@ DUMPS = {
     "eff_bandwidth": "bytes moved / kernel time per call (CPU backend; GPU timing not written yet)",
     "python_definition": "an equivalent FusionDefinition script",
     "pipeline": "the mlirfuse-opt command replaying each stage",
+    "fx_graph": "torch.compile backend: each aten FX graph it is given",
+    "partition": "torch.compile backend: fused groups, nodes left to torch and why, the compiled graph",
 }
 
 
