@@ -93,7 +93,9 @@ class Pipeline:
             self.pass_manager.run(module.operation)
         except ir.MLIRError as e:
             reason = "; ".join(self.errors) or str(e)
-            raise FusionError(f"pipeline failed: {reason}") from None
+            error = FusionError(f"pipeline failed: {reason}")
+            error.diagnostics = list(e.error_diagnostics)  # located, for mlirfuse-opt to print
+            raise error from None
 
 
 def build_pass_manager(pipeline: str, errors: list[str]) -> passmanager.PassManager:

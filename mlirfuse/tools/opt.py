@@ -16,6 +16,28 @@ from mlirfuse.errors import FusionError
 from mlirfuse.passes import Pipeline, registry
 
 
+STDIN = "<stdin>"
+
+
+def _where(location: ir.Location, source: str) -> str:
+    """`file:line:col` as mlir-opt prints it (`<stdin>` for text parsed from a string; the
+    input's name where the diagnostic has no file location)."""
+    if location.is_a_file():
+        name = STDIN if location.filename == "-" else location.filename
+        return f"{name}:{location.start_line}:{location.start_col}"
+    return source if str(location) == "loc(unknown)" else str(location)
+
+
+def _located(diagnostics: Sequence[ir.DiagnosticInfo], source: str) -> list[str]:
+    """Each diagnostic and its notes as `<file>:<line>:<col>: error|note: <message>`."""
+    lines = []
+    for d in diagnostics:
+        severity = str(d.severity).rsplit(".", 1)[-1].lower()
+        lines.append(f"{_where(d.location, source)}: {severity}: {d.message}")
+        lines += [f"{_where(n.location, source)}: note: {n.message}" for n in d.notes]
+    return lines
+
+
 def _pass_list() -> str:
     lines = ["mlirfuse passes (mix freely with upstream MLIR passes):"]
     for info in registry().values():
@@ -38,18 +60,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.list_passes:
         print(_pass_list())
         return 0
-    text = sys.stdin.read() if args.input == "-" else open(args.input).read()
+    source = STDIN if args.input == "-" else args.input
     with fusion_dialect.context():
         try:
-            module = ir.Module.parse(text)
+            # parseFile gives every op a file:line:col location; stdin text is parsed as "-".
+            module = ir.Module.parse(sys.stdin.read()) if args.input == "-" else ir.Module.parseFile(args.input)
         except ir.MLIRError as e:
-            print(f"{args.input}: error: {e}", file=sys.stderr)
+            # MLIR's own rendering (test/lit/invalid.mlir matches its `:line:col: message`
+            # lines), then mlir-opt's `file:line:col: error: message` lines.
+            print(f"{source}: error: {e}", *_located(e.error_diagnostics, source), sep="\n", file=sys.stderr)
             return 1
         if args.pass_pipeline:
             try:
                 Pipeline(args.pass_pipeline).run(module)
             except FusionError as e:
-                print(f"{args.input}: error: {e}", file=sys.stderr)
+                print(f"{source}: error: {e}", *_located(getattr(e, "diagnostics", ()), source), sep="\n",
+                      file=sys.stderr)
                 return 1
         result = str(module)
     if args.output == "-":
