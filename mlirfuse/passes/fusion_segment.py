@@ -1,15 +1,17 @@
 """fusion-segment: split each fusion group into the fewest kernels one schedule can serve.
 
-Expects IR after `fusion-group` (and usually `fusion-strip-bookend-views`). Leaves the IR
-unchanged except for annotations, so one printout shows the fusion IR with its segmentation
-(what nvFuser issue 785 asks for): every op of a group gets `fusion.segment = k`, and the
-group `fusion.segments = ["reduction", "pointwise", ...]`, the scheduler of each segment:
-- pointwise: elementwise work over one iteration domain;
-- reduction: reductions over one input domain and axes, with pointwise prologue/epilogue;
-- normalization: a reduction whose result is broadcast back into work on its input domain;
-- transpose: pointwise work containing a permute;
-- no-op: metadata only (no launch).
-Merges that no scheduler can serve are rejected and logged on `mlirfuse.segmenter`.
+Expects IR after `fusion-group` (and usually `fusion-strip-bookend-views`); static or dynamic
+sizes (domains are compared by symbolic extents, `extents.py`). Leaves the IR unchanged
+except for annotations, so one printout shows the fusion IR with its segmentation (what
+nvFuser issue 785 asks for): every op of a group gets `fusion.segment = k`, every group
+`fusion.segments = ["reduction", "pointwise", ...]` (the scheduler of each segment; see
+`segment_rules.py`), and every graph function `fusion.kernels = n`, the kernels it launches:
+its groups' launching segments, plus tensor work left outside groups (one library kernel per
+compute op, one copy per copying view or non-contiguous view returned as a result).
+Segments grow by merging producers into consumers, then siblings (users of one tensor) of
+the same kind, pointwise with pointwise and reductions with reductions; merges that no
+scheduler can serve, or that would make a cycle between segments, are rejected and logged
+on `mlirfuse.segmenter`.
 """
 
 from __future__ import annotations
@@ -18,159 +20,146 @@ import logging
 
 from mlir import ir
 
+from mlirfuse.errors import FusionError
 from mlirfuse.passes.common import functions
+from mlirfuse.passes.extents import Extents, shape_of
 from mlirfuse.passes.fusion_group import GROUP_ATTR
-from mlirfuse.passes.graph import META_ONLY, OpGraph, kind, short_name
+from mlirfuse.passes.graph import OpGraph
+from mlirfuse.passes.segment_rules import NO_LAUNCH, Rules, is_tensor_compute
+from mlirfuse.passes.views import Views
 
 NAME = "fusion-segment"
 OPTIONS: dict = {}
 SEGMENT_ATTR = "fusion.segment"
 SCHEDULERS_ATTR = "fusion.segments"
+KERNELS_ATTR = "fusion.kernels"
 log = logging.getLogger("mlirfuse.segmenter")
 
 
-def _shape(t: ir.Type) -> str:
-    return "x".join("?" if d < 0 else str(d) for d in ir.RankedTensorType(t).shape) \
-        if isinstance(t, ir.RankedTensorType) and ir.RankedTensorType(t).rank else "scalar"
-
-
 class _Segments:
-    def __init__(self, graph: OpGraph):
-        self.graph = graph
-        self.ops = graph.ops[:-1]  # without the return
-        self.parent = list(range(len(self.ops)))
-        self.reduction_key: dict[int, tuple] = {}
-        for i, op in enumerate(self.ops):
-            if kind(op) == "reduction":
-                axes = str(op.attributes["axes"])
-                self.reduction_key[i] = (_shape(op.operands[0].type), axes)
+    """Union-find of one group's ops (its return excluded) into segments."""
 
-    def domain(self, i: int) -> str:
-        op = self.ops[i]
-        if kind(op) == "reduction":
-            return _shape(op.operands[0].type)
-        return _shape(op.results[0].type) if op.results else "scalar"
+    def __init__(self, graph: OpGraph, rules: Rules):
+        self.graph = graph
+        self.rules = rules
+        self.ops = graph.ops[:-1]
+        self.parent = list(range(len(self.ops)))
 
     def find(self, i: int) -> int:
         while self.parent[i] != i:
+            self.parent[i] = self.parent[self.parent[i]]
             i = self.parent[i]
         return i
 
     def members(self, root: int) -> list[int]:
         return [i for i in range(len(self.ops)) if self.find(i) == root]
 
-    def serviceable(self, members: list[int]) -> tuple[bool, str]:
-        keys = {self.reduction_key[m] for m in members if m in self.reduction_key}
-        if len(keys) > 1:
-            return False, f"reductions over different domains/axes {sorted(keys)}"
-        domains = {self.domain(m) for m in members if short_name(self.ops[m]) not in META_ONLY
-                   and short_name(self.ops[m]) != "constant"} - {"scalar"}  # 0-d work goes anywhere
-        if not keys and len(self._domain_classes(members, domains)) > 1:
-            return False, f"pointwise work over different domains {sorted(domains)}"
-        if keys:
-            (in_domain, _), = keys
-            reduced = {self.domain(m) for m in members if m not in self.reduction_key}
-            extra = reduced - {in_domain} - {_shape(self.ops[m].results[0].type)
-                                             for m in members if m in self.reduction_key} - {"scalar"}
-            if extra:
-                return False, f"work over domains {sorted(extra)} besides the reduction's {in_domain}"
-        return True, ""
-
-    def _domain_classes(self, members: list[int], domains: set[str]) -> set[str]:
-        """Domains joined by a reshape inside the segment count as one (a row-major reshape
-        keeps the element order, so one pointwise kernel can serve both sides)."""
-        parent = {d: d for d in domains}
-
-        def find(d: str) -> str:
-            while parent.setdefault(d, d) != d:
-                d = parent[d]
-            return d
-
-        for m in members:
-            op = self.ops[m]
-            if short_name(op) == "reshape":
-                parent[find(_shape(op.operands[0].type))] = find(_shape(op.results[0].type))
-        return {find(d) for d in domains}
-
-    def try_merge(self, a: int, b: int) -> None:
+    def try_merge(self, a: int, b: int, siblings: bool = False) -> bool:
         ra, rb = self.find(a), self.find(b)
         if ra == rb:
-            return
-        members = self.members(ra) + self.members(rb)
-        ok, why = self.serviceable(members)
+            return False
+        left, right = self.members(ra), self.members(rb)
+        if siblings and self.rules.has_reduction(left) != self.rules.has_reduction(right):
+            log.info("not merging siblings %s and %s: a reduction and pointwise work that is not "
+                     "its prologue or epilogue", self.ops[a].name, self.ops[b].name)
+            return False
+        ok, why = self.rules.serviceable(left + right)
         if not ok:
-            log.info("rejected merging segment of %s with segment of %s: %s",
-                     self.ops[a].name, self.ops[b].name, why)
-            return
-        if self.graph.reaches_outside_and_back(set(members)):
+            log.info("rejected merging segment of %s with segment of %s: %s", self.ops[a].name,
+                     self.ops[b].name, why)
+            return False
+        if self.graph.reaches_outside_and_back(set(left + right)):
             log.info("rejected merging %s with %s: it would make a cycle between segments",
                      self.ops[a].name, self.ops[b].name)
-            return
+            return False
         self.parent[max(ra, rb)] = min(ra, rb)
+        return True
 
-    def scheduler(self, members: list[int]) -> str:
-        names = [short_name(self.ops[m]) for m in members]
-        if all(n in META_ONLY | {"constant", "size"} for n in names):
-            return "no-op"
-        reductions = [m for m in members if m in self.reduction_key]
-        if reductions:
-            in_domain = self.reduction_key[reductions[0]][0]
-            downstream = any(self.domain(m) == in_domain and m > min(reductions)
-                             and m not in self.reduction_key and self._depends_on(m, reductions)
-                             for m in members)
-            return "normalization" if downstream else "reduction"
-        return "transpose" if "permute" in names else "pointwise"
+    def producer_consumer(self) -> bool:
+        """Producers into consumers, in program order: prologues into reductions, chains."""
+        changed = False
+        for consumer in range(len(self.ops)):
+            for producer in sorted(self.graph.producers[consumer]):
+                changed |= self.try_merge(producer, consumer)
+        return changed
 
-    def _depends_on(self, m: int, sources: list[int]) -> bool:
+    def horizontal(self, block: ir.Block) -> bool:
+        """Siblings: the users of one tensor (a group argument or an op result)."""
+        changed = False
+        values = list(block.arguments) + [r for op in self.ops for r in op.results]
+        for v in values:
+            if not shape_of(v):
+                continue  # 0-d values and index sizes do not make siblings
+            users = sorted({u for u in self.graph.users_of.get(v, ()) if u < len(self.ops)})
+            for other in users[1:]:
+                changed |= self.try_merge(users[0], other, siblings=True)
+        return changed
+
+    def depends_on(self, m: int, sources: list[int]) -> bool:
         stack, seen = [m], set()
         while stack:
             n = stack.pop()
             if n in sources:
                 return True
-            if n in seen:
-                continue
-            seen.add(n)
-            stack.extend(p for p in self.graph.producers[n] if p < len(self.ops))
+            if n not in seen:
+                seen.add(n)
+                stack.extend(p for p in self.graph.producers[n] if p < len(self.ops))
         return False
 
 
-def segment_function(func: ir.Operation) -> list[str]:
-    graph = OpGraph(func.regions[0].blocks[0])
-    seg = _Segments(graph)
-    # Producers first: prologues into reductions, then chains and epilogues.
-    for consumer in range(len(seg.ops)):
-        for producer in sorted(graph.producers[consumer]):
-            seg.try_merge(producer, consumer)
-    roots = sorted({seg.find(i) for i in range(len(seg.ops))})
+def segment_function(func: ir.Operation, extents: Extents, views: Views) -> list[str]:
+    """Segment one group: annotate its ops and itself; returns the scheduler of each segment."""
+    block = func.regions[0].blocks[0]
+    graph = OpGraph(block)
+    seg = _Segments(graph, Rules(graph.ops[:-1], extents, views))
+    while seg.producer_consumer() | seg.horizontal(block):
+        pass
+    returned = set(graph.ops[-1].operands)
     schedulers = []
     i64 = ir.IntegerType.get_signless(64)
-    for k, root in enumerate(roots):
+    for k, root in enumerate(sorted({seg.find(i) for i in range(len(seg.ops))})):
         members = seg.members(root)
-        schedulers.append(seg.scheduler(members))
+        escaping = graph.escaping_results(members)
+        schedulers.append(seg.rules.scheduler(members, escaping, [v for v in escaping if v in returned],
+                                              seg.depends_on))
         for m in members:
             seg.ops[m].attributes[SEGMENT_ATTR] = ir.IntegerAttr.get(i64, k)
     func.attributes[SCHEDULERS_ATTR] = ir.ArrayAttr.get([ir.StringAttr.get(s) for s in schedulers])
     return schedulers
 
 
+def _graph_kernels(func: ir.Operation, views: Views, launching: dict[str, int]) -> int:
+    """Kernels a graph function launches: its groups' plus tensor work left outside them."""
+    count = 0
+    for op in func.regions[0].blocks[0].operations:
+        op = op.operation
+        if op.name == "func.call":
+            count += launching.get(ir.FlatSymbolRefAttr(op.attributes["callee"]).value, 0)
+        elif op.name == "func.return":
+            count += len({v for v in op.operands if views.layout(v) is not None})  # materialized
+        elif any(len(list(r.uses)) for r in op.results) and (is_tensor_compute(op) or op in views.copies):
+            count += 1
+    return count
+
+
 def run(module: ir.Operation) -> None:
+    extents, views = Extents(module, GROUP_ATTR), Views(module, GROUP_ATTR)
+    launching = {}
     for func in functions(module):
         if GROUP_ATTR in func.attributes:
-            segment_function(func)
+            schedulers = segment_function(func, extents, views)
+            launching[ir.StringAttr(func.attributes["sym_name"]).value] = sum(s not in NO_LAUNCH for s in schedulers)
+    i64 = ir.IntegerType.get_signless(64)
+    for func in functions(module):
+        if GROUP_ATTR not in func.attributes:
+            func.attributes[KERNELS_ATTR] = ir.IntegerAttr.get(i64, _graph_kernels(func, views, launching))
 
 
 def kernel_count(module: ir.Module) -> int:
-    """Kernels launched: segments that are not metadata-only, over all groups, plus one per
-    compute op left outside groups (single-node off); library ops (matmul) not counted."""
-    count = 0
-    for func in functions(module.operation):
-        if SCHEDULERS_ATTR in func.attributes:
-            count += sum(1 for s in ir.ArrayAttr(func.attributes[SCHEDULERS_ATTR])
-                         if ir.StringAttr(s).value != "no-op")
-        elif GROUP_ATTR not in func.attributes:
-            for op in func.regions[0].blocks[0].operations:
-                op = op.operation
-                if op.name.startswith("fusion.") and kind(op) not in ("library", "index", "constant") \
-                        and short_name(op) not in META_ONLY:
-                    count += 1
-    return count
+    """Kernels launched by the module's graph functions, as `fusion-segment` annotated them:
+    launching segments of groups, plus tensor compute and copies left outside groups (0-d
+    scalar work, shape arithmetic, views and library ops like matmul are not kernels)."""
+    graphs = [f for f in functions(module.operation) if GROUP_ATTR not in f.attributes]
+    if any(KERNELS_ATTR not in f.attributes for f in graphs):
+        raise FusionError("kernel_count: run fusion-segment first")
+    return sum(ir.IntegerAttr(f.attributes[KERNELS_ATTR]).value for f in graphs)
