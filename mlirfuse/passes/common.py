@@ -23,3 +23,24 @@ def is_fusion_op(op: ir.Operation) -> bool:
 
 def has_uses(op: ir.Operation) -> bool:
     return any(len(list(r.uses)) for r in op.results)
+
+
+
+def erase_if_dead(func: ir.Operation, ops: list[ir.Operation]) -> None:
+    """Erase those of `ops` (fusion ops of `func`'s body) left without uses, then their
+    producers left unused by that, transitively: a local dead-code sweep after a rewrite
+    released them. Ops are erased only at the end (an erased op cannot be compared)."""
+    dead: set[ir.Operation] = set()
+    work = list(ops)
+    while work:
+        op = work.pop()
+        if op in dead or not is_fusion_op(op):
+            continue
+        users = [u.owner.operation if isinstance(u.owner, ir.OpView) else u.owner for r in op.results for u in r.uses]
+        if all(u in dead for u in users):
+            dead.add(op)
+            work.extend(v.owner.operation if isinstance(v.owner, ir.OpView) else v.owner for v in op.operands
+                        if isinstance(v.owner, (ir.OpView, ir.Operation)))
+    for op in reversed(body_ops(func)):
+        if op in dead:
+            op.erase()

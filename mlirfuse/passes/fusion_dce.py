@@ -1,6 +1,10 @@
 """fusion-dce: erase fusion ops whose results are unused (IRDL ops are not known Pure).
 
-Expects and leaves fusion IR; run upstream `canonicalize` after it for unused index math.
+A result read only for its shape counts as unused: every `fusion.size` of an op result is
+first pointed at an equal size that does not need it (`extents.resolve_sizes`: a size of an
+operand or function argument, an index operand, a constant), so the value is not computed
+just to be measured. Expects and leaves fusion IR; run upstream `canonicalize` after it for
+unused index math.
 """
 
 from __future__ import annotations
@@ -8,6 +12,7 @@ from __future__ import annotations
 from mlir import ir
 
 from mlirfuse.passes.common import body_ops, functions, has_uses, is_fusion_op
+from mlirfuse.passes.extents import resolve_sizes
 
 NAME = "fusion-dce"
 OPTIONS: dict = {}
@@ -15,6 +20,7 @@ OPTIONS: dict = {}
 
 def run(module: ir.Operation) -> None:
     for func in functions(module):
+        resolve_sizes(func)
         for op in reversed(body_ops(func)):
             if is_fusion_op(op) and not has_uses(op):
                 op.erase()

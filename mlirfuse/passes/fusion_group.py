@@ -3,8 +3,12 @@
 Expects fusion IR; leaves each function calling outlined `func.func private @<f>_group<k>`
 (marked `fusion.group`) in place of its fusible ops. As nvFuser's graph fuser: producers merge
 into consumers in reverse topological order; siblings that share an input merge when
-`horizontal` is set; a merge never creates a cycle (a path leaving the group and coming
-back, e.g. through a `matmul`) and never gives a group more than `max-args` inputs+outputs.
+`horizontal` is set (users of one non-scalar tensor); a merge never creates a cycle (a path
+leaving the group and coming back, e.g. through a `matmul`) and never gives a group more
+than `max-args` inputs+outputs. A value read only for its shape (`fusion.size` of an op
+result) is not a group output: the size is first taken from an equal size upstream
+(`extents.resolve_sizes`, as nvFuser's removeOutputsUsedOnlyInSize), and ops left unused by
+that are erased. Static and dynamic sizes alike.
 Library ops (`matmul`, `linear`) and shape arithmetic stay in the caller; index values a
 group needs become its `index` arguments. Without `single-node`, a group with one compute
 op is not formed (the op stays in the caller, run by a library kernel).
@@ -17,7 +21,8 @@ import logging
 from mlir import ir
 from mlir.dialects import func
 
-from mlirfuse.passes.common import functions
+from mlirfuse.passes.common import erase_if_dead, functions
+from mlirfuse.passes.extents import resolve_sizes, shape_of
 from mlirfuse.passes.graph import META_ONLY, OpGraph, is_fusible, short_name
 
 NAME = "fusion-group"
@@ -77,8 +82,12 @@ class _Grouping:
                         break
 
     def horizontal(self) -> None:
-        """Siblings: fusible users of one value (an op result or a function argument)."""
-        for users in self.graph.users_of.values():
+        """Siblings: fusible users of one tensor (an op result or a function argument). As in
+        nvFuser, only non-scalar tensors make siblings: ops sharing a 0-d value or an index
+        size read no common memory."""
+        for value, users in self.graph.users_of.items():
+            if not shape_of(value):
+                continue
             fusible = sorted({c for c in users if c in self.parent})
             for other in fusible[1:]:
                 self.try_merge(other, fusible[0])
@@ -151,6 +160,7 @@ def run(module: ir.Operation, horizontal: bool = True, single_node: bool = False
     for f in list(functions(module)):
         if GROUP_ATTR in f.attributes:
             continue
+        erase_if_dead(f, resolve_sizes(f))  # outputs read only for their shape are not computed
         block = f.regions[0].blocks[0]
         graph = OpGraph(block)
         grouping = _Grouping(graph, max_args)
