@@ -15,8 +15,9 @@ embedding, attention) are listed in LIBRARY: they stay torch calls between fused
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -95,7 +96,9 @@ def _rand(ctx: LoweringContext, like: Any = None) -> Any:
 
 
 def _no_generator(a: dict[str, Any]) -> str | None:
-    return "an explicit torch.Generator (mlirfuse draws from the default one)" if a.get("generator") is not None else None
+    if a.get("generator") is not None:
+        return "an explicit torch.Generator (mlirfuse draws seeds from the default one)"
+    return None
 
 
 def _trunc(x: Any) -> Any:

@@ -17,7 +17,8 @@ from __future__ import annotations
 import functools
 import threading
 from collections import Counter
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import fx

@@ -1,0 +1,357 @@
+"""torch.compile(backend="mlirfuse"): outputs and gradients vs eager, the partition around
+unsupported ops, recompiles over dynamic sizes, dropout RNG, dumps and the entry point."""
+
+from __future__ import annotations
+
+import math
+import operator
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+
+import torch  # noqa: E402
+import torch._dynamo as dynamo  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
+
+import mlirfuse  # noqa: E402
+from mlirfuse import torch_backend  # noqa: E402
+from mlirfuse.reference_philox import uniform as philox_uniform  # noqa: E402
+from mlirfuse.torch_backend.backend import compile_graph, partition_and_trace  # noqa: E402
+from mlirfuse.torch_backend.runtime import draw_seed  # noqa: E402
+
+P = 0.1
+TOL = {torch.float64: {"rtol": 1e-9, "atol": 1e-9}, torch.float32: {"rtol": 2e-4, "atol": 2e-4}}
+
+
+# -- the workloads (the tutorial's definitions; `drop` is F.dropout or a replayed mask) --------
+def composite(drop):
+    def f(input1, input2, weight, bias1, bias2):
+        norm_input = drop(input1 + bias1) + input2
+        return F.layer_norm(norm_input, (input1.size(2),), weight, bias2)
+    return f
+
+
+def primitive(drop):
+    def f(input1, input2, weight, bias1, bias2):
+        norm_input = drop(input1 + bias1) + input2
+        mean = norm_input.mean(2, keepdim=True)
+        diff = norm_input - mean
+        var = (diff * diff).mean(2, keepdim=True)
+        return weight * ((norm_input - mean) / torch.sqrt(var + 1e-12)) + bias2
+    return f
+
+
+def rms_norm(drop):
+    def f(input1, input2, weight, bias):
+        norm_input = drop(input1 + bias) + input2
+        var = norm_input.mul(norm_input).mean(2, True)
+        return weight * (norm_input / torch.sqrt(var + 1e-12))
+    return f
+
+
+def gelu(drop):
+    return lambda x: F.gelu(x)
+
+
+def gelu_tanh(drop):
+    return lambda x: F.gelu(x, approximate="tanh")
+
+
+def softmax(drop):
+    return lambda x: torch.softmax(x, -1)
+
+
+class MLPBlock(torch.nn.Module):
+    """linear -> GELU -> linear -> dropout -> residual add -> LayerNorm."""
+
+    def __init__(self, hidden: int, drop, dtype):
+        super().__init__()
+        self.l1 = torch.nn.Linear(hidden, 4 * hidden, dtype=dtype)
+        self.l2 = torch.nn.Linear(4 * hidden, hidden, dtype=dtype)
+        self.ln = torch.nn.LayerNorm(hidden, dtype=dtype)
+        self.drop = drop
+
+    def forward(self, x):
+        return self.ln(x + self.drop(self.l2(F.gelu(self.l1(x)))))
+
+
+SHAPE = (3, 5, 64)
+
+
+def _inputs(name, shape, dtype, device):
+    def t(*s):
+        return torch.randn(*s, dtype=dtype, device=device, requires_grad=True)
+    h = shape[-1]
+    if name in ("composite", "primitive"):
+        return [t(*shape), t(*shape), t(h), t(h), t(h)]
+    if name == "rms_norm":
+        return [t(*shape), t(*shape), t(h), t(h)]
+    return [t(*shape)]
+
+
+WORKLOADS = {"composite": composite, "primitive": primitive, "rms_norm": rms_norm, "gelu": gelu,
+             "gelu_tanh": gelu_tanh, "softmax": softmax, "mlp_block": None}
+
+
+def _dropout(x):
+    return F.dropout(x, P, training=True)
+
+
+def _replayed_dropout(seed):
+    """Eager dropout with the mask mlirfuse draws: region seed `seed`, Philox stream 0."""
+    def drop(x):
+        np_dtype = np.float64 if x.dtype == torch.float64 else np.float32
+        u = torch.from_numpy(philox_uniform(tuple(x.shape), seed, 0, 0.0, 1.0, np_dtype)).to(x.device)
+        return x * (u > P).to(x.dtype) * (1.0 / (1.0 - P))
+    return drop
+
+
+def _check_against_eager(name: str, dtype, device: str) -> None:
+    torch.manual_seed(0)
+    if name == "mlp_block":
+        model = MLPBlock(SHAPE[-1], _dropout, dtype).to(device)
+        compiled_fn, params = torch.compile(model, backend="mlirfuse"), list(model.parameters())
+        inputs = [torch.randn(*SHAPE, dtype=dtype, device=device, requires_grad=True)]
+
+        def eager(drop):
+            model.drop = drop
+            try:
+                return model(*inputs)
+            finally:
+                model.drop = _dropout
+    else:
+        compiled_fn = torch.compile(WORKLOADS[name](_dropout), backend="mlirfuse")
+        inputs, params = _inputs(name, SHAPE, dtype, device), []
+
+        def eager(drop):
+            return WORKLOADS[name](drop)(*inputs)
+    leaves = inputs + params
+    grad_out = torch.rand(SHAPE, dtype=dtype, device=device)
+    compiled_fn(*inputs).backward(grad_out)  # compile (and warm up) once
+    for t in leaves:
+        t.grad = None
+    torch.manual_seed(7)
+    seed = draw_seed()
+    torch.manual_seed(7)
+    out = compiled_fn(*inputs)
+    out.backward(grad_out)
+    grads = [t.grad for t in leaves]
+    for t in leaves:
+        t.grad = None
+    expected = eager(_replayed_dropout(seed))
+    expected.backward(grad_out)
+    torch.testing.assert_close(out, expected, **TOL[dtype], msg=lambda m: f"{name} output: {m}")
+    for i, (g, t) in enumerate(zip(grads, leaves)):
+        torch.testing.assert_close(g, t.grad, **TOL[dtype], msg=lambda m, i=i: f"{name} grad {i}: {m}")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    dynamo.reset()
+    dynamo.utils.counters.clear()
+    torch_backend.reset()
+    yield
+    dynamo.reset()
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize("name", list(WORKLOADS))
+def test_forward_backward_vs_eager_cpu(name: str, dtype) -> None:
+    _check_against_eager(name, dtype, "cpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize("name", list(WORKLOADS))
+def test_forward_backward_vs_eager_gpu(name: str, dtype) -> None:
+    _check_against_eager(name, dtype, "cuda")
+
+
+def test_forward_fuses_into_one_group_and_backward_too() -> None:
+    """The tutorial's bias-dropout-add-LayerNorm: one fused group forward, one backward."""
+    groups = {}
+
+    def capture(gm, example_inputs, kind):
+        groups[kind] = partition_and_trace(gm)[0]
+        return compile_graph(gm, example_inputs, kind)
+
+    from functools import partial
+
+    from dynamo.backends.common import aot_autograd
+    backend = aot_autograd(fw_compiler=partial(capture, kind="forward"), bw_compiler=partial(capture, kind="backward"),
+                           decompositions=torch_backend.decompositions())
+    inputs = _inputs("composite", SHAPE, torch.float32, "cpu")
+    torch.compile(composite(_dropout), backend=backend)(*inputs).sum().backward()
+    assert len(groups["forward"].groups) == 1 and not groups["forward"].left
+    assert len(groups["backward"].groups) == 1
+    assert all("view" in reason for reason in groups["backward"].left.values())
+
+
+# -- the partition around unsupported ops ------------------------------------------------------
+def _aten_graph(fn, *args):
+    return make_fx(fn, decomposition_table=torch_backend.decompositions(), tracing_mode="fake")(*args)
+
+
+def test_matmul_between_pointwise_chains_makes_two_groups() -> None:
+    def fn(x, w):
+        a = torch.exp(x * 2.0) + 1.0
+        b = a @ w
+        return torch.relu(b + 1.0) * 3.0
+    x, w = torch.randn(8, 16), torch.randn(16, 4)
+    gm = _aten_graph(fn, x, w)
+    partition, _ = partition_and_trace(gm)
+    assert len(partition.groups) == 2
+    names = [{n.target for n in g.nodes} for g in partition.groups]
+    assert torch.ops.aten.exp.default in names[0] and torch.ops.aten.relu.default in names[1]
+    mm = [n for n in partition.left if n.target is torch.ops.aten.mm.default]
+    assert mm and partition.left[mm[0]] == "library op, runs in torch"
+    compiled = torch.compile(fn, backend="mlirfuse")
+    torch.testing.assert_close(compiled(x, w), fn(x, w), rtol=1e-5, atol=1e-5)
+
+
+def test_no_cycle_through_a_torch_op() -> None:
+    """c reads a (fusible) and b = mm(a) (torch): c must not join a's group."""
+    def fn(x, w):
+        a = torch.tanh(x) * 2.0
+        b = a @ w
+        return (a + b).sigmoid() * a
+    x, w = torch.randn(8, 8), torch.randn(8, 8)
+    gm = _aten_graph(fn, x, w)
+    partition, _ = partition_and_trace(gm)
+    group_of = {n: i for i, g in enumerate(partition.groups) for n in g.nodes}
+    add = next(n for n in gm.graph.nodes if n.target is torch.ops.aten.add.Tensor)
+    tanh = next(n for n in gm.graph.nodes if n.target is torch.ops.aten.tanh.default)
+    assert group_of.get(add) != group_of.get(tanh)
+    torch.testing.assert_close(torch.compile(fn, backend="mlirfuse")(x, w), fn(x, w), rtol=1e-5, atol=1e-5)
+
+
+def test_unsupported_op_stays_in_torch_with_reason() -> None:
+    def fn(x):
+        return torch.cumsum(torch.exp(x) * 2.0, 1).sin() * 3.0 + 1.0
+    x = torch.randn(4, 8)
+    partition, _ = partition_and_trace(_aten_graph(fn, x))
+    cumsum = next(n for n in partition.left if n.target is torch.ops.aten.cumsum.default)
+    assert partition.left[cumsum] == "no mlirfuse lowering"
+    assert len(partition.groups) == 2
+    torch.testing.assert_close(torch.compile(fn, backend="mlirfuse")(x), fn(x), rtol=1e-5, atol=1e-5)
+
+
+def test_single_op_groups_follow_the_single_node_knob() -> None:
+    def fn(x):
+        return torch.exp(x).cumsum(0)
+    x = torch.randn(4, 8)
+    partition, _ = partition_and_trace(_aten_graph(fn, x))
+    assert not partition.groups and "single op" in next(iter(partition.left.values()))
+    previous = mlirfuse.set_options(single_node=True)
+    try:
+        partition, _ = partition_and_trace(_aten_graph(fn, x))
+        assert len(partition.groups) == 1
+    finally:
+        mlirfuse.restore_options(previous)
+
+
+# -- dynamic shapes: the tutorial's 20 random sizes --------------------------------------------
+def _random_sizes(count=20, base=(8, 12, 64)):
+    rng = random.Random(42)
+    return [(base[0] + rng.randrange(-2, 3), base[1] + rng.randrange(-2, 3), base[2]) for _ in range(count)]
+
+
+def _run_sizes(fn, sizes, device="cpu", dtype=torch.float32):
+    weight, bias = (torch.randn(sizes[0][-1], dtype=dtype, device=device, requires_grad=True) for _ in range(2))
+    after = []
+    for shape in sizes:
+        x = torch.randn(*shape, dtype=dtype, device=device, requires_grad=True)
+        y = torch.rand(*shape, dtype=dtype, device=device)
+        fn(x, y, weight, bias).backward(torch.rand(*shape, dtype=dtype, device=device))
+        after.append(torch_backend.stats()["compiles"])
+    return after
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_twenty_random_sizes_compile_once_per_rank_and_dtype(device: str) -> None:
+    compiled = torch.compile(rms_norm(_dropout), backend="mlirfuse")
+    sizes = _random_sizes()
+    compiles = _run_sizes(compiled, sizes, device)
+    distinct = sorted(set(sizes), key=sizes.index)
+    second = sizes.index(distinct[1])
+    # dynamo compiles a static graph for the first size, then one dynamic graph for all others
+    assert dynamo.utils.counters["stats"]["unique_graphs"] == 2
+    assert compiles[second] == compiles[-1], compiles  # no compile per size after that
+    stats = torch_backend.stats()
+    assert stats["compiles"] == stats["fusions"] <= 4, stats  # one per region; none per size
+
+
+def test_dynamic_true_compiles_one_graph() -> None:
+    compiled = torch.compile(rms_norm(_dropout), backend="mlirfuse", dynamic=True)
+    compiles = _run_sizes(compiled, _random_sizes(6))
+    assert dynamo.utils.counters["stats"]["unique_graphs"] == 1
+    assert compiles[0] == compiles[-1] == 2  # forward and backward region, once
+
+
+# -- dropout: determinism and statistics -------------------------------------------------------
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_dropout_is_deterministic_under_manual_seed(device: str) -> None:
+    f = torch.compile(lambda x: F.dropout(x, 0.5, training=True) * 2.0, backend="mlirfuse")
+    x = torch.ones(64, 64, device=device)
+    torch.manual_seed(3)
+    a, b = f(x), f(x)
+    torch.manual_seed(3)
+    c = f(x)
+    assert torch.equal(a, c) and not torch.equal(a, b)
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5])
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_dropout_keep_rate_and_scaling(p: float, device: str) -> None:
+    f = torch.compile(lambda x: F.dropout(x, p, training=True) + 0.0, backend="mlirfuse")
+    n = 1 << 18
+    out = f(torch.ones(n, device=device)).cpu()
+    kept = out != 0
+    rate = kept.double().mean().item()
+    sigma = math.sqrt(p * (1 - p) / n)
+    assert abs(rate - (1 - p)) < 5 * sigma, (rate, 1 - p)
+    torch.testing.assert_close(out[kept], torch.full_like(out[kept], 1 / (1 - p)))
+
+
+# -- observability and packaging ---------------------------------------------------------------
+def test_dump_fx_graph_and_partition(capfd) -> None:
+    previous = mlirfuse.set_options(dump="fx_graph,partition")
+    try:
+        def fn(x, w):
+            return torch.relu(torch.exp(x) * 2.0 + 1.0) @ w
+        torch.compile(fn, backend="mlirfuse")(torch.randn(4, 8), torch.randn(8, 3))
+    finally:
+        mlirfuse.restore_options(previous)
+    err = capfd.readouterr().err
+    assert "===== mlirfuse fx_graph" in err and "torch.ops.aten.mm.default" in err
+    assert "===== mlirfuse partition" in err
+    assert "group fused_0 (4 nodes): exp, mul, add, relu" in err
+    assert "torch mm = aten.mm.default: library op, runs in torch" in err
+    assert "the compiled graph:" in err
+
+
+def test_backend_registered_by_entry_point() -> None:
+    from importlib.metadata import entry_points
+
+    if "mlirfuse" not in entry_points(group="torch_dynamo_backends").names:
+        pytest.skip("mlirfuse is not pip-installed here (no entry point metadata)")
+    code = ("import sys, torch; y = torch.compile(lambda x: (x + 1).relu() * 2, backend='mlirfuse')(torch.ones(3)); "
+            "assert y.tolist() == [4.0, 4.0, 4.0], y")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+
+
+def test_getitem_of_multi_output_op_goes_with_its_op() -> None:
+    def fn(x):
+        v, m = torch.var_mean(x, -1, keepdim=True)
+        return (x - m) * torch.rsqrt(v + 1e-5)
+    x = torch.randn(6, 32, dtype=torch.float64)
+    partition, _ = partition_and_trace(_aten_graph(fn, x))
+    getitems = [n for g in partition.groups for n in g.nodes if n.target is operator.getitem]
+    assert len(partition.groups) == 1 and len(getitems) == 2
+    torch.testing.assert_close(torch.compile(fn, backend="mlirfuse")(x), fn(x), rtol=1e-9, atol=1e-9)
