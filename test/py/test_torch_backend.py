@@ -355,3 +355,22 @@ def test_getitem_of_multi_output_op_goes_with_its_op() -> None:
     getitems = [n for g in partition.groups for n in g.nodes if n.target is operator.getitem]
     assert len(partition.groups) == 1 and len(getitems) == 2
     torch.testing.assert_close(torch.compile(fn, backend="mlirfuse")(x), fn(x), rtol=1e-9, atol=1e-9)
+
+
+def test_failing_region_falls_back_to_torch(monkeypatch) -> None:
+    from mlirfuse.errors import FusionError
+    from mlirfuse.frontend.jit import JitFunction
+
+    def fn(x):
+        return (torch.exp(x) * 2.0).sum(-1)
+    x = torch.randn(4, 8)
+    compiled = compile_graph(_aten_graph(fn, x), [x])
+
+    def broken(self, *args):
+        raise FusionError("planted failure")
+    monkeypatch.setattr(JitFunction, "__call__", broken)
+    with pytest.warns(RuntimeWarning, match="planted failure"):
+        out = compiled([x])
+    torch.testing.assert_close(out, fn(x))
+    again = compiled([x])  # the region stays with torch, without another warning
+    torch.testing.assert_close(again, fn(x))
