@@ -256,8 +256,9 @@ def resolve_sizes(func: ir.Operation) -> list[ir.Operation]:
             elif found[0] == "index":
                 replacement = found[1]
             else:
+                index = ir.IndexType.get()
                 with ir.InsertionPoint(op), op.location:
-                    replacement = arith.ConstantOp(ir.IndexType.get(), ir.IntegerAttr.get(ir.IndexType.get(), found[1])).result
+                    replacement = arith.ConstantOp(index, ir.IntegerAttr.get(index, found[1])).result
         if first is None or (replacement is None and value == op.operands[0]):
             continue
         released.append(first)

@@ -15,7 +15,6 @@ from mlirfuse.dialects import fusion as fusion_dialect
 from mlirfuse.errors import FusionError
 from mlirfuse.passes import Pipeline, registry
 
-
 STDIN = "<stdin>"
 
 

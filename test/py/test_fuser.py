@@ -282,7 +282,8 @@ def test_kernel_count_skips_scalar_work_and_shape_arithmetic() -> None:
     scalar_then_tensor = """func.func @fusion(%s: tensor<f64>, %x: tensor<4xf32>) -> tensor<4xf32> {
       %c = "fusion.cast"(%s) : (tensor<f64>) -> tensor<f32>
       %h = "fusion.mul"(%c, %c) : (tensor<f32>, tensor<f32>) -> tensor<f32>
-      %b = "fusion.broadcast_in_dim"(%h) {broadcast_dims = array<i64>, shape = array<i64: 4>} : (tensor<f32>) -> tensor<4xf32>
+      %b = "fusion.broadcast_in_dim"(%h) {broadcast_dims = array<i64>, shape = array<i64: 4>}
+          : (tensor<f32>) -> tensor<4xf32>
       %m = "fusion.mul"(%x, %b) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
       return %m : tensor<4xf32>
     }"""
