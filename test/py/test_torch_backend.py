@@ -183,7 +183,7 @@ def test_forward_fuses_into_one_group_and_backward_too() -> None:
 
     from functools import partial
 
-    from dynamo.backends.common import aot_autograd
+    from torch._dynamo.backends.common import aot_autograd
     backend = aot_autograd(fw_compiler=partial(capture, kind="forward"), bw_compiler=partial(capture, kind="backward"),
                            decompositions=torch_backend.decompositions())
     inputs = _inputs("composite", SHAPE, torch.float32, "cpu")
