@@ -1,4 +1,10 @@
-"""GPU backend: fusion IR -> linalg -> parallel loops -> guarded gpu.launch -> NVVM -> PTX/cubin.
+"""GPU backend: fusion IR -> linalg -> scheduled kernels (or parallel loops) -> guarded gpu.launch
+-> NVVM -> PTX/cubin.
+
+Generics a schedule matches (`schedules` decides the parameters, `gpu_kernels` and
+`gpu_reduction` build the kernels: vectorized pointwise, inner reductions) become kernels
+straight from linalg on memrefs; the rest take the naive path: parallel loops, one thread per
+iteration (`parallel_to_launch`).
 
 The host side stays MLIR (sizes, grids and launches, compiled by the ExecutionEngine), but
 its stream and allocation calls are redirected (`host_overrides`) so that kernels run on
@@ -7,6 +13,7 @@ the caller's stream and scratch memory comes from the caller's allocator.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -17,8 +24,8 @@ from mlir.dialects import arith, gpu, linalg, memref, scf
 from mlirfuse.dialects import fusion as fusion_dialect
 from mlirfuse.errors import FusionError
 from mlirfuse.frontend.graph import InputSpec
+from mlirfuse.lowering import gpu_kernels, gpu_reduction, schedules, toolchain
 from mlirfuse.lowering import linalg_builders as B
-from mlirfuse.lowering import toolchain
 from mlirfuse.lowering.cpu import BUFFERIZE, INLINE, run_pipeline
 from mlirfuse.lowering.host_abi import ENTRY, add_entry_point, inline_scalar_operands
 
@@ -28,6 +35,9 @@ TO_LINALG = ("builtin.module(fusion-to-linalg{target=gpu}, canonicalize, "
              "resolve-shaped-type-result-dims, canonicalize, cse, "
              "func.func(linalg-fuse-elementwise-ops), canonicalize, cse)")
 TO_LOOPS = "builtin.module(func.func(convert-linalg-to-parallel-loops))"  # no canonicalize: it folds unit loops
+# Fills and copies as generics: the schedules then take them too.
+GENERALIZE = "builtin.module(func.func(linalg-generalize-named-ops))"
+log = logging.getLogger("mlirfuse.schedules")
 
 
 def nvvm_pipeline(chip: str, features: str, fmt: str, toolkit: str | None) -> str:
@@ -192,11 +202,72 @@ def _parallel_bounds(par: ir.Operation) -> tuple[list[ir.Value], list[ir.Value],
     return operands[:n], operands[n:2 * n], operands[2 * n:3 * n]
 
 
+def apply_schedules(func: ir.Operation, device: schedules.DeviceProperties) -> list[str]:
+    """Replace every generic a schedule matches with its kernel. Returns one line per linalg
+    op: the schedule and its parameters, or why it takes the naive path."""
+    notes = []
+    for op in list(func.regions[0].blocks[0].operations):
+        op = op.operation
+        if not op.name.startswith("linalg."):
+            continue
+        g = gpu_kernels.analyze(op)
+        if isinstance(g, str):
+            notes.append(f"naive: {g}")
+            continue
+        pointwise = gpu_kernels.match_pointwise(g)
+        if isinstance(pointwise, gpu_kernels.PointwiseMatch):
+            numel = None if None in g.static else gpu_kernels._prod([s for s in g.static if s is not None])
+            params = schedules.pointwise_heuristic(numel, [o.element_bytes for o in g.operands if o.is_memref],
+                                                   device, g.body_ops())
+            gpu_kernels.emit_pointwise(pointwise, params)
+            notes.append(f"pointwise: {params}")
+            continue
+        reduction = gpu_reduction.match_inner_reduction(g)
+        if isinstance(reduction, gpu_reduction.InnerReductionMatch):
+            params = schedules.inner_reduction_heuristic(
+                reduction.static_row(), reduction.static_rows(),
+                [o.element_bytes for o in reduction.row_operands], device, g.body_ops())
+            gpu_reduction.emit_inner_reduction(reduction, params)
+            notes.append(f"inner reduction: {params}")
+            continue
+        notes.append(f"naive: {pointwise}; {reduction}")
+        log.debug("no schedule: %s; %s", pointwise, reduction)
+    return notes
+
+
+def sink_index_constants(func: ir.Operation) -> None:
+    """Copy the function's `index` constants into the launches that use them.
+
+    Folding hoists constants to the function; kernel outlining would make them kernel
+    parameters, hiding loop bounds, strides and divisors from LLVM. Other constants stay
+    parameters: inlined, Philox's keys turn its 32-bit multiplies into 64-bit ones.
+    """
+    entry = func.regions[0].blocks[0]
+    for launch in _launches(func):
+        body = launch.regions[0].blocks[0]
+        copies: dict = {}
+        for op in gpu_kernels._walk(launch)[1:]:  # not the launch's own sizes
+            for v in list(op.operands):
+                owner = v.owner
+                if isinstance(owner, ir.Block) or owner.operation.name != "arith.constant" \
+                        or not isinstance(v.type, ir.IndexType) or owner.operation.block != entry:
+                    continue
+                if v not in copies:
+                    copies[v] = owner.operation.clone(ip=ir.InsertionPoint.at_block_begin(body)).results[0]
+                op.replace_uses_of_with(v, copies[v])
+
+
+def _launches(func: ir.Operation) -> list[ir.Operation]:
+    return [op for op in gpu_kernels._walk(func) if op.name == "gpu.launch"]
+
+
 def loops_to_gpu(func: ir.Operation) -> None:
     for op in list(func.regions[0].blocks[0].operations):
         op = op.operation
         if op.name == "scf.parallel":
             parallel_to_launch(op)
+        elif op.name == "scf.if" and gpu_kernels.SCHEDULE_ATTR in op.attributes:
+            continue  # a scheduled kernel's guard
         elif op.name in ("scf.for", "scf.if"):
             raise FusionError(f"GPU backend: unexpected host loop {op.name} (a 0-d linalg op?)")
 
@@ -309,8 +380,10 @@ class CachedGpuModule:
 
 
 def compile_gpu(fusion_ir: str, specs: Sequence[InputSpec], arch: str = "sm_90",
-                binary_format: str | None = None, keep_stages: bool = False) -> GpuModule:
-    """Lower fusion IR to a host module whose gpu.binary holds PTX (isa) or a fatbin."""
+                binary_format: str | None = None, keep_stages: bool = False,
+                use_schedules: bool = True) -> GpuModule:
+    """Lower fusion IR to a host module whose gpu.binary holds PTX (isa) or a fatbin.
+    `use_schedules=False` lowers every op the naive way (for comparisons)."""
     start = time.perf_counter()
     tk = toolchain.find()
     fmt = binary_format or ("fatbin" if tk.ptxas else "isa")
@@ -333,10 +406,16 @@ def compile_gpu(fusion_ir: str, specs: Sequence[InputSpec], arch: str = "sm_90",
         entry = _entry(module)
         copies_to_linalg(entry)
         add_unit_loops(entry)
+        if use_schedules:
+            run_pipeline(module, GENERALIZE, "generalized")
+            notes = apply_schedules(entry, schedules.device_properties(arch))
+            if keep_stages:
+                stages["launch_params"] = "\n".join(notes)
         run_pipeline(module, TO_LOOPS, "loops")
         if keep_stages:
             stages["loops"] = str(module)
         loops_to_gpu(entry)
+        sink_index_constants(entry)
         allocs_to_gpu(entry)
         module.operation.verify()
         n_kernels = str(module).count("gpu.launch blocks")
@@ -344,11 +423,10 @@ def compile_gpu(fusion_ir: str, specs: Sequence[InputSpec], arch: str = "sm_90",
             stages["gpu"] = str(module)
         features = "+ptx" + str(toolchain.ptx_version(arch))
         run_pipeline(module, nvvm_pipeline(arch, features, fmt, tk.root), "nvvm")
-        binary = b""
-        for op in module.body.operations:
-            if op.operation.name == "gpu.binary":
-                obj = gpu.ObjectAttr(op.attributes["objects"][0])
-                binary = bytes(obj.object)
+        # One gpu.binary per kernel: PTX texts are kept together (one module after another).
+        objects = [bytes(gpu.ObjectAttr(op.attributes["objects"][0]).object)
+                   for op in module.body.operations if op.operation.name == "gpu.binary"]
+        binary = b"\n".join(o.rstrip(b"\0") for o in objects) if fmt == "isa" else (objects or [b""])[-1]
         if fmt == "isa" and keep_stages:
             stages["ptx"] = binary.decode(errors="replace")
         host_overrides(module)

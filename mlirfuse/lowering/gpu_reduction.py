@@ -1,0 +1,324 @@
+"""The inner-reduction kernel: a linalg.generic whose reduction loops are its innermost ones
+and whose reduced operands are contiguous rows (x.sum(-1), max, var/mean over trailing axes).
+
+`threads` threads per row (a warp for short rows, a whole block for long ones: the tier is
+picked on the host from the row length), each accumulating every `threads`-th vector of the
+row with `unroll` vectors in flight, then `gpu.shuffle xor` butterflies within each warp,
+then shared memory across the warps of a row. Lane 0 of the row writes
+`out[row] = combine(out[row], total)`, so the output keeps its linalg meaning (it was
+filled with the initial value before). Parameters come from `schedules`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlir import ir
+from mlir.dialects import arith, gpu, memref, scf
+
+from mlirfuse.lowering import schedules as S
+from mlirfuse.lowering.gpu_kernels import (
+    ZERO,
+    Generic,
+    Operand,
+    aligned,
+    clone_body,
+    collapse,
+    combine,
+    delinearize,
+    divisible,
+    element,
+    flat,
+    guarded_launch,
+    load,
+    product,
+)
+from mlirfuse.lowering.linalg_builders import index_const
+
+_FLOAT_IDENTITY = {"arith.addf": 0.0, "arith.mulf": 1.0, "arith.maximumf": float("-inf"),
+                   "arith.maxnumf": float("-inf"), "arith.minimumf": float("inf"), "arith.minnumf": float("inf")}
+_INT_IDENTITY = {"arith.addi": lambda w: 0, "arith.ori": lambda w: 0, "arith.xori": lambda w: 0,
+                 "arith.muli": lambda w: 1, "arith.andi": lambda w: -1, "arith.maxsi": lambda w: -(1 << (w - 1)),
+                 "arith.minsi": lambda w: (1 << (w - 1)) - 1, "arith.maxui": lambda w: 0, "arith.minui": lambda w: -1}
+
+
+@dataclass
+class InnerReductionMatch:
+    generic: Generic
+    kept: list[int]  # parallel loops of extent != 1: they number the rows
+    reduced: list[int]  # the reduction loops: they index within a row
+    row_operands: list[Operand]  # inputs read along the row (their own, or one for all rows)
+    row_invariant: list[Operand]  # inputs read once per row
+    combiners: list[ir.Operation]  # per output: the op combining its accumulator with a value
+
+    def static_row(self) -> int | None:
+        return _static_product(self.generic, self.reduced)
+
+    def static_rows(self) -> int | None:
+        return _static_product(self.generic, self.kept)
+
+
+def _static_product(g: Generic, loops: list[int]) -> int | None:
+    total = 1
+    for d in loops:
+        if g.static[d] is None:
+            return None
+        total *= g.static[d]
+    return total
+
+
+def identity(name: str, t: ir.Type) -> ir.Value:
+    if isinstance(t, ir.IntegerType):
+        return arith.constant(t, _INT_IDENTITY[name](t.width))
+    return arith.constant(t, _FLOAT_IDENTITY[name])
+
+
+def _combiner(g: Generic, out: Operand, yielded: ir.Value) -> ir.Operation | str:
+    owner = yielded.owner
+    if isinstance(owner, ir.Block):
+        return "an output yields a block argument"
+    op = owner.operation
+    t = out.type.element_type
+    known = _INT_IDENTITY if isinstance(t, ir.IntegerType) else _FLOAT_IDENTITY
+    if op.name not in known or len(op.operands) != 2 or out.arg not in list(op.operands):
+        return f"combiner {op.name} not recognized"
+    if len(list(out.arg.uses)) != 1 or len(list(op.results[0].uses)) != 1:
+        return "the accumulator is used besides its combiner"
+    if not isinstance(t, (ir.F32Type, ir.F64Type, ir.F16Type, ir.BF16Type, ir.IntegerType)):
+        return f"accumulator type {t}"
+    return op
+
+
+def match_inner_reduction(g: Generic) -> InnerReductionMatch | str:
+    n_par = g.reduction.index(True) if any(g.reduction) else g.n_loops
+    if n_par == g.n_loops or not all(g.reduction[n_par:]):
+        return "not a reduction over the innermost loops"
+    kept = [d for d in range(n_par) if g.static[d] != 1]
+    reduced = list(range(n_par, g.n_loops))
+    rows, invariant = [], []
+    for i, o in enumerate(g.operands):
+        if not o.is_memref:
+            continue
+        dims = [r for r in o.results if r != ZERO and not (r < n_par and g.static[r] == 1)]
+        if o.is_output:
+            if dims != kept:
+                return f"output {i} is not indexed by the kept loops ({o.results})"
+        elif dims in (kept + reduced, reduced):  # a row, or one row shared by all (weights)
+            rows.append(o)
+        elif dims == kept:
+            invariant.append(o)
+        else:
+            return f"operand {i} is not a contiguous row ({o.results})"
+    if not rows:
+        return "no operand is read along the row"
+    yielded = list(g.body.operations[len(g.body.operations) - 1].operands)
+    combiners = []
+    for out, y in zip(g.outputs, yielded):
+        c = _combiner(g, out, y)
+        if isinstance(c, str):
+            return c
+        combiners.append(c)
+    return InnerReductionMatch(g, kept, reduced, rows, invariant, combiners)
+
+
+def _threads_per_row(row_len: ir.Value, params: S.InnerReductionParams) -> ir.Value:
+    """Threads per row of the first tier holding the row (on the host)."""
+    threads = index_const(params.tiers[-1].threads)
+    for tier in reversed(params.tiers[:-1]):
+        fits = arith.cmpi(arith.CmpIPredicate.ule, row_len, index_const(tier.max_row))
+        threads = arith.select(fits, index_const(tier.threads), threads)
+    return threads
+
+
+def emit_inner_reduction(m: InnerReductionMatch, params: S.InnerReductionParams) -> ir.Operation:
+    g = m.generic
+    with ir.InsertionPoint(g.op), g.op.location:
+        ext = g.extents()
+        rows = product([ext[d] for d in m.kept])
+        row_len = product([ext[d] for d in m.reduced])
+        views = {}
+        for o in m.row_operands:
+            split = next(p for p, r in enumerate(o.results) if r != ZERO and r >= m.reduced[0])
+            rank = o.type.rank
+            groups = [list(range(split)), list(range(split, rank))] if split else [list(range(rank))]
+            views[id(o)] = (collapse(o.value, groups), split > 0)
+        for o in m.row_invariant + g.outputs:
+            views[id(o)] = (flat(o.value) if o.type.rank else o.value, o.type.rank > 0)
+        threads = _threads_per_row(row_len, params)
+        block = index_const(params.block)
+        rows_per_block = arith.divui(block, threads)
+        grid = arith.ceildivui(rows, rows_per_block)
+        vector_ok = None
+        if params.vector > 1:
+            vector_ok = arith.andi(divisible(row_len, params.vector), aligned(
+                [o.value for o in m.row_operands], [params.vector * o.element_bytes for o in m.row_operands]))
+        workgroup = ir.Attribute.parse("#gpu.address_space<workgroup>")
+        shared = [ir.MemRefType.get([params.block // S.WARP], o.type.element_type, memory_space=workgroup)
+                  for o in g.outputs]
+        nonempty = arith.cmpi(arith.CmpIPredicate.ugt, rows, index_const(0))
+        body, guard = guarded_launch(g, "inner-reduction", nonempty, grid, block, shared)
+    with ir.InsertionPoint(body.operations[len(body.operations) - 1]), g.op.location:
+        _ReductionKernel(m, params, views, ext, rows, row_len, threads, rows_per_block,
+                         list(body.arguments)[12:], body.arguments[0], body.arguments[3]).emit(vector_ok)
+    g.op.erase()
+    return guard.operation
+
+
+class _ReductionKernel:
+    def __init__(self, m: InnerReductionMatch, params: S.InnerReductionParams, views: dict,
+                 extents: list[ir.Value], rows: ir.Value, row_len: ir.Value, threads: ir.Value,
+                 rows_per_block: ir.Value, shared: list[ir.Value], bx: ir.Value, tx: ir.Value):
+        self.m, self.g, self.p, self.views, self.extents = m, m.generic, params, views, extents
+        self.rows, self.row_len, self.threads, self.shared = rows, row_len, threads, shared
+        self.lane_in_row = arith.remui(tx, threads)
+        self.row = arith.addi(arith.muli(bx, rows_per_block), arith.divui(tx, threads))
+        self.tx = tx
+        self.types = [o.type.element_type for o in self.g.outputs]
+
+    def identities(self) -> list[ir.Value]:
+        return [identity(c.name, t) for c, t in zip(self.m.combiners, self.types)]
+
+    def emit(self, vector_ok: ir.Value | None) -> None:
+        valid = arith.cmpi(arith.CmpIPredicate.ult, self.row, self.rows)
+        partial = scf.IfOp(valid, self.types, has_else=True)
+        with ir.InsertionPoint(partial.then_block):
+            invariant = {id(o): load(self.views[id(o)][0], [self.row] if self.views[id(o)][1] else [], 1)
+                         for o in self.m.row_invariant}
+            if vector_ok is None:
+                scf.YieldOp(self.row_loop(1, invariant))
+            else:
+                choice = scf.IfOp(vector_ok, self.types, has_else=True)
+                with ir.InsertionPoint(choice.then_block):
+                    scf.YieldOp(self.row_loop(self.p.vector, invariant))
+                with ir.InsertionPoint(choice.else_block):
+                    scf.YieldOp(self.row_loop(1, invariant))
+                scf.YieldOp(list(choice.results))
+        with ir.InsertionPoint(partial.else_block):
+            scf.YieldOp(self.identities())
+        accs = self.butterfly(list(partial.results))
+        self.across_warps(accs, valid)
+
+    # -- one thread's share of its row
+    def row_loop(self, width: int, invariant: dict) -> list[ir.Value]:
+        """Vectors lane, lane + threads, ... of the row, `unroll` at a time, then the rest
+        element by element (width 1: the scalar variant, all element by element)."""
+        accs, done = self.identities(), index_const(0)
+        if width > 1:
+            unroll = self.p.unroll
+            step = arith.muli(self.threads, index_const(unroll * width))  # elements per trip
+            trips = arith.divui(self.row_len, step)
+            main = scf.ForOp(index_const(0), trips, index_const(1), accs)
+            with ir.InsertionPoint(main.body):
+                base = arith.addi(arith.muli(main.induction_variable, step),
+                                  arith.muli(self.lane_in_row, index_const(width)))
+                stride = arith.muli(self.threads, index_const(width))
+                cols = [arith.addi(base, arith.muli(index_const(u), stride)) if u else base for u in range(unroll)]
+                loaded = [self.loads(c, width) for c in cols]
+                accs = list(main.inner_iter_args)
+                for c, values in zip(cols, loaded):
+                    accs = self.accumulate(accs, c, width, values, invariant)
+                scf.YieldOp(accs)
+            accs, done = list(main.results), arith.muli(trips, step)
+        tail = scf.ForOp(arith.addi(done, self.lane_in_row), self.row_len, self.threads, accs)
+        with ir.InsertionPoint(tail.body):
+            c = tail.induction_variable
+            scf.YieldOp(self.accumulate(list(tail.inner_iter_args), c, 1, self.loads(c, 1), invariant))
+        return list(tail.results)
+
+    def loads(self, col: ir.Value, width: int) -> dict:
+        out = {}
+        for o in self.m.row_operands:
+            view, has_row = self.views[id(o)]
+            out[id(o)] = load(view, [self.row, col] if has_row else [col], width)
+        return out
+
+    def accumulate(self, accs: list[ir.Value], col: ir.Value, width: int, loaded: dict,
+                   invariant: dict) -> list[ir.Value]:
+        g = self.g
+        for e in range(width):
+            mapping = {o.arg: o.value for o in g.operands if not o.is_memref}
+            mapping.update({o.arg: invariant[id(o)] for o in self.m.row_invariant})
+            mapping.update({o.arg: element(loaded[id(o)], e) for o in self.m.row_operands})
+            mapping.update({o.arg: a for o, a in zip(g.outputs, accs)})
+            accs = clone_body(g.body, mapping, lambda d, e=e: self.index_of(d, col, e))
+        return accs
+
+    def index_of(self, d: int, col: ir.Value, e: int) -> ir.Value:
+        if d in self.m.reduced:
+            j = arith.addi(col, index_const(e)) if e else col
+            return delinearize(j, [self.extents[r] for r in self.m.reduced])[self.m.reduced.index(d)]
+        if d in self.m.kept:
+            return delinearize(self.row, [self.extents[k] for k in self.m.kept])[self.m.kept.index(d)]
+        return index_const(0)  # a parallel loop of extent 1
+
+    # -- across threads
+    def butterfly(self, accs: list[ir.Value]) -> list[ir.Value]:
+        offset = S.WARP // 2
+        while offset:
+            accs = [combine(c, a, shuffle_xor(a, offset)) for c, a in zip(self.m.combiners, accs)]
+            offset //= 2
+        return accs
+
+    def across_warps(self, accs: list[ir.Value], valid: ir.Value) -> None:
+        """Lane 0 of a row's first warp ends with the row's total (through shared memory when
+        the row has several warps: a uniform branch, every row of the block has as many)."""
+        warps_per_row = arith.divui(self.threads, index_const(S.WARP))
+        several = scf.IfOp(arith.cmpi(arith.CmpIPredicate.ugt, warps_per_row, index_const(1)), has_else=True)
+        with ir.InsertionPoint(several.then_block):
+            warp = arith.divui(self.tx, index_const(S.WARP))
+            lane = arith.remui(self.tx, index_const(S.WARP))
+            lane0 = scf.IfOp(arith.cmpi(arith.CmpIPredicate.eq, lane, index_const(0)))
+            with ir.InsertionPoint(lane0.then_block):
+                for a, sh in zip(accs, self.shared):
+                    memref.store(a, sh, [warp])
+                scf.YieldOp([])
+            gpu.barrier()
+            first_warp = scf.IfOp(arith.cmpi(arith.CmpIPredicate.ult, self.lane_in_row, index_const(S.WARP)))
+            with ir.InsertionPoint(first_warp.then_block):
+                mine = arith.cmpi(arith.CmpIPredicate.ult, lane, warps_per_row)
+                slot = arith.select(mine, arith.addi(warp, lane), warp)
+                values = [arith.select(mine, memref.load(sh, [slot]), i)
+                          for sh, i in zip(self.shared, self.identities())]
+                self.write(self.butterfly(values), arith.andi(valid, arith.cmpi(
+                    arith.CmpIPredicate.eq, lane, index_const(0))))
+                scf.YieldOp([])
+            scf.YieldOp([])
+        with ir.InsertionPoint(several.else_block):
+            self.write(accs, arith.andi(valid, arith.cmpi(arith.CmpIPredicate.eq, self.lane_in_row, index_const(0))))
+            scf.YieldOp([])
+
+    def write(self, totals: list[ir.Value], when: ir.Value) -> None:
+        w = scf.IfOp(when)
+        with ir.InsertionPoint(w.then_block):
+            for o, c, total in zip(self.g.outputs, self.m.combiners, totals):
+                view, has_row = self.views[id(o)]
+                index = [self.row] if has_row else []
+                memref.store(combine(c, memref.load(view, index), total), view, index)
+            scf.YieldOp([])
+
+
+def shuffle_xor(value: ir.Value, offset: int) -> ir.Value:
+    """`gpu.shuffle xor` over a warp for any 8/16/32/64-bit scalar (the NVVM lowering takes
+    32-bit values: narrower ones are widened, 64-bit ones split in halves)."""
+    i32 = ir.IntegerType.get_signless(32)
+    off, width = arith.constant(i32, offset), arith.constant(i32, S.WARP)
+    mode = ir.Attribute.parse("#gpu<shuffle_mode xor>")
+
+    def shuffle(x: ir.Value) -> ir.Value:
+        return gpu.shuffle(x, off, width, mode)[0]
+
+    t = value.type
+    bits = t.width
+    if bits == 32:
+        return shuffle(value)
+    as_int = ir.IntegerType.get_signless(bits)
+    x = value if isinstance(t, ir.IntegerType) else arith.bitcast(as_int, value)
+    if bits == 64:
+        i64 = as_int
+        c32 = arith.constant(i64, 32)
+        lo = shuffle(arith.trunci(i32, x))
+        hi = shuffle(arith.trunci(i32, arith.shrui(x, c32)))
+        y = arith.ori(arith.extui(i64, lo), arith.shli(arith.extui(i64, hi), c32))
+    else:
+        y = arith.trunci(as_int, shuffle(arith.extui(i32, x)))
+    return y if isinstance(t, ir.IntegerType) else arith.bitcast(t, y)

@@ -1,0 +1,138 @@
+"""GPU schedule heuristics: pure functions from shapes, dtypes and device properties to the
+parameters of a kernel (the nvFuser `*_heuristic.h` split). `gpu_kernels` applies them to IR.
+
+Shapes are usually dynamic (one compile serves many shapes): a size is an `int` where the
+signature fixes it, `None` where it is only known at run time. Parameters then describe
+run-time choices as data (the row-length tiers of an inner reduction; the scalar variant of
+a vectorized kernel, taken when pointers or extents are not aligned to the vector width).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+VECTOR_BYTES = 16  # the widest global access: ld.global.v4.b32 / st.global.v4.b32
+WARP = 32
+# Threads of an inner-reduction block: a whole block for a long row, or several short rows.
+# 512 leaves ptxas up to 128 registers a thread (1024 would leave 64).
+REDUCTION_BLOCK = 512
+# Unrolling copies a kernel's body once per element a thread handles in one step; past this
+# many operations the code (and LLVM's time on it) grows for little gain: unroll less.
+UNROLLED_OPS_BUDGET = 256
+
+
+@dataclass(frozen=True)
+class DeviceProperties:
+    """What the heuristics need of a GPU. Kernels are compiled per architecture, not per device,
+    so these are per-architecture defaults (the cache key holds the architecture only)."""
+
+    arch: str = "sm_90"
+    sm_count: int = 132
+    max_threads_per_sm: int = 2048
+
+
+_SM_COUNT = {"sm_70": 80, "sm_75": 40, "sm_80": 108, "sm_86": 84, "sm_89": 128, "sm_90": 132,
+             "sm_90a": 132, "sm_100": 148, "sm_100a": 148, "sm_120": 84}
+_THREADS_PER_SM = {"sm_75": 1024, "sm_86": 1536, "sm_89": 1536, "sm_120": 1536}
+
+
+def device_properties(arch: str = "sm_90") -> DeviceProperties:
+    """Defaults for `arch` (an H100 SXM's for unknown ones)."""
+    return DeviceProperties(arch, _SM_COUNT.get(arch, 132), _THREADS_PER_SM.get(arch, 2048))
+
+
+def vector_width(element_bytes: Sequence[int]) -> int:
+    """Elements per vector access such that no operand's access exceeds 16 bytes."""
+    widest = max(element_bytes, default=4)
+    return max(1, VECTOR_BYTES // widest)
+
+
+# -- pointwise -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PointwiseParams:
+    """One thread moves `unroll` vectors of `vector` elements per operand, all loads issued
+    before the first store; `block` threads per block, a 1-D grid covering the tensor. A scalar
+    variant (vector = 1, same unroll) runs where the vector variant's alignment does not hold."""
+
+    vector: int
+    unroll: int
+    block: int
+
+    @property
+    def elements_per_block(self) -> int:
+        return self.vector * self.unroll * self.block
+
+
+def _unroll(vec: int, n_operands: int, body_ops: int) -> int:
+    """4 vectors in flight (64 bytes of each operand), 2 where many operands would spill
+    registers, fewer where the unrolled body would pass the code budget."""
+    unroll = 4 if n_operands <= 8 else 2
+    while unroll > 1 and unroll * vec * body_ops > UNROLLED_OPS_BUDGET:
+        unroll //= 2
+    return unroll
+
+
+def pointwise_heuristic(numel: int | None, element_bytes: Sequence[int],
+                        device: DeviceProperties = DeviceProperties(), body_ops: int = 1) -> PointwiseParams:
+    """Vectors of 16 bytes (for the widest operand), `_unroll` of them in flight per thread,
+    256 threads; smaller blocks where a static size would leave SMs idle."""
+    vec = vector_width(element_bytes)
+    unroll = _unroll(vec, len(element_bytes), body_ops)
+    block = 256
+    if numel is not None:
+        wave = 2 * device.sm_count  # at least two blocks per SM before anything is cut
+        while unroll > 1 and -(-numel // (vec * unroll * block)) < wave:
+            unroll //= 2
+        while block > 64 and -(-numel // (vec * unroll * block)) < wave:
+            block //= 2
+    return PointwiseParams(vec, unroll, block)
+
+
+# -- inner (row) reduction -------------------------------------------------------------------
+@dataclass(frozen=True)
+class RowTier:
+    """Rows of at most `max_row` elements (None: any length) get `threads` threads each."""
+
+    max_row: int | None
+    threads: int
+
+
+@dataclass(frozen=True)
+class InnerReductionParams:
+    """A reduction over a contiguous row: each of a row's threads accumulates every
+    `threads`-th vector of it (`unroll` vectors in flight), then `gpu.shuffle xor`
+    butterflies reduce each warp, and shared memory the warps of a row. The tier is chosen
+    by the row length at run time (statically where it is known); a block of `block`
+    threads holds block // threads rows. The block size is static so that the kernel
+    declares it (`.maxntid`): ptxas then keeps registers within what the block may use."""
+
+    vector: int
+    unroll: int
+    block: int
+    tiers: tuple[RowTier, ...]
+
+    def tier(self, row: int) -> RowTier:
+        for t in self.tiers:
+            if t.max_row is None or row <= t.max_row:
+                return t
+        return self.tiers[-1]
+
+
+def inner_reduction_heuristic(row: int | None, rows: int | None, element_bytes: Sequence[int],
+                              device: DeviceProperties = DeviceProperties(),
+                              body_ops: int = 1) -> InnerReductionParams:
+    """A warp per row for rows one warp covers in one unrolled step (512 float32 elements),
+    twice the threads for each doubling up to a whole block of 512 threads per row, so that
+    each thread loads about `unroll` vectors per row (longer rows loop). Short rows share a
+    block. `rows` is not used yet: few long rows would need rows split across blocks."""
+    del rows, device
+    vec = vector_width(element_bytes)
+    unroll = _unroll(vec, len(element_bytes), body_ops)
+    block = REDUCTION_BLOCK
+    tiers = [RowTier(t * vec * unroll, t) for t in (WARP << k for k in range(8)) if t < block]
+    tiers.append(RowTier(None, block))
+    params = InnerReductionParams(vec, unroll, block, tuple(tiers))
+    if row is not None:  # a static row length: one tier
+        params = InnerReductionParams(vec, unroll, block, (RowTier(None, params.tier(row).threads),))
+    return params
