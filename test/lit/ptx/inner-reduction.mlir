@@ -1,0 +1,55 @@
+// The inner-reduction schedule on x.sum(-1), float32, dynamic shapes. The output is filled
+// first (its own pointwise kernel), then one kernel reduces: the host picks the threads per
+// row from the row length (a warp up to 512 elements, then 64, 128, 256, 512 threads) and
+// short rows share a block of 512 threads. Each thread sums every threads-th 16-byte vector of
+// its row, 4 vectors in flight; shuffle-xor butterflies reduce each warp, shared memory the
+// warps of a row; lane 0 adds the total into the output.
+// RUN: %python %S/Inputs/gpu_stage.py %s launch_params | FileCheck %s --check-prefix=PARAMS
+// RUN: %python %S/Inputs/gpu_stage.py %s gpu | FileCheck %s --check-prefix=GPU
+// RUN: %python %S/Inputs/gpu_stage.py %s ptx | FileCheck %s --check-prefix=PTX
+
+// PARAMS: pointwise: PointwiseParams(vector=4, unroll=4, block=256)
+// PARAMS-NEXT: inner reduction: InnerReductionParams(vector=4, unroll=4, block=512, tiers=(RowTier(max_row=512, threads=32), RowTier(max_row=1024, threads=64), {{.*}}, RowTier(max_row=None, threads=512)))
+// PARAMS: // launches: 2
+
+// GPU-LABEL: func.func @mlirfuse_entry(
+// GPU: } {mlirfuse.schedule = "pointwise"}
+// GPU: %[[ROW:[^ ]+]] = memref.dim %arg0, %c1
+// GPU: %[[WARP_ROWS:[^ ]+]] = arith.cmpi ule, %[[ROW]], %c512
+// GPU: %[[THREADS:[^ ]+]] = arith.select %[[WARP_ROWS]], %c32, %{{[^ ]+}} : index
+// GPU: arith.divui %c512, %[[THREADS]]
+// GPU: gpu.launch blocks
+// GPU-SAME: threads({{.*}}) in ({{[^ ]+}} = %c512,
+// GPU-SAME: workgroup(%[[SHARED:[^ ]+]] : memref<16xf32, #gpu.address_space<workgroup>>)
+// GPU-COUNT-4: vector.load %arg0[%{{[^ ]+}}, %{{[^ ]+}}] {alignment = 16 : i64} : memref<?x?xf32>, vector<4xf32>
+// GPU: arith.addf %{{[^ ]+}}, %{{[^ ]+}} fastmath<reassoc> : f32
+// GPU: gpu.shuffle  xor %{{[^ ]+}}, %c16_i32, %c32_i32 : f32
+// GPU: gpu.shuffle  xor %{{[^ ]+}}, %c8_i32, %c32_i32 : f32
+// GPU: gpu.shuffle  xor %{{[^ ]+}}, %c4_i32, %c32_i32 : f32
+// GPU: gpu.shuffle  xor %{{[^ ]+}}, %c2_i32, %c32_i32 : f32
+// GPU: gpu.shuffle  xor %{{[^ ]+}}, %c1_i32, %c32_i32 : f32
+// GPU: memref.store %{{[^ ]+}}, %[[SHARED]]
+// GPU: gpu.barrier
+// GPU: memref.load %[[SHARED]]
+// GPU: gpu.shuffle  xor
+// GPU: memref.load %arg1
+// GPU: memref.store %{{[^ ]+}}, %arg1
+// GPU: } {mlirfuse.schedule = "inner-reduction"}
+
+// Both kernels (each in its own module: the fill's, then the reduction's with 16 floats of
+// shared memory, one slot per warp):
+// PTX: .visible .entry mlirfuse_entry_kernel(
+// PTX: .visible .entry mlirfuse_entry_kernel(
+// PTX: .maxntid 512, 1, 1
+// PTX: .shared .align 4 .b8 __wg_{{[a-z_0-9]+}}[64];
+// PTX: ld.global.v4.{{[bf]}}32
+// PTX-COUNT-5: shfl.sync.bfly.b32
+// PTX: st.shared.{{[bf]}}32
+// PTX: bar.sync 0;
+// PTX: ld.shared.{{[bf]}}32
+// PTX-COUNT-5: shfl.sync.bfly.b32
+
+func.func @fusion(%arg0: tensor<?x?xf32>) -> (tensor<?xf32>) {
+  %t2 = "fusion.sum"(%arg0) {axes = array<i64: 1>, keepdim = false} : (tensor<?x?xf32>) -> tensor<?xf32>
+  return %t2 : tensor<?xf32>
+}

@@ -1,0 +1,265 @@
+"""GPU schedules: the heuristics as plain functions, the kernels' IR and PTX (no GPU needed),
+and (with `-m gpu`) their numerics on the edges the schedules create: vector vs scalar
+variants, partial blocks, broadcasts, row-length tiers, 8/16/32/64-bit accumulators."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import mlirfuse
+from mlirfuse import ops
+from mlirfuse.lowering import toolchain
+from mlirfuse.lowering.schedules import (
+    DeviceProperties,
+    InnerReductionParams,
+    PointwiseParams,
+    RowTier,
+    device_properties,
+    inner_reduction_heuristic,
+    pointwise_heuristic,
+    vector_width,
+)
+
+needs_libdevice = pytest.mark.skipif(toolchain.find().libdevice is None,
+                                     reason="no libdevice (CUDA toolkit or nvidia-cuda-nvcc wheel)")
+H100 = DeviceProperties("sm_90", 132, 2048)
+
+
+# -- heuristics ----------------------------------------------------------------------------
+@pytest.mark.parametrize("sizes,width", [([4], 4), ([4, 4, 4], 4), ([2], 8), ([2, 4], 4),
+                                         ([8], 2), ([1], 16), ([1, 4], 4), ([], 4)])
+def test_vector_width_is_16_bytes_of_the_widest_operand(sizes, width) -> None:
+    assert vector_width(sizes) == width
+
+
+def test_pointwise_defaults_move_64_bytes_per_operand_per_thread() -> None:
+    p = pointwise_heuristic(None, [4, 4], H100)
+    assert p == PointwiseParams(vector=4, unroll=4, block=256)
+    assert p.vector * 4 == 16 and p.vector * p.unroll * 4 == 64
+    half = pointwise_heuristic(None, [2, 2], H100)
+    assert (half.vector, half.unroll) == (8, 4)
+    assert pointwise_heuristic(1 << 24, [4, 4], H100) == p  # large static sizes: the same
+
+
+def test_pointwise_small_static_sizes_keep_the_sms_busy() -> None:
+    tiny = pointwise_heuristic(1000, [4, 4], H100)
+    assert tiny.unroll == 1 and tiny.block == 64
+    mid = pointwise_heuristic(132 * 2 * 256 * 4 * 2, [4, 4], H100)  # two waves at unroll 2
+    assert mid.unroll == 2 and mid.block == 256
+    assert -(-(132 * 2 * 256 * 4 * 2) // mid.elements_per_block) >= 2 * H100.sm_count
+
+
+def test_pointwise_unrolls_less_for_many_operands_and_big_bodies() -> None:
+    assert pointwise_heuristic(None, [4] * 12, H100).unroll == 2
+    assert pointwise_heuristic(None, [4, 4], H100, body_ops=8).unroll == 4  # 128 ops unrolled
+    assert pointwise_heuristic(None, [4, 4], H100, body_ops=40).unroll == 1
+    assert pointwise_heuristic(None, [2, 2], H100, body_ops=10).unroll == 2  # 8 halves a vector
+
+
+def test_inner_reduction_tiers_go_from_a_warp_to_a_block_per_row() -> None:
+    p = inner_reduction_heuristic(None, None, [4], H100)
+    assert (p.vector, p.unroll, p.block) == (4, 4, 512)
+    assert p.tiers[0] == RowTier(512, 32)  # a warp per row: 16 rows per block
+    assert p.tiers[-1] == RowTier(None, 512)  # a block per row
+    threads = [t.threads for t in p.tiers]
+    assert threads == [32, 64, 128, 256, 512]
+    assert all(p.block % t == 0 for t in threads)
+    # each thread loads `unroll` vectors of a row that fills its tier:
+    assert all(t.max_row == t.threads * p.vector * p.unroll for t in p.tiers[:-1])
+    assert p.tier(1).threads == 32 and p.tier(512).threads == 32 and p.tier(513).threads == 64
+    assert p.tier(4096).threads == 256 and p.tier(32768).threads == 512
+
+
+def test_inner_reduction_static_rows_get_one_tier() -> None:
+    p = inner_reduction_heuristic(4096, 32768, [4], H100)
+    assert p == InnerReductionParams(4, 4, 512, (RowTier(None, 256),))
+    bf16 = inner_reduction_heuristic(None, None, [2], H100)
+    assert bf16.vector == 8 and bf16.tier(4096).threads == 128
+    wide = inner_reduction_heuristic(None, None, [8], H100, body_ops=100)
+    assert wide.vector == 2 and wide.unroll == 1
+
+
+def test_device_properties_per_architecture() -> None:
+    assert device_properties("sm_80").sm_count == 108
+    assert device_properties("sm_90") == H100
+    assert device_properties("sm_999").sm_count == 132
+
+
+# -- IR and PTX (no GPU) --------------------------------------------------------------------
+X = np.ones((4, 8), np.float32)
+
+
+def _last_axis(name: str):
+    return lambda t: getattr(ops, name)(t, [-1])
+
+
+def compiled(fn, *args):
+    return mlirfuse.jit(fn).compile(*args, backend="gpu", arch="sm_90")
+
+
+@needs_libdevice
+def test_pointwise_float32_uses_128_bit_loads_and_stores() -> None:
+    c = compiled(lambda x: ops.relu(x + 1.0), X)
+    assert re.search(r"ld\.global\.v4\.[bf]32", c.ptx) and re.search(r"st\.global\.v4\.[bf]32", c.ptx)
+    assert "vector.load" in c.stages["gpu"] and "{alignment = 16 : i64}" in c.stages["gpu"]
+    assert c.n_launches == 1 and c.stages["launch_params"].startswith("pointwise:")
+
+
+@needs_libdevice
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+def test_pointwise_16_bit_moves_8_elements_per_vector(dtype) -> None:
+    c = compiled(lambda x, y: x * y + 1.0, X.astype(dtype), X[0].astype(dtype))
+    assert "vector<8x" in c.stages["gpu"] and "ld.global.v4.b32" in c.ptx
+
+
+@needs_libdevice
+def test_inner_reduction_uses_shuffle_butterflies_and_shared_memory() -> None:
+    c = compiled(lambda x: x.sum(-1), X)
+    assert c.ptx.count("shfl.sync.bfly") >= 10  # within warps, then across a row's warps
+    assert "bar.sync" in c.ptx and re.search(r"ld\.global\.v4\.[bf]32", c.ptx)
+    assert c.stages["gpu"].count("gpu.launch blocks") == 2  # the fill, the reduction
+    assert "inner reduction" in c.stages["launch_params"]
+
+
+@needs_libdevice
+@pytest.mark.parametrize("name", ["max", "min", "prod", "mean", "var"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float16, np.int32, np.int64, np.bool_])
+def test_inner_reductions_of_every_dtype_compile(name, dtype) -> None:
+    if name in ("mean", "var") and np.dtype(dtype).kind in "ib" or name == "prod" and dtype is np.bool_:
+        pytest.skip("not defined for this dtype")
+    c = compiled(_last_axis(name), X.astype(dtype))
+    assert "inner reduction" in c.stages["launch_params"] and "shfl.sync.bfly" in c.ptx
+
+
+@needs_libdevice
+def test_a_row_shared_by_all_rows_is_a_row_operand() -> None:
+    c = compiled(lambda x, w: (x * w).sum(-1), X, X[0])
+    assert "naive" not in c.stages["launch_params"]
+
+
+@needs_libdevice
+def test_what_no_schedule_takes_stays_naive_and_counts_its_launches() -> None:
+    c = compiled(lambda x: (x.sum(0), ops.permute(x, [1, 0])), X)
+    notes = c.stages["launch_params"].splitlines()
+    assert sum(n.startswith("naive") for n in notes) == 2
+    assert c.n_launches == len(notes) == c.stages["gpu"].count("gpu.launch blocks")
+
+
+@needs_libdevice
+@pytest.mark.skipif(shutil.which("lit", path=str(Path(sys.executable).parent)) is None, reason="no lit")
+def test_lit_ptx_suite() -> None:
+    lit = shutil.which("lit", path=str(Path(sys.executable).parent))
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([lit, "-q", str(root / "test" / "lit" / "ptx")], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+# -- numerics on the GPU ------------------------------------------------------------------
+# Compiled once each (dynamic shapes: one kernel serves every size and alignment).
+RELU_ADD = mlirfuse.jit(lambda x: ops.relu(x + 1.0))
+BIAS_SCALE = mlirfuse.jit(lambda a, b, c: (a + b) * c)
+SUBTRACT = mlirfuse.jit(lambda a, b: a - b)
+ROW_SUM = mlirfuse.jit(lambda t: t.sum(-1))
+ROW_MAX = mlirfuse.jit(lambda t: ops.max(t, [-1]))
+ROW_VAR = mlirfuse.jit(lambda t: ops.var(t, [-1], keepdim=True))
+ROW_REDUCTIONS = {name: mlirfuse.jit(_last_axis(name)) for name in ("sum", "max", "min")}
+
+
+def _torch():
+    return pytest.importorskip("torch")
+
+
+def _misaligned(torch, shape, dtype):
+    """A contiguous tensor whose data pointer is one element past a 16-byte boundary."""
+    n = int(np.prod(shape))
+    base = torch.randn(n + 1, device="cuda").to(dtype)
+    return base[1:].view(*shape)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [1, 3, 4, 255, 1024, 4096, 4100, 65536 * 4 + 8, (1 << 20) + 3])
+def test_pointwise_sizes_and_alignments(n) -> None:
+    torch = _torch()
+    for x in (torch.randn(n, device="cuda"), _misaligned(torch, (n,), torch.float32)):
+        torch.testing.assert_close(RELU_ADD(x), torch.relu(x + 1.0))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64", "int32", "int64"])
+@pytest.mark.parametrize("shape", [(3, 8), (5, 33), (64, 1024), (7, 3, 16)])
+def test_pointwise_broadcasts(dtype, shape) -> None:
+    torch = _torch()
+    dt = getattr(torch, dtype)
+    x = (torch.randn(*shape, device="cuda") * 4).to(dt)
+    row = (torch.randn(shape[-1], device="cuda") * 4).to(dt)
+    col = (torch.randn(*shape[:-1], 1, device="cuda") * 4).to(dt)
+    low = dt in (torch.float16, torch.bfloat16)
+    torch.testing.assert_close(BIAS_SCALE(x, row, col), (x + row) * col, rtol=2e-2 if low else 1e-5,
+                               atol=5e-2 if low else 1e-5)
+    mid = (torch.randn(shape[0], 1, shape[-1], device="cuda") * 4).to(dt) if len(shape) == 3 else row
+    torch.testing.assert_close(SUBTRACT(x, mid), x - mid)
+
+
+@pytest.mark.gpu
+def test_pointwise_random_and_where_match_the_cpu_backend() -> None:
+    torch = _torch()
+    x = np.random.default_rng(0).standard_normal((37, 64)).astype(np.float32)
+    f = mlirfuse.jit(lambda t: ops.where(t > 0.0, ops.rand_like(t, seed=5), t * 2.0))
+    np.testing.assert_allclose(f(torch.from_numpy(x).cuda()).cpu().numpy(), f(x), rtol=1e-6, atol=1e-6)
+
+
+ROW_LENGTHS = [1, 3, 31, 32, 33, 100, 512, 513, 1000, 1024, 4096, 4100, 8192, 10000, 20000, 65536]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("row", ROW_LENGTHS)
+def test_inner_sum_max_var_across_tiers(row) -> None:
+    torch = _torch()
+    for rows in (1, 3, 50):
+        for x in (torch.randn(rows, row, device="cuda"), _misaligned(torch, (rows, row), torch.float32)):
+            torch.testing.assert_close(ROW_SUM(x), x.double().sum(-1).float(), rtol=1e-5, atol=1e-4 * np.sqrt(row))
+            torch.testing.assert_close(ROW_MAX(x), x.amax(-1))
+            if row > 1:
+                torch.testing.assert_close(ROW_VAR(x), x.double().var(-1, keepdim=True).float(),
+                                           rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float64", "int32", "int64", "bool"])
+@pytest.mark.parametrize("row", [7, 256, 3000])
+def test_inner_reductions_of_other_dtypes(dtype, row) -> None:
+    torch = _torch()
+    dt = getattr(torch, dtype)
+    x = (torch.randn(9, row, device="cuda") * 3)
+    x = (x > 0) if dtype == "bool" else x.to(dt)
+    for name, ref in (("max", lambda t: t.amax(-1)), ("min", lambda t: t.amin(-1)),
+                      ("sum", lambda t: t.double().sum(-1))):
+        if name == "sum" and dtype == "bool":
+            continue
+        got = ROW_REDUCTIONS[name](x)
+        want = ref(x.to(torch.uint8) if dtype == "bool" else x).to(got.dtype)
+        tol = {"float16": 1e-2, "bfloat16": 2e-2}.get(dtype, 1e-6)
+        torch.testing.assert_close(got, want, rtol=tol, atol=tol * np.sqrt(row))
+
+
+@pytest.mark.gpu
+def test_reductions_with_fused_bodies_and_row_invariant_operands() -> None:
+    torch = _torch()
+    x, w = torch.randn(300, 1000, device="cuda"), torch.randn(1000, device="cuda")
+    torch.testing.assert_close(mlirfuse.jit(lambda a, b: (a * b + 1.0).sum(-1))(x, w), (x * w + 1.0).sum(-1),
+                               rtol=1e-4, atol=1e-3)
+    y = torch.randn(4, 6, 130, device="cuda")
+    torch.testing.assert_close(mlirfuse.jit(lambda t: t.sum((1, 2)))(y), y.sum((1, 2)), rtol=1e-5, atol=1e-4)
+    full = mlirfuse.jit(lambda t: ops.sum(t))
+    torch.testing.assert_close(full(y), y.sum(), rtol=1e-5, atol=1e-3)
+    big = torch.randn(1 << 20, device="cuda")
+    torch.testing.assert_close(full(big), big.double().sum().float(), rtol=1e-5, atol=1e-2)
