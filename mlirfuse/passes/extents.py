@@ -97,7 +97,8 @@ def dim_sources(op: ir.Operation) -> list[list[Source]] | None:
         dims = [[("dim", 0, i)] for i in range(len(operands[0]))]
         return dims[:_int(op, "dim")] + [[("static", 1)]] + dims[_int(op, "dim"):]
     if "axes" in op.attributes:  # reductions
-        axes = [a % len(operands[0]) for a in _ints(op, "axes")]
+        rank = len(operands[0])
+        axes = [a % rank for a in _ints(op, "axes")] if rank else []
         keep = bool(ir.BoolAttr(op.attributes["keepdim"]).value)
         return [[("static", 1)] if i in axes else [("dim", 0, i)]
                 for i in range(len(operands[0])) if keep or i not in axes]

@@ -65,7 +65,7 @@ class Rules:
 
     def _reduction(self, op: ir.Operation) -> Reduction:
         dims = self.extents.dims(op.operands[0])
-        axes = {a % len(dims) for a in _ints(op, "axes")}
+        axes = {a % len(dims) for a in _ints(op, "axes")} if dims else set()
         kept = [i for i, s in enumerate(dims) if s != ("c", 1)]
         reduced = tuple(k for k, i in enumerate(kept) if i in axes)
         return Reduction(self.extents.domain(op.operands[0]), reduced, self.extents.domain(op.results[0]))

@@ -3,8 +3,9 @@
 View ops (reshape, permute, squeeze, unsqueeze, expand, broadcast_in_dim) only change how
 memory is read, except a reshape of a value that is not contiguous: that one copies (a
 transpose kernel when the value is permuted). A layout is `None` (contiguous, row-major),
-`("perm", dims)` (a permutation of a contiguous tensor: result dim i is base dim dims[i]) or
-`("strided",)` (anything else: broadcast dims of stride 0, or a mix). `transfer` is the rule
+`("perm", dims)` (a permutation of a contiguous tensor: result dim i is base dim dims[i];
+`dims` empty once size-1 dims were added or dropped) or `("strided",)` (anything else:
+broadcast dims of stride 0, or a mix). `transfer` is the rule
 per op; `Views` applies it over every graph function and the groups it calls (a group's
 arguments have the layouts of the call's operands; call results, like all computed values,
 are contiguous buffers). Values written as a group's or a graph's results must be
@@ -21,6 +22,7 @@ from mlirfuse.passes.graph import META_ONLY, short_name
 
 Layout = tuple | None
 STRIDED: Layout = ("strided",)
+PERMUTED: Layout = ("perm", ())  # a permutation whose order is no longer tracked
 
 
 def _ints(op: ir.Operation, name: str) -> list[int]:
@@ -59,16 +61,18 @@ def transfer(op: ir.Operation, layout: Layout) -> tuple[Layout, bool]:
         dims = _ints(op, "dims")
         if layout is None:
             base = dims
-        elif layout[0] == "perm":
+        elif layout[0] == "perm" and layout[1]:
             base = [layout[1][d] for d in dims]
         else:
-            return STRIDED, False
+            return layout, False  # still strided / permuted in an order no longer tracked
         return _permuted(base, shape_of(op.results[0]) or []), False
     if name in ("broadcast_in_dim", "expand"):
         return (STRIDED if _broadcasts(op) or layout is not None else None), False
     if name == "reshape" and layout is not None and not _only_unit_dims(op):
         return None, True  # reads the strided value, writes a contiguous one
-    return (None if layout is None else STRIDED), False
+    if layout is not None and layout[0] == "perm":  # squeeze/unsqueeze/unit reshape of a permutation
+        return PERMUTED, False
+    return layout, False
 
 
 class Views:
