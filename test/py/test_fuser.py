@@ -78,11 +78,9 @@ def siblings_np(x):
     return np.exp(x) * np.float32(2.0), np.sin(x).sum(-1), x.max(-1), (x * x).sum(0)
 
 
-@pytest.mark.xfail(strict=True, reason="CPU lowering bug, not the fuser: TO_LINALG's cse merges the two "
-                   "reductions' tensor.empty + linalg.fill init, and BUFFERIZE's eliminate-empty-tensors then "
-                   "writes the first sum into both outputs (mlirfuse/lowering/cpu.py; correct without "
-                   "eliminate-empty-tensors)")
 def test_two_sums_over_the_same_axis_are_both_right() -> None:
+    """cse merged the two reductions' fill; eliminate-empty-tensors then wrote one result into
+    both outputs (fixed by linalg-unshare-inits)."""
     x = f32(4, 8)
     a, b = mlirfuse.jit(lambda t: (t.sum(-1), (t * t).sum(-1)))(x)
     assert_close(a, x.sum(-1), reduction_size=8)
@@ -445,9 +443,6 @@ def test_gpu_dumps_without_a_gpu(name, options, capfd) -> None:
     assert f"===== mlirfuse {name} " in err and MARKERS[name] in err
 
 
-@pytest.mark.xfail(reason="compiler.py: fusions with library ops keep no linalg stage (run group by group); "
-                          "_build_grouped must emit scheduled_ir/linalg per group (see the fuser report)",
-                   strict=True)
 def test_scheduled_ir_dump_for_fusions_with_library_ops(options, capfd) -> None:
     options(dump="scheduled_ir")
     dumped(matmul_between_chains, [f32(4, 8), f32(8, 3)])

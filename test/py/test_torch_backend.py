@@ -160,17 +160,8 @@ def _fresh_dynamo():
     dynamo.reset()
 
 
-# The MLP block's backward group holds two reductions to one shape (LayerNorm's weight and bias
-# gradients); the CPU lowering writes the first into both (test_fuser.py's xfail of the same bug).
-CPU_BUFFERIZATION_BUG = pytest.mark.xfail(
-    strict=True, reason="CPU lowering bug: TO_LINALG's cse merges two reductions' tensor.empty + linalg.fill "
-    "init and BUFFERIZE's eliminate-empty-tensors then writes the first sum into both outputs "
-    "(mlirfuse/lowering/cpu.py; correct without eliminate-empty-tensors)")
-
-
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
-@pytest.mark.parametrize("name", [pytest.param(n, marks=CPU_BUFFERIZATION_BUG) if n == "mlp_block" else n
-                                  for n in WORKLOADS])
+@pytest.mark.parametrize("name", list(WORKLOADS))
 def test_forward_backward_vs_eager_cpu(name: str, dtype) -> None:
     _check_against_eager(name, dtype, "cpu")
 
