@@ -86,7 +86,7 @@ class CompiledFusion:
             self.arch = "host"
             self.kernel = None
             if library:
-                self._build_grouped()
+                self._build_grouped(keep_stages)
             else:
                 self._build_direct(keep_stages)
             return
@@ -96,7 +96,7 @@ class CompiledFusion:
         self.arch = arch or gpu_runtime.device_arch(0)
         if library:
             self.kernel = None
-            self._build_grouped(arch=self.arch, binary_format=binary_format)
+            self._build_grouped(keep_stages, arch=self.arch, binary_format=binary_format)
             return
         self.kernel = GpuKernel(self.fusion_ir, fusion.specs, self.arch, binary_format, keep_stages)
         self.n_launches = self.kernel.n_launches  # today's GPU lowering: one launch per linalg op
@@ -129,13 +129,14 @@ class CompiledFusion:
 
         key = dump.key_of(self.fusion_ir)
         dump.emit("fusion_ir", self.fusion_ir, key)
+        strip = f"fusion-strip-bookend-views{{max-args={config.options().max_args}}}"
         dump.emit("python_definition", dump.python_definition(self.fusion), key)
         opts = config.options()
         with fusion_dialect.context() as ctx:
             module = fusion_dialect.parse(self.fusion_ir, ctx)
             run_pipeline(module, "builtin.module(fusion-cse, fusion-dce)")
             run_pipeline(module, opts.group_pipeline())
-            run_pipeline(module, "builtin.module(fusion-strip-bookend-views)")
+            run_pipeline(module, f"builtin.module({strip})")
             dump.emit("fusion_ir_presched", str(module), key)
             with dump.capture_log("mlirfuse.segmenter") as rejected:
                 run_pipeline(module, "builtin.module(fusion-segment)")
@@ -146,7 +147,7 @@ class CompiledFusion:
             group = opts.group_pipeline()[len("builtin.module("):-1]
             dump.emit("pipeline", "\n".join([
                 f"mlirfuse-opt {key}-fusion_ir.txt --pass-pipeline='builtin.module(fusion-cse, fusion-dce, {group}, "
-                "fusion-strip-bookend-views, fusion-segment)'",
+                f"{strip}, fusion-segment)'",
                 f"mlirfuse-opt {key}-fusion_ir.txt --pass-pipeline='builtin.module(fusion-to-linalg, "
                 "resolve-shaped-type-result-dims, canonicalize, func.func(linalg-fuse-elementwise-ops), "
                 "canonicalize, cse)'"]), key)
@@ -172,7 +173,7 @@ class CompiledFusion:
         self.compile_seconds = self.kernel.compile_seconds
         self._dump_stages()
 
-    def _build_grouped(self, arch: str | None = None, binary_format: str | None = None) -> None:
+    def _build_grouped(self, keep_stages: bool, arch: str | None = None, binary_format: str | None = None) -> None:
         """Fusion groups around library ops, run by the executor: on the GPU every fusible op
         is in a group (single-node groups too), so only library ops and views run in torch."""
         from mlirfuse.executor import DeviceGraphExecutor, GraphExecutor
@@ -192,7 +193,24 @@ class CompiledFusion:
             self.executor = DeviceGraphExecutor(grouped, arch or "sm_90", binary_format)
         else:
             self.executor = GraphExecutor(grouped)
+        if keep_stages:
+            self.stages["linalg"] = self._groups_linalg()
+            self._dump_stages()
         self.compile_seconds = time.perf_counter() - start
+
+    def _groups_linalg(self) -> str:
+        """Each group of a grouped fusion lowered to linalg (its kernels are compiled at the
+        first call, per argument layout): for the scheduled_ir/linalg dumps."""
+        from mlirfuse.lowering.cpu import TO_LINALG
+        from mlirfuse.passes import run_pipeline
+
+        texts = []
+        for name, text in self.executor.group_ir.items():
+            with fusion_dialect.context() as ctx:
+                module = fusion_dialect.parse(text, ctx)
+                run_pipeline(module, TO_LINALG)
+                texts.append(f"// group @{name}\n{module}")
+        return "\n".join(texts)
 
     @property
     def ptx(self) -> str:

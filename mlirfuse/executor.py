@@ -322,12 +322,15 @@ class DeviceGraphExecutor(GraphExecutor):
     launched on torch's current stream, library ops (cuBLAS) and views through torch."""
 
     def __init__(self, module_text: str, arch: str, binary_format: str | None = None):
-        import torch
-
-        self.torch = torch
         self.arch = arch
         self.binary_format = binary_format
         super().__init__(module_text)
+
+    @functools.cached_property
+    def torch(self) -> Any:
+        import torch  # only when it runs: compiling for the GPU needs no torch
+
+        return torch
 
     def _compile(self, fusion_ir: str, specs: tuple[InputSpec, ...]) -> Any:
         from mlirfuse.gpu_kernel import GpuKernel
