@@ -1,10 +1,11 @@
 """The inner-reduction kernel: a linalg.generic whose reduction loops are its innermost ones
 and whose reduced operands are contiguous rows (x.sum(-1), max, var/mean over trailing axes).
 
-`threads` threads per row (a warp for short rows, a whole block for long ones: the tier is
-picked on the host from the row length), each accumulating every `threads`-th vector of the
-row with `unroll` vectors in flight, then `gpu.shuffle xor` butterflies within each warp,
-then shared memory across the warps of a row. Lane 0 of the row writes
+`threads` threads per row (from one for tiny rows through a warp to a whole block for long
+ones: the tier is picked on the host from the row length), each accumulating every
+`threads`-th vector of the row with `unroll` vectors in flight, then `gpu.shuffle xor`
+butterflies within each warp (or group of lanes), then shared memory across the warps of a
+row. Lane 0 of the row writes
 `out[row] = combine(out[row], total)`, so the output keeps its linalg meaning (it was
 filled with the initial value before). Parameters come from `schedules`.
 """
@@ -195,7 +196,7 @@ class _ReductionKernel:
                 scf.YieldOp(list(choice.results))
         with ir.InsertionPoint(partial.else_block):
             scf.YieldOp(self.identities())
-        accs = self.butterfly(list(partial.results))
+        accs = self.butterfly(list(partial.results), self.threads)
         self.across_warps(accs, valid)
 
     # -- one thread's share of its row
@@ -252,10 +253,21 @@ class _ReductionKernel:
         return index_const(0)  # a parallel loop of extent 1
 
     # -- across threads
-    def butterfly(self, accs: list[ir.Value]) -> list[ir.Value]:
+    def butterfly(self, accs: list[ir.Value], lanes: ir.Value | None = None) -> list[ir.Value]:
+        """Combine across groups of `lanes` lanes (a whole warp where None): xor steps of
+        offset < lanes, each a uniform branch."""
         offset = S.WARP // 2
         while offset:
-            accs = [combine(c, a, shuffle_xor(a, offset)) for c, a in zip(self.m.combiners, accs)]
+            if lanes is None:
+                accs = [combine(c, a, shuffle_xor(a, offset)) for c, a in zip(self.m.combiners, accs)]
+            else:
+                step = scf.IfOp(arith.cmpi(arith.CmpIPredicate.ugt, lanes, index_const(offset)),
+                                [a.type for a in accs], has_else=True)
+                with ir.InsertionPoint(step.then_block):
+                    scf.YieldOp([combine(c, a, shuffle_xor(a, offset)) for c, a in zip(self.m.combiners, accs)])
+                with ir.InsertionPoint(step.else_block):
+                    scf.YieldOp(accs)
+                accs = list(step.results)
             offset //= 2
         return accs
 

@@ -122,15 +122,15 @@ class InnerReductionParams:
 def inner_reduction_heuristic(row: int | None, rows: int | None, element_bytes: Sequence[int],
                               device: DeviceProperties = DeviceProperties(),
                               body_ops: int = 1) -> InnerReductionParams:
-    """A warp per row for rows one warp covers in one unrolled step (512 float32 elements),
-    twice the threads for each doubling up to a whole block of 512 threads per row, so that
-    each thread loads about `unroll` vectors per row (longer rows loop). Short rows share a
-    block. `rows` is not used yet: few long rows would need rows split across blocks."""
+    """Threads per row: the fewest that cover the row in one unrolled step (`unroll` vectors
+    each): one for rows up to 16 float32 elements, a warp up to 512, a whole block of 512
+    threads for rows of 8K and more (longer rows loop). Short rows share a block (and
+    warp). `rows` is not used yet: few long rows would need rows split across blocks."""
     del rows, device
     vec = vector_width(element_bytes)
     unroll = _unroll(vec, len(element_bytes), body_ops)
     block = REDUCTION_BLOCK
-    tiers = [RowTier(t * vec * unroll, t) for t in (WARP << k for k in range(8)) if t < block]
+    tiers = [RowTier(t * vec * unroll, t) for t in (1 << k for k in range(10)) if t < block]
     tiers.append(RowTier(None, block))
     params = InnerReductionParams(vec, unroll, block, tuple(tiers))
     if row is not None:  # a static row length: one tier

@@ -64,17 +64,18 @@ def test_pointwise_unrolls_less_for_many_operands_and_big_bodies() -> None:
     assert pointwise_heuristic(None, [2, 2], H100, body_ops=10).unroll == 2  # 8 halves a vector
 
 
-def test_inner_reduction_tiers_go_from_a_warp_to_a_block_per_row() -> None:
+def test_inner_reduction_tiers_go_from_a_thread_to_a_block_per_row() -> None:
     p = inner_reduction_heuristic(None, None, [4], H100)
     assert (p.vector, p.unroll, p.block) == (4, 4, 512)
-    assert p.tiers[0] == RowTier(512, 32)  # a warp per row: 16 rows per block
+    assert p.tiers[0] == RowTier(16, 1)  # a thread per row: 512 rows per block
+    assert RowTier(512, 32) in p.tiers  # a warp per row
     assert p.tiers[-1] == RowTier(None, 512)  # a block per row
     threads = [t.threads for t in p.tiers]
-    assert threads == [32, 64, 128, 256, 512]
+    assert threads == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
     assert all(p.block % t == 0 for t in threads)
     # each thread loads `unroll` vectors of a row that fills its tier:
     assert all(t.max_row == t.threads * p.vector * p.unroll for t in p.tiers[:-1])
-    assert p.tier(1).threads == 32 and p.tier(512).threads == 32 and p.tier(513).threads == 64
+    assert p.tier(1).threads == 1 and p.tier(128).threads == 8 and p.tier(513).threads == 64
     assert p.tier(4096).threads == 256 and p.tier(32768).threads == 512
 
 
@@ -217,14 +218,15 @@ def test_pointwise_random_and_where_match_the_cpu_backend() -> None:
     np.testing.assert_allclose(f(torch.from_numpy(x).cuda()).cpu().numpy(), f(x), rtol=1e-6, atol=1e-6)
 
 
-ROW_LENGTHS = [1, 3, 31, 32, 33, 100, 512, 513, 1000, 1024, 4096, 4100, 8192, 10000, 20000, 65536]
+ROW_LENGTHS = [1, 2, 3, 16, 17, 31, 32, 33, 100, 128, 129, 512, 513, 1000, 1024, 4096, 4100, 8192, 10000,
+               20000, 65536]
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("row", ROW_LENGTHS)
 def test_inner_sum_max_var_across_tiers(row) -> None:
     torch = _torch()
-    for rows in (1, 3, 50):
+    for rows in (1, 3, 50) if row > 1000 else (1, 3, 50, 700):
         for x in (torch.randn(rows, row, device="cuda"), _misaligned(torch, (rows, row), torch.float32)):
             torch.testing.assert_close(ROW_SUM(x), x.double().sum(-1).float(), rtol=1e-5, atol=1e-4 * np.sqrt(row))
             torch.testing.assert_close(ROW_MAX(x), x.amax(-1))

@@ -1,7 +1,7 @@
 // The inner-reduction schedule on x.sum(-1), float32, dynamic shapes. The output is filled
 // first (its own pointwise kernel), then one kernel reduces: the host picks the threads per
-// row from the row length (a warp up to 512 elements, then 64, 128, 256, 512 threads) and
-// short rows share a block of 512 threads. Each thread sums every threads-th 16-byte vector of
+// row from the row length (one thread up to 16 elements, then 2, 4, ..., a warp up to 512,
+// then 64, 128, 256, 512 threads) and short rows share a block of 512 threads. Each thread sums every threads-th 16-byte vector of
 // its row, 4 vectors in flight; shuffle-xor butterflies reduce each warp, shared memory the
 // warps of a row; lane 0 adds the total into the output.
 // RUN: %python %S/Inputs/gpu_stage.py %s launch_params | FileCheck %s --check-prefix=PARAMS
@@ -9,14 +9,16 @@
 // RUN: %python %S/Inputs/gpu_stage.py %s ptx | FileCheck %s --check-prefix=PTX
 
 // PARAMS: pointwise: PointwiseParams(vector=4, unroll=4, block=256)
-// PARAMS-NEXT: inner reduction: InnerReductionParams(vector=4, unroll=4, block=512, tiers=(RowTier(max_row=512, threads=32), RowTier(max_row=1024, threads=64), {{.*}}, RowTier(max_row=None, threads=512)))
+// PARAMS-NEXT: inner reduction: InnerReductionParams(vector=4, unroll=4, block=512, tiers=(RowTier(max_row=16, threads=1), RowTier(max_row=32, threads=2), {{.*}}, RowTier(max_row=512, threads=32), RowTier(max_row=1024, threads=64), {{.*}}, RowTier(max_row=None, threads=512)))
 // PARAMS: // launches: 2
 
 // GPU-LABEL: func.func @mlirfuse_entry(
 // GPU: } {mlirfuse.schedule = "pointwise"}
 // GPU: %[[ROW:[^ ]+]] = memref.dim %arg0, %c1
 // GPU: %[[WARP_ROWS:[^ ]+]] = arith.cmpi ule, %[[ROW]], %c512
-// GPU: %[[THREADS:[^ ]+]] = arith.select %[[WARP_ROWS]], %c32, %{{[^ ]+}} : index
+// GPU: arith.select %[[WARP_ROWS]], %c32, %{{[^ ]+}} : index
+// GPU: %[[TINY_ROWS:[^ ]+]] = arith.cmpi ule, %[[ROW]], %c16
+// GPU: %[[THREADS:[^ ]+]] = arith.select %[[TINY_ROWS]], %c1, %{{[^ ]+}} : index
 // GPU: arith.divui %c512, %[[THREADS]]
 // GPU: gpu.launch blocks
 // GPU-SAME: threads({{.*}}) in ({{[^ ]+}} = %c512,
