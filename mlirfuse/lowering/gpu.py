@@ -1,9 +1,9 @@
 """GPU backend: fusion IR -> linalg -> scheduled kernels (or parallel loops) -> guarded gpu.launch
 -> NVVM -> PTX/cubin.
 
-Generics a schedule matches (`schedules` decides the parameters, `gpu_kernels` and
-`gpu_reduction` build the kernels: vectorized pointwise, inner reductions) become kernels
-straight from linalg on memrefs; the rest take the naive path: parallel loops, one thread per
+Generics a schedule matches (`schedules` decides the parameters; `gpu_pointwise` and
+`gpu_reduction` build the kernels, on `gpu_kernels`' shared pieces) become kernels straight
+from linalg on memrefs; the rest take the naive path: parallel loops, one thread per
 iteration (`parallel_to_launch`).
 
 The host side stays MLIR (sizes, grids and launches, compiled by the ExecutionEngine), but
@@ -24,7 +24,7 @@ from mlir.dialects import arith, gpu, linalg, memref, scf
 from mlirfuse.dialects import fusion as fusion_dialect
 from mlirfuse.errors import FusionError
 from mlirfuse.frontend.graph import InputSpec
-from mlirfuse.lowering import gpu_kernels, gpu_reduction, schedules, toolchain
+from mlirfuse.lowering import gpu_kernels, gpu_pointwise, gpu_reduction, schedules, toolchain
 from mlirfuse.lowering import linalg_builders as B
 from mlirfuse.lowering.cpu import BUFFERIZE, INLINE, run_pipeline
 from mlirfuse.lowering.host_abi import ENTRY, add_entry_point, inline_scalar_operands
@@ -214,12 +214,11 @@ def apply_schedules(func: ir.Operation, device: schedules.DeviceProperties) -> l
         if isinstance(g, str):
             notes.append(f"naive: {g}")
             continue
-        pointwise = gpu_kernels.match_pointwise(g)
-        if isinstance(pointwise, gpu_kernels.PointwiseMatch):
-            numel = None if None in g.static else gpu_kernels._prod([s for s in g.static if s is not None])
-            params = schedules.pointwise_heuristic(numel, [o.element_bytes for o in g.operands if o.is_memref],
-                                                   device, g.body_ops())
-            gpu_kernels.emit_pointwise(pointwise, params)
+        pointwise = gpu_pointwise.match_pointwise(g)
+        if isinstance(pointwise, gpu_pointwise.PointwiseMatch):
+            params = schedules.pointwise_heuristic(
+                g.static_numel(), [o.element_bytes for o in g.operands if o.is_memref], device, g.body_ops())
+            gpu_pointwise.emit_pointwise(pointwise, params)
             notes.append(f"pointwise: {params}")
             continue
         reduction = gpu_reduction.match_inner_reduction(g)
@@ -246,7 +245,7 @@ def sink_index_constants(func: ir.Operation) -> None:
     for launch in _launches(func):
         body = launch.regions[0].blocks[0]
         copies: dict = {}
-        for op in gpu_kernels._walk(launch)[1:]:  # not the launch's own sizes
+        for op in gpu_kernels.walk_ops(launch)[1:]:  # not the launch's own sizes
             for v in list(op.operands):
                 owner = v.owner
                 if isinstance(owner, ir.Block) or owner.operation.name != "arith.constant" \
@@ -258,7 +257,7 @@ def sink_index_constants(func: ir.Operation) -> None:
 
 
 def _launches(func: ir.Operation) -> list[ir.Operation]:
-    return [op for op in gpu_kernels._walk(func) if op.name == "gpu.launch"]
+    return [op for op in gpu_kernels.walk_ops(func) if op.name == "gpu.launch"]
 
 
 def loops_to_gpu(func: ir.Operation) -> None:

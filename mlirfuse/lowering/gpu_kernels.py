@@ -1,13 +1,16 @@
 """Applying schedules to IR: linalg.generic ops on memrefs -> one guarded gpu.launch each.
 
 The dumb half of the heuristics/mechanics split (`schedules` is the other): given a
-generic's loop nest and a schedule's parameters, build the kernel. What this file knows:
+generic's loop nest and a schedule's parameters, build the kernel. This file has what the
+kernels share:
   - `analyze`: a generic as data (operands, their indexing as loop dims, the body);
-  - `match_pointwise` / `match_inner_reduction` (`gpu_reduction`): which schedule applies,
-    or why none does (the naive path then lowers the op);
   - body cloning (`clone_body`): the generic's scalar body emitted once per element, with
     block arguments mapped to loaded (vector) elements and `linalg.index` to loop indices;
-  - the pointwise kernel (`emit_pointwise`).
+  - host-side views and checks (`collapse`, `aligned`), vector loads and stores, the guarded
+    launch.
+The kernels: `gpu_pointwise` (vectorized pointwise) and `gpu_reduction` (inner reductions);
+each has a `match_*` that says which generics it takes, or why not (the naive path then
+lowers the op).
 
 Every kernel is one `gpu.launch` under a host `scf.if` (nothing to do for empty tensors)
 tagged `mlirfuse.schedule`; run-time variants (vector or scalar) are uniform branches inside
@@ -23,7 +26,6 @@ from typing import Callable, Sequence
 from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf, vector
 
-from mlirfuse.lowering import schedules as S
 from mlirfuse.lowering.linalg_builders import ZERO, index_const
 
 log = logging.getLogger("mlirfuse.schedules")
@@ -83,6 +85,10 @@ class Generic:
                               for p, r in enumerate(o.results) if r == d)
                 self._extents.append(memref.dim(o.value, index_const(pos)))
         return self._extents
+
+    def static_numel(self) -> int | None:
+        """Iterations of the loop nest where every extent is static."""
+        return None if None in self.static else _prod([s for s in self.static if s is not None])
 
     def body_ops(self) -> int:
         """Operations one copy of the body costs (the yield not counted)."""
@@ -159,7 +165,8 @@ def _n_outputs(op: ir.Operation) -> int:
     return sizes[1]
 
 
-def _monotone(results: Sequence[int]) -> bool:
+def monotone(results: Sequence[int]) -> bool:
+    """The loop dims (constants aside) appear in increasing order: no transpose."""
     dims = [r for r in results if r != ZERO]
     return all(a < b for a, b in zip(dims, dims[1:]))
 
@@ -177,7 +184,7 @@ def clone_body(body: ir.Block, mapping: dict, index_of: Callable[[int], ir.Value
             mapping[op.results[0]] = index_of(ir.IntegerAttr(op.attributes["dim"]).value)
             continue
         new = op.clone()
-        for inner in _walk(new):
+        for inner in walk_ops(new):
             for v in list(inner.operands):
                 if v in mapping:
                     inner.replace_uses_of_with(v, mapping[v])
@@ -186,7 +193,8 @@ def clone_body(body: ir.Block, mapping: dict, index_of: Callable[[int], ir.Value
     raise ValueError("linalg.generic body without linalg.yield")
 
 
-def _walk(op: ir.Operation) -> list[ir.Operation]:
+def walk_ops(op: ir.Operation) -> list[ir.Operation]:
+    """`op` and every operation nested in it, in pre-order."""
     found: list[ir.Operation] = []
     op.walk(lambda o: (found.append(o), ir.WalkResult.ADVANCE)[1], ir.WalkOrder.PRE_ORDER)
     return found
@@ -306,147 +314,3 @@ def _prod(values: Sequence[int]) -> int:
     for v in values:
         out *= v
     return out
-
-
-# -- pointwise ------------------------------------------------------------------------------
-@dataclass
-class PointwiseMatch:
-    generic: Generic
-    flat: bool  # every memref indexed by identity and no linalg.index: one linear index
-
-
-def match_pointwise(g: Generic) -> PointwiseMatch | str:
-    if any(g.reduction) or g.n_loops == 0:
-        return "not all loops are parallel"
-    identity = list(range(g.n_loops))
-    for i, o in enumerate(g.operands):
-        if not o.is_memref:
-            continue
-        if o.is_output and o.results != identity:
-            return f"output {i} is not indexed by the identity"
-        if not _monotone(o.results):
-            return f"operand {i} is transposed ({o.results})"
-    memrefs = [o for o in g.operands if o.is_memref]
-    is_flat = all(o.results == identity for o in memrefs) and not g.has_index_ops()
-    return PointwiseMatch(g, is_flat)
-
-
-def emit_pointwise(m: PointwiseMatch, params: S.PointwiseParams) -> ir.Operation:
-    """Replace the generic with a vectorized pointwise kernel (scalar variant when unaligned)."""
-    g = m.generic
-    with ir.InsertionPoint(g.op), g.op.location:
-        extents = g.extents()
-        total = product(extents)
-        views = {id(o): (flat(o.value) if o.results == list(range(g.n_loops)) else o.value)
-                 for o in g.operands if o.is_memref}
-        vec = params.vector
-        vector_ok = None
-        if vec > 1:
-            vectored = [o for o in g.operands if o.is_memref and _vector_access(o, g.n_loops)]
-            vector_ok = arith.andi(divisible(total if m.flat else extents[-1], vec),
-                                   aligned([o.value for o in vectored], [vec * o.element_bytes for o in vectored]))
-        per_block = params.unroll * params.block
-        grid = arith.ceildivui(total, index_const(per_block))
-        if vector_ok is not None:
-            grid = arith.select(vector_ok, arith.ceildivui(arith.divui(total, index_const(vec)),
-                                                           index_const(per_block)), grid)
-        nonempty = arith.cmpi(arith.CmpIPredicate.ugt, total, index_const(0))
-        body, guard = guarded_launch(g, "pointwise", nonempty, grid, index_const(params.block))
-    with ir.InsertionPoint(body.operations[len(body.operations) - 1]), g.op.location:
-        kernel = _PointwiseKernel(m, params, views, extents, total, body.arguments[0], body.arguments[3])
-        if vector_ok is None:
-            kernel.variant(1)
-        else:
-            choice = scf.IfOp(vector_ok, has_else=True)
-            with ir.InsertionPoint(choice.then_block):
-                kernel.variant(vec)
-                scf.YieldOp([])
-            with ir.InsertionPoint(choice.else_block):
-                kernel.variant(1)
-                scf.YieldOp([])
-    g.op.erase()
-    return guard.operation
-
-
-def _vector_access(o: Operand, n_loops: int) -> bool:
-    """The operand's elements along the innermost loop are contiguous (a vector access)."""
-    return bool(o.results) and o.results[-1] == n_loops - 1
-
-
-class _PointwiseKernel:
-    """Thread t of block b handles vectors (b * unroll + u) * block + t, u < unroll: each
-    iteration u of a warp touches one contiguous span. Full blocks issue every load first."""
-
-    def __init__(self, m: PointwiseMatch, params: S.PointwiseParams, views: dict, extents: list[ir.Value],
-                 total: ir.Value, bx: ir.Value, tx: ir.Value):
-        self.m, self.g, self.p, self.views = m, m.generic, params, views
-        self.extents, self.total, self.bx, self.tx = extents, total, bx, tx
-
-    def variant(self, width: int) -> None:
-        """Vectors of `width` elements; width 1 is the scalar variant (one body per thread and
-        step: it only runs on unaligned data)."""
-        p = self.p
-        per_block = p.unroll * p.block
-        if width == 1:
-            self.elements(arith.muli(self.bx, index_const(per_block)), p.unroll)
-            return
-        chunks = arith.divui(self.total, index_const(width))
-        first = arith.addi(arith.muli(self.bx, index_const(per_block)), self.tx)
-        end_of_block = arith.muli(arith.addi(self.bx, index_const(1)), index_const(per_block))
-        full = scf.IfOp(arith.cmpi(arith.CmpIPredicate.ule, end_of_block, chunks), has_else=True)
-        with ir.InsertionPoint(full.then_block):
-            starts = [arith.addi(first, index_const(u * p.block)) if u else first for u in range(p.unroll)]
-            loaded = [self.loads(c, width) for c in starts]
-            for c, values in zip(starts, loaded):
-                self.compute_and_store(c, width, values)
-            scf.YieldOp([])
-        with ir.InsertionPoint(full.else_block):  # the last block: element by element
-            self.elements(arith.muli(self.bx, index_const(per_block * width)), p.unroll * width)
-            scf.YieldOp([])
-
-    def elements(self, start: ir.Value, steps: int) -> None:
-        """Elements start + k * block + t, k < steps, that are in bounds, one at a time."""
-        loop = scf.ForOp(index_const(0), index_const(steps), index_const(1))
-        with ir.InsertionPoint(loop.body):
-            e = arith.addi(arith.addi(start, arith.muli(loop.induction_variable, index_const(self.p.block))), self.tx)
-            inside = scf.IfOp(arith.cmpi(arith.CmpIPredicate.ult, e, self.total))
-            with ir.InsertionPoint(inside.then_block):
-                self.compute_and_store(e, 1, self.loads(e, 1))
-                scf.YieldOp([])
-            scf.YieldOp([])
-
-    def loads(self, chunk: ir.Value, width: int) -> tuple[ir.Value, list[ir.Value] | None, dict]:
-        g = self.g
-        linear = arith.muli(chunk, index_const(width)) if width > 1 else chunk
-        ivs = None if self.m.flat else delinearize(linear, self.extents)
-        values = {}
-        for o in g.operands:
-            if not o.is_memref:
-                continue
-            if o.is_output and not list(o.arg.uses):
-                continue
-            view = self.views[id(o)]
-            if o.results == list(range(g.n_loops)):
-                values[id(o)] = load(view, [linear], width)
-                continue
-            zero = index_const(0)
-            indices = [zero if r == ZERO else ivs[r] for r in o.results]
-            values[id(o)] = load(o.value, indices, width if _vector_access(o, g.n_loops) else 1)
-        return linear, ivs, values
-
-    def compute_and_store(self, chunk: ir.Value, width: int, loaded) -> None:
-        g = self.g
-        linear, ivs, values = loaded
-        results: list[list[ir.Value]] = [[] for _ in g.outputs]
-        for e in range(width):
-            mapping = {o.arg: (element(values[id(o)], e) if id(o) in values else o.value)
-                       for o in g.operands if id(o) in values or not o.is_memref}
-
-            def index_of(d: int, e: int = e) -> ir.Value:
-                iv = ivs[d]
-                return arith.addi(iv, index_const(e)) if e and d == g.n_loops - 1 else iv
-
-            for k, v in enumerate(clone_body(g.body, mapping, index_of)):
-                results[k].append(v)
-        for o, elems in zip(g.outputs, results):
-            store(elems if width > 1 else elems[0], self.views[id(o)], [linear])

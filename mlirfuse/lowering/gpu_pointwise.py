@@ -1,0 +1,181 @@
+"""The pointwise kernel: a linalg.generic with only parallel loops whose memrefs are
+contiguous and indexed by the identity or by a broadcast (a subset of the loops, in order).
+
+Thread t of block b handles vectors (b * unroll + u) * block + t, u < unroll, of `vector`
+elements each: 128-bit `vector.load`/`vector.store` with `alignment = 16` (4 x f32, 8 x
+f16/bf16), every load of a full block issued before its first store. Operands indexed by
+the identity are read through a 1-D view at the linear index; broadcast operands at their
+own indices: a vector where they run along the innermost loop, one scalar per vector where
+they do not. The vector variant needs every vector-accessed pointer 16-byte aligned and the
+size (or the inner extent, with broadcasts) a multiple of the vector: the host checks and
+passes the choice in; otherwise the kernel runs its scalar variant. Parameters come from
+`schedules.pointwise_heuristic`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlir import ir
+from mlir.dialects import arith, scf
+
+from mlirfuse.lowering import schedules as S
+from mlirfuse.lowering.gpu_kernels import (
+    Generic,
+    Operand,
+    aligned,
+    clone_body,
+    delinearize,
+    divisible,
+    element,
+    flat,
+    guarded_launch,
+    load,
+    monotone,
+    product,
+    store,
+)
+from mlirfuse.lowering.linalg_builders import ZERO, index_const
+
+
+@dataclass
+class PointwiseMatch:
+    generic: Generic
+    flat: bool  # every memref indexed by identity and no linalg.index: one linear index
+
+
+def match_pointwise(g: Generic) -> PointwiseMatch | str:
+    if any(g.reduction) or g.n_loops == 0:
+        return "not all loops are parallel"
+    identity = list(range(g.n_loops))
+    for i, o in enumerate(g.operands):
+        if not o.is_memref:
+            continue
+        if o.is_output and o.results != identity:
+            return f"output {i} is not indexed by the identity"
+        if not monotone(o.results):
+            return f"operand {i} is transposed ({o.results})"
+    memrefs = [o for o in g.operands if o.is_memref]
+    is_flat = all(o.results == identity for o in memrefs) and not g.has_index_ops()
+    return PointwiseMatch(g, is_flat)
+
+
+def emit_pointwise(m: PointwiseMatch, params: S.PointwiseParams) -> ir.Operation:
+    """Replace the generic with a vectorized pointwise kernel (scalar variant when unaligned)."""
+    g = m.generic
+    with ir.InsertionPoint(g.op), g.op.location:
+        extents = g.extents()
+        total = product(extents)
+        views = {id(o): (flat(o.value) if o.results == list(range(g.n_loops)) else o.value)
+                 for o in g.operands if o.is_memref}
+        vec = params.vector
+        vector_ok = None
+        if vec > 1:
+            vectored = [o for o in g.operands if o.is_memref and _vector_access(o, g.n_loops)]
+            vector_ok = arith.andi(divisible(total if m.flat else extents[-1], vec),
+                                   aligned([o.value for o in vectored], [vec * o.element_bytes for o in vectored]))
+        per_block = params.unroll * params.block
+        grid = arith.ceildivui(total, index_const(per_block))
+        if vector_ok is not None:
+            grid = arith.select(vector_ok, arith.ceildivui(arith.divui(total, index_const(vec)),
+                                                           index_const(per_block)), grid)
+        nonempty = arith.cmpi(arith.CmpIPredicate.ugt, total, index_const(0))
+        body, guard = guarded_launch(g, "pointwise", nonempty, grid, index_const(params.block))
+    with ir.InsertionPoint(body.operations[len(body.operations) - 1]), g.op.location:
+        kernel = _PointwiseKernel(m, params, views, extents, total, body.arguments[0], body.arguments[3])
+        if vector_ok is None:
+            kernel.variant(1)
+        else:
+            choice = scf.IfOp(vector_ok, has_else=True)
+            with ir.InsertionPoint(choice.then_block):
+                kernel.variant(vec)
+                scf.YieldOp([])
+            with ir.InsertionPoint(choice.else_block):
+                kernel.variant(1)
+                scf.YieldOp([])
+    g.op.erase()
+    return guard.operation
+
+
+def _vector_access(o: Operand, n_loops: int) -> bool:
+    """The operand's elements along the innermost loop are contiguous (a vector access)."""
+    return bool(o.results) and o.results[-1] == n_loops - 1
+
+
+class _PointwiseKernel:
+    """Thread t of block b handles vectors (b * unroll + u) * block + t, u < unroll: each
+    iteration u of a warp touches one contiguous span. Full blocks issue every load first."""
+
+    def __init__(self, m: PointwiseMatch, params: S.PointwiseParams, views: dict, extents: list[ir.Value],
+                 total: ir.Value, bx: ir.Value, tx: ir.Value):
+        self.m, self.g, self.p, self.views = m, m.generic, params, views
+        self.extents, self.total, self.bx, self.tx = extents, total, bx, tx
+
+    def variant(self, width: int) -> None:
+        """Vectors of `width` elements; width 1 is the scalar variant (one body per thread and
+        step: it only runs on unaligned data)."""
+        p = self.p
+        per_block = p.unroll * p.block
+        if width == 1:
+            self.elements(arith.muli(self.bx, index_const(per_block)), p.unroll)
+            return
+        chunks = arith.divui(self.total, index_const(width))
+        first = arith.addi(arith.muli(self.bx, index_const(per_block)), self.tx)
+        end_of_block = arith.muli(arith.addi(self.bx, index_const(1)), index_const(per_block))
+        full = scf.IfOp(arith.cmpi(arith.CmpIPredicate.ule, end_of_block, chunks), has_else=True)
+        with ir.InsertionPoint(full.then_block):
+            starts = [arith.addi(first, index_const(u * p.block)) if u else first for u in range(p.unroll)]
+            loaded = [self.loads(c, width) for c in starts]
+            for c, values in zip(starts, loaded):
+                self.compute_and_store(c, width, values)
+            scf.YieldOp([])
+        with ir.InsertionPoint(full.else_block):  # the last block: element by element
+            self.elements(arith.muli(self.bx, index_const(per_block * width)), p.unroll * width)
+            scf.YieldOp([])
+
+    def elements(self, start: ir.Value, steps: int) -> None:
+        """Elements start + k * block + t, k < steps, that are in bounds, one at a time."""
+        loop = scf.ForOp(index_const(0), index_const(steps), index_const(1))
+        with ir.InsertionPoint(loop.body):
+            e = arith.addi(arith.addi(start, arith.muli(loop.induction_variable, index_const(self.p.block))), self.tx)
+            inside = scf.IfOp(arith.cmpi(arith.CmpIPredicate.ult, e, self.total))
+            with ir.InsertionPoint(inside.then_block):
+                self.compute_and_store(e, 1, self.loads(e, 1))
+                scf.YieldOp([])
+            scf.YieldOp([])
+
+    def loads(self, chunk: ir.Value, width: int) -> tuple[ir.Value, list[ir.Value] | None, dict]:
+        g = self.g
+        linear = arith.muli(chunk, index_const(width)) if width > 1 else chunk
+        ivs = None if self.m.flat else delinearize(linear, self.extents)
+        values = {}
+        for o in g.operands:
+            if not o.is_memref:
+                continue
+            if o.is_output and not list(o.arg.uses):
+                continue
+            view = self.views[id(o)]
+            if o.results == list(range(g.n_loops)):
+                values[id(o)] = load(view, [linear], width)
+                continue
+            zero = index_const(0)
+            indices = [zero if r == ZERO else ivs[r] for r in o.results]
+            values[id(o)] = load(o.value, indices, width if _vector_access(o, g.n_loops) else 1)
+        return linear, ivs, values
+
+    def compute_and_store(self, chunk: ir.Value, width: int, loaded) -> None:
+        g = self.g
+        linear, ivs, values = loaded
+        results: list[list[ir.Value]] = [[] for _ in g.outputs]
+        for e in range(width):
+            mapping = {o.arg: (element(values[id(o)], e) if id(o) in values else o.value)
+                       for o in g.operands if id(o) in values or not o.is_memref}
+
+            def index_of(d: int, e: int = e) -> ir.Value:
+                iv = ivs[d]
+                return arith.addi(iv, index_const(e)) if e and d == g.n_loops - 1 else iv
+
+            for k, v in enumerate(clone_body(g.body, mapping, index_of)):
+                results[k].append(v)
+        for o, elems in zip(g.outputs, results):
+            store(elems if width > 1 else elems[0], self.views[id(o)], [linear])
