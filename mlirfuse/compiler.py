@@ -157,9 +157,8 @@ class CompiledFusion:
         for name, stage in (("scheduled_ir", "linalg"), ("linalg", "linalg"), ("gpu", "gpu"), ("ptx", "ptx")):
             if stage in self.stages:
                 dump.emit(name, self.stages[stage], key)
-        if "gpu" in self.stages and dump.enabled("launch_params"):
-            dump.emit("launch_params", f"{self.n_launches} launches, each blockDim = (256, 1, 1), "
-                      "gridDim = (ceil(iterations / 256), 1, 1), no shared memory", key)
+        if "launch_params" in self.stages:
+            dump.emit("launch_params", f"{self.n_launches} launch(es):\n" + self.stages["launch_params"], key)
 
     def _build_direct(self, keep_stages: bool) -> None:
         from mlirfuse.lowering.cpu import compile_cpu
