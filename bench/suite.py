@@ -224,7 +224,12 @@ def main() -> int:
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--quick", action="store_true", help="small shapes (a smoke run)")
     parser.add_argument("--only", help="run the workloads whose name contains this")
+    parser.add_argument("--row", type=int, help=argparse.SUPPRESS)  # one case, its row as JSON on stdout
+    parser.add_argument("--copy-gbps", type=float, help=argparse.SUPPRESS)
     opts = parser.parse_args()
+    if opts.row is not None:
+        print(json.dumps(run_case(CASES[opts.row], opts.copy_gbps, opts.quick)))
+        return 0
     gpu = torch.cuda.get_device_name()
     driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                             capture_output=True, text=True).stdout.strip()
@@ -233,13 +238,18 @@ def main() -> int:
     print("| workload | shape | dtype | mlirfuse us | eager us | compile us | GB/s | % copy BW | vs compile "
           "| vs eager | host us/call | cold s | warm s |\n" + "|---" * 13 + "|")
     rows = []
-    for case in CASES:
+    for index, case in enumerate(CASES):
         if opts.only and opts.only not in case.name:
             continue
+        # Each workload in its own process: compile caches, torch.compile state and any crash
+        # stay with it.
+        argv = [sys.executable, __file__, "--row", str(index), "--copy-gbps", str(copy_gbps)]
+        out = subprocess.run(argv + (["--quick"] if opts.quick else []), capture_output=True, text=True)
         try:
-            r = run_case(case, copy_gbps, opts.quick)
-        except Exception as e:  # noqa: BLE001 - a failing workload is reported, not hidden
-            r = {"name": case.name, "shape": "x".join(map(str, case.shape)), "error": f"{type(e).__name__}: {e}"}
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+        except (IndexError, json.JSONDecodeError):
+            reason = (out.stderr.strip().splitlines() or [f"exit {out.returncode}"])[-1]
+            r = {"name": case.name, "shape": "x".join(map(str, case.shape)), "error": reason}
             print(f"| {case.name} | {r['shape']} | | failed: {r['error'][:120]} |")
             rows.append(r)
             continue
