@@ -402,20 +402,23 @@ def compile_gpu(fusion_ir: str, specs: Sequence[InputSpec], arch: str = "sm_90",
         run_pipeline(module, INLINE, "inlined")
         inline_scalar_operands(module)
         run_pipeline(module, BUFFERIZE, "bufferized")
-        entry = _entry(module)
-        copies_to_linalg(entry)
-        add_unit_loops(entry)
+        # The bindings do not track live operations: an op wrapper is a raw pointer. The entry
+        # function is looked up again after every pipeline rather than held across one.
+        copies_to_linalg(_entry(module))
+        add_unit_loops(_entry(module))
         if use_schedules:
             run_pipeline(module, GENERALIZE, "generalized")
-            notes = apply_schedules(entry, schedules.device_properties(arch))
+            notes = apply_schedules(_entry(module), schedules.device_properties(arch))
             if keep_stages:
                 stages["launch_params"] = "\n".join(notes)
         run_pipeline(module, TO_LOOPS, "loops")
         if keep_stages:
             stages["loops"] = str(module)
+        entry = _entry(module)
         loops_to_gpu(entry)
         sink_index_constants(entry)
         allocs_to_gpu(entry)
+        del entry  # erased by the NVVM pipeline (func.func -> llvm.func)
         module.operation.verify()
         n_kernels = str(module).count("gpu.launch blocks")
         if keep_stages:
