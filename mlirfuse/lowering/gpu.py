@@ -256,6 +256,23 @@ def sink_index_constants(func: ir.Operation) -> None:
                 op.replace_uses_of_with(v, copies[v])
 
 
+def launch_dims(func: ir.Operation) -> list[str]:
+    """One line per gpu.launch: its gridDim and blockDim, `?` where a size is computed
+    from the arguments' extents at run time."""
+    def size(v: ir.Value) -> str:
+        owner = v.owner
+        if not isinstance(owner, ir.Block) and owner.operation.name == "arith.constant":
+            return str(ir.IntegerAttr(owner.operation.attributes["value"]).value)
+        return "?"
+
+    lines = []
+    for k, launch in enumerate(_launches(func)):
+        grid, block = launch.operands[0:3], launch.operands[3:6]  # no async dependencies
+        lines.append(f"launch {k} gridDim=({', '.join(map(size, grid))}) "
+                     f"blockDim=({', '.join(map(size, block))})")
+    return lines
+
+
 def _launches(func: ir.Operation) -> list[ir.Operation]:
     return [op for op in gpu_kernels.walk_ops(func) if op.name == "gpu.launch"]
 
@@ -389,9 +406,8 @@ def compile_gpu(fusion_ir: str, specs: Sequence[InputSpec], arch: str = "sm_90",
     if tk.libdevice is None:
         raise FusionError(toolchain.MISSING_LIBDEVICE)
     stages: dict[str, str] = {}
-    ctx = ir.Context()
+    ctx = fusion_dialect.new_context()
     with ctx, ir.Location.unknown():
-        fusion_dialect.load(ctx)
         module = fusion_dialect.parse(fusion_ir, ctx)
         if keep_stages:
             stages["fusion"] = str(module)
@@ -417,6 +433,10 @@ def compile_gpu(fusion_ir: str, specs: Sequence[InputSpec], arch: str = "sm_90",
         entry = _entry(module)
         loops_to_gpu(entry)
         sink_index_constants(entry)
+        if keep_stages:  # one line per launch: its schedule (or why naive), grid and block
+            notes, dims = stages.get("launch_params", "").splitlines(), launch_dims(entry)
+            stages["launch_params"] = "\n".join(
+                [f"{d}: {n}" for d, n in zip(dims, notes)] if len(notes) == len(dims) else notes + dims)
         allocs_to_gpu(entry)
         del entry  # erased by the NVVM pipeline (func.func -> llvm.func)
         module.operation.verify()
