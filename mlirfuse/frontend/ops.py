@@ -8,6 +8,7 @@ FusionError, naming the op and the offending shapes/dtypes, on any user mistake.
 from __future__ import annotations
 
 import builtins
+import functools
 from typing import Any, Sequence
 
 from mlirfuse.dialects import optable as T
@@ -257,34 +258,60 @@ def _reduction(name: str, x: Operand, axes: Any, keepdim: bool, extra: dict[str,
     return x.fusion.add_node(name, [x], attrs, [(out_dtype, shape)] * n_results)
 
 
-def sum(x: Tensor, axes: Any = None, keepdim: bool = False, dtype: Any = None, *, dims: Any = None) -> Tensor:  # noqa: A001
-    return _reduction("sum", x, axes if dims is None else dims, keepdim, {}, dtype)[0]
+_AXES_ALIASES = ("dims", "dim", "axis")  # nvFuser, torch, numpy
 
 
-def prod(x: Tensor, axes: Any = None, keepdim: bool = False, dtype: Any = None, *, dims: Any = None) -> Tensor:
-    return _reduction("prod", x, axes if dims is None else dims, keepdim, {}, dtype)[0]
+def _reduction_api(fn):
+    """Reductions take their axes as `axes`, `dims` (nvFuser), `dim` (torch) or `axis` (numpy),
+    and `keepdim` (torch) or `keepdims` (numpy)."""
+    @functools.wraps(fn)
+    def wrapper(x: Tensor, *args: Any, **kwargs: Any) -> Any:
+        given = [k for k in ("axes", *_AXES_ALIASES) if k in kwargs]
+        if len(given) + builtins.min(len(args), 1) > 1:
+            raise FusionError(f"{fn.__name__}: the axes are given twice ({', '.join(given) or 'positionally'})")
+        for k in given:
+            kwargs["axes"] = kwargs.pop(k)
+        if "keepdims" in kwargs:
+            if "keepdim" in kwargs:
+                raise FusionError(f"{fn.__name__}: give keepdim or keepdims, not both")
+            kwargs["keepdim"] = kwargs.pop("keepdims")
+        return fn(x, *args, **kwargs)
+    return wrapper
 
 
-def max(x: Tensor, axes: Any = None, keepdim: bool = False, *, dims: Any = None) -> Tensor:  # noqa: A001
-    return _reduction("max", x, axes if dims is None else dims, keepdim, {})[0]
+@_reduction_api
+def sum(x: Tensor, axes: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:  # noqa: A001
+    return _reduction("sum", x, axes, keepdim, {}, dtype)[0]
 
 
-def min(x: Tensor, axes: Any = None, keepdim: bool = False, *, dims: Any = None) -> Tensor:  # noqa: A001
-    return _reduction("min", x, axes if dims is None else dims, keepdim, {})[0]
+@_reduction_api
+def prod(x: Tensor, axes: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
+    return _reduction("prod", x, axes, keepdim, {}, dtype)[0]
 
 
-def mean(x: Tensor, axes: Any = None, keepdim: bool = False, dtype: Any = None, *, dims: Any = None) -> Tensor:
-    return _reduction("mean", x, axes if dims is None else dims, keepdim, {}, dtype)[0]
+@_reduction_api
+def max(x: Tensor, axes: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
+    return _reduction("max", x, axes, keepdim, {})[0]
 
 
-def var(x: Tensor, axes: Any = None, correction: float = 1, keepdim: bool = False, *, dims: Any = None) -> Tensor:
-    return _reduction("var", x, axes if dims is None else dims, keepdim, {"correction": float(correction)})[0]
+@_reduction_api
+def min(x: Tensor, axes: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
+    return _reduction("min", x, axes, keepdim, {})[0]
 
 
-def var_mean(x: Tensor, axes: Any = None, correction: float = 1, keepdim: bool = False,
-             *, dims: Any = None) -> tuple[Tensor, Tensor]:
-    v, m = _reduction("var_mean", x, axes if dims is None else dims, keepdim,
-                      {"correction": float(correction)})
+@_reduction_api
+def mean(x: Tensor, axes: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
+    return _reduction("mean", x, axes, keepdim, {}, dtype)[0]
+
+
+@_reduction_api
+def var(x: Tensor, axes: Any = None, correction: float = 1, keepdim: bool = False) -> Tensor:
+    return _reduction("var", x, axes, keepdim, {"correction": float(correction)})[0]
+
+
+@_reduction_api
+def var_mean(x: Tensor, axes: Any = None, correction: float = 1, keepdim: bool = False) -> tuple[Tensor, Tensor]:
+    v, m = _reduction("var_mean", x, axes, keepdim, {"correction": float(correction)})
     return v, m
 
 

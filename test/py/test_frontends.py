@@ -263,3 +263,20 @@ def test_torch_style_size_varargs() -> None:
     f = mlirfuse.jit(lambda x: (x.reshape(4, -1).permute(1, 0) * 2).reshape((2, 2, 6)).view(-1).expand(2, 24))
     x = np.arange(24, dtype=np.float32)
     np.testing.assert_array_equal(f(x), np.broadcast_to((x.reshape(4, -1).T * 2).reshape(-1), (2, 24)))
+
+
+def test_reduction_axes_in_torch_and_numpy_spellings() -> None:
+    """dim=/axis=/dims= and keepdim=/keepdims= all name the same reduction; twice is an error."""
+    x = RNG.standard_normal((4, 6, 8)).astype(np.float32)
+    f = mlirfuse.jit(lambda x: (x.sum(dim=-1, keepdim=True), x.mean(axis=(0, 2), keepdims=True),
+                                ops.max(x, dims=[1]), x.var(1, 0), x.min(axis=0)))
+    s, m, mx, v, mn = f(x)
+    np.testing.assert_allclose(s, x.sum(-1, keepdims=True), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(m, x.mean((0, 2), keepdims=True), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(mx, x.max(1))
+    np.testing.assert_allclose(v, x.var(1), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(mn, x.min(0))
+    with pytest.raises(mlirfuse.FusionError, match="axes are given twice"):
+        mlirfuse.jit(lambda x: x.sum(0, dim=1))(x)
+    with pytest.raises(mlirfuse.FusionError, match="keepdim or keepdims"):
+        mlirfuse.jit(lambda x: x.sum(0, keepdim=True, keepdims=True))(x)
