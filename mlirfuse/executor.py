@@ -84,8 +84,7 @@ class GraphExecutor:
     """Runs a grouped fusion on the CPU: numpy arrays, groups compiled by the CPU backend."""
 
     def __init__(self, module_text: str):
-        self.context = ir.Context()
-        fusion_dialect.load(self.context)
+        self.context = fusion_dialect.new_context()
         with self.context, ir.Location.unknown():
             self.module = ir.Module.parse(module_text)
             self.groups: dict[str, _Group] = {}

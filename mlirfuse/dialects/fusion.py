@@ -23,11 +23,25 @@ def load(context: ir.Context) -> None:
     context._mlirfuse_loaded = True  # type: ignore[attr-defined]
 
 
+def new_context(fusion: bool = True) -> ir.Context:
+    """A fresh MLIR context (every context mlirfuse makes comes from here), with the fusion
+    dialect loaded unless `fusion=False`.
+
+    MLIR's thread pool is off: a fusion's modules are small, so its worker threads cost more
+    than they save, and it keeps pass execution on the thread that compiles (which for a
+    torch backward pass is autograd's device thread, not the main one).
+    """
+    ctx = ir.Context()
+    ctx.enable_multithreading(False)
+    if fusion:
+        load(ctx)
+    return ctx
+
+
 @contextlib.contextmanager
 def context() -> Iterator[ir.Context]:
     """A fresh MLIR context with the fusion dialect loaded, entered with a location."""
-    with ir.Context() as ctx, ir.Location.unknown():
-        load(ctx)
+    with new_context() as ctx, ir.Location.unknown():
         yield ctx
 
 

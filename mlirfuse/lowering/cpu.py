@@ -90,7 +90,7 @@ def lower_cpu(fusion_ir: str, specs: Sequence[InputSpec], stages: dict[str, str]
 
 
 def jit_llvm(llvm_text: str) -> ExecutionEngine:
-    with ir.Context(), ir.Location.unknown():
+    with fusion_dialect.new_context(fusion=False), ir.Location.unknown():
         engine = ExecutionEngine(ir.Module.parse(llvm_text), opt_level=3, shared_libs=[])
         engine.initialize()
     return engine

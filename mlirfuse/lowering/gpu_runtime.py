@@ -24,6 +24,7 @@ import numpy as np
 from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 
+from mlirfuse.dialects import fusion as fusion_dialect
 from mlirfuse.errors import FusionError
 from mlirfuse.lowering.host_abi import ENTRY, ArgumentSlots
 
@@ -141,7 +142,7 @@ class DeviceExecutable:
                 for name in binary_names(host_llvm or ""):
                     getattr(self._library, f"{name}_load")()
             else:
-                with ir.Context(), ir.Location.unknown():
+                with fusion_dialect.new_context(fusion=False), ir.Location.unknown():
                     module = ir.Module.parse(host_llvm)
                     # Host code is trivial: no optimization; position-independent so that
                     # its object code can be linked into a shared library for warm starts.
