@@ -237,7 +237,16 @@ def main() -> int:
     print(f"GPU: {gpu}; driver {driver}; torch {torch.__version__}; copy bandwidth {copy_gbps:.0f} GB/s\n")
     print("| workload | shape | dtype | mlirfuse us | eager us | compile us | GB/s | % copy BW | vs compile "
           "| vs eager | host us/call | cold s | warm s |\n" + "|---" * 13 + "|")
-    rows = []
+    rows: list[dict] = []
+
+    def write_json(rows: list[dict]) -> None:  # after every row: an interrupted run keeps what it measured
+        if opts.json:
+            Path(opts.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(opts.json).write_text(json.dumps({"gpu": gpu, "driver": driver, "torch": torch.__version__,
+                                                   "date": time.strftime("%Y-%m-%d"), "copy_gbps": copy_gbps,
+                                                   "complete": len(rows) == n_cases, "rows": rows}, indent=2))
+
+    n_cases = sum(1 for case in CASES if not opts.only or opts.only in case.name)
     for index, case in enumerate(CASES):
         if opts.only and opts.only not in case.name:
             continue
@@ -252,8 +261,10 @@ def main() -> int:
             r = {"name": case.name, "shape": "x".join(map(str, case.shape)), "error": reason}
             print(f"| {case.name} | {r['shape']} | | failed: {r['error'][:120]} |")
             rows.append(r)
+            write_json(rows)
             continue
         rows.append(r)
+        write_json(rows)
         print(f"| {r['name']} | {r['shape']} | {r['dtype']} | {r['mlirfuse_us']:.1f} | {r['eager_us']:.1f} | "
               f"{r['compile_us']:.1f} | {r['gbps']:.0f} | {r['pct_copy']:.0f}% | {r['speedup_vs_compile']:.2f}x | "
               f"{r['speedup_vs_eager']:.2f}x | {r['host_us']:.1f} | {r['cold_compile_s']:.2f} | {r['warm_start_s']:.3f} |",
@@ -263,11 +274,7 @@ def main() -> int:
         geo = math.exp(sum(math.log(r["speedup_vs_compile"]) for r in ok) / len(ok))
         print(f"\ngeometric mean speedup over torch.compile: {geo:.2f}x over {len(ok)} workloads "
               f"({len(rows) - len(ok)} failed); min {min(r['speedup_vs_compile'] for r in ok):.2f}x")
-    if opts.json:
-        Path(opts.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(opts.json).write_text(json.dumps({"gpu": gpu, "driver": driver, "torch": torch.__version__,
-                                               "date": time.strftime("%Y-%m-%d"), "copy_gbps": copy_gbps,
-                                               "rows": rows}, indent=2))
+    write_json(rows)
     return 0
 
 
