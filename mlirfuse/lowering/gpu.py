@@ -1,10 +1,10 @@
 """GPU backend: fusion IR -> linalg -> scheduled kernels (or parallel loops) -> guarded gpu.launch
 -> NVVM -> PTX/cubin.
 
-Generics a schedule matches (`schedules` decides the parameters; `gpu_pointwise` and
-`gpu_reduction` build the kernels, on `gpu_kernels`' shared pieces) become kernels straight
-from linalg on memrefs; the rest take the naive path: parallel loops, one thread per
-iteration (`parallel_to_launch`).
+Generics a schedule matches (`schedules` decides the parameters; `gpu_pointwise`,
+`gpu_reduction` and `gpu_column` build the kernels, on `gpu_kernels`' shared pieces) become
+kernels straight from linalg on memrefs; the rest take the naive path: parallel loops, one
+thread per iteration (`parallel_to_launch`).
 
 The host side stays MLIR (sizes, grids and launches, compiled by the ExecutionEngine), but
 its stream and allocation calls are redirected (`host_overrides`) so that kernels run on
@@ -24,7 +24,7 @@ from mlir.dialects import arith, gpu, linalg, memref, scf
 from mlirfuse.dialects import fusion as fusion_dialect
 from mlirfuse.errors import FusionError
 from mlirfuse.frontend.graph import InputSpec
-from mlirfuse.lowering import gpu_kernels, gpu_pointwise, gpu_reduction, schedules, toolchain
+from mlirfuse.lowering import gpu_column, gpu_kernels, gpu_pointwise, gpu_reduction, schedules, toolchain
 from mlirfuse.lowering import linalg_builders as B
 from mlirfuse.lowering.cpu import BUFFERIZE, INLINE, run_pipeline
 from mlirfuse.lowering.host_abi import ENTRY, add_entry_point, inline_scalar_operands
@@ -229,8 +229,16 @@ def apply_schedules(func: ir.Operation, device: schedules.DeviceProperties) -> l
             gpu_reduction.emit_inner_reduction(reduction, params)
             notes.append(f"inner reduction: {params}")
             continue
-        notes.append(f"naive: {pointwise}; {reduction}")
-        log.debug("no schedule: %s; %s", pointwise, reduction)
+        column = gpu_column.match_column_reduction(g)
+        if isinstance(column, gpu_column.ColumnReductionMatch):
+            params = schedules.column_reduction_heuristic(
+                column.static_columns(), column.static_rows(),
+                [o.element_bytes for o in column.column_operands + column.column_invariant], device, g.body_ops())
+            gpu_column.emit_column_reduction(column, params)
+            notes += [f"column reduction: {params}", "column reduction: partials combined in slice order"]
+            continue
+        notes.append(f"naive: {pointwise}; {reduction}; {column}")
+        log.debug("no schedule: %s; %s; %s", pointwise, reduction, column)
     return notes
 
 

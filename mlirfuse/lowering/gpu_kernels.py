@@ -8,13 +8,14 @@ kernels share:
     block arguments mapped to loaded (vector) elements and `linalg.index` to loop indices;
   - host-side views and checks (`collapse`, `aligned`), vector loads and stores, the guarded
     launch.
-The kernels: `gpu_pointwise` (vectorized pointwise) and `gpu_reduction` (inner reductions);
-each has a `match_*` that says which generics it takes, or why not (the naive path then
-lowers the op).
+The kernels: `gpu_pointwise` (vectorized pointwise), `gpu_reduction` (inner reductions) and
+`gpu_column` (outer, column reductions); each has a `match_*` that says which generics it
+takes, or why not (the naive path then lowers the op).
 
-Every kernel is one `gpu.launch` under a host `scf.if` (nothing to do for empty tensors)
-tagged `mlirfuse.schedule`; run-time variants (vector or scalar) are uniform branches inside
-it, so the number of `gpu.launch` ops is the number of launches per call.
+Every kernel is one `gpu.launch` (a column reduction two) under a host `scf.if` (nothing to
+do for empty tensors) tagged `mlirfuse.schedule`; run-time variants (vector or scalar) are
+uniform branches inside it, so the number of `gpu.launch` ops is the number of launches per
+call.
 """
 
 from __future__ import annotations

@@ -53,13 +53,13 @@ class InnerReductionMatch:
     combiners: list[ir.Operation]  # per output: the op combining its accumulator with a value
 
     def static_row(self) -> int | None:
-        return _static_product(self.generic, self.reduced)
+        return static_product(self.generic, self.reduced)
 
     def static_rows(self) -> int | None:
-        return _static_product(self.generic, self.kept)
+        return static_product(self.generic, self.kept)
 
 
-def _static_product(g: Generic, loops: list[int]) -> int | None:
+def static_product(g: Generic, loops: list[int]) -> int | None:
     total = 1
     for d in loops:
         if g.static[d] is None:
@@ -74,7 +74,7 @@ def identity(name: str, t: ir.Type) -> ir.Value:
     return arith.constant(t, _FLOAT_IDENTITY[name])
 
 
-def _combiner(g: Generic, out: Operand, yielded: ir.Value) -> ir.Operation | str:
+def accumulator_combiner(g: Generic, out: Operand, yielded: ir.Value) -> ir.Operation | str:
     owner = yielded.owner
     if isinstance(owner, ir.Block):
         return "an output yields a block argument"
@@ -115,7 +115,7 @@ def match_inner_reduction(g: Generic) -> InnerReductionMatch | str:
     yielded = list(g.body.operations[len(g.body.operations) - 1].operands)
     combiners = []
     for out, y in zip(g.outputs, yielded):
-        c = _combiner(g, out, y)
+        c = accumulator_combiner(g, out, y)
         if isinstance(c, str):
             return c
         combiners.append(c)

@@ -136,3 +136,46 @@ def inner_reduction_heuristic(row: int | None, rows: int | None, element_bytes: 
     if row is not None:  # a static row length: one tier
         params = InnerReductionParams(vec, unroll, block, (RowTier(None, params.tier(row).threads),))
     return params
+
+
+# -- outer (column) reduction ----------------------------------------------------------------
+COLUMN_BLOCK = 256
+
+
+@dataclass(frozen=True)
+class ColumnReductionParams:
+    """A reduction over the outer dims of [rows, columns] operands (x.sum(0)): a block covers
+    `block_x * vector` adjacent columns (128-bit loads along them) and `block_y` rows of
+    threads, each accumulating every `block_y`-th row of its slice (`unroll` rows in flight).
+    The rows are cut into slices so that there are about `target_blocks` blocks, but no
+    thread gets fewer than `min_rows_per_thread` rows; each slice's partial goes to a
+    workspace that a second launch combines in slice order (deterministic)."""
+
+    vector: int
+    unroll: int
+    block_x: int
+    block_y: int
+    target_blocks: int
+    min_rows_per_thread: int
+
+    @property
+    def block(self) -> int:
+        return self.block_x * self.block_y
+
+
+def column_reduction_heuristic(columns: int | None, rows: int | None, element_bytes: Sequence[int],
+                               device: DeviceProperties = DeviceProperties(),
+                               body_ops: int = 1) -> ColumnReductionParams:
+    """A warp across the columns (32 x 16 bytes: each row read in 512-byte spans) and 8 rows
+    of threads; fewer lanes across (more rows) where a static column count is narrower than
+    a warp's vectors. Slices: enough blocks for one full wave of the device."""
+    del rows
+    vec = vector_width(element_bytes)
+    unroll = _unroll(vec, len(element_bytes), body_ops)
+    block_x = WARP
+    if columns is not None:
+        while block_x > 4 and (block_x // 2) * vec >= columns:
+            block_x //= 2
+    block_y = COLUMN_BLOCK // block_x
+    target = device.sm_count * (device.max_threads_per_sm // COLUMN_BLOCK)
+    return ColumnReductionParams(vec, unroll, block_x, block_y, target, 2 * unroll)

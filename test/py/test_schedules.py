@@ -18,10 +18,12 @@ import mlirfuse
 from mlirfuse import ops
 from mlirfuse.lowering import toolchain
 from mlirfuse.lowering.schedules import (
+    ColumnReductionParams,
     DeviceProperties,
     InnerReductionParams,
     PointwiseParams,
     RowTier,
+    column_reduction_heuristic,
     device_properties,
     inner_reduction_heuristic,
     pointwise_heuristic,
@@ -88,6 +90,17 @@ def test_inner_reduction_static_rows_get_one_tier() -> None:
     assert wide.vector == 2 and wide.unroll == 1
 
 
+def test_column_reduction_a_warp_across_columns_and_a_wave_of_blocks() -> None:
+    p = column_reduction_heuristic(None, None, [4], H100)
+    assert p == ColumnReductionParams(vector=4, unroll=4, block_x=32, block_y=8, target_blocks=132 * 8,
+                                      min_rows_per_thread=8)
+    assert p.block == 256 and p.block_x * p.vector * 4 == 512  # a warp reads 512 contiguous bytes of a row
+    narrow = column_reduction_heuristic(6, None, [4], H100)  # 6 columns: 2 lanes' vectors, more rows
+    assert (narrow.block_x, narrow.block_y) == (4, 64)
+    assert column_reduction_heuristic(None, None, [2], H100).vector == 8
+    assert column_reduction_heuristic(None, None, [4], H100, body_ops=40).unroll == 1
+
+
 def test_device_properties_per_architecture() -> None:
     assert device_properties("sm_80").sm_count == 108
     assert device_properties("sm_90") == H100
@@ -149,8 +162,21 @@ def test_a_row_shared_by_all_rows_is_a_row_operand() -> None:
 
 
 @needs_libdevice
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int32, np.int64])
+def test_column_reduction_splits_rows_and_combines_partials_in_a_second_launch(dtype) -> None:
+    c = compiled(lambda x: ops.max(x, [0]), X.astype(dtype))
+    lines = c.stages["launch_params"].splitlines()
+    sixteen_bit = np.dtype(dtype).itemsize == 2  # accumulates in float32: then a cast back
+    assert c.n_launches == 3 + sixteen_bit and ": column reduction: ColumnReductionParams(" in lines[1]
+    assert "partials combined in slice order" in lines[2]
+    assert "bar.sync" in c.ptx and c.stages["gpu"].count("gpu.alloc") == 1 + sixteen_bit  # workspace (+ f32 result)
+    if np.dtype(dtype).itemsize <= 4:
+        assert re.search(r"ld\.global\.v4\.[bf]32", c.ptx)
+
+
+@needs_libdevice
 def test_what_no_schedule_takes_stays_naive_and_counts_its_launches() -> None:
-    c = compiled(lambda x: (x.sum(0), ops.permute(x, [1, 0])), X)
+    c = compiled(lambda x, y: (x.sum(1), ops.permute(y, [1, 0])), X.reshape(2, 2, 8), X)
     notes = c.stages["launch_params"].splitlines()
     assert sum(": naive: " in n for n in notes) == 2
     assert c.n_launches == len(notes) == c.stages["gpu"].count("gpu.launch blocks")
@@ -267,3 +293,65 @@ def test_reductions_with_fused_bodies_and_row_invariant_operands() -> None:
     torch.testing.assert_close(full(y), y.sum(), rtol=1e-5, atol=1e-3)
     big = torch.randn(1 << 20, device="cuda")
     torch.testing.assert_close(full(big), big.double().sum().float(), rtol=1e-5, atol=1e-2)
+
+
+COLUMN_SUM = mlirfuse.jit(lambda t: t.sum(0))
+COLUMN_MAX = mlirfuse.jit(lambda t: ops.max(t, [0], keepdim=True))
+COLUMN_FUSED = mlirfuse.jit(lambda t, w: ((t - w) * (t - w)).sum((0, 1)))
+COLUMN_REDUCTIONS = {name: mlirfuse.jit(lambda t, name=name: getattr(ops, name)(t, [0]))
+                     for name in ("sum", "max", "min")}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows", [0, 1, 2, 7, 64, 100, 1000, 8192, 70000])
+@pytest.mark.parametrize("cols", [1, 3, 4, 33, 128, 1000, 4096])
+def test_column_sum_and_max_across_slices(rows, cols) -> None:
+    torch = _torch()
+    if rows * cols > 1 << 25:
+        pytest.skip("too big for a test")
+    for x in (torch.randn(rows, cols, device="cuda"), _misaligned(torch, (rows, cols), torch.float32)):
+        torch.testing.assert_close(COLUMN_SUM(x), x.double().sum(0).float(), rtol=1e-5,
+                                   atol=1e-4 * np.sqrt(max(rows, 1)))
+        if rows:
+            torch.testing.assert_close(COLUMN_MAX(x), x.amax(0, keepdim=True))
+
+
+@pytest.mark.gpu
+def test_column_reductions_with_fused_bodies_and_column_invariant_operands() -> None:
+    torch = _torch()
+    for shape in ((16, 512, 4096), (3, 5, 7), (2, 300, 64)):
+        x, w = torch.randn(*shape, device="cuda"), torch.randn(shape[-1], device="cuda")
+        torch.testing.assert_close(COLUMN_FUSED(x, w), ((x - w) ** 2).double().sum((0, 1)).float(),
+                                   rtol=1e-4, atol=1e-3)
+    y = torch.randn(40, 6, 130, device="cuda")
+    f = mlirfuse.jit(lambda t: (t.sum(0), t.mean((0, 1), keepdim=True), ops.var(t, [0], correction=0)))
+    s, m, v = f(y)
+    torch.testing.assert_close(s, y.sum(0), rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(m, y.mean((0, 1), keepdim=True), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(v, y.var(0, correction=0), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float64", "int32", "int64", "bool"])
+@pytest.mark.parametrize("shape", [(7, 5), (3000, 256), (50, 3000)])
+def test_column_reductions_of_other_dtypes(dtype, shape) -> None:
+    torch = _torch()
+    dt = getattr(torch, dtype)
+    x = (torch.randn(*shape, device="cuda") * 3)
+    x = (x > 0) if dtype == "bool" else x.to(dt)
+    for name, ref in (("max", lambda t: t.amax(0)), ("min", lambda t: t.amin(0)),
+                      ("sum", lambda t: t.double().sum(0))):
+        if name == "sum" and dtype == "bool":
+            continue
+        got = COLUMN_REDUCTIONS[name](x)
+        want = ref(x.to(torch.uint8) if dtype == "bool" else x).to(got.dtype)
+        tol = {"float16": 1e-2, "bfloat16": 2e-2}.get(dtype, 1e-6)
+        torch.testing.assert_close(got, want, rtol=tol, atol=tol * np.sqrt(shape[0]))
+
+
+@pytest.mark.gpu
+def test_column_reductions_match_the_cpu_backend() -> None:
+    torch = _torch()
+    x = np.random.default_rng(1).standard_normal((257, 3, 40)).astype(np.float32)
+    f = mlirfuse.jit(lambda t: (ops.exp(t) * 0.5).sum((0, 1)))
+    np.testing.assert_allclose(f(torch.from_numpy(x).cuda()).cpu().numpy(), f(x), rtol=1e-5, atol=1e-4)

@@ -1,0 +1,277 @@
+"""The outer (column) reduction kernel: a linalg.generic whose reduced loops index the outer
+dims of its inputs and whose kept loops their contiguous inner dims (x.sum(0), a bias
+gradient's sum over (0, 1)): out[c] = combine over rows r of f(x[r, c], ...).
+
+Two launches. The first cuts the rows into `splits` slices (the columns alone give too few
+blocks to fill the device); a block covers `block_x * vector` adjacent columns of one slice
+with `block_y` rows of threads, each accumulating every `block_y`-th row of the slice
+(`unroll` rows in flight, 128-bit loads along the columns). The block's rows of threads are
+combined through shared memory in a fixed order and the slice's partial goes to a
+workspace [splits, columns]. The second launch combines each column's partials in slice
+order into the output, which keeps its linalg meaning (it was filled with the initial
+value): deterministic, no atomics. The vector variant needs the column count a multiple
+of the vector and the pointers 16-byte aligned (checked on the host), else the scalar one
+runs. Parameters come from `schedules.column_reduction_heuristic`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlir import ir
+from mlir.dialects import arith, gpu, memref, scf
+
+from mlirfuse.lowering import schedules as S
+from mlirfuse.lowering.gpu_kernels import (
+    ZERO,
+    Generic,
+    Operand,
+    aligned,
+    clone_body,
+    collapse,
+    combine,
+    delinearize,
+    divisible,
+    element,
+    flat,
+    guarded_launch,
+    load,
+    product,
+)
+from mlirfuse.lowering.gpu_reduction import accumulator_combiner, identity, static_product
+from mlirfuse.lowering.linalg_builders import index_const
+
+FINISH_BLOCK = 256
+
+
+@dataclass
+class ColumnReductionMatch:
+    generic: Generic
+    kept: list[int]  # the loops numbering the columns, in the operands' memory order
+    reduced: list[int]  # the loops numbering the rows, in the operands' memory order
+    column_operands: list[Operand]  # inputs read at [row, column]
+    column_invariant: list[Operand]  # inputs read at [column], the same for every row
+    combiners: list[ir.Operation]  # per output: the op combining its accumulator with a value
+
+    def static_columns(self) -> int | None:
+        return static_product(self.generic, self.kept)
+
+    def static_rows(self) -> int | None:
+        return static_product(self.generic, self.reduced)
+
+
+def match_column_reduction(g: Generic) -> ColumnReductionMatch | str:
+    unit = {d for d in range(g.n_loops) if g.static[d] == 1}
+
+    def dims(o: Operand) -> list[int]:
+        return [r for r in o.results if r != ZERO and r not in unit]
+
+    reduced_loops = sorted(d for d in range(g.n_loops) if g.reduction[d] and d not in unit)
+    kept_loops = sorted(d for d in range(g.n_loops) if not g.reduction[d] and d not in unit)
+    if not reduced_loops or not kept_loops:
+        return "not a reduction that keeps some loops"
+    kept = dims(g.outputs[0])
+    if sorted(kept) != kept_loops or any(dims(o) != kept for o in g.outputs):
+        return "the outputs are not indexed by the kept loops alike"
+    reduced: list[int] | None = None
+    columns, invariant = [], []
+    n_red = len(reduced_loops)
+    for i, o in enumerate(g.operands):
+        if not o.is_memref or o.is_output:
+            continue
+        ds = dims(o)
+        if ds == kept:
+            invariant.append(o)
+        elif ds[n_red:] == kept and sorted(ds[:n_red]) == reduced_loops:
+            if reduced is not None and ds[:n_red] != reduced:
+                return f"operand {i} orders the reduced loops differently"
+            reduced = ds[:n_red]
+            columns.append(o)
+        else:
+            return f"operand {i} is not read by column ({o.results})"
+    if reduced is None:
+        return "no operand is read by column"
+    yielded = list(g.body.operations[len(g.body.operations) - 1].operands)
+    combiners = []
+    for out, y in zip(g.outputs, yielded):
+        c = accumulator_combiner(g, out, y)
+        if isinstance(c, str):
+            return c
+        combiners.append(c)
+    return ColumnReductionMatch(g, kept, reduced, columns, invariant, combiners)
+
+
+def emit_column_reduction(m: ColumnReductionMatch, params: S.ColumnReductionParams) -> ir.Operation:
+    """Replace the generic with the two launches (and their workspace)."""
+    g, p = m.generic, params
+    with ir.InsertionPoint(g.op), g.op.location:
+        ext = g.extents()
+        one = index_const(1)
+        columns = product([ext[d] for d in m.kept])
+        rows = product([ext[d] for d in m.reduced])
+        views = {}
+        for o in m.column_operands:
+            split = next(pos for pos, r in enumerate(o.results) if r in m.kept)
+            views[id(o)] = collapse(o.value, [list(range(split)), list(range(split, o.type.rank))])
+        for o in m.column_invariant + g.outputs:
+            views[id(o)] = flat(o.value)
+        vectored = m.column_operands + m.column_invariant
+        vector_ok = None
+        width = index_const(1)
+        if p.vector > 1:
+            vector_ok = arith.andi(divisible(columns, p.vector), aligned(
+                [o.value for o in vectored], [p.vector * o.element_bytes for o in vectored]))
+            width = arith.select(vector_ok, index_const(p.vector), one)
+        col_blocks = arith.maxui(arith.ceildivui(columns, arith.muli(width, index_const(p.block_x))), one)
+        most = arith.ceildivui(rows, index_const(p.block_y * p.min_rows_per_thread))
+        splits = arith.maxui(arith.minui(arith.ceildivui(index_const(p.target_blocks), col_blocks), most), one)
+        rows_per_split = arith.ceildivui(rows, splits)
+        types = [o.type.element_type for o in g.outputs]
+        dyn = ir.ShapedType.get_dynamic_size()
+        workspaces = [memref.alloc(ir.MemRefType.get([dyn, dyn], t), [splits, arith.maxui(columns, one)], [])
+                      for t in types]
+        workgroup = ir.Attribute.parse("#gpu.address_space<workgroup>")
+        shared = [ir.MemRefType.get([p.block * p.vector], t, memory_space=workgroup) for t in types]
+        nonempty = arith.cmpi(arith.CmpIPredicate.ugt, columns, index_const(0))
+        body, guard = guarded_launch(g, "column-reduction", nonempty, arith.muli(col_blocks, splits),
+                                     index_const(p.block), shared)
+    with ir.InsertionPoint(body.operations[len(body.operations) - 1]), g.op.location:
+        kernel = _ColumnKernel(m, p, views, ext, columns, rows, col_blocks, rows_per_split, workspaces,
+                               list(body.arguments)[12:], body.arguments[0], body.arguments[3])
+        if vector_ok is None:
+            kernel.variant(1)
+        else:
+            choice = scf.IfOp(vector_ok, has_else=True)
+            with ir.InsertionPoint(choice.then_block):
+                kernel.variant(p.vector)
+                scf.YieldOp([])
+            with ir.InsertionPoint(choice.else_block):
+                kernel.variant(1)
+                scf.YieldOp([])
+    with ir.InsertionPoint(g.op), g.op.location:
+        grid = arith.ceildivui(columns, index_const(FINISH_BLOCK))
+        body, _ = guarded_launch(g, "column-reduction-finish", nonempty, grid, index_const(FINISH_BLOCK))
+        with ir.InsertionPoint(body.operations[len(body.operations) - 1]):
+            _finish(m, views, columns, splits, workspaces, body.arguments[0], body.arguments[3])
+        for ws in workspaces:
+            memref.dealloc(ws)
+    g.op.erase()
+    return guard.operation
+
+
+def _finish(m: ColumnReductionMatch, views: dict, columns: ir.Value, splits: ir.Value,
+            workspaces: list[ir.Value], bx: ir.Value, tx: ir.Value) -> None:
+    """Thread c: out[c] = combine(out[c], partial[0, c], partial[1, c], ...), in slice order."""
+    c = arith.addi(arith.muli(bx, index_const(FINISH_BLOCK)), tx)
+    inside = scf.IfOp(arith.cmpi(arith.CmpIPredicate.ult, c, columns))
+    with ir.InsertionPoint(inside.then_block):
+        outs = [views[id(o)] for o in m.generic.outputs]
+        loop = scf.ForOp(index_const(0), splits, index_const(1), [memref.load(v, [c]) for v in outs])
+        with ir.InsertionPoint(loop.body):
+            s = loop.induction_variable
+            scf.YieldOp([combine(comb, acc, memref.load(ws, [s, c]))
+                         for comb, acc, ws in zip(m.combiners, loop.inner_iter_args, workspaces)])
+        for v, total in zip(outs, loop.results):
+            memref.store(total, v, [c])
+        scf.YieldOp([])
+
+
+class _ColumnKernel:
+    def __init__(self, m: ColumnReductionMatch, params: S.ColumnReductionParams, views: dict,
+                 extents: list[ir.Value], columns: ir.Value, rows: ir.Value, col_blocks: ir.Value,
+                 rows_per_split: ir.Value, workspaces: list[ir.Value], shared: list[ir.Value],
+                 bx: ir.Value, tx: ir.Value):
+        self.m, self.g, self.p, self.views, self.extents = m, m.generic, params, views, extents
+        self.columns, self.rows, self.workspaces, self.shared, self.tx = columns, rows, workspaces, shared, tx
+        self.types = [o.type.element_type for o in self.g.outputs]
+        self.col_block = arith.remui(bx, col_blocks)
+        self.split = arith.divui(bx, col_blocks)
+        self.lane = arith.remui(tx, index_const(params.block_x))
+        self.ty = arith.divui(tx, index_const(params.block_x))
+        begin = arith.minui(arith.muli(self.split, rows_per_split), rows)
+        self.row_begin = begin
+        self.row_end = arith.minui(rows, arith.addi(begin, rows_per_split))
+
+    def identities(self) -> list[ir.Value]:
+        return [identity(c.name, t) for c, t in zip(self.m.combiners, self.types)]
+
+    def variant(self, width: int) -> None:
+        """Columns col0 .. col0 + width - 1 of this thread (width 1: the scalar variant)."""
+        p, n_out = self.p, len(self.types)
+        col0 = arith.muli(arith.addi(arith.muli(self.col_block, index_const(p.block_x)), self.lane),
+                          index_const(width))
+        valid = arith.cmpi(arith.CmpIPredicate.ult, col0, self.columns)
+        flat_types = [t for t in self.types for _ in range(width)]
+        partial = scf.IfOp(valid, flat_types, has_else=True)
+        with ir.InsertionPoint(partial.then_block):
+            scf.YieldOp(self.rows_loop(col0, width))
+        with ir.InsertionPoint(partial.else_block):
+            scf.YieldOp([i for i in self.identities() for _ in range(width)])
+        accs = list(partial.results)
+        # The block's rows of threads, combined in shared memory in row order.
+        slot = arith.muli(self.tx, index_const(width))
+        for k, sh in enumerate(self.shared):
+            for e in range(width):
+                memref.store(accs[k * width + e], sh, [arith.addi(slot, index_const(e)) if e else slot])
+        gpu.barrier()
+        first = scf.IfOp(arith.andi(valid, arith.cmpi(arith.CmpIPredicate.eq, self.ty, index_const(0))))
+        with ir.InsertionPoint(first.then_block):
+            lane_slot = arith.muli(self.lane, index_const(width))
+            for k in range(n_out):
+                for e in range(width):
+                    total = None
+                    for y in range(p.block_y):
+                        at = arith.addi(lane_slot, index_const(y * p.block_x * width + e))
+                        value = memref.load(self.shared[k], [at])
+                        total = value if total is None else combine(self.m.combiners[k], total, value)
+                    col = arith.addi(col0, index_const(e)) if e else col0
+                    memref.store(total, self.workspaces[k], [self.split, col])
+            scf.YieldOp([])
+
+    def rows_loop(self, col0: ir.Value, width: int) -> list[ir.Value]:
+        """Rows row_begin + ty, + block_y, ... of the slice, `unroll` at a time, then the rest
+        one by one. Returns the accumulators, output-major ([k * width + e])."""
+        p = self.p
+        invariant = {id(o): load(self.views[id(o)], [col0], width) for o in self.m.column_invariant}
+        accs = [i for i in self.identities() for _ in range(width)]
+        step = index_const(p.block_y * p.unroll)
+        trips = arith.divui(arith.subi(self.row_end, self.row_begin), step)
+        main = scf.ForOp(index_const(0), trips, index_const(1), accs)
+        with ir.InsertionPoint(main.body):
+            base = arith.addi(arith.addi(self.row_begin, arith.muli(main.induction_variable, step)), self.ty)
+            rows = [arith.addi(base, index_const(u * p.block_y)) if u else base for u in range(p.unroll)]
+            loaded = [self.loads(r, col0, width) for r in rows]
+            accs = list(main.inner_iter_args)
+            for r, values in zip(rows, loaded):
+                accs = self.accumulate(accs, r, col0, width, values, invariant)
+            scf.YieldOp(accs)
+        done = arith.addi(self.row_begin, arith.muli(trips, step))
+        tail = scf.ForOp(arith.addi(done, self.ty), self.row_end, index_const(p.block_y), list(main.results))
+        with ir.InsertionPoint(tail.body):
+            r = tail.induction_variable
+            scf.YieldOp(self.accumulate(list(tail.inner_iter_args), r, col0, width,
+                                        self.loads(r, col0, width), invariant))
+        return list(tail.results)
+
+    def loads(self, row: ir.Value, col0: ir.Value, width: int) -> dict:
+        return {id(o): load(self.views[id(o)], [row, col0], width) for o in self.m.column_operands}
+
+    def accumulate(self, accs: list[ir.Value], row: ir.Value, col0: ir.Value, width: int,
+                   loaded: dict, invariant: dict) -> list[ir.Value]:
+        g, accs = self.g, list(accs)
+        for e in range(width):
+            mapping = {o.arg: o.value for o in g.operands if not o.is_memref}
+            mapping.update({o.arg: element(invariant[id(o)], e) for o in self.m.column_invariant})
+            mapping.update({o.arg: element(loaded[id(o)], e) for o in self.m.column_operands})
+            mapping.update({o.arg: accs[k * width + e] for k, o in enumerate(g.outputs)})
+            col = arith.addi(col0, index_const(e)) if e else col0
+            for k, v in enumerate(clone_body(g.body, mapping, lambda d, col=col: self.index_of(d, row, col))):
+                accs[k * width + e] = v
+        return accs
+
+    def index_of(self, d: int, row: ir.Value, col: ir.Value) -> ir.Value:
+        if d in self.m.reduced:
+            return delinearize(row, [self.extents[r] for r in self.m.reduced])[self.m.reduced.index(d)]
+        if d in self.m.kept:
+            return delinearize(col, [self.extents[k] for k in self.m.kept])[self.m.kept.index(d)]
+        return index_const(0)  # a loop of extent 1

@@ -1,0 +1,37 @@
+// A column reduction: (x * w).sum((0, 1)) of a [?, ?, ?] x and a [?] w. The rows (dims 0, 1)
+// are cut into slices across blocks; a thread reads 4 adjacent columns of a row at once
+// (128-bit loads, w once before the row loop), `unroll` rows in flight; the block's rows of
+// threads meet in shared memory; each slice's partial goes to a workspace that a second
+// launch combines in slice order (deterministic, no atomics).
+// RUN: %python %S/Inputs/gpu_stage.py %S/Inputs/column_sum.mlir launch_params | FileCheck %s --check-prefix=PARAMS
+// RUN: %python %S/Inputs/gpu_stage.py %S/Inputs/column_sum.mlir gpu | FileCheck %s --check-prefix=GPU
+// RUN: %python %S/Inputs/gpu_stage.py %S/Inputs/column_sum.mlir ptx | FileCheck %s --check-prefix=PTX
+
+// PARAMS: launch 0 {{.*}}: pointwise: PointwiseParams(
+// PARAMS-NEXT: launch 1 gridDim=(?, 1, 1) blockDim=(256, 1, 1): column reduction: ColumnReductionParams(vector=4, unroll=4, block_x=32, block_y=8,
+// PARAMS-NEXT: launch 2 gridDim=(?, 1, 1) blockDim=(256, 1, 1): column reduction: partials combined in slice order
+// PARAMS-NEXT: // launches: 3
+
+// GPU: } {mlirfuse.schedule = "pointwise"}
+// GPU: %[[WS:[^ ]+]] = gpu.alloc  (%{{[^ ]+}}, %{{[^ ]+}}) : memref<?x?xf32>
+// GPU: gpu.launch blocks{{.*}} workgroup(%[[SH:[^ ]+]] : memref<1024xf32, #gpu.address_space<workgroup>>)
+// GPU: vector.load %arg1[%[[COL:[^ ]+]]] {alignment = 16 : i64} : memref<?xf32>, vector<4xf32>
+// GPU: scf.for
+// GPU-COUNT-4: vector.load %collapse_shape[%{{[^ ]+}}, %[[COL]]] {alignment = 16 : i64} : memref<?x?xf32>, vector<4xf32>
+// GPU: memref.store %{{[^ ]+}}, %[[SH]]
+// GPU: gpu.barrier
+// GPU: memref.store %{{[^ ]+}}, %[[WS]][%{{[^ ]+}}, %{{[^ ]+}}] : memref<?x?xf32>
+// GPU: } {mlirfuse.schedule = "column-reduction"}
+// GPU: gpu.launch blocks
+// GPU: scf.for
+// GPU: memref.load %[[WS]]
+// GPU: } {mlirfuse.schedule = "column-reduction-finish"}
+// GPU: gpu.dealloc  %[[WS]]
+
+// The fill, the slices, the finish: three kernels.
+// PTX: .entry
+// PTX: .entry
+// PTX: ld.global.v4.{{[bf]}}32
+// PTX: bar.sync
+// PTX: .entry
+// PTX-NOT: .entry
