@@ -1,6 +1,6 @@
 """The performance issue's benchmark suite: mlirfuse vs torch eager vs torch.compile.
 
-    python bench/suite.py [--json bench/results/<gpu>-<date>.json] [--quick] [--only NAME]
+    python bench/suite.py [--json bench/results/<gpu>-<date>.json] [--quick] [--only NAME,...]
 
 For each workload: median kernel time with L2 flushed between runs
 (`triton.testing.do_bench`) of mlirfuse (`mlirfuse.jit` on torch CUDA tensors), torch eager
@@ -223,7 +223,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--quick", action="store_true", help="small shapes (a smoke run)")
-    parser.add_argument("--only", help="run the workloads whose name contains this")
+    parser.add_argument("--only", help="run the workloads whose 'name shape' (e.g. 'LayerNorm f32 32768x4096') "
+                        "contains one of these comma-separated strings")
     parser.add_argument("--row", type=int, help=argparse.SUPPRESS)  # one case, its row as JSON on stdout
     parser.add_argument("--copy-gbps", type=float, help=argparse.SUPPRESS)
     opts = parser.parse_args()
@@ -246,9 +247,13 @@ def main() -> int:
                                                    "date": time.strftime("%Y-%m-%d"), "copy_gbps": copy_gbps,
                                                    "complete": len(rows) == n_cases, "rows": rows}, indent=2))
 
-    n_cases = sum(1 for case in CASES if not opts.only or opts.only in case.name)
+    def wanted(case: Case) -> bool:
+        label = f"{case.name} {'x'.join(map(str, case.shape))}"
+        return not opts.only or any(part.strip() in label for part in opts.only.split(","))
+
+    n_cases = sum(map(wanted, CASES))
     for index, case in enumerate(CASES):
-        if opts.only and opts.only not in case.name:
+        if not wanted(case):
             continue
         # Each workload in its own process: compile caches, torch.compile state and any crash
         # stay with it.
