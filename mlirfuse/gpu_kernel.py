@@ -20,7 +20,7 @@ from mlirfuse.frontend.graph import InputSpec
 class GpuKernel:
     def __init__(self, fusion_ir: str, specs: Sequence[InputSpec], arch: str,
                  binary_format: str | None = None, keep_stages: bool = False):
-        from mlirfuse.lowering import gpu, toolchain
+        from mlirfuse.lowering import gpu_runtime, toolchain
 
         self.fusion_ir = fusion_ir
         self.arch = arch
@@ -28,9 +28,11 @@ class GpuKernel:
         key = cache.make_key("gpu", fusion_ir, repr(tuple(specs)), arch, str(binary_format), str(toolchain.find()))
         cached = None if keep_stages else cache.load(key)
         if cached is not None:
-            self.module: Any = gpu.CachedGpuModule(cached.decode())
+            self.module: Any = gpu_runtime.CachedGpuModule(cached.decode())
         else:
-            self.module = gpu.compile_gpu(fusion_ir, specs, arch, binary_format, keep_stages)
+            from mlirfuse.lowering.gpu import compile_gpu  # the compiler: only on a cache miss
+
+            self.module = compile_gpu(fusion_ir, specs, arch, binary_format, keep_stages)
             cache.store(key, self.module.host_llvm.encode())
         self.n_launches = self.module.n_kernels
         self.stages = self.module.stages

@@ -386,23 +386,6 @@ class GpuModule:
         return self.binary.decode(errors="replace").rstrip("\0")
 
 
-@dataclass
-class CachedGpuModule:
-    """A GPU compile loaded from the disk cache: the host module text only."""
-
-    host_llvm: str
-    stages: dict[str, str] = field(default_factory=dict)
-    compile_seconds: float = 0.0
-
-    @property
-    def n_kernels(self) -> int:
-        return self.host_llvm.count("gpu.launch_func")
-
-    @property
-    def ptx(self) -> str:
-        raise FusionError("PTX is not kept in the disk cache; use jitted.compile(..., backend='gpu')")
-
-
 def compile_gpu(fusion_ir: str, specs: Sequence[InputSpec], arch: str = "sm_90",
                 binary_format: str | None = None, keep_stages: bool = False,
                 use_schedules: bool = True) -> GpuModule:

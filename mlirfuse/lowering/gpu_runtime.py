@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -289,3 +290,20 @@ class HostStaging:
             self.rt.mgpuMemFree(ptr, self.stream)
         self.rt.mgpuStreamSynchronize(self.stream)
         self.rt.mgpuStreamDestroy(self.stream)
+
+
+@dataclass
+class CachedGpuModule:
+    """A GPU compile loaded from the disk cache: the host module text only."""
+
+    host_llvm: str
+    stages: dict[str, str] = field(default_factory=dict)
+    compile_seconds: float = 0.0
+
+    @property
+    def n_kernels(self) -> int:
+        return self.host_llvm.count("gpu.launch_func")
+
+    @property
+    def ptx(self) -> str:
+        raise FusionError("PTX is not kept in the disk cache; use jitted.compile(..., backend='gpu')")

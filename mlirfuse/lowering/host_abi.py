@@ -14,7 +14,6 @@ from typing import Any, Sequence
 
 import numpy as np
 from mlir import ir
-from mlir.dialects import linalg
 
 from mlirfuse.frontend.graph import InputSpec
 
@@ -93,6 +92,8 @@ def inline_scalar_operands(module: ir.Module) -> None:
 
 
 def _inline_scalars(op: ir.Operation) -> None:
+    from mlir.dialects import linalg  # compile time only: a warm start does not import it
+
     n_in = len(op.operands) - len(op.results)
     inputs, outputs = list(op.operands)[:n_in], list(op.operands)[n_in:]
     scalar_of = {}
