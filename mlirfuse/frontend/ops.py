@@ -261,7 +261,7 @@ def _reduction(name: str, x: Operand, axes: Any, keepdim: bool, extra: dict[str,
 _AXES_ALIASES = ("dims", "dim", "axis")  # nvFuser, torch, numpy
 
 
-def _reduction_api(fn):
+def reduction_api(fn):
     """Reductions take their axes as `axes`, `dims` (nvFuser), `dim` (torch) or `axis` (numpy),
     and `keepdim` (torch) or `keepdims` (numpy)."""
     @functools.wraps(fn)
@@ -279,37 +279,37 @@ def _reduction_api(fn):
     return wrapper
 
 
-@_reduction_api
+@reduction_api
 def sum(x: Tensor, axes: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:  # noqa: A001
     return _reduction("sum", x, axes, keepdim, {}, dtype)[0]
 
 
-@_reduction_api
+@reduction_api
 def prod(x: Tensor, axes: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
     return _reduction("prod", x, axes, keepdim, {}, dtype)[0]
 
 
-@_reduction_api
+@reduction_api
 def max(x: Tensor, axes: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
     return _reduction("max", x, axes, keepdim, {})[0]
 
 
-@_reduction_api
+@reduction_api
 def min(x: Tensor, axes: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
     return _reduction("min", x, axes, keepdim, {})[0]
 
 
-@_reduction_api
+@reduction_api
 def mean(x: Tensor, axes: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
     return _reduction("mean", x, axes, keepdim, {}, dtype)[0]
 
 
-@_reduction_api
+@reduction_api
 def var(x: Tensor, axes: Any = None, correction: float = 1, keepdim: bool = False) -> Tensor:
     return _reduction("var", x, axes, keepdim, {"correction": float(correction)})[0]
 
 
-@_reduction_api
+@reduction_api
 def var_mean(x: Tensor, axes: Any = None, correction: float = 1, keepdim: bool = False) -> tuple[Tensor, Tensor]:
     v, m = _reduction("var_mean", x, axes, keepdim, {"correction": float(correction)})
     return v, m
@@ -575,7 +575,20 @@ def _attach_tensor_methods() -> None:
     Tensor.view = Tensor.reshape
     Tensor.to = g["cast"]
     Tensor.float = lambda self: cast(self, DataType.Float)
+    Tensor.double = lambda self: cast(self, DataType.Double)
+    Tensor.half = lambda self: cast(self, DataType.Half)
+    Tensor.bfloat16 = lambda self: cast(self, DataType.BFloat16)
+    Tensor.dim = lambda self: self.ndim
+    Tensor.contiguous = lambda self: self  # traced values have no layout; the compiler picks it
+    Tensor.expand_as = lambda self, other: expand(self, list(other.shape))
     Tensor.T = property(lambda self: permute(self, list(reversed(range(self.ndim)))))
 
 
 _attach_tensor_methods()
+
+# Composites (torch.nn.functional's softmax, layer_norm, ...): built from the ops above.
+from mlirfuse.frontend.composites import *  # noqa: E402,F401,F403 (COMPOSITE_NAMES)
+from mlirfuse.frontend.composites import COMPOSITE_NAMES, attach_tensor_methods  # noqa: E402
+
+__all__ += COMPOSITE_NAMES
+attach_tensor_methods()

@@ -280,3 +280,58 @@ def test_reduction_axes_in_torch_and_numpy_spellings() -> None:
         mlirfuse.jit(lambda x: x.sum(0, dim=1))(x)
     with pytest.raises(mlirfuse.FusionError, match="keepdim or keepdims"):
         mlirfuse.jit(lambda x: x.sum(0, keepdim=True, keepdims=True))(x)
+
+
+def test_composites_match_torch_functional() -> None:
+    """softmax, log_softmax, logsumexp, gelu (erf and tanh), layer_norm, rms_norm, amax/amin,
+    std, square and the torch-style methods transpose/t/flatten/clamp/contiguous/expand_as,
+    traced into primitive ops (numerics vs torch in float64)."""
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    x = RNG.standard_normal((4, 6, 8))
+    w, b = RNG.standard_normal(8), RNG.standard_normal(8)
+    cases = {
+        "softmax": (lambda t: ops.softmax(t, -1), lambda t: F.softmax(t, -1)),
+        "method softmax": (lambda t: t.softmax(1), lambda t: t.softmax(1)),
+        "log_softmax": (lambda t: ops.log_softmax(t, 0), lambda t: F.log_softmax(t, 0)),
+        "logsumexp": (lambda t: ops.logsumexp(t, (1, 2)), lambda t: torch.logsumexp(t, (1, 2))),
+        "gelu": (ops.gelu, F.gelu),
+        "gelu tanh": (lambda t: ops.gelu(t, approximate="tanh"), lambda t: F.gelu(t, approximate="tanh")),
+        "layer_norm": (lambda t: ops.layer_norm(t, (6, 8), eps=1e-3), lambda t: F.layer_norm(t, (6, 8), eps=1e-3)),
+        "rms_norm": (lambda t: ops.rms_norm(t, [8]), lambda t: F.rms_norm(t, [8])),
+        "amax": (lambda t: t.amax(dim=(0, 2), keepdim=True), lambda t: t.amax(dim=(0, 2), keepdim=True)),
+        "amin": (lambda t: ops.amin(t, 1), lambda t: t.amin(1)),
+        "std": (lambda t: t.std(-1), lambda t: t.std(-1)),
+        "square": (lambda t: t.square(), lambda t: t.square()),
+        "transpose": (lambda t: t.transpose(0, 2).contiguous(), lambda t: t.transpose(0, 2)),
+        "flatten": (lambda t: t.flatten(1), lambda t: t.flatten(1)),
+        "clamp": (lambda t: (t.clamp(min=0.1), t.clamp(max=0.2), t.clamp(-0.5, 0.5)),
+                  lambda t: (t.clamp(min=0.1), t.clamp(max=0.2), t.clamp(-0.5, 0.5))),
+        "t": (lambda t: t.sum(0).t() * t.dim(), lambda t: t.sum(0).t() * t.dim()),
+        "expand_as": (lambda t: t.sum(0, keepdim=True).expand_as(t), lambda t: t.sum(0, keepdim=True).expand_as(t)),
+    }
+    for name, (fused, reference) in cases.items():
+        got, want = mlirfuse.jit(fused)(x), reference(torch.from_numpy(x))
+        for g, r in zip(*((got, want) if isinstance(got, tuple) else ((got,), (want,)))):
+            np.testing.assert_allclose(g, r.numpy(), rtol=1e-12, atol=1e-12, err_msg=name)
+    got = mlirfuse.jit(lambda t, w, b: ops.layer_norm(t, 8, w, b))(x, w, b)
+    want = F.layer_norm(*map(torch.from_numpy, (x,)), (8,), torch.from_numpy(w), torch.from_numpy(b))
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-12, atol=1e-12)
+    rows = np.array([[-np.inf, -np.inf], [1.0, 2.0]])
+    np.testing.assert_array_equal(mlirfuse.jit(lambda t: ops.logsumexp(t, -1))(rows)[0], -np.inf)
+    with FusionDefinition() as fd:  # and as fd.ops
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Double)
+        fd.add_output(fd.ops.softmax(t0, -1))
+    np.testing.assert_allclose(fd.execute([x[0]])[0], F.softmax(torch.from_numpy(x[0]), -1).numpy(), rtol=1e-12)
+
+
+def test_composites_say_what_is_wrong() -> None:
+    x = np.ones((4, 8), np.float32)
+    with pytest.raises(mlirfuse.FusionError, match="normalized_shape"):
+        mlirfuse.jit(lambda t: ops.layer_norm(t, (4, 8, 2)))(x)
+    with pytest.raises(mlirfuse.FusionError, match="approximate"):
+        mlirfuse.jit(lambda t: ops.gelu(t, approximate="fast"))(x)
+    with pytest.raises(mlirfuse.FusionError, match="min, max or both"):
+        mlirfuse.jit(lambda t: t.clamp())(x)
+    with pytest.raises(mlirfuse.FusionError, match="2-D"):
+        mlirfuse.jit(lambda t: t.reshape(2, 2, 8).t())(x)

@@ -1,0 +1,162 @@
+"""Composite ops: torch.nn.functional's softmax, log_softmax, logsumexp, gelu, layer_norm and
+rms_norm, torch's amax/amin/std/square, and torch-style tensor methods (transpose, t,
+flatten, clamp with optional bounds), built from mlirfuse's ops: the fuser sees the
+primitive chain (a normalization is one kernel), nothing here is a new IR op."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mlirfuse.dtypes import DataType
+from mlirfuse.errors import FusionError
+from mlirfuse.frontend import ops as O
+from mlirfuse.frontend.graph import Tensor
+
+Operand = Any  # Tensor | bool | int | float
+
+
+@O.reduction_api
+def amax(x: Tensor, axes: Any = None, keepdim: bool = False) -> Tensor:
+    """torch.amax: the maximum over `axes` (torch's x.max(dim) returns indices too; this does not)."""
+    return O.max(x, axes, keepdim)
+
+
+@O.reduction_api
+def amin(x: Tensor, axes: Any = None, keepdim: bool = False) -> Tensor:
+    return O.min(x, axes, keepdim)
+
+
+@O.reduction_api
+def std(x: Tensor, axes: Any = None, correction: float = 1, keepdim: bool = False) -> Tensor:
+    return O.sqrt(O.var(x, axes, correction, keepdim))
+
+
+def square(x: Tensor) -> Tensor:
+    return O.mul(x, x)
+
+
+def _one_axis(dim: int, x: Tensor, what: str) -> int:
+    if isinstance(dim, (list, tuple)):
+        raise FusionError(f"{what}: takes one dim, got {dim!r}")
+    return O.normalize_dim(dim, x.ndim, what)
+
+
+def softmax(x: Tensor, dim: int = -1) -> Tensor:
+    """exp(x - max) / sum(exp(x - max)) along `dim` (a reduction broadcast back: one kernel)."""
+    d = _one_axis(dim, x, "softmax")
+    e = O.exp(O.sub(x, O.max(x, [d], True)))
+    return O.div(e, O.sum(e, [d], True))
+
+
+def logsumexp(x: Tensor, dim: Any = -1, keepdim: bool = False) -> Tensor:
+    """log(sum(exp(x))) along `dim`, computed around the maximum (an infinite maximum is
+    taken as 0 there, as torch does, so that -inf rows give -inf, not NaN)."""
+    dims = O.normalize_axes(dim, x.ndim, "logsumexp")
+    m = O.max(x, dims, True)
+    m = O.where(O.isinf(m), O.constant(0.0, x.dtype), m)
+    out = O.add(O.log(O.sum(O.exp(O.sub(x, m)), dims, True)), m)
+    return O.squeeze(out, dims) if not keepdim else out
+
+
+def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
+    d = _one_axis(dim, x, "log_softmax")
+    return O.sub(x, logsumexp(x, [d], keepdim=True))
+
+
+def gelu(x: Tensor, approximate: str = "none") -> Tensor:
+    """torch's GELU: x * Phi(x) with erf, or its tanh approximation (`approximate='tanh'`)."""
+    if approximate == "none":
+        return O.mul(O.mul(x, 0.5), O.add(O.erf(O.mul(x, 0.7071067811865476)), 1.0))
+    if approximate == "tanh":
+        inner = O.mul(O.add(x, O.mul(O.mul(O.mul(x, x), x), 0.044715)), 0.7978845608028654)
+        return O.mul(O.mul(x, 0.5), O.add(O.tanh(inner), 1.0))
+    raise FusionError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+def _normalized_axes(x: Tensor, normalized_shape: Any, what: str) -> list[int]:
+    shape = [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
+    n = len(shape)
+    if n == 0 or n > x.ndim:
+        raise FusionError(f"{what}: normalized_shape {tuple(shape)} does not fit an input of rank {x.ndim}")
+    for want, have in zip(shape, x.shape[x.ndim - n:]):
+        if isinstance(have, int) and isinstance(want, int) and want != have:
+            raise FusionError(f"{what}: normalized_shape {tuple(shape)} does not match the input's "
+                              f"trailing sizes {tuple(x.shape[x.ndim - n:])}")
+    return list(range(x.ndim - n, x.ndim))
+
+
+def _affine(y: Tensor, weight: Operand | None, bias: Operand | None) -> Tensor:
+    if weight is not None:
+        y = O.mul(y, weight)
+    if bias is not None:
+        y = O.add(y, bias)
+    return y
+
+
+def layer_norm(x: Tensor, normalized_shape: Any, weight: Operand | None = None, bias: Operand | None = None,
+               eps: float = 1e-5) -> Tensor:
+    """torch.nn.functional.layer_norm: (x - mean) / sqrt(var + eps) over the trailing
+    `normalized_shape` dims (biased variance), then `* weight + bias`."""
+    axes = _normalized_axes(x, normalized_shape, "layer_norm")
+    v, m = O.var_mean(x, axes, correction=0, keepdim=True)
+    return _affine(O.mul(O.sub(x, m), O.rsqrt(O.add(v, eps))), weight, bias)
+
+
+_MACHINE_EPSILON = {DataType.Float: 2.0 ** -23, DataType.Double: 2.0 ** -52, DataType.Half: 2.0 ** -10,
+                    DataType.BFloat16: 2.0 ** -7}
+
+
+def rms_norm(x: Tensor, normalized_shape: Any, weight: Operand | None = None, eps: float | None = None) -> Tensor:
+    """torch.nn.functional.rms_norm: x / sqrt(mean(x^2) + eps) over the trailing
+    `normalized_shape` dims, then `* weight`; eps defaults to the dtype's machine epsilon."""
+    axes = _normalized_axes(x, normalized_shape, "rms_norm")
+    if eps is None:
+        eps = _MACHINE_EPSILON.get(x.dtype, _MACHINE_EPSILON[DataType.Float])
+    return _affine(O.mul(x, O.rsqrt(O.add(O.mean(O.mul(x, x), axes, True), eps))), weight, None)
+
+
+COMPOSITE_NAMES = ["amax", "amin", "std", "square", "softmax", "logsumexp", "log_softmax", "gelu",
+                   "layer_norm", "rms_norm"]
+__all__ = COMPOSITE_NAMES
+
+
+def _transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
+    perm = list(range(x.ndim))
+    a, b = O.normalize_dim(dim0, x.ndim, "transpose"), O.normalize_dim(dim1, x.ndim, "transpose")
+    perm[a], perm[b] = perm[b], perm[a]
+    return O.permute(x, perm)
+
+
+def _t(x: Tensor) -> Tensor:
+    if x.ndim != 2:
+        raise FusionError(f"t: expects a 2-D tensor, got rank {x.ndim} (use transpose or permute)")
+    return _transpose(x, 0, 1)
+
+
+def _flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    if x.ndim == 0:
+        return O.reshape(x, [1])
+    a, b = O.normalize_dim(start_dim, x.ndim, "flatten"), O.normalize_dim(end_dim, x.ndim, "flatten")
+    if a > b:
+        raise FusionError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+    return O.reshape(x, list(x.shape[:a]) + [-1] + list(x.shape[b + 1:]))
+
+
+def _clamp(x: Tensor, min: Operand | None = None, max: Operand | None = None) -> Tensor:  # noqa: A002
+    """torch's x.clamp(min, max): either bound may be None (not both)."""
+    if min is None and max is None:
+        raise FusionError("clamp: give min, max or both")
+    if max is None:
+        return O.maximum(x, min)
+    if min is None:
+        return O.minimum(x, max)
+    return O.clamp(x, min, max)
+
+
+def attach_tensor_methods() -> None:
+    for name in ("amax", "amin", "std", "square", "softmax", "logsumexp", "log_softmax"):
+        setattr(Tensor, name, globals()[name])
+    Tensor.transpose = _transpose
+    Tensor.t = _t
+    Tensor.flatten = _flatten
+    Tensor.clamp = _clamp
