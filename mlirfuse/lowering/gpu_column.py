@@ -37,6 +37,7 @@ from mlirfuse.lowering.gpu_kernels import (
     guarded_launch,
     load,
     product,
+    variants,
 )
 from mlirfuse.lowering.gpu_reduction import accumulator_combiner, identity, static_product
 from mlirfuse.lowering.linalg_builders import index_const
@@ -138,16 +139,7 @@ def emit_column_reduction(m: ColumnReductionMatch, params: S.ColumnReductionPara
     with ir.InsertionPoint(body.operations[len(body.operations) - 1]), g.op.location:
         kernel = _ColumnKernel(m, p, views, ext, columns, rows, col_blocks, rows_per_split, workspaces,
                                list(body.arguments)[12:], body.arguments[0], body.arguments[3])
-        if vector_ok is None:
-            kernel.variant(1)
-        else:
-            choice = scf.IfOp(vector_ok, has_else=True)
-            with ir.InsertionPoint(choice.then_block):
-                kernel.variant(p.vector)
-                scf.YieldOp([])
-            with ir.InsertionPoint(choice.else_block):
-                kernel.variant(1)
-                scf.YieldOp([])
+        variants(vector_ok, p.vector, kernel.variant)
     with ir.InsertionPoint(g.op), g.op.location:
         grid = arith.ceildivui(columns, index_const(FINISH_BLOCK))
         body, _ = guarded_launch(g, "column-reduction-finish", nonempty, grid, index_const(FINISH_BLOCK))

@@ -289,6 +289,21 @@ def element(loaded: ir.Value, e: int) -> ir.Value:
     return loaded
 
 
+def variants(vector_ok: ir.Value | None, vector: int, emit: Callable[[int], None]) -> None:
+    """`emit(vector)` where the host found the vector variant's alignment to hold, else
+    `emit(1)` (a uniform branch); just `emit(1)` where there is no vector variant."""
+    if vector_ok is None:
+        emit(1)
+        return
+    choice = scf.IfOp(vector_ok, has_else=True)
+    with ir.InsertionPoint(choice.then_block):
+        emit(vector)
+        scf.YieldOp([])
+    with ir.InsertionPoint(choice.else_block):
+        emit(1)
+        scf.YieldOp([])
+
+
 def guarded_launch(generic: Generic, kind: str, nonempty: ir.Value, grid: ir.Value,
                    block: ir.Value, shared: Sequence[ir.Type] = ()) -> tuple[ir.Block, scf.IfOp]:
     """`scf.if nonempty { gpu.launch }` in place of the generic; returns the launch body

@@ -34,6 +34,7 @@ from mlirfuse.lowering.gpu_kernels import (
     monotone,
     product,
     store,
+    variants,
 )
 from mlirfuse.lowering.linalg_builders import ZERO, index_const
 
@@ -83,16 +84,7 @@ def emit_pointwise(m: PointwiseMatch, params: S.PointwiseParams) -> ir.Operation
         body, guard = guarded_launch(g, "pointwise", nonempty, grid, index_const(params.block))
     with ir.InsertionPoint(body.operations[len(body.operations) - 1]), g.op.location:
         kernel = _PointwiseKernel(m, params, views, extents, total, body.arguments[0], body.arguments[3])
-        if vector_ok is None:
-            kernel.variant(1)
-        else:
-            choice = scf.IfOp(vector_ok, has_else=True)
-            with ir.InsertionPoint(choice.then_block):
-                kernel.variant(vec)
-                scf.YieldOp([])
-            with ir.InsertionPoint(choice.else_block):
-                kernel.variant(1)
-                scf.YieldOp([])
+        variants(vector_ok, vec, kernel.variant)
     g.op.erase()
     return guard.operation
 
