@@ -40,12 +40,51 @@ GENERALIZE = "builtin.module(func.func(linalg-generalize-named-ops))"
 log = logging.getLogger("mlirfuse.schedules")
 
 
+OUTLINE = "builtin.module(gpu-kernel-outlining)"
+
+
+def merge_kernel_modules(module: ir.Module) -> None:
+    """Move every outlined kernel into the first gpu.module (renamed `<entry>_kernel_<k>`)
+    and point the launches at it. Outlining makes one gpu.module per launch; each would be
+    linked with libdevice, optimized and compiled (ptxas) on its own and loaded on its own at
+    run time: one module does each of these once."""
+    body = module.body
+    modules = [op.operation for op in body.operations if op.operation.name == "gpu.module"]
+    if not modules:
+        return
+    target = modules[0]
+    target_name = ir.StringAttr(target.attributes["sym_name"]).value
+    target_block = target.regions[0].blocks[0]
+    renamed: dict[tuple[str, str], str] = {}
+    for k, m in enumerate(modules):
+        m_name = ir.StringAttr(m.attributes["sym_name"]).value
+        for fn in list(m.regions[0].blocks[0].operations):
+            fn = fn.operation
+            if fn.name != "gpu.func":
+                continue
+            old = ir.StringAttr(fn.attributes["sym_name"]).value
+            new = f"{target_name}_{k}"
+            renamed[(m_name, old)] = new
+            fn.attributes["sym_name"] = ir.StringAttr.get(new)
+            if m is not target:
+                fn.detach_from_parent()
+                target_block.append(fn)
+    for op in gpu_kernels.walk_ops(module.operation):
+        if op.name == "gpu.launch_func":
+            ref = str(op.attributes["kernel"])  # @module::@kernel
+            m_name, fn_name = (part.lstrip("@") for part in ref.split("::"))
+            op.attributes["kernel"] = ir.SymbolRefAttr.get([target_name, renamed[(m_name, fn_name)]])
+    for m in modules[1:]:
+        m.erase()
+
+
 def nvvm_pipeline(chip: str, features: str, fmt: str, toolkit: str | None) -> str:
-    """The stages of upstream's gpu-lower-to-nvvm-pipeline, with our toolkit path, the kernels
-    converted before the host's arith, and memref.reshape (shape buffers) lowered on the host."""
+    """The stages of upstream's gpu-lower-to-nvvm-pipeline after kernel outlining (and
+    `merge_kernel_modules`), with our toolkit path, the kernels converted before the host's
+    arith, and memref.reshape (shape buffers) lowered on the host."""
     tk = f" toolkit={toolkit}" if toolkit else ""
-    return ("builtin.module(gpu-kernel-outlining, func.func(gpu-async-region), "
-            "convert-scf-to-cf, convert-nvvm-to-llvm, convert-func-to-llvm, expand-strided-metadata, "
+    return ("builtin.module(func.func(gpu-async-region), convert-scf-to-cf, convert-nvvm-to-llvm, "
+            "convert-func-to-llvm, expand-strided-metadata, "
             f"nvvm-attach-target{{chip={chip} features={features} O=3}}, lower-affine, "
             # Kernels first: convert-gpu-to-nvvm maps arith.remf to libdevice's fmod, which a
             # module-wide convert-arith-to-llvm would have turned into llvm.frem (illegal there).
@@ -435,8 +474,10 @@ def compile_gpu(fusion_ir: str, specs: Sequence[InputSpec], arch: str = "sm_90",
         if keep_stages:
             stages["gpu"] = str(module)
         features = "+ptx" + str(toolchain.ptx_version(arch))
+        run_pipeline(module, OUTLINE, "outlined")
+        merge_kernel_modules(module)
         run_pipeline(module, nvvm_pipeline(arch, features, fmt, tk.root), "nvvm")
-        # One gpu.binary per kernel: PTX texts are kept together (one module after another).
+        # One gpu.binary holding every kernel (PTX texts of several would be kept together).
         objects = [bytes(gpu.ObjectAttr(op.attributes["objects"][0]).object)
                    for op in module.body.operations if op.operation.name == "gpu.binary"]
         binary = b"\n".join(o.rstrip(b"\0") for o in objects) if fmt == "isa" else (objects or [b""])[-1]

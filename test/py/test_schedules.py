@@ -175,6 +175,17 @@ def test_column_reduction_splits_rows_and_combines_partials_in_a_second_launch(d
 
 
 @needs_libdevice
+def test_every_kernel_of_a_fusion_is_in_one_gpu_module() -> None:
+    """One module: libdevice linked, LLVM and ptxas run, and the binary loaded once a fusion."""
+    c = compiled(lambda x, w: ((x * w).sum((0, 1)), ops.exp(x).sum(-1)), X.reshape(2, 2, 8), X[0])
+    entries = re.findall(r"\.entry (\w+)\(", c.ptx)
+    assert entries == [f"mlirfuse_entry_kernel_{k}" for k in range(c.n_launches)] and c.n_launches == 5
+    assert c.stages["llvm"].count("gpu.binary @") == 1
+    launched = re.findall(r"gpu\.launch_func .*?@(\w+)::@(\w+)", c.stages["llvm"])
+    assert launched == [("mlirfuse_entry_kernel", name) for name in entries]
+
+
+@needs_libdevice
 def test_what_no_schedule_takes_stays_naive_and_counts_its_launches() -> None:
     c = compiled(lambda x, y: (x.sum(1), ops.permute(y, [1, 0])), X.reshape(2, 2, 8), X)
     notes = c.stages["launch_params"].splitlines()

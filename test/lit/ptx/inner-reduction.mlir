@@ -38,10 +38,10 @@
 // GPU: memref.store %{{[^ ]+}}, %arg1
 // GPU: } {mlirfuse.schedule = "inner-reduction"}
 
-// Both kernels (each in its own module: the fill's, then the reduction's with 16 floats of
+// Both kernels (in one module: the fill's, then the reduction's with 16 floats of
 // shared memory, one slot per warp):
-// PTX: .visible .entry mlirfuse_entry_kernel(
-// PTX: .visible .entry mlirfuse_entry_kernel(
+// PTX: .visible .entry mlirfuse_entry_kernel_{{[0-9]+}}(
+// PTX: .visible .entry mlirfuse_entry_kernel_{{[0-9]+}}(
 // PTX: .maxntid 512, 1, 1
 // PTX: .shared .align 4 .b8 __wg_{{[a-z_0-9]+}}[64];
 // PTX: ld.global.v4.{{[bf]}}32

@@ -26,7 +26,7 @@
 // GPU: } {mlirfuse.schedule = "pointwise"}
 
 // 16-bit vectors load as four 32-bit words each:
-// PTX-LABEL: .visible .entry mlirfuse_entry_kernel(
+// PTX-LABEL: .visible .entry mlirfuse_entry_kernel_{{[0-9]+}}(
 // PTX: ld.global.v4.b32
 // PTX: st.global.v4.b32
 

@@ -32,7 +32,7 @@
 
 // The aligned variant: four 128-bit loads in flight, then the math, then four 128-bit stores
 // (LLVM 22 types vector loads as b32, not f32).
-// PTX-LABEL: .visible .entry mlirfuse_entry_kernel(
+// PTX-LABEL: .visible .entry mlirfuse_entry_kernel_{{[0-9]+}}(
 // PTX-COUNT-4: ld.global.v4.{{[bf]}}32
 // PTX-NOT: st.global
 // PTX: max.NaN.f32
@@ -42,12 +42,12 @@
 // PTX: st.global.v4.{{[bf]}}32
 
 // The scalar variant (and the last block's tail): one element at a time.
-// SCALAR-LABEL: .visible .entry mlirfuse_entry_kernel(
+// SCALAR-LABEL: .visible .entry mlirfuse_entry_kernel_{{[0-9]+}}(
 // SCALAR: ld.global.{{[bf]}}32 {{[^{]+}}]
 // SCALAR: st.global.{{[bf]}}32 {{[^{]+}}
 
 // The naive path (one element per thread) has no vector access:
-// NAIVE-LABEL: .visible .entry mlirfuse_entry_kernel(
+// NAIVE-LABEL: .visible .entry mlirfuse_entry_kernel_{{[0-9]+}}(
 // NAIVE-NOT: .v4.
 // NAIVE: ret;
 
