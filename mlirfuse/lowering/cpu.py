@@ -9,7 +9,7 @@ from __future__ import annotations
 import ctypes
 import time
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 from mlir import ir
@@ -19,6 +19,7 @@ from mlirfuse import cache
 from mlirfuse.dialects import fusion as fusion_dialect
 from mlirfuse.errors import FusionError
 from mlirfuse.frontend.graph import InputSpec
+from mlirfuse.lowering import host_library
 from mlirfuse.lowering.host_abi import ENTRY, ArgumentSlots, add_entry_point, inline_scalar_operands
 from mlirfuse.passes import Pipeline
 
@@ -44,13 +45,15 @@ TO_LLVM = ("builtin.module(func.func(convert-linalg-to-loops), convert-scf-to-cf
 
 @dataclass
 class CompiledCpu:
-    engine: ExecutionEngine
+    engine: ExecutionEngine | None  # None where the code was loaded from a linked library
     stages: dict[str, str] = field(default_factory=dict)
     compile_seconds: float = 0.0
+    library: Any = None  # the dlopen-ed warm-start library (see compile_cpu)
 
     def __post_init__(self) -> None:
         self._slots = ArgumentSlots()
-        address = self.engine.raw_lookup("_mlir_ciface_" + ENTRY)
+        name = "_mlir_ciface_" + ENTRY
+        address = self.engine.raw_lookup(name) if self.engine is not None else host_library.packed(self.library, name)
         if not address:
             raise FusionError("CPU backend: entry point missing after compilation")
         self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
@@ -98,17 +101,36 @@ def jit_llvm(llvm_text: str) -> ExecutionEngine:
 
 def compile_cpu(fusion_ir: str, specs: Sequence[InputSpec], keep_stages: bool = False) -> CompiledCpu:
     """Compile fusion IR for the host, through the disk cache; `keep_stages` records the IR
-    after every stage (and bypasses the cache, which keeps only the final module)."""
+    after every stage (and bypasses the cache, which keeps only the final module).
+
+    The cache keeps the LLVM-dialect module; the second time a process loads it from there
+    (JIT-compiling it again), its object code is linked into a shared library that later
+    processes `dlopen` instead (no LLVM code generation). A cold compile does not link: most
+    fusions compiled once are never loaded again."""
     start = time.perf_counter()
     key = cache.make_key("cpu", fusion_ir, repr(tuple(specs)))
+    library_key = cache.make_key("cpu-host-library-v1", key)
     stages: dict[str, str] = {}
+    if not keep_stages:
+        library = cache.load(library_key)
+        if library is not None:
+            try:
+                return CompiledCpu(None, stages, time.perf_counter() - start, host_library.load(library))
+            except (OSError, FusionError):
+                pass  # e.g. linked on another system: JIT-compile instead
     cached = None if keep_stages else cache.load(key)
     if cached is not None:
         llvm_text = cached.decode()
     else:
         llvm_text = lower_cpu(fusion_ir, specs, stages if keep_stages else None)
         cache.store(key, llvm_text.encode())
-    return CompiledCpu(jit_llvm(llvm_text), stages, time.perf_counter() - start)
+    engine = jit_llvm(llvm_text)
+    compiled = CompiledCpu(engine, stages, time.perf_counter() - start)
+    if cached is not None and cache.cache_dir() is not None:
+        library = host_library.link(engine, libraries=["m"])
+        if library is not None:
+            cache.store(library_key, library)
+    return compiled
 
 
 def run_pipeline(module: ir.Module, pipeline: str, stage: str) -> None:

@@ -10,11 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 import re
-import shutil
-import subprocess
-import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +23,7 @@ from mlir.execution_engine import ExecutionEngine
 
 from mlirfuse.dialects import fusion as fusion_dialect
 from mlirfuse.errors import FusionError
+from mlirfuse.lowering import host_library
 from mlirfuse.lowering.host_abi import ENTRY, ArgumentSlots
 
 ALLOC_FN = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p)
@@ -74,18 +71,6 @@ def device_arch(device: int = 0) -> str:
 def binary_names(host_llvm: str) -> list[str]:
     """Symbol names of the module's `gpu.binary` ops."""
     return re.findall(r"gpu\.binary @([\w$.-]+)", host_llvm)
-
-
-def _load_shared_library(data: bytes) -> ctypes.CDLL:
-    """dlopen a host library from its bytes. Each load is a fresh file, so its constructors
-    run again (loading the GPU binary onto the current default device)."""
-    fd, path = tempfile.mkstemp(prefix="mlirfuse-host-", suffix=".so")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        return ctypes.CDLL(path)
-    finally:
-        os.unlink(path)  # the mapping stays valid
 
 
 @functools.cache
@@ -137,7 +122,7 @@ class DeviceExecutable:
         with self._init_lock:
             rt.mgpuSetDefaultDevice(device)  # the device the binary loads onto (constructors)
             if shared_library is not None:
-                self._library = _load_shared_library(shared_library)
+                self._library = host_library.load(shared_library)
                 # The JIT turned the binaries' global constructors into init functions that a
                 # shared library does not run: call each `<binary>_load` (exported at link).
                 for name in binary_names(host_llvm or ""):
@@ -165,36 +150,16 @@ class DeviceExecutable:
         """Address of the packed wrapper `_mlir_<name>`, or 0."""
         if self.engine is not None:
             return self.engine.raw_lookup(name) or 0
-        try:
-            return ctypes.cast(getattr(self._library, "_mlir_" + name), ctypes.c_void_p).value or 0
-        except AttributeError:
-            return 0
+        return host_library.packed(self._library, name)
 
     def link_shared_library(self) -> bytes | None:
         """The engine's object code linked into a shared library (None without a C compiler
         driver on PATH, or if linking fails: warm starts then JIT-compile again)."""
         if self.engine is None:
             return self.shared_library
-        cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc") or shutil.which("clang")
-        if cc is None:
-            return None
-        with tempfile.TemporaryDirectory(prefix="mlirfuse-link-") as tmp:
-            obj, lib = os.path.join(tmp, "host.o"), os.path.join(tmp, "host.so")
-            self.engine.dump_to_object_file(obj)
-            objcopy = shutil.which("objcopy")
-            names = binary_names(self.host_llvm)
-            if names and objcopy is None:
-                return None
-            for name in names:  # each binary's loader is local to the object: export it
-                if subprocess.run([objcopy, f"--globalize-symbol={name}_load", obj],
-                                  capture_output=True).returncode != 0:
-                    return None
-            # -Bsymbolic: the module's own mgpuStream*/MemAlloc overrides bind inside it; the
-            # rest of the runtime resolves at load time from libmlir_cuda_runtime (global).
-            done = subprocess.run([cc, "-shared", "-o", lib, obj, "-Wl,-Bsymbolic"], capture_output=True)
-            if done.returncode != 0 or not os.path.exists(lib):
-                return None
-            self.shared_library = Path(lib).read_bytes()
+        # Each binary's loader `<binary>_load` is local to the object: exported for warm starts.
+        self.shared_library = host_library.link(
+            self.engine, export=[f"{name}_load" for name in binary_names(self.host_llvm)])
         return self.shared_library
 
     def _global(self, name: str) -> int:
