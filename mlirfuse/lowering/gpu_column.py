@@ -39,7 +39,7 @@ from mlirfuse.lowering.gpu_kernels import (
     product,
     variants,
 )
-from mlirfuse.lowering.gpu_reduction import accumulator_combiner, identity, static_product
+from mlirfuse.lowering.gpu_reduction import identity, output_combiners, static_product
 from mlirfuse.lowering.linalg_builders import index_const
 
 FINISH_BLOCK = 256
@@ -92,13 +92,9 @@ def match_column_reduction(g: Generic) -> ColumnReductionMatch | str:
             return f"operand {i} is not read by column ({o.results})"
     if reduced is None:
         return "no operand is read by column"
-    yielded = list(g.body.operations[len(g.body.operations) - 1].operands)
-    combiners = []
-    for out, y in zip(g.outputs, yielded):
-        c = accumulator_combiner(g, out, y)
-        if isinstance(c, str):
-            return c
-        combiners.append(c)
+    combiners = output_combiners(g)
+    if isinstance(combiners, str):
+        return combiners
     return ColumnReductionMatch(g, kept, reduced, columns, invariant, combiners)
 
 

@@ -90,6 +90,18 @@ def accumulator_combiner(g: Generic, out: Operand, yielded: ir.Value) -> ir.Oper
     return op
 
 
+def output_combiners(g: Generic) -> list[ir.Operation] | str:
+    """Per output, the op combining its accumulator with the body's value (or why not)."""
+    yielded = list(g.body.operations[len(g.body.operations) - 1].operands)
+    combiners = []
+    for out, y in zip(g.outputs, yielded):
+        c = accumulator_combiner(g, out, y)
+        if isinstance(c, str):
+            return c
+        combiners.append(c)
+    return combiners
+
+
 def match_inner_reduction(g: Generic) -> InnerReductionMatch | str:
     n_par = g.reduction.index(True) if any(g.reduction) else g.n_loops
     if n_par == g.n_loops or not all(g.reduction[n_par:]):
@@ -112,13 +124,9 @@ def match_inner_reduction(g: Generic) -> InnerReductionMatch | str:
             return f"operand {i} is not a contiguous row ({o.results})"
     if not rows:
         return "no operand is read along the row"
-    yielded = list(g.body.operations[len(g.body.operations) - 1].operands)
-    combiners = []
-    for out, y in zip(g.outputs, yielded):
-        c = accumulator_combiner(g, out, y)
-        if isinstance(c, str):
-            return c
-        combiners.append(c)
+    combiners = output_combiners(g)
+    if isinstance(combiners, str):
+        return combiners
     return InnerReductionMatch(g, kept, reduced, rows, invariant, combiners)
 
 
