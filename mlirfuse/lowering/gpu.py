@@ -48,8 +48,7 @@ def merge_kernel_modules(module: ir.Module) -> None:
     and point the launches at it. Outlining makes one gpu.module per launch; each would be
     linked with libdevice, optimized and compiled (ptxas) on its own and loaded on its own at
     run time: one module does each of these once."""
-    body = module.body
-    modules = [op.operation for op in body.operations if op.operation.name == "gpu.module"]
+    modules = [op.operation for op in module.body.operations if op.operation.name == "gpu.module"]
     if not modules:
         return
     target = modules[0]
@@ -71,8 +70,7 @@ def merge_kernel_modules(module: ir.Module) -> None:
                 target_block.append(fn)
     for op in gpu_kernels.walk_ops(module.operation):
         if op.name == "gpu.launch_func":
-            ref = str(op.attributes["kernel"])  # @module::@kernel
-            m_name, fn_name = (part.lstrip("@") for part in ref.split("::"))
+            m_name, fn_name = ir.SymbolRefAttr(op.attributes["kernel"]).value  # @module::@kernel
             op.attributes["kernel"] = ir.SymbolRefAttr.get([target_name, renamed[(m_name, fn_name)]])
     for m in modules[1:]:
         m.erase()
