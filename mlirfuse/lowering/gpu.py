@@ -24,7 +24,15 @@ from mlir.dialects import arith, gpu, linalg, memref, scf
 from mlirfuse.dialects import fusion as fusion_dialect
 from mlirfuse.errors import FusionError
 from mlirfuse.frontend.graph import InputSpec
-from mlirfuse.lowering import gpu_column, gpu_kernels, gpu_pointwise, gpu_reduction, schedules, toolchain
+from mlirfuse.lowering import (
+    gpu_column,
+    gpu_kernels,
+    gpu_normalization,
+    gpu_pointwise,
+    gpu_reduction,
+    schedules,
+    toolchain,
+)
 from mlirfuse.lowering import linalg_builders as B
 from mlirfuse.lowering.cpu import BUFFERIZE, INLINE, run_pipeline
 from mlirfuse.lowering.host_abi import ENTRY, add_entry_point, inline_scalar_operands
@@ -243,9 +251,27 @@ def apply_schedules(func: ir.Operation, device: schedules.DeviceProperties) -> l
     """Replace every generic a schedule matches with its kernel. Returns one line per linalg
     op: the schedule and its parameters, or why it takes the naive path."""
     notes = []
-    for op in list(func.regions[0].blocks[0].operations):
-        op = op.operation
-        if not op.name.startswith("linalg."):
+    ops = [op.operation for op in func.regions[0].blocks[0].operations]
+    chains = {c.indices[-1]: c for c in gpu_normalization.find_chains(ops)}
+    in_chains = {k for c in chains.values() for k in c.indices}
+    generics = {i: g for i, op in enumerate(ops) if i not in in_chains and op.name == "linalg.generic"
+                for g in [gpu_kernels.analyze(op)] if not isinstance(g, str)}
+    folds = gpu_reduction.fold_fills(ops, generics)
+    inits: dict[int, dict] = {}
+    for fold in folds.values():
+        inits.setdefault(fold["reduction"], {})[fold["buffer"]] = fold["value"]
+    for i, op in enumerate(ops):
+        if i in folds:
+            ops[i].erase()
+            continue
+        if i in chains:
+            chain = chains[i]
+            params = schedules.normalization_heuristic(chain.static_row(), chain.static_rows(),
+                                                       chain.vector_bytes(), device)
+            gpu_normalization.emit_chain(ops, chain, params)
+            notes.append(f"normalization ({gpu_normalization.describe(chain)}): {params}")
+            continue
+        if i in in_chains or not op.name.startswith("linalg."):
             continue
         g = gpu_kernels.analyze(op)
         if isinstance(g, str):
@@ -263,6 +289,7 @@ def apply_schedules(func: ir.Operation, device: schedules.DeviceProperties) -> l
             params = schedules.inner_reduction_heuristic(
                 reduction.static_row(), reduction.static_rows(),
                 [o.element_bytes for o in reduction.row_operands], device, g.body_ops())
+            reduction.inits = inits.get(i, {})
             gpu_reduction.emit_inner_reduction(reduction, params)
             notes.append(f"inner reduction: {params}")
             continue
@@ -277,6 +304,20 @@ def apply_schedules(func: ir.Operation, device: schedules.DeviceProperties) -> l
         notes.append(f"naive: {pointwise}; {reduction}; {column}")
         log.debug("no schedule: %s; %s; %s", pointwise, reduction, column)
     return notes
+
+
+def drop_dead_buffers(func: ir.Operation) -> None:
+    """Erase allocations whose only uses are their deallocations (temporaries a kernel now
+    keeps in registers)."""
+    for op in list(func.regions[0].blocks[0].operations):
+        op = op.operation
+        if op.name != "memref.alloc":
+            continue
+        users = [u.owner for u in op.results[0].uses]
+        if all(u.name == "memref.dealloc" for u in users):
+            for u in users:
+                u.operation.erase()
+            op.erase()
 
 
 def sink_index_constants(func: ir.Operation) -> None:
@@ -453,6 +494,7 @@ def compile_gpu(fusion_ir: str, specs: Sequence[InputSpec], arch: str = "sm_90",
         if use_schedules:
             run_pipeline(module, GENERALIZE, "generalized")
             notes = apply_schedules(_entry(module), schedules.device_properties(arch))
+            drop_dead_buffers(_entry(module))
             if keep_stages:
                 stages["launch_params"] = "\n".join(notes)
         run_pipeline(module, TO_LOOPS, "loops")

@@ -12,7 +12,7 @@ filled with the initial value before). Parameters come from `schedules`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf
@@ -51,6 +51,7 @@ class InnerReductionMatch:
     row_operands: list[Operand]  # inputs read along the row (their own, or one for all rows)
     row_invariant: list[Operand]  # inputs read once per row
     combiners: list[ir.Operation]  # per output: the op combining its accumulator with a value
+    inits: dict = field(default_factory=dict)  # output buffer -> its initial value (a folded fill)
 
     def static_row(self) -> int | None:
         return static_product(self.generic, self.reduced)
@@ -128,6 +129,41 @@ def match_inner_reduction(g: Generic) -> InnerReductionMatch | str:
     if isinstance(combiners, str):
         return combiners
     return InnerReductionMatch(g, kept, reduced, rows, invariant, combiners)
+
+
+def fill_value(g: Generic) -> ir.Value | None:
+    """The value a generalized linalg.fill writes (a captured scalar), or None."""
+    if any(g.reduction) or len(g.operands) != 2 or g.operands[0].is_memref or not g.operands[1].is_memref:
+        return None
+    ops = list(g.body.operations)
+    if len(ops) != 1 or list(ops[0].operands) != [g.operands[0].arg]:
+        return None
+    return g.operands[0].value
+
+
+def fold_fills(ops: list[ir.Operation], generics: dict[int, Generic]) -> dict[int, dict]:
+    """Fills whose buffer the next reduction (past host-only ops and other fills) only
+    accumulates into: fill position -> (reduction position, {buffer: value}). The reduction
+    then starts from the value instead of reading the buffer, and the fill is dropped."""
+    folds: dict[int, dict] = {}
+    for i, g in generics.items():
+        value = fill_value(g)
+        if value is None:
+            continue
+        j = i + 1
+        while j < len(ops) and (j not in generics and (ops[j].name in ("memref.alloc", "memref.dim")
+                                                      or ops[j].name.startswith("arith."))
+                                or j in generics and fill_value(generics[j]) is not None):
+            j += 1
+        if j not in generics:
+            continue
+        r = generics[j]
+        buffer = g.operands[1].value
+        if isinstance(match_inner_reduction(r), str) or buffer not in [o.value for o in r.outputs] \
+                or buffer in [o.value for o in r.inputs]:
+            continue
+        folds[i] = {"reduction": j, "buffer": buffer, "value": value}
+    return folds
 
 
 def _threads_per_row(row_len: ir.Value, params: S.InnerReductionParams) -> ir.Value:
@@ -262,22 +298,7 @@ class _ReductionKernel:
 
     # -- across threads
     def butterfly(self, accs: list[ir.Value], lanes: ir.Value | None = None) -> list[ir.Value]:
-        """Combine across groups of `lanes` lanes (a whole warp where None): xor steps of
-        offset < lanes, each a uniform branch."""
-        offset = S.WARP // 2
-        while offset:
-            if lanes is None:
-                accs = [combine(c, a, shuffle_xor(a, offset)) for c, a in zip(self.m.combiners, accs)]
-            else:
-                step = scf.IfOp(arith.cmpi(arith.CmpIPredicate.ugt, lanes, index_const(offset)),
-                                [a.type for a in accs], has_else=True)
-                with ir.InsertionPoint(step.then_block):
-                    scf.YieldOp([combine(c, a, shuffle_xor(a, offset)) for c, a in zip(self.m.combiners, accs)])
-                with ir.InsertionPoint(step.else_block):
-                    scf.YieldOp(accs)
-                accs = list(step.results)
-            offset //= 2
-        return accs
+        return butterfly(self.m.combiners, accs, lanes)
 
     def across_warps(self, accs: list[ir.Value], valid: ir.Value) -> None:
         """Lane 0 of a row's first warp ends with the row's total (through shared memory when
@@ -313,8 +334,30 @@ class _ReductionKernel:
             for o, c, total in zip(self.g.outputs, self.m.combiners, totals):
                 view, has_row = self.views[id(o)]
                 index = [self.row] if has_row else []
-                memref.store(combine(c, memref.load(view, index), total), view, index)
+                init = self.m.inits.get(o.value)
+                if init is None:
+                    init = memref.load(view, index)
+                memref.store(combine(c, init, total), view, index)
             scf.YieldOp([])
+
+
+def butterfly(combiners: list[ir.Operation], accs: list[ir.Value], lanes: ir.Value | None = None) -> list[ir.Value]:
+    """Combine across groups of `lanes` lanes (a whole warp where None): xor steps of
+    offset < lanes, each a uniform branch. Every lane of a group ends with its total."""
+    offset = S.WARP // 2
+    while offset:
+        if lanes is None:
+            accs = [combine(c, a, shuffle_xor(a, offset)) for c, a in zip(combiners, accs)]
+        else:
+            step = scf.IfOp(arith.cmpi(arith.CmpIPredicate.ugt, lanes, index_const(offset)),
+                            [a.type for a in accs], has_else=True)
+            with ir.InsertionPoint(step.then_block):
+                scf.YieldOp([combine(c, a, shuffle_xor(a, offset)) for c, a in zip(combiners, accs)])
+            with ir.InsertionPoint(step.else_block):
+                scf.YieldOp(accs)
+            accs = list(step.results)
+        offset //= 2
+    return accs
 
 
 def shuffle_xor(value: ir.Value, offset: int) -> ir.Value:

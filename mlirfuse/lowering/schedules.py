@@ -179,3 +179,53 @@ def column_reduction_heuristic(columns: int | None, rows: int | None, element_by
     block_y = COLUMN_BLOCK // block_x
     target = device.sm_count * (device.max_threads_per_sm // COLUMN_BLOCK)
     return ColumnReductionParams(vec, unroll, block_x, block_y, target, 2 * unroll)
+
+
+# -- normalization (row-persistent chain) ----------------------------------------------------
+# Vectors a thread holds in registers per row-sized value: 8 x 16 bytes, so that a block of
+# 512 threads keeps rows of 16K float32 or 32K bfloat16 elements on chip.
+PERSISTENT_SLOTS = 8
+# Elements a thread handles per chunk where the row is not held (too long or unaligned).
+LOOP_SLOTS = 4
+
+
+@dataclass(frozen=True)
+class NormalizationParams:
+    """A chain of inner reductions and row-wise pointwise ops (LayerNorm, softmax) in one
+    kernel. `threads` threads per row (the tier whose `max_row` holds the row, chosen at run
+    time): each keeps `slots` vectors of `vector` elements of every row-sized value in
+    registers, so the row is read from global memory once; a block of `block` threads holds
+    block // threads rows. Rows longer than `block * vector * slots`, or unaligned ones, take
+    the looping variant: each reduction's pass re-reads its inputs, `loop_slots` elements per
+    thread per chunk, and the outputs are written by a last pass."""
+
+    vector: int
+    slots: int
+    block: int
+    tiers: tuple[RowTier, ...]
+    loop_slots: int
+
+    @property
+    def max_persistent_row(self) -> int:
+        return self.block * self.vector * self.slots
+
+    def tier(self, row: int) -> RowTier:
+        return next((t for t in self.tiers if t.max_row is None or row <= t.max_row), self.tiers[-1])
+
+
+def normalization_heuristic(row: int | None, rows: int | None, element_bytes: Sequence[int],
+                            device: DeviceProperties = DeviceProperties()) -> NormalizationParams:
+    """The fewest threads per row (a power of two up to the block) whose registers hold the
+    row: one thread for rows up to 32 float32 elements, a warp up to 1024, 128 threads at
+    4096, the whole block of 512 up to 16K (32K for 16-bit types). `rows` is not used yet:
+    few long rows would need a row split across blocks."""
+    del rows, device
+    vec = vector_width(element_bytes)
+    block = REDUCTION_BLOCK
+    tiers = [RowTier(t * vec * PERSISTENT_SLOTS, t) for t in (1 << k for k in range(10)) if t < block]
+    tiers.append(RowTier(None, block))
+    params = NormalizationParams(vec, PERSISTENT_SLOTS, block, tuple(tiers), LOOP_SLOTS)
+    if row is not None:  # a static row length: one tier
+        params = NormalizationParams(vec, PERSISTENT_SLOTS, block, (RowTier(None, params.tier(row).threads),),
+                                     LOOP_SLOTS)
+    return params

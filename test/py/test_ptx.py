@@ -72,5 +72,5 @@ def test_host_module_translates_to_llvm_ir_with_stream_launches() -> None:
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     launches = re.findall(r"call void @mgpuLaunchKernel\(.*\)", result.stdout)
-    assert len(launches) == 3 and all  # fill, reduce, scale:("i64 256, i64 1, i64 1" in line for line in launches)
+    assert len(launches) == 2  # the reduction (its fill folded in), the scaling
     assert "@mgpuModuleLoad" in result.stdout  # the binary is loaded by a global constructor

@@ -21,11 +21,13 @@ from mlirfuse.lowering.schedules import (
     ColumnReductionParams,
     DeviceProperties,
     InnerReductionParams,
+    NormalizationParams,
     PointwiseParams,
     RowTier,
     column_reduction_heuristic,
     device_properties,
     inner_reduction_heuristic,
+    normalization_heuristic,
     pointwise_heuristic,
     vector_width,
 )
@@ -101,6 +103,24 @@ def test_column_reduction_a_warp_across_columns_and_a_wave_of_blocks() -> None:
     assert column_reduction_heuristic(None, None, [4], H100, body_ops=40).unroll == 1
 
 
+def test_normalization_holds_rows_of_16k_float32_and_32k_bfloat16_in_registers() -> None:
+    p = normalization_heuristic(None, None, [4], H100)
+    assert (p.vector, p.slots, p.block, p.loop_slots) == (4, 8, 512, 4)
+    assert [t.threads for t in p.tiers] == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
+    assert all(t.max_row == t.threads * p.vector * p.slots for t in p.tiers[:-1])
+    assert p.tier(32).threads == 1 and p.tier(1024).threads == 32 and p.tier(4096).threads == 128
+    assert p.tier(16384).threads == 512 and p.max_persistent_row == 16384
+    bf16 = normalization_heuristic(None, None, [2], H100)
+    assert bf16.vector == 8 and bf16.max_persistent_row == 32768 and bf16.tier(4096).threads == 64
+    mixed = normalization_heuristic(None, None, [2, 4], H100)  # the widest operand sets the vector
+    assert mixed.vector == 4
+
+
+def test_normalization_static_rows_get_one_tier() -> None:
+    assert normalization_heuristic(4096, None, [4], H100) == NormalizationParams(4, 8, 512, (RowTier(None, 128),), 4)
+    assert normalization_heuristic(100000, None, [4], H100).tiers == (RowTier(None, 512),)  # the looping variant
+
+
 def test_device_properties_per_architecture() -> None:
     assert device_properties("sm_80").sm_count == 108
     assert device_properties("sm_90") == H100
@@ -141,7 +161,7 @@ def test_inner_reduction_uses_shuffle_butterflies_and_shared_memory() -> None:
     c = compiled(lambda x: x.sum(-1), X)
     assert c.ptx.count("shfl.sync.bfly") >= 10  # within warps, then across a row's warps
     assert "bar.sync" in c.ptx and re.search(r"ld\.global\.v4\.[bf]32", c.ptx)
-    assert c.stages["gpu"].count("gpu.launch blocks") == 2  # the fill, the reduction
+    assert c.stages["gpu"].count("gpu.launch blocks") == 1  # the fill is folded into the reduction
     assert "inner reduction" in c.stages["launch_params"]
 
 
@@ -152,7 +172,8 @@ def test_inner_reductions_of_every_dtype_compile(name, dtype) -> None:
     if name in ("mean", "var") and np.dtype(dtype).kind in "ib" or name == "prod" and dtype is np.bool_:
         pytest.skip("not defined for this dtype")
     c = compiled(_last_axis(name), X.astype(dtype))
-    assert "inner reduction" in c.stages["launch_params"] and "shfl.sync.bfly" in c.ptx
+    kernel = "normalization" if name == "var" else "inner reduction"  # var: mean, deviations, sum
+    assert kernel in c.stages["launch_params"] and "shfl.sync.bfly" in c.ptx
 
 
 @needs_libdevice
@@ -174,12 +195,49 @@ def test_column_reduction_splits_rows_and_combines_partials_in_a_second_launch(d
         assert re.search(r"ld\.global\.v4\.[bf]32", c.ptx)
 
 
+def _layer_norm(x, w, b):
+    d = x - x.mean(-1, keepdim=True)
+    return d * ops.rsqrt((d * d).mean(-1, keepdim=True) + 1e-5) * w + b
+
+
+def _softmax(x):
+    e = ops.exp(x - x.max(-1, keepdim=True))
+    return e / e.sum(-1, keepdim=True)
+
+
+def _rms_norm(x, w):
+    return x * ops.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * w
+
+
+@needs_libdevice
+@pytest.mark.parametrize("fn,args,kinds", [
+    (_layer_norm, (X, X[0], X[0]), "row, row, reduce, tile, reduce, tile"),
+    (_softmax, (X,), "row, reduce, tile, row, reduce, tile"),
+    (_rms_norm, (X, X[0]), "row, reduce, tile"),
+    (lambda x: ops.var_mean(x, [-1]), (X.reshape(2, 2, 8),), "row, row, reduce, row, reduce, row"),
+], ids=["layer_norm", "softmax", "rms_norm", "var_mean_3d"])
+def test_normalizations_are_one_kernel_without_temporaries(fn, args, kinds) -> None:
+    c = compiled(fn, *args)
+    assert c.n_launches == 1 and c.stages["launch_params"].endswith(
+        f"normalization ({kinds}): " + repr(normalization_heuristic(None, None, [4], H100)))
+    assert "gpu.alloc" not in c.stages["gpu"]  # the totals and centred rows stay in registers
+    assert c.ptx.count("ld.global.v4") >= 8 and "shfl.sync.bfly" in c.ptx and ".local" not in c.ptx
+
+
+@needs_libdevice
+def test_normalization_writes_intermediates_other_ops_read() -> None:
+    """The mean and the centred rows are outputs too: written, once, by the same kernel."""
+    c = compiled(lambda x: (_layer_norm(x, 1.0, 0.0), x.mean(-1), x - x.mean(-1, keepdim=True)), X)
+    assert c.n_launches == 1 and "gpu.alloc" not in c.stages["gpu"]
+    assert c.ptx.count(".entry") == 1 and "st.global.v4" in c.ptx
+
+
 @needs_libdevice
 def test_every_kernel_of_a_fusion_is_in_one_gpu_module() -> None:
     """One module: libdevice linked, LLVM and ptxas run, and the binary loaded once a fusion."""
     c = compiled(lambda x, w: ((x * w).sum((0, 1)), ops.exp(x).sum(-1)), X.reshape(2, 2, 8), X[0])
     entries = re.findall(r"\.entry (\w+)\(", c.ptx)
-    assert entries == [f"mlirfuse_entry_kernel_{k}" for k in range(c.n_launches)] and c.n_launches == 5
+    assert entries == [f"mlirfuse_entry_kernel_{k}" for k in range(c.n_launches)] and c.n_launches == 4
     assert c.stages["llvm"].count("gpu.binary @") == 1
     launched = re.findall(r"gpu\.launch_func .*?@(\w+)::@(\w+)", c.stages["llvm"])
     assert launched == [("mlirfuse_entry_kernel", name) for name in entries]
@@ -358,6 +416,69 @@ def test_column_reductions_of_other_dtypes(dtype, shape) -> None:
         want = ref(x.to(torch.uint8) if dtype == "bool" else x).to(got.dtype)
         tol = {"float16": 1e-2, "bfloat16": 2e-2}.get(dtype, 1e-6)
         torch.testing.assert_close(got, want, rtol=tol, atol=tol * np.sqrt(shape[0]))
+
+
+NORMALIZATIONS = {"layer_norm": mlirfuse.jit(_layer_norm), "softmax": mlirfuse.jit(_softmax),
+                  "rms_norm": mlirfuse.jit(_rms_norm)}
+
+
+def _normalization_reference(torch, name, x, w, b):
+    xd = x.double()
+    if name == "layer_norm":
+        return torch.nn.functional.layer_norm(xd, x.shape[-1:], w.double(), b.double(), 1e-5)
+    if name == "softmax":
+        return torch.softmax(xd, -1)
+    return xd * torch.rsqrt((xd * xd).mean(-1, keepdim=True) + 1e-6) * w.double()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(NORMALIZATIONS))
+@pytest.mark.parametrize("row", ROW_LENGTHS + [16384, 16385, 32768, 40000])
+def test_normalizations_across_tiers_alignments_and_the_looping_variant(name, row) -> None:
+    torch = _torch()
+    for rows in (1, 3, 50) if row > 1000 else (1, 3, 50, 700):
+        for x in (torch.randn(rows, row, device="cuda"), _misaligned(torch, (rows, row), torch.float32)):
+            w, b = torch.randn(row, device="cuda"), torch.randn(row, device="cuda")
+            args = (x, w, b) if name == "layer_norm" else (x, w) if name == "rms_norm" else (x,)
+            got = NORMALIZATIONS[name](*args)
+            want = _normalization_reference(torch, name, x, w, b).float()
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float64"])
+@pytest.mark.parametrize("row", [7, 1024, 4096, 32768])
+def test_normalizations_of_other_dtypes(dtype, row) -> None:
+    torch = _torch()
+    dt = getattr(torch, dtype)
+    x = torch.randn(5, row, device="cuda").to(dt)
+    w, b = torch.randn(row, device="cuda").to(dt), torch.randn(row, device="cuda").to(dt)
+    tol = {"float16": 1e-2, "bfloat16": 3e-2}.get(dtype, 1e-9)
+    for name, args in (("layer_norm", (x, w, b)), ("softmax", (x,)), ("rms_norm", (x, w))):
+        got = NORMALIZATIONS[name](*args)
+        want = _normalization_reference(torch, name, x, w, b).to(got.dtype)
+        torch.testing.assert_close(got, want, rtol=tol, atol=tol)
+
+
+@pytest.mark.gpu
+def test_normalization_chains_match_the_cpu_backend() -> None:
+    """Intermediates as outputs, rows over two dims, random numbers in the chain, ints."""
+    torch = _torch()
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((6, 7, 300)).astype(np.float32)
+    w = rng.standard_normal(300).astype(np.float32)
+    fns = [
+        lambda t, v: (_layer_norm(t, v, 1.0), t.mean(-1), t - t.mean(-1, keepdim=True)),
+        lambda t, v: _layer_norm(ops.where(ops.rand_like(t, seed=9) >= 0.1, t * 1.1, 0.0) + v, v, v),
+        lambda t, v: (ops.exp(t - ops.amax(t, -1, keepdim=True)) * v).sum(-1),
+    ]
+    for fn in fns:
+        f = mlirfuse.jit(fn)
+        for got, want in zip(f(torch.from_numpy(x).cuda(), torch.from_numpy(w).cuda()), f(x, w)):
+            np.testing.assert_allclose(got.cpu().numpy(), want, rtol=2e-5, atol=2e-5)
+    xi = rng.integers(-50, 50, (9, 1000)).astype(np.int32)
+    g = mlirfuse.jit(lambda t: (t - ops.max(t, [-1], keepdim=True)).sum(-1))
+    np.testing.assert_array_equal(g(torch.from_numpy(xi).cuda()).cpu().numpy(), g(xi))
 
 
 @pytest.mark.gpu

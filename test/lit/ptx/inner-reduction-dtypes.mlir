@@ -1,5 +1,6 @@
-// Inner reductions beyond float32 sums. var_mean: the mean's sum, then the squared
-// deviations with the mean read once per row (a row-invariant operand, no vector loads).
+// Inner reductions beyond float32 sums. var_mean: the mean's sum, the mean, the squared
+// deviations and the variance are one normalization kernel: x loaded once (8 vectors a
+// thread), the mean and variance written once per row.
 // float64 max: 2 x 64-bit vectors, each 64-bit shuffle split into two 32-bit ones, -inf as
 // the starting value.
 // RUN: %python %S/Inputs/gpu_stage.py %S/Inputs/var_mean.mlir launch_params | FileCheck %s --check-prefix=VAR-PARAMS
@@ -7,19 +8,20 @@
 // RUN: %python %S/Inputs/gpu_stage.py %S/Inputs/max_f64.mlir gpu | FileCheck %s --check-prefix=F64
 // RUN: %python %S/Inputs/gpu_stage.py %S/Inputs/max_f64.mlir ptx | FileCheck %s --check-prefix=F64-PTX
 
-// VAR-PARAMS: inner reduction: InnerReductionParams(vector=4,
-// VAR-PARAMS: inner reduction: InnerReductionParams(vector=4,
+// VAR-PARAMS: normalization (row, row, reduce, row, reduce, row): NormalizationParams(vector=4,
 // VAR-PARAMS-NOT: naive
+// VAR-PARAMS: // launches: 1
 
-// The second reduction: the mean (scratch memory, divided by the row length in a pointwise
-// kernel before) is loaded once per row, before the row loop.
-// VAR: } {mlirfuse.schedule = "inner-reduction"}
 // VAR: gpu.launch blocks{{.*}} workgroup(
-// VAR: %[[MEAN:[^ ]+]] = memref.load %{{[^ ]+}}[%[[ROW:[^ ]+]]] : memref<?xf32>
-// VAR: scf.for
-// VAR: vector.load %arg0[%[[ROW]], %{{[^ ]+}}] {alignment = 16 : i64} : memref<?x?xf32>, vector<4xf32>
-// VAR: arith.subf %{{[^ ]+}}, %[[MEAN]] : f32
-// VAR: } {mlirfuse.schedule = "inner-reduction"}
+// VAR-COUNT-8: vector.load %arg0[%{{[^ ]+}}, %{{[^ ]+}}] {alignment = 16 : i64} : memref<?x?xf32>, vector<4xf32>
+// VAR: gpu.barrier
+// VAR: memref.store %{{[^ ]+}}, %arg2[
+// VAR-NOT: vector.load
+// VAR: arith.subf
+// VAR-NOT: vector.load
+// VAR: gpu.barrier
+// VAR: memref.store %{{[^ ]+}}, %arg1[
+// VAR: } {mlirfuse.schedule = "normalization"}
 
 // F64: arith.constant 0xFFF0000000000000 : f64
 // F64: gpu.launch blocks{{.*}} workgroup(%{{[^ ]+}} : memref<16xf64, #gpu.address_space<workgroup>>)

@@ -1,19 +1,19 @@
-// The inner-reduction schedule on x.sum(-1), float32, dynamic shapes. The output is filled
-// first (its own pointwise kernel), then one kernel reduces: the host picks the threads per
+// The inner-reduction schedule on x.sum(-1), float32, dynamic shapes. The output's fill is
+// folded into the reduction (no kernel of its own, the output not read back): one kernel, the host picks the threads per
 // row from the row length (one thread up to 16 elements, then 2, 4, ..., a warp up to 512,
 // then 64, 128, 256, 512 threads) and short rows share a block of 512 threads. Each thread sums every threads-th 16-byte vector of
 // its row, 4 vectors in flight; shuffle-xor butterflies reduce each warp, shared memory the
-// warps of a row; lane 0 adds the total into the output.
+// warps of a row; lane 0 writes the fill's value combined with the total.
 // RUN: %python %S/Inputs/gpu_stage.py %s launch_params | FileCheck %s --check-prefix=PARAMS
 // RUN: %python %S/Inputs/gpu_stage.py %s gpu | FileCheck %s --check-prefix=GPU
 // RUN: %python %S/Inputs/gpu_stage.py %s ptx | FileCheck %s --check-prefix=PTX
 
-// PARAMS: pointwise: PointwiseParams(vector=4, unroll=4, block=256)
-// PARAMS-NEXT: inner reduction: InnerReductionParams(vector=4, unroll=4, block=512, tiers=(RowTier(max_row=16, threads=1), RowTier(max_row=32, threads=2), {{.*}}, RowTier(max_row=512, threads=32), RowTier(max_row=1024, threads=64), {{.*}}, RowTier(max_row=None, threads=512)))
-// PARAMS: // launches: 2
+// PARAMS-NOT: pointwise
+// PARAMS: inner reduction: InnerReductionParams(vector=4, unroll=4, block=512, tiers=(RowTier(max_row=16, threads=1), RowTier(max_row=32, threads=2), {{.*}}, RowTier(max_row=512, threads=32), RowTier(max_row=1024, threads=64), {{.*}}, RowTier(max_row=None, threads=512)))
+// PARAMS: // launches: 1
 
 // GPU-LABEL: func.func @mlirfuse_entry(
-// GPU: } {mlirfuse.schedule = "pointwise"}
+// GPU-NOT: mlirfuse.schedule = "pointwise"
 // GPU: %[[ROW:[^ ]+]] = memref.dim %arg0, %c1
 // GPU: %[[WARP_ROWS:[^ ]+]] = arith.cmpi ule, %[[ROW]], %c512
 // GPU: arith.select %[[WARP_ROWS]], %c32, %{{[^ ]+}} : index
@@ -34,14 +34,13 @@
 // GPU: gpu.barrier
 // GPU: memref.load %[[SHARED]]
 // GPU: gpu.shuffle  xor
-// GPU: memref.load %arg1
+// GPU-NOT: memref.load %arg1
 // GPU: memref.store %{{[^ ]+}}, %arg1
 // GPU: } {mlirfuse.schedule = "inner-reduction"}
 
-// Both kernels (in one module: the fill's, then the reduction's with 16 floats of
-// shared memory, one slot per warp):
+// One kernel, with 16 floats of shared memory (one slot per warp):
 // PTX: .visible .entry mlirfuse_entry_kernel_{{[0-9]+}}(
-// PTX: .visible .entry mlirfuse_entry_kernel_{{[0-9]+}}(
+// PTX-NOT: .entry
 // PTX: .maxntid 512, 1, 1
 // PTX: .shared .align 4 .b8 __wg_{{[a-z_0-9]+}}[64];
 // PTX: ld.global.v4.{{[bf]}}32

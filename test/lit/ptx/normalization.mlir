@@ -1,0 +1,74 @@
+// The normalization schedule on a LayerNorm (float32, dynamic shapes): the fills, the mean,
+// the centring, the variance and the scaling are one kernel. Each thread holds 8 vectors of
+// 4 floats of its row (threads per row picked on the host from the row length: one up to
+// 32 elements, a warp up to 1024, the block of 512 up to 16K); x is loaded once, 8 vector
+// loads in flight, and the centred values stay in registers for the variance and the
+// output. Every thread of a row gets each total (butterflies, then the warps' totals through
+// shared memory in warp order). The temporaries (the two [rows] totals, the centred rows)
+// are never allocated. Rows that are unaligned or too long take the looping variant.
+// RUN: %python %S/Inputs/gpu_stage.py %s launch_params | FileCheck %s --check-prefix=PARAMS
+// RUN: %python %S/Inputs/gpu_stage.py %s gpu | FileCheck %s --check-prefix=GPU
+// RUN: %python %S/Inputs/gpu_stage.py %s ptx | FileCheck %s --check-prefix=PTX
+
+// PARAMS: normalization (row, row, reduce, tile, reduce, tile): NormalizationParams(vector=4, slots=8, block=512, tiers=(RowTier(max_row=32, threads=1), {{.*}}, RowTier(max_row=1024, threads=32), {{.*}}, RowTier(max_row=None, threads=512)), loop_slots=4)
+// PARAMS-NOT: launch 1
+// PARAMS: // launches: 1
+
+// GPU-LABEL: func.func @mlirfuse_entry(
+// GPU-NOT: gpu.alloc
+// GPU: arith.cmpi ule, %[[LEN:[^ ]+]], %c8192
+// GPU: arith.cmpi ule, %[[LEN]], %c1024
+// GPU: gpu.launch blocks
+// GPU-SAME: threads({{.*}}) in ({{[^ ]+}} = %c512,
+// GPU-SAME: workgroup(%[[MEAN:[^ ]+]] : memref<16xf32, #gpu.address_space<workgroup>>, %[[VAR:[^ ]+]] : memref<16xf32, #gpu.address_space<workgroup>>)
+// GPU-COUNT-8: vector.load %arg0[%{{[^ ]+}}, %{{[^ ]+}}] {alignment = 16 : i64} : memref<?x?xf32>, vector<4xf32>
+// GPU: gpu.shuffle  xor %{{[^ ]+}}, %c16_i32, %c32_i32 : f32
+// GPU: memref.store %{{[^ ]+}}, %[[MEAN]]
+// GPU: gpu.barrier
+// GPU: memref.load %[[MEAN]]
+// GPU-NOT: vector.load %arg0
+// GPU: arith.subf
+// GPU-NOT: vector.load %arg0
+// GPU: memref.store %{{[^ ]+}}, %[[VAR]]
+// GPU: gpu.barrier
+// GPU-COUNT-8: vector.load %arg1[%{{[^ ]+}}] {alignment = 16 : i64} : memref<?xf32>, vector<4xf32>
+// GPU: math.sqrt
+// GPU: vector.store %{{[^ ]+}}, %arg3[%{{[^ ]+}}, %{{[^ ]+}}] {alignment = 16 : i64} : memref<?x?xf32>, vector<4xf32>
+// The looping variant: element by element, a pass per reduction, then the outputs.
+// GPU: scf.for
+// GPU: memref.load %arg0
+// GPU: } {mlirfuse.schedule = "normalization"}
+// GPU-NOT: gpu.launch
+// GPU-NOT: gpu.dealloc
+
+// PTX: .visible .entry mlirfuse_entry_kernel_{{[0-9]+}}(
+// PTX-NOT: .entry
+// PTX: .maxntid 512, 1, 1
+// PTX-NOT: .local
+// PTX-COUNT-8: ld.global.v4.{{[bf]}}32
+// PTX: shfl.sync.bfly.b32
+// PTX: bar.sync 0;
+// PTX: shfl.sync.bfly.b32
+// PTX: bar.sync 0;
+// PTX: st.global.v4.{{[bf]}}32
+
+func.func @fusion(%arg0: tensor<?x?xf32>, %arg1: tensor<?xf32>, %arg2: tensor<?xf32>) -> tensor<?x?xf32> {
+  %0 = "fusion.mean"(%arg0) {axes = array<i64: 1>, keepdim = true} : (tensor<?x?xf32>) -> tensor<?x1xf32>
+  %1 = "fusion.size"(%arg0) {dim = 0 : i64} : (tensor<?x?xf32>) -> index
+  %2 = "fusion.size"(%arg0) {dim = 1 : i64} : (tensor<?x?xf32>) -> index
+  %3 = "fusion.broadcast_in_dim"(%0, %1, %2) {broadcast_dims = array<i64: 0, 1>, shape = array<i64: -1, -1>} : (tensor<?x1xf32>, index, index) -> tensor<?x?xf32>
+  %4 = "fusion.sub"(%arg0, %3) : (tensor<?x?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
+  %5 = "fusion.mul"(%4, %4) : (tensor<?x?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
+  %6 = "fusion.mean"(%5) {axes = array<i64: 1>, keepdim = true} : (tensor<?x?xf32>) -> tensor<?x1xf32>
+  %7 = "fusion.constant"() {value = 1.000000e-05 : f64} : () -> tensor<f32>
+  %8 = "fusion.broadcast_in_dim"(%7, %1) {broadcast_dims = array<i64>, shape = array<i64: -1, 1>} : (tensor<f32>, index) -> tensor<?x1xf32>
+  %9 = "fusion.add"(%6, %8) : (tensor<?x1xf32>, tensor<?x1xf32>) -> tensor<?x1xf32>
+  %10 = "fusion.rsqrt"(%9) : (tensor<?x1xf32>) -> tensor<?x1xf32>
+  %11 = "fusion.broadcast_in_dim"(%10, %1, %2) {broadcast_dims = array<i64: 0, 1>, shape = array<i64: -1, -1>} : (tensor<?x1xf32>, index, index) -> tensor<?x?xf32>
+  %12 = "fusion.mul"(%4, %11) : (tensor<?x?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
+  %13 = "fusion.broadcast_in_dim"(%arg1, %1, %2) {broadcast_dims = array<i64: 1>, shape = array<i64: -1, -1>} : (tensor<?xf32>, index, index) -> tensor<?x?xf32>
+  %14 = "fusion.mul"(%12, %13) : (tensor<?x?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
+  %15 = "fusion.broadcast_in_dim"(%arg2, %1, %2) {broadcast_dims = array<i64: 1>, shape = array<i64: -1, -1>} : (tensor<?xf32>, index, index) -> tensor<?x?xf32>
+  %16 = "fusion.add"(%14, %15) : (tensor<?x?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
+  return %16 : tensor<?x?xf32>
+}
