@@ -44,7 +44,9 @@ from mlirfuse.lowering.gpu_kernels import (
     flat,
     guarded_launch,
     load,
+    philox_linear_in,
     product,
+    share_philox,
     store,
 )
 from mlirfuse.lowering.gpu_reduction import butterfly, identity, match_inner_reduction, static_product
@@ -88,6 +90,10 @@ class _Extents:
                 self.union(key, ("static", t.shape[pos]))
         return key
 
+    def class_of(self, v: ir.Value) -> Any:
+        """The class of a host index value (an extent)."""
+        return self.find(self._size(v))
+
     def _size(self, v: ir.Value) -> Any:
         owner = v.owner
         if not isinstance(owner, ir.Block) and owner.operation.name == "memref.dim":
@@ -128,6 +134,7 @@ class Chain:
     indices: list[int]  # the members' positions among the function's operations
     row_classes: list[Any]
     col_classes: list[Any]
+    extents: "_Extents"
 
     @property
     def reductions(self) -> list[Member]:
@@ -220,7 +227,7 @@ def find_chains(ops: list[ir.Operation]) -> list[Chain]:
         if (TILE not in kinds and kinds.count(REDUCE) < 2) or not _row_local(members):
             continue  # a lone reduction (its fill folded in) keeps the inner-reduction kernel
         taken.update(range(indices[0], indices[-1] + 1))
-        chains.append(Chain(members, indices, rows, cols))
+        chains.append(Chain(members, indices, rows, cols, extents))
     return chains
 
 
@@ -468,12 +475,18 @@ class _NormalizationKernel:
         if key not in chunk.memo:
             g = m.generic
             outs: list[list[list[ir.Value]]] = [[[] for _ in range(self.slots)] for _ in g.outputs]
+            shared_calls = chunk.width % 4 == 0 and len(m.cols) == 1 and philox_linear_in(
+                g.body, m.cols[0], lambda v: self.chain.extents.class_of(v) == self.chain.col_classes[0])
             for j in range(self.slots):
+                cloned: list[list[ir.Operation]] = []
                 for e in range(chunk.width):
+                    cloned.append([])
                     values = clone_body(g.body, self.mapping(m, chunk, j, e),
-                                        lambda d, e=e: self.index(m, chunk, j, e, d))
+                                        lambda d, e=e: self.index(m, chunk, j, e, d), cloned[-1])
                     for k, v in enumerate(values):
                         outs[k][j].append(v)
+                if shared_calls:  # the row is aligned to the vector: so are the random indices
+                    share_philox(cloned)
             chunk.memo[key] = outs
         return chunk.memo[key]
 

@@ -20,6 +20,10 @@ PHILOX_M1 = 0xCD9E8D57
 PHILOX_W0 = 0x9E3779B9
 PHILOX_W1 = 0xBB67AE85
 PHILOX_ROUNDS = 10
+# Discardable tags that let GPU kernels share one Philox call among 4 consecutive elements
+# (`gpu_kernels.share_philox`): the element's i64 index and the word selected for it.
+INDEX_TAG = "mlirfuse.philox_index"
+WORD_TAG = "mlirfuse.philox_word"
 
 
 def _i32() -> ir.IntegerType:
@@ -70,6 +74,7 @@ def emit_philox4x32(
 def emit_philox_word(index: ir.Value, seed: ir.Value, offset: ir.Value) -> ir.Value:
     """Random i32 word for linear element ``index`` (index type); seed/offset are i64."""
     idx = arith.index_castui(_i64(), index)
+    idx.owner.attributes[INDEX_TAG] = ir.UnitAttr.get()
     block = arith.shrui(idx, _const_int(_i64(), 2))
     lane = arith.trunci(_i32(), arith.andi(idx, _const_int(_i64(), 3)))
     words = emit_philox4x32(
@@ -79,6 +84,7 @@ def emit_philox_word(index: ir.Value, seed: ir.Value, offset: ir.Value) -> ir.Va
     for n in (1, 2, 3):
         is_n = arith.cmpi(arith.CmpIPredicate.eq, lane, _const_int(_i32(), n))
         result = arith.select(is_n, words[n], result)
+    result.owner.attributes[WORD_TAG] = ir.UnitAttr.get()
     return result
 
 

@@ -233,6 +233,26 @@ def test_normalization_writes_intermediates_other_ops_read() -> None:
 
 
 @needs_libdevice
+def test_dropout_in_a_normalization_makes_one_philox_call_per_4_elements(monkeypatch) -> None:
+    """Rows aligned to the vector give 4 consecutive elements consecutive random indices, the
+    first a multiple of 4: they share one Philox4x32 call (its 4 words). Numerics: the
+    GPU test below compares with the CPU backend bit for bit on the mask."""
+    from mlirfuse.lowering import gpu_normalization
+
+    def dropout_layer_norm(x, w):
+        return _layer_norm(ops.where(ops.rand_like(x, seed=9) >= 0.1, x * 1.1, 0.0) + w, w, w)
+
+    def rounds(ptx: str) -> int:
+        return len(re.findall(r"\bxor\.b32\b", ptx))
+
+    shared = compiled(dropout_layer_norm, X.reshape(2, 2, 8), X[0])
+    monkeypatch.setattr(gpu_normalization, "share_philox", lambda cloned: None)
+    unshared = compiled(dropout_layer_norm, X.reshape(2, 2, 8), X[0])
+    # held-row variant: 8 vectors of 4 -> 8 calls instead of 32; the looping variant keeps its 4
+    assert rounds(shared.ptx) < 0.5 * rounds(unshared.ptx)
+
+
+@needs_libdevice
 def test_every_kernel_of_a_fusion_is_in_one_gpu_module() -> None:
     """One module: libdevice linked, LLVM and ptxas run, and the binary loaded once a fusion."""
     c = compiled(lambda x, w: ((x * w).sum((0, 1)), ops.exp(x).sum(-1)), X.reshape(2, 2, 8), X[0])
