@@ -26,7 +26,9 @@
 // CHECK: %[[ROW4:[^ ]+]] = arith.muli %[[ROW]], %[[C4]] : index
 // CHECK: %[[J:[^ ]+]] = linalg.index 1 : index
 // CHECK: %[[LIN:[^ ]+]] = arith.addi %[[ROW4]], %[[J]] : index
-// CHECK: arith.index_castui %[[LIN]] : index to i64
+// The index is tagged (so are the selected word's ops) for GPU kernels that share a call among
+// 4 consecutive elements (gpu_kernels.share_philox).
+// CHECK: arith.index_castui %[[LIN]] {mlirfuse.philox_index} : index to i64
 // Counter from the index and the offset, key from the seed (low/high 32-bit halves).
 // CHECK-DAG: arith.shrui %[[OFFV]], %{{[^ ]+}} : i64
 // CHECK-DAG: arith.shrui %[[SEEDV]], %{{[^ ]+}} : i64
