@@ -117,6 +117,11 @@ def nested_ops(block: ir.Block) -> list[ir.Operation]:
     return found
 
 
+def host_only(op: ir.Operation) -> bool:
+    """Ops that may sit between generics a kernel merges: they touch no buffer's contents."""
+    return op.name in ("memref.alloc", "memref.dim") or op.name.startswith("arith.")
+
+
 def _identity_layout(t: ir.MemRefType) -> bool:
     layout = t.layout
     return (t.memory_space is None and isinstance(layout, ir.AffineMapAttr)

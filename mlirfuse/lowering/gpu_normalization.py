@@ -43,6 +43,7 @@ from mlirfuse.lowering.gpu_kernels import (
     element,
     flat,
     guarded_launch,
+    host_only,
     load,
     philox_linear_in,
     product,
@@ -53,8 +54,6 @@ from mlirfuse.lowering.gpu_reduction import butterfly, identity, match_inner_red
 from mlirfuse.lowering.linalg_builders import index_const
 
 REDUCE, TILE, ROW, COL, SCALAR = "reduce", "tile", "row", "col", "scalar"
-# Host-only ops that may sit between a chain's generics (they touch no buffer's contents).
-_BETWEEN = ("memref.alloc", "memref.dim")
 
 
 # -- which loop extents are equal ---------------------------------------------------------------
@@ -218,7 +217,7 @@ def find_chains(ops: list[ir.Operation]) -> list[Chain]:
                     if member is None:
                         break
                     found[j] = member
-                elif ops[j].name not in _BETWEEN and not ops[j].name.startswith("arith."):
+                elif not host_only(ops[j]):
                     break
                 j += step
         indices = sorted(found)

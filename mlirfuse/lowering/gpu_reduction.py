@@ -31,6 +31,7 @@ from mlirfuse.lowering.gpu_kernels import (
     element,
     flat,
     guarded_launch,
+    host_only,
     load,
     product,
 )
@@ -151,8 +152,7 @@ def fold_fills(ops: list[ir.Operation], generics: dict[int, Generic]) -> dict[in
         if value is None:
             continue
         j = i + 1
-        while j < len(ops) and (j not in generics and (ops[j].name in ("memref.alloc", "memref.dim")
-                                                      or ops[j].name.startswith("arith."))
+        while j < len(ops) and (j not in generics and host_only(ops[j])
                                 or j in generics and fill_value(generics[j]) is not None):
             j += 1
         if j not in generics:
