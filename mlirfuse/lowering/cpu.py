@@ -32,7 +32,8 @@ TO_LINALG = ("builtin.module(fusion-to-linalg{target=cpu}, arith-expand{include-
              "canonicalize, resolve-shaped-type-result-dims, canonicalize, cse, "
              "func.func(linalg-fuse-elementwise-ops), canonicalize, cse)")
 INLINE = "builtin.module(inline, symbol-dce, canonicalize, cse)"
-BUFFERIZE = ("builtin.module(linalg-unshare-inits, eliminate-empty-tensors, "
+BUFFERIZE = ("builtin.module(output-views-in-place, resolve-shaped-type-result-dims, canonicalize, "
+             "linalg-unshare-inits, eliminate-empty-tensors, "
              "one-shot-bufferize{bufferize-function-boundaries "
              "function-boundary-type-conversion=identity-layout-map}, "
              "buffer-deallocation-pipeline, canonicalize, cse)")

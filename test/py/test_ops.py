@@ -180,3 +180,25 @@ def test_float_constants_special_values() -> None:
     a, b = f(np.array([1.0, -1.0], np.float32))
     np.testing.assert_array_equal(a, [1.0, -1.0])
     assert b[0] == 1.0 and np.isnan(b[1])
+
+
+@pytest.mark.parametrize("shape", [(6, 10), (1, 7), (4, 4)])
+def test_results_returned_through_reshapes(shape) -> None:
+    """A result reshaped to another shape of the same rank (`tensor<?x?xf32>` both sides) once
+    came back as the value before the reshape written with the output's strides (upstream
+    empty-tensor elimination follows reshapes); with flattens, unsqueezes, shared values and
+    a reshaped input beside it."""
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    n, m = shape
+
+    def fn(t):  # sizes from the traced shape: symbolic, so both sides of a reshape are ?x?
+        rows, cols = t.shape
+        y = ops.exp(t) + 1.0
+        return ((t * 2.0).reshape(cols, rows), y.reshape(-1), y.unsqueeze(0), (y * 3.0).reshape(cols, rows),
+                y.sum(-1), t.reshape(rows * cols))
+
+    y = np.exp(x) + 1
+    want = [(x * 2).reshape(m, n), y.reshape(-1), y[None], (y * 3).reshape(m, n), y.sum(-1), x.reshape(-1)]
+    got = mlirfuse.jit(fn)(x)
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert_close(g, w.astype(np.float32), f"output {k}", reduction_size=m)
