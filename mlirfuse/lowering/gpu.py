@@ -247,6 +247,12 @@ def _parallel_bounds(par: ir.Operation) -> tuple[list[ir.Value], list[ir.Value],
     return operands[:n], operands[n:2 * n], operands[2 * n:3 * n]
 
 
+def _takes_inits(g: gpu_kernels.Generic) -> bool:
+    """A reduction whose kernel can start from given initial values (a folded fill)."""
+    return not isinstance(gpu_reduction.match_inner_reduction(g), str) or \
+        not isinstance(gpu_column.match_column_reduction(g), str)
+
+
 def apply_schedules(func: ir.Operation, device: schedules.DeviceProperties) -> list[str]:
     """Replace every generic a schedule matches with its kernel. Returns one line per linalg
     op: the schedule and its parameters, or why it takes the naive path."""
@@ -256,7 +262,7 @@ def apply_schedules(func: ir.Operation, device: schedules.DeviceProperties) -> l
     in_chains = {k for c in chains.values() for k in c.indices}
     generics = {i: g for i, op in enumerate(ops) if i not in in_chains and op.name == "linalg.generic"
                 for g in [gpu_kernels.analyze(op)] if not isinstance(g, str)}
-    folds = gpu_reduction.fold_fills(ops, generics)
+    folds = gpu_reduction.fold_fills(ops, generics, _takes_inits)
     inits: dict[int, dict] = {}
     for fold in folds.values():
         inits.setdefault(fold["reduction"], {})[fold["buffer"]] = fold["value"]
@@ -298,6 +304,7 @@ def apply_schedules(func: ir.Operation, device: schedules.DeviceProperties) -> l
             params = schedules.column_reduction_heuristic(
                 column.static_columns(), column.static_rows(),
                 [o.element_bytes for o in column.column_operands + column.column_invariant], device, g.body_ops())
+            column.inits = inits.get(i, {})
             gpu_column.emit_column_reduction(column, params)
             notes += [f"column reduction: {params}", "column reduction: partials combined in slice order"]
             continue

@@ -16,7 +16,7 @@ runs. Parameters come from `schedules.column_reduction_heuristic`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf
@@ -53,6 +53,7 @@ class ColumnReductionMatch:
     column_operands: list[Operand]  # inputs read at [row, column]
     column_invariant: list[Operand]  # inputs read at [column], the same for every row
     combiners: list[ir.Operation]  # per output: the op combining its accumulator with a value
+    inits: dict = field(default_factory=dict)  # output buffer -> its initial value (a folded fill)
 
     def static_columns(self) -> int | None:
         return static_product(self.generic, self.kept)
@@ -149,12 +150,15 @@ def emit_column_reduction(m: ColumnReductionMatch, params: S.ColumnReductionPara
 
 def _finish(m: ColumnReductionMatch, views: dict, columns: ir.Value, splits: ir.Value,
             workspaces: list[ir.Value], bx: ir.Value, tx: ir.Value) -> None:
-    """Thread c: out[c] = combine(out[c], partial[0, c], partial[1, c], ...), in slice order."""
+    """Thread c: out[c] = combine(out[c], partial[0, c], partial[1, c], ...), in slice order
+    (out[c]: the initial value where a fill was folded in)."""
     c = arith.addi(arith.muli(bx, index_const(FINISH_BLOCK)), tx)
     inside = scf.IfOp(arith.cmpi(arith.CmpIPredicate.ult, c, columns))
     with ir.InsertionPoint(inside.then_block):
         outs = [views[id(o)] for o in m.generic.outputs]
-        loop = scf.ForOp(index_const(0), splits, index_const(1), [memref.load(v, [c]) for v in outs])
+        inits = [memref.load(v, [c]) if m.inits.get(o.value) is None else m.inits[o.value]
+                 for o, v in zip(m.generic.outputs, outs)]
+        loop = scf.ForOp(index_const(0), splits, index_const(1), inits)
         with ir.InsertionPoint(loop.body):
             s = loop.induction_variable
             scf.YieldOp([combine(comb, acc, memref.load(ws, [s, c]))

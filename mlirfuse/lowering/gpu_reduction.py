@@ -13,6 +13,7 @@ filled with the initial value before). Parameters come from `schedules`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf
@@ -142,10 +143,12 @@ def fill_value(g: Generic) -> ir.Value | None:
     return g.operands[0].value
 
 
-def fold_fills(ops: list[ir.Operation], generics: dict[int, Generic]) -> dict[int, dict]:
+def fold_fills(ops: list[ir.Operation], generics: dict[int, Generic],
+               takes_inits: Callable[[Generic], bool]) -> dict[int, dict]:
     """Fills whose buffer the next reduction (past host-only ops and other fills) only
     accumulates into: fill position -> (reduction position, {buffer: value}). The reduction
-    then starts from the value instead of reading the buffer, and the fill is dropped."""
+    (one `takes_inits` accepts: its kernel can start from given values) then starts from the
+    value instead of reading the buffer, and the fill is dropped."""
     folds: dict[int, dict] = {}
     for i, g in generics.items():
         value = fill_value(g)
@@ -159,7 +162,7 @@ def fold_fills(ops: list[ir.Operation], generics: dict[int, Generic]) -> dict[in
             continue
         r = generics[j]
         buffer = g.operands[1].value
-        if isinstance(match_inner_reduction(r), str) or buffer not in [o.value for o in r.outputs] \
+        if not takes_inits(r) or buffer not in [o.value for o in r.outputs] \
                 or buffer in [o.value for o in r.inputs]:
             continue
         folds[i] = {"reduction": j, "buffer": buffer, "value": value}
