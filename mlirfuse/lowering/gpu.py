@@ -30,6 +30,7 @@ from mlirfuse.lowering import (
     gpu_normalization,
     gpu_pointwise,
     gpu_reduction,
+    gpu_transpose,
     schedules,
     toolchain,
 )
@@ -290,6 +291,13 @@ def apply_schedules(func: ir.Operation, device: schedules.DeviceProperties) -> l
             gpu_pointwise.emit_pointwise(pointwise, params)
             notes.append(f"pointwise: {params}")
             continue
+        transpose = gpu_transpose.match_transpose(g)
+        if isinstance(transpose, gpu_transpose.TransposeMatch):
+            params = schedules.transpose_heuristic(
+                [o.element_bytes for o in g.operands if o.is_memref], transpose.permuted_bytes(), device)
+            gpu_transpose.emit_transpose(transpose, params)
+            notes.append(f"transpose: {params}")
+            continue
         reduction = gpu_reduction.match_inner_reduction(g)
         if isinstance(reduction, gpu_reduction.InnerReductionMatch):
             params = schedules.inner_reduction_heuristic(
@@ -308,8 +316,8 @@ def apply_schedules(func: ir.Operation, device: schedules.DeviceProperties) -> l
             gpu_column.emit_column_reduction(column, params)
             notes += [f"column reduction: {params}", "column reduction: partials combined in slice order"]
             continue
-        notes.append(f"naive: {pointwise}; {reduction}; {column}")
-        log.debug("no schedule: %s; %s; %s", pointwise, reduction, column)
+        notes.append(f"naive: {pointwise}; {transpose}; {reduction}; {column}")
+        log.debug("no schedule: %s; %s; %s; %s", pointwise, transpose, reduction, column)
     return notes
 
 

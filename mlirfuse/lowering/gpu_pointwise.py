@@ -54,7 +54,7 @@ def match_pointwise(g: Generic) -> PointwiseMatch | str:
             continue
         if o.is_output and o.results != identity:
             return f"output {i} is not indexed by the identity"
-        if not monotone(o.results):
+        if not monotone(o.results) and not _vector_access(o, g.n_loops):
             return f"operand {i} is transposed ({o.results})"
     memrefs = [o for o in g.operands if o.is_memref]
     is_flat = all(o.results == identity for o in memrefs) and not g.has_index_ops()

@@ -229,3 +229,37 @@ def normalization_heuristic(row: int | None, rows: int | None, element_bytes: Se
         params = NormalizationParams(vec, PERSISTENT_SLOTS, block, (RowTier(None, params.tier(row).threads),),
                                      LOOP_SLOTS)
     return params
+
+
+# -- transpose -------------------------------------------------------------------------------
+# Static shared memory a block may use without opting in.
+SHARED_BYTES = 48 * 1024
+LANES_ACROSS = 8  # lanes covering one row of a transpose square: 8 vectors of 16 bytes
+
+
+@dataclass(frozen=True)
+class TransposeParams:
+    """A `tile` x `tile` square per block, staged in shared memory for each permuted input
+    (rows padded by one element); `LANES_ACROSS` lanes cover a row with vectors of `vector`
+    elements in both phases (so `tile = LANES_ACROSS * vector`), `block` threads."""
+
+    vector: int
+    tile: int
+    block: int
+
+    def shared_bytes(self, permuted_bytes: Sequence[int]) -> int:
+        return sum(b * self.tile * (self.tile + 1) for b in permuted_bytes)
+
+
+def transpose_heuristic(element_bytes: Sequence[int], permuted_bytes: Sequence[int],
+                        device: DeviceProperties = DeviceProperties()) -> TransposeParams:
+    """16-byte vectors on both sides: squares of 32 float32 (64 bfloat16, 16 float64)
+    elements, 256 threads (one vector each per phase for float32; fewer threads where a
+    square has fewer vectors). Narrower vectors (smaller squares) where the permuted inputs'
+    squares would not fit in `SHARED_BYTES`."""
+    del device
+    vec = vector_width(element_bytes)
+    while vec > 1 and TransposeParams(vec, LANES_ACROSS * vec, 0).shared_bytes(permuted_bytes) > SHARED_BYTES:
+        vec //= 2
+    tile = LANES_ACROSS * vec
+    return TransposeParams(vec, tile, min(256, LANES_ACROSS * tile))

@@ -24,11 +24,13 @@ from mlirfuse.lowering.schedules import (
     NormalizationParams,
     PointwiseParams,
     RowTier,
+    TransposeParams,
     column_reduction_heuristic,
     device_properties,
     inner_reduction_heuristic,
     normalization_heuristic,
     pointwise_heuristic,
+    transpose_heuristic,
     vector_width,
 )
 
@@ -119,6 +121,22 @@ def test_normalization_holds_rows_of_16k_float32_and_32k_bfloat16_in_registers()
 def test_normalization_static_rows_get_one_tier() -> None:
     assert normalization_heuristic(4096, None, [4], H100) == NormalizationParams(4, 8, 512, (RowTier(None, 128),), 4)
     assert normalization_heuristic(100000, None, [4], H100).tiers == (RowTier(None, 512),)  # the looping variant
+
+
+def test_transpose_squares_are_8_vectors_of_16_bytes_a_side() -> None:
+    p = transpose_heuristic([4, 4], [4], H100)
+    assert p == TransposeParams(vector=4, tile=32, block=256)  # one vector per thread and phase
+    assert p.shared_bytes([4]) == 32 * 33 * 4  # rows padded by one element
+    assert transpose_heuristic([2, 2], [2], H100) == TransposeParams(8, 64, 256)
+    assert transpose_heuristic([8, 8], [8], H100) == TransposeParams(2, 16, 128)  # 8 lanes x 16 rows
+    assert transpose_heuristic([2, 4], [2], H100).vector == 4  # the widest operand sets the vector
+
+
+def test_transpose_squares_shrink_to_fit_shared_memory() -> None:
+    many = transpose_heuristic([1] * 4, [1] * 4, H100)  # 4 x 128 x 129 bytes > 48 KiB
+    assert many.vector == 8 and many.shared_bytes([1] * 4) <= 48 * 1024
+    for p in (many, transpose_heuristic([4] * 20, [4] * 20, H100)):
+        assert p.tile == 8 * p.vector and p.block <= 256 and p.tile % (p.block // 8) == 0
 
 
 def test_device_properties_per_architecture() -> None:
@@ -269,7 +287,7 @@ def test_every_kernel_of_a_fusion_is_in_one_gpu_module() -> None:
 def test_what_no_schedule_takes_stays_naive_and_counts_its_launches() -> None:
     c = compiled(lambda x, y: (x.sum(1), ops.permute(y, [1, 0])), X.reshape(2, 2, 8), X)
     notes = c.stages["launch_params"].splitlines()
-    assert sum(": naive: " in n for n in notes) == 2
+    assert sum(": naive: " in n for n in notes) == 1 and sum(": transpose: " in n for n in notes) == 1
     assert c.n_launches == len(notes) == c.stages["gpu"].count("gpu.launch blocks")
 
 

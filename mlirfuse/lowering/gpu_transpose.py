@@ -1,0 +1,220 @@
+"""The transpose kernel: a linalg.generic with only parallel loops, outputs indexed by the
+identity (contiguous along the innermost loop, `inner`) and inputs read contiguous along
+another loop (`across`): `x.permute(1, 0) * 2`, a transpose between reshapes.
+
+A block takes one `tile` x `tile` square of the loops `across` and `inner`, for one index of
+the other (batch) loops, and both global sides are coalesced:
+  1. each permuted input's square is read along `across` (vectors of `vector` elements; 8
+     lanes cover a 128-byte span of a row, a warp 4 rows) into shared memory laid out
+     [inner][across], each row padded by one element so that neither phase's accesses hit
+     one bank twice;
+  2. after a barrier, each thread computes `vector` consecutive outputs along `inner`: the
+     permuted inputs come from shared memory (a column of the square), the other inputs
+     from global memory (vectors along `inner`, or one scalar where they do not vary along
+     it), and each output is stored as one vector.
+The vector variant needs both extents multiples of the vector and the vector-accessed
+pointers aligned (checked on the host); the scalar variant reads and writes the same
+positions element by element, each guarded. Parameters come from
+`schedules.transpose_heuristic`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlir import ir
+from mlir.dialects import arith, gpu, memref, scf
+
+from mlirfuse.lowering import schedules as S
+from mlirfuse.lowering.gpu_kernels import (
+    ZERO,
+    Generic,
+    Operand,
+    aligned,
+    clone_body,
+    delinearize,
+    divisible,
+    element,
+    guarded_launch,
+    load,
+    product,
+    store,
+    variants,
+)
+from mlirfuse.lowering.linalg_builders import index_const
+from mlirfuse.lowering.schedules import LANES_ACROSS
+
+
+@dataclass
+class TransposeMatch:
+    generic: Generic
+    across: int  # the loop the permuted inputs are contiguous along
+    permuted: list[Operand]  # inputs contiguous along `across` that vary along `inner`
+    direct: list[Operand]  # inputs (and outputs the body reads) read from global memory
+
+    @property
+    def inner(self) -> int:
+        return self.generic.n_loops - 1
+
+    def permuted_bytes(self) -> list[int]:
+        return [o.element_bytes for o in self.permuted]
+
+
+def match_transpose(g: Generic) -> TransposeMatch | str:
+    """The generic as a transpose, or why not."""
+    if any(g.reduction):
+        return "has reduction loops"
+    if g.n_loops < 2:
+        return "fewer than 2 loops"
+    inner = g.n_loops - 1
+    identity = list(range(g.n_loops))
+    permuted, direct, across = [], [], set()
+    for i, o in enumerate(g.operands):
+        if not o.is_memref:
+            continue
+        if o.is_output:
+            if o.results != identity:
+                return f"output {i} is not indexed by the identity"
+            if list(o.arg.uses):
+                direct.append(o)
+            continue
+        last = o.results[-1] if o.results else None
+        if last == inner or inner not in o.results:
+            direct.append(o)  # contiguous along `inner`, or the same for all of it
+            continue
+        if last == ZERO:
+            return f"input {i} ends in a unit dim and varies along the innermost loop elsewhere"
+        permuted.append(o)
+        across.add(last)
+    if not permuted:
+        return "no input is read across the innermost loop"
+    if len(across) > 1:
+        return f"permuted inputs are contiguous along different loops {sorted(across)}"
+    return TransposeMatch(g, across.pop(), permuted, direct)
+
+
+def emit_transpose(m: TransposeMatch, params: S.TransposeParams) -> ir.Operation:
+    """Replace the generic with the tiled transpose kernel."""
+    g, p = m.generic, params
+    with ir.InsertionPoint(g.op), g.op.location:
+        ext = g.extents()
+        tiles_across = arith.ceildivui(ext[m.across], index_const(p.tile))
+        tiles_inner = arith.ceildivui(ext[m.inner], index_const(p.tile))
+        batch = product([ext[d] for d in _batch_loops(m)])
+        total = product(ext)
+        grid = arith.muli(arith.muli(batch, tiles_across), tiles_inner)
+        vector_ok = None
+        if p.vector > 1:
+            vectored = m.permuted + [o for o in m.direct if _along_inner(o, m.inner)] + g.outputs
+            vector_ok = arith.andi(
+                arith.andi(divisible(ext[m.across], p.vector), divisible(ext[m.inner], p.vector)),
+                aligned([o.value for o in vectored], [p.vector * o.element_bytes for o in vectored]))
+        workgroup = ir.Attribute.parse("#gpu.address_space<workgroup>")
+        shared = [ir.MemRefType.get([p.tile * (p.tile + 1)], o.type.element_type, memory_space=workgroup)
+                  for o in m.permuted]
+        nonempty = arith.cmpi(arith.CmpIPredicate.ugt, total, index_const(0))
+        body, guard = guarded_launch(g, "transpose", nonempty, grid, index_const(p.block), shared)
+    with ir.InsertionPoint(body.operations[len(body.operations) - 1]), g.op.location:
+        kernel = _TransposeKernel(m, p, ext, tiles_across, tiles_inner, list(body.arguments)[12:],
+                                  body.arguments[0], body.arguments[3])
+        variants(vector_ok, p.vector, kernel.variant)
+    g.op.erase()
+    return guard.operation
+
+
+def _batch_loops(m: TransposeMatch) -> list[int]:
+    return [d for d in range(m.generic.n_loops) if d not in (m.across, m.inner)]
+
+
+def _along_inner(o: Operand, inner: int) -> bool:
+    return bool(o.results) and o.results[-1] == inner
+
+
+class _TransposeKernel:
+    """Block b: tile (b % tiles_inner) along `inner`, (b / tiles_inner) % tiles_across along
+    `across`, batch index b / (tiles_inner * tiles_across). Thread t: the `vector` elements
+    from (t % 8) * vector of rows t / 8, t / 8 + block / 8, ... of the square, in each phase."""
+
+    def __init__(self, m: TransposeMatch, params: S.TransposeParams, extents: list[ir.Value],
+                 tiles_across: ir.Value, tiles_inner: ir.Value, shared: list[ir.Value],
+                 bx: ir.Value, tx: ir.Value):
+        self.m, self.g, self.p, self.extents, self.shared = m, m.generic, params, extents, shared
+        rest = arith.divui(bx, tiles_inner)
+        tile = index_const(params.tile)
+        self.inner0 = arith.muli(arith.remui(bx, tiles_inner), tile)
+        self.across0 = arith.muli(arith.remui(rest, tiles_across), tile)
+        batch_loops = _batch_loops(m)
+        batch = delinearize(arith.divui(rest, tiles_across), [extents[d] for d in batch_loops]) \
+            if batch_loops else []
+        self.batch = dict(zip(batch_loops, batch))
+        self.column = arith.muli(arith.remui(tx, index_const(LANES_ACROSS)), index_const(params.vector))
+        self.row = arith.divui(tx, index_const(LANES_ACROSS))
+
+    def rows(self) -> list[ir.Value]:
+        """This thread's rows of the square (local indices)."""
+        per_step = self.p.block // LANES_ACROSS
+        return [arith.addi(self.row, index_const(s * per_step)) if s else self.row
+                for s in range(max(1, self.p.tile // per_step))]
+
+    def ivs(self, across: ir.Value, inner: ir.Value) -> list[ir.Value]:
+        return [across if d == self.m.across else inner if d == self.m.inner else self.batch[d]
+                for d in range(self.g.n_loops)]
+
+    def variant(self, width: int) -> None:
+        """`width` = vector: vector accesses, a guard per vector; 1: scalar accesses of the
+        same positions, a guard per element."""
+        m, p, ext = self.m, self.p, self.extents
+        vec = p.vector
+        for r in self.rows():  # phase 1: permuted inputs -> shared memory, [inner][across]
+            inner = arith.addi(self.inner0, r)
+            across = arith.addi(self.across0, self.column)
+            row_in = arith.cmpi(arith.CmpIPredicate.ult, inner, ext[m.inner])
+            for start in range(0, vec, width):
+                at = arith.addi(across, index_const(start)) if start else across
+                ok = arith.andi(row_in, arith.cmpi(arith.CmpIPredicate.ult, at, ext[m.across]))
+                guard = scf.IfOp(ok)
+                with ir.InsertionPoint(guard.then_block):
+                    slot = arith.addi(arith.muli(r, index_const(p.tile + 1)),
+                                      arith.addi(self.column, index_const(start)))
+                    for o, sh in zip(m.permuted, self.shared):
+                        value = load(o.value, self.indices(o, self.ivs(at, inner)), width)
+                        for e in range(width):
+                            memref.store(element(value, e), sh, [arith.addi(slot, index_const(e)) if e else slot])
+                    scf.YieldOp([])
+        gpu.barrier()
+        for r in self.rows():  # phase 2: outputs along `inner`
+            across = arith.addi(self.across0, r)
+            inner = arith.addi(self.inner0, self.column)
+            row_in = arith.cmpi(arith.CmpIPredicate.ult, across, ext[m.across])
+            for start in range(0, vec, width):
+                at = arith.addi(inner, index_const(start)) if start else inner
+                ok = arith.andi(row_in, arith.cmpi(arith.CmpIPredicate.ult, at, ext[m.inner]))
+                guard = scf.IfOp(ok)
+                with ir.InsertionPoint(guard.then_block):
+                    self.compute_and_store(r, at, arith.addi(self.column, index_const(start)), width)
+                    scf.YieldOp([])
+
+    def indices(self, o: Operand, ivs: list[ir.Value]) -> list[ir.Value]:
+        return [index_const(0) if r == ZERO else ivs[r] for r in o.results]
+
+    def compute_and_store(self, r: ir.Value, inner: ir.Value, column: ir.Value, width: int) -> None:
+        """Outputs at (across0 + r, inner .. inner + width - 1); `column`: inner's local index."""
+        m, g, p = self.m, self.g, self.p
+        ivs = self.ivs(arith.addi(self.across0, r), inner)
+        direct = {id(o): load(o.value, self.indices(o, ivs), width if _along_inner(o, m.inner) else 1)
+                  for o in m.direct}
+        results: list[list[ir.Value]] = [[] for _ in g.outputs]
+        for e in range(width):
+            mapping = {o.arg: o.value for o in g.operands if not o.is_memref}
+            mapping.update({o.arg: element(direct[id(o)], e) for o in m.direct})
+            slot = arith.addi(arith.muli(arith.addi(column, index_const(e)) if e else column,
+                                         index_const(p.tile + 1)), r)
+            mapping.update({o.arg: memref.load(sh, [slot]) for o, sh in zip(m.permuted, self.shared)})
+
+            def index_of(d: int, e: int = e) -> ir.Value:
+                return arith.addi(ivs[d], index_const(e)) if e and d == m.inner else ivs[d]
+
+            for k, v in enumerate(clone_body(g.body, mapping, index_of)):
+                results[k].append(v)
+        for o, elems in zip(g.outputs, results):
+            store(elems if width > 1 else elems[0], o.value, ivs)

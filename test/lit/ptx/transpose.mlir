@@ -1,0 +1,49 @@
+// The transpose schedule on x.permute(1, 0) * 2 (float32, dynamic shapes): one kernel per
+// 32 x 32 square; each permuted input's square goes through shared memory (33 floats a row:
+// padded against bank conflicts), read along its contiguous dim with 128-bit loads and
+// written along the output's contiguous dim with 128-bit stores; a barrier between the phases.
+// RUN: %python %S/Inputs/gpu_stage.py %s launch_params | FileCheck %s --check-prefix=PARAMS
+// RUN: %python %S/Inputs/gpu_stage.py %s gpu | FileCheck %s --check-prefix=GPU
+// RUN: %python %S/Inputs/gpu_stage.py %s ptx | FileCheck %s --check-prefix=PTX
+// RUN: %python %S/Inputs/gpu_stage.py %s ptx --naive | FileCheck %s --check-prefix=NAIVE
+
+// PARAMS: blockDim=(256, 1, 1): transpose: TransposeParams(vector=4, tile=32, block=256)
+// PARAMS: // launches: 1
+
+// GPU-LABEL: func.func @mlirfuse_entry(
+// GPU: gpu.launch blocks
+// GPU-SAME: workgroup(%[[TILE:[^ ]+]] : memref<1056xf32, #gpu.address_space<workgroup>>)
+// GPU: scf.if
+// GPU: vector.load %arg0[%{{[^ ]+}}, %{{[^ ]+}}] {alignment = 16 : i64} : memref<?x?xf32>, vector<4xf32>
+// GPU-COUNT-4: memref.store %{{[^ ]+}}, %[[TILE]]
+// GPU: gpu.barrier
+// GPU-COUNT-4: memref.load %[[TILE]]
+// GPU: vector.store %{{[^ ]+}}, %arg1[%{{[^ ]+}}, %{{[^ ]+}}] {alignment = 16 : i64} : memref<?x?xf32>, vector<4xf32>
+// GPU: } else {
+// GPU: memref.load %arg0
+// GPU: gpu.barrier
+// GPU: memref.store %{{[^ ]+}}, %arg1
+// GPU: } {mlirfuse.schedule = "transpose"}
+
+// PTX-LABEL: .visible .entry mlirfuse_entry_kernel_{{[0-9]+}}(
+// PTX: .shared .align 4 .b8 {{[^ ]+}}[4224];
+// PTX: ld.global.v4.{{[bf]}}32
+// PTX-COUNT-4: st.shared.{{[bf]}}32
+// PTX: bar.sync
+// PTX-COUNT-4: ld.shared.{{[bf]}}32
+// PTX: mul.rn.f32
+// PTX: st.global.v4.{{[bf]}}32
+
+// Without schedules: no shared memory, no vectors.
+// NAIVE-NOT: .shared
+// NAIVE-NOT: ld.global.v4
+
+func.func @fusion(%x: tensor<?x?xf32>) -> tensor<?x?xf32> {
+  %t = "fusion.permute"(%x) {dims = array<i64: 1, 0>} : (tensor<?x?xf32>) -> tensor<?x?xf32>
+  %two = "fusion.constant"() {value = 2.0 : f64} : () -> tensor<f32>
+  %d0 = "fusion.size"(%t) {dim = 0 : i64} : (tensor<?x?xf32>) -> index
+  %d1 = "fusion.size"(%t) {dim = 1 : i64} : (tensor<?x?xf32>) -> index
+  %b = "fusion.broadcast_in_dim"(%two, %d0, %d1) {broadcast_dims = array<i64>, shape = array<i64: -1, -1>} : (tensor<f32>, index, index) -> tensor<?x?xf32>
+  %y = "fusion.mul"(%t, %b) : (tensor<?x?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
+  return %y : tensor<?x?xf32>
+}
