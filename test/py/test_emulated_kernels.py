@@ -1,0 +1,222 @@
+"""The GPU schedules' kernels, as the GPU backend generates them (`gpu` stage, sm_90), run by
+the CPU emulator (`gpu_emulator.py`) and compared with numpy and the CPU backend: CI checks
+what the kernels compute (indices, guards, barriers, shuffles, vector/scalar variants,
+misaligned pointers) without a GPU. `pytest -m gpu` runs the same kernels on a real one."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+from gpu_emulator import EmulationError, emulate
+from tolerances import assert_close
+
+import mlirfuse
+from mlirfuse import ops
+from mlirfuse.lowering import toolchain
+from mlirfuse.workloads import WORKLOADS
+
+pytestmark = pytest.mark.skipif(toolchain.find().libdevice is None,
+                                reason="no libdevice (CUDA toolkit or nvidia-cuda-nvcc wheel)")
+RNG = np.random.default_rng(7)
+
+
+def randn(*shape: int, dtype=np.float32) -> np.ndarray:
+    a = RNG.standard_normal(shape) * 3
+    return a.astype(dtype) if np.dtype(dtype).kind == "f" or dtype is ml_dtypes.bfloat16 else \
+        (a > 0).astype(dtype) if dtype is np.bool_ else a.astype(dtype)
+
+
+def on_emulated_gpu(fn, *args, misalign: dict[int, int] | None = None):
+    """(compiled for the GPU, its outputs from the emulator, the CPU backend's outputs)."""
+    f = mlirfuse.jit(fn)
+    want = f(*args)
+    want = list(want) if isinstance(want, (list, tuple)) else [want]
+    compiled = f.compile(*args, backend="gpu", arch="sm_90")
+    got = emulate(compiled.stages["gpu"], list(args), [np.empty_like(w) for w in want], misalign)
+    return compiled, got, want
+
+
+def check(fn, *args, misalign: dict[int, int] | None = None, reduction_size: int = 1):
+    compiled, got, want = on_emulated_gpu(fn, *args, misalign=misalign)
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert_close(g, w, f"output {k}", reduction_size)
+    return compiled
+
+
+def schedules(compiled) -> list[str]:
+    return [line.split(": ", 1)[1].split(":")[0] for line in compiled.stages["launch_params"].splitlines()]
+
+
+# -- transpose ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("shape", [(1, 1), (3, 5), (32, 32), (33, 65), (64, 32), (100, 7)])
+@pytest.mark.parametrize("misalign", [None, {0: 4}, {1: 8}], ids=["aligned", "input+4B", "output+8B"])
+def test_transpose_squares_edges_and_variants(shape, misalign) -> None:
+    c = check(lambda x: ops.permute(x, [1, 0]) * 2.0, randn(*shape), misalign=misalign)
+    assert schedules(c) == ["transpose"]
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16, np.float64, np.int32, np.int64, np.bool_])
+def test_transpose_of_every_dtype(dtype) -> None:
+    c = check(lambda x: ops.permute(x, [1, 0]), randn(40, 70, dtype=dtype))
+    assert schedules(c) == ["transpose"]
+
+
+def test_transpose_with_batch_loops_and_operands_of_every_kind() -> None:
+    """A batched permute (0, 2, 1) next to a contiguous input, a row and a column broadcast
+    and a runtime scalar; a rotation (2, 0, 1); two inputs permuted alike."""
+    x, y = randn(3, 20, 40), randn(3, 40, 20)
+    c = check(lambda a, b, w, col, s: ops.permute(a, [0, 2, 1]) * b + w - col * s,
+              x, y, randn(20), randn(3, 40, 1), 0.5)
+    assert schedules(c) == ["transpose"]
+    assert schedules(check(lambda a: ops.permute(a, [2, 0, 1]) + 1.0, randn(5, 6, 7))) == ["transpose"]
+    assert schedules(check(lambda a, b: ops.permute(a, [1, 0]) - ops.permute(b, [1, 0]),
+                           randn(37, 45), randn(37, 45))) == ["transpose"]
+
+
+def test_transpose_with_random_numbers_matches_the_cpu_backend_bit_for_bit() -> None:
+    """The body's loop indices (Philox's counter) follow the output's elements."""
+    c = check(lambda a: ops.where(ops.rand_like(ops.permute(a, [1, 0]), seed=3) > 0.5, ops.permute(a, [1, 0]), 0.0),
+              randn(48, 40))
+    assert schedules(c) == ["transpose"]
+
+
+# -- results through views, folded fills --------------------------------------------------------
+def _gelu_bookend(x):
+    n, h = x.shape
+    t = x.reshape(8, n // 8, h)
+    return (t * 0.5 * (ops.erf(t * 0.7071067811865476) + 1.0)).reshape(n, h)
+
+
+def _transpose_bookend(x):
+    a, b, c = x.shape
+    return x.reshape(a, b * c).permute(1, 0).reshape(b, c, a) * 1.0
+
+
+@pytest.mark.parametrize("fn,shape,kind", [(_gelu_bookend, (64, 48), "pointwise"),
+                                           (_transpose_bookend, (24, 4, 8), "transpose")],
+                         ids=["gelu_bookend", "transpose_bookend"])
+def test_results_leaving_through_a_reshape_are_written_in_place(fn, shape, kind) -> None:
+    """One kernel writes the output itself: no temporary, no copy kernel."""
+    c = check(fn, randn(*shape))
+    assert schedules(c) == [kind] and c.n_launches == 1 and "gpu.alloc" not in c.stages["gpu"]
+
+
+def test_results_through_other_views_and_intermediates_read_twice() -> None:
+    def fn(x):
+        y = ops.exp(x) + 1.0
+        return y.reshape(-1), y.unsqueeze(0), (y * 2.0).reshape(x.shape[1], x.shape[0]), y.sum(-1)
+    check(fn, randn(6, 10), reduction_size=10)
+
+
+@pytest.mark.parametrize("fn", [lambda x: x.sum((0, 1)), lambda x: ops.max(x, [0, 1]),
+                                lambda x: (x * x).sum((0, 1))], ids=["sum", "max", "sum_of_squares"])
+@pytest.mark.parametrize("shape", [(2, 3, 64), (3, 50, 9), (7, 2, 3)])
+def test_column_reductions_start_from_the_folded_fill(fn, shape) -> None:
+    c = check(fn, randn(*shape), reduction_size=shape[0] * shape[1])
+    assert schedules(c) == ["column reduction", "column reduction"]  # the slices, the finish; no fill
+    xi = randn(*shape, dtype=np.int32)
+    check(lambda x: x.sum((0, 1)), xi)
+
+
+# -- the other schedules --------------------------------------------------------------------------
+@pytest.mark.parametrize("misalign", [None, {0: 4}], ids=["aligned", "misaligned"])
+def test_pointwise_with_broadcasts(misalign) -> None:
+    c = check(lambda x, row, col: (x + row) * col, randn(7, 3, 16), randn(16), randn(7, 1, 1), misalign=misalign)
+    assert schedules(c) == ["pointwise"]
+
+
+@pytest.mark.parametrize("fn", [lambda t: t.sum(-1), lambda t: ops.max(t, [-1])], ids=["sum", "max"])
+@pytest.mark.parametrize("row", [2, 17, 100, 600])
+def test_inner_reductions_across_tiers(fn, row) -> None:
+    c = check(fn, randn(5, row), reduction_size=row)
+    assert schedules(c) == ["inner reduction"]
+
+
+def _layer_norm(x, w, b):
+    d = x - x.mean(-1, keepdim=True)
+    return d * ops.rsqrt((d * d).mean(-1, keepdim=True) + 1e-5) * w + b
+
+
+@pytest.mark.parametrize("row,misalign", [(64, None), (101, None), (64, {0: 4})],
+                         ids=["held", "looping-unaligned-row", "looping-misaligned"])
+def test_normalization_held_and_looping_variants(row, misalign) -> None:
+    c = check(_layer_norm, randn(3, row), randn(row), randn(row), misalign=misalign, reduction_size=row)
+    assert schedules(c) == ["normalization (row, row, reduce, tile, reduce, tile)"]
+    check(lambda x: ops.softmax(x, -1), randn(2, row), reduction_size=row)
+
+
+@pytest.mark.parametrize("w", [w for w in WORKLOADS if w.definition is None and "linears" not in w.name],
+                         ids=lambda w: w.name)
+def test_reference_workloads(w) -> None:
+    inputs = w.make_inputs(w.small, np.random.default_rng(0))
+    check(w.jit_fn, *inputs, reduction_size=w.small[-1])
+
+
+def test_the_emulator_catches_a_missing_barrier(monkeypatch) -> None:
+    """Without its barrier the transpose reads shared memory before other threads wrote it."""
+    from mlirfuse.lowering import gpu_transpose
+
+    class NoBarrier:
+        barrier = staticmethod(lambda: None)
+
+    monkeypatch.setattr(gpu_transpose, "gpu", NoBarrier)
+    monkeypatch.setenv("MLIRFUSE_CACHE_DIR", "off")
+    _, got, want = on_emulated_gpu(lambda x: ops.permute(x, [1, 0]) * 1.0, randn(64, 32))
+    assert np.isnan(got[0]).any() and not np.isnan(want[0]).any()
+
+
+def test_the_emulator_checks_bounds() -> None:
+    from gpu_emulator import of_array
+
+    with pytest.raises(EmulationError, match="out of bounds"):
+        of_array(np.zeros((2, 3), np.float32)).at([2, 0])
+
+
+def _elementwise_chunks(size: int = 12) -> list[tuple[str, list[str]]]:
+    from test_ops import ELEMENTWISE_CASES
+
+    by_dtype: dict[str, list[str]] = {}
+    for name, dtype in ELEMENTWISE_CASES:
+        by_dtype.setdefault(np.dtype(dtype).name, []).append(name)
+    return [(d, names[k:k + size]) for d, names in by_dtype.items() for k in range(0, len(names), size)]
+
+
+@pytest.mark.parametrize("dtype_name,names", _elementwise_chunks(), ids=lambda v: v if isinstance(v, str) else None)
+def test_every_elementwise_op_and_dtype(dtype_name, names) -> None:
+    """Each op of the table on its own inputs, a dozen ops to a fusion (one kernel each)."""
+    from test_ops import sample
+
+    from mlirfuse.dialects import optable
+
+    dtype = ml_dtypes.bfloat16 if dtype_name == "bfloat16" else np.dtype(dtype_name).type
+    arity = [optable.OPS[n].arity for n in names]
+    inputs = [sample(dtype, (5, 33), n, i) for n, a in zip(names, arity) for i in range(a)]
+    for k, n in enumerate(names):
+        if n == "where":
+            inputs[sum(arity[:k])] = np.random.default_rng(1).random((5, 33)) < 0.5
+
+    def fn(*args):
+        args, out = list(args), []
+        for n, a in zip(names, arity):
+            out.append(getattr(ops, n)(*args[:a]))
+            args = args[a:]
+        return tuple(out)
+
+    check(fn, *inputs)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int32, np.int64],
+                         ids=lambda d: np.dtype(d).name)
+def test_reductions_of_every_dtype_over_inner_outer_middle_and_all_axes(dtype) -> None:
+    from test_ops import sample
+
+    floating = np.dtype(dtype).kind == "f" or dtype is ml_dtypes.bfloat16
+    names = ["sum", "max", "min"] + (["mean", "var"] if floating else [])
+    x = sample(dtype, (6, 7, 33))
+
+    def fn(t):
+        return tuple(getattr(ops, n)(t, axes, keepdim=keep) for n in names
+                     for axes, keep in [(None, False), ([-1], True), ([0, 2], False), ([1], False), ([0, 1], False)])
+
+    check(fn, x, reduction_size=x.size)
