@@ -322,17 +322,39 @@ def apply_schedules(func: ir.Operation, device: schedules.DeviceProperties) -> l
 
 
 def drop_dead_buffers(func: ir.Operation) -> None:
-    """Erase allocations whose only uses are their deallocations (temporaries a kernel now
-    keeps in registers)."""
+    """Erase allocations whose only uses are their deallocations and size queries
+    (temporaries a kernel now keeps in registers); a `memref.dim` of one is answered from
+    the allocation's size operands."""
     for op in list(func.regions[0].blocks[0].operations):
         op = op.operation
         if op.name != "memref.alloc":
             continue
-        users = [u.owner for u in op.results[0].uses]
-        if all(u.name == "memref.dealloc" for u in users):
-            for u in users:
-                u.operation.erase()
-            op.erase()
+        users = [u.owner.operation for u in op.results[0].uses]
+        if not all(u.name in ("memref.dealloc", "memref.dim") for u in users):
+            continue
+        sizes = [_alloc_size(op, u) for u in users if u.name == "memref.dim"]
+        if any(size is None for size in sizes):
+            continue
+        dims = [u for u in users if u.name == "memref.dim"]
+        for dim, size in zip(dims, sizes):
+            dim.results[0].replace_all_uses_with(size)
+        for u in users:
+            u.erase()
+        op.erase()
+
+
+def _alloc_size(alloc: ir.Operation, dim: ir.Operation) -> ir.Value | None:
+    """The size `dim` (a memref.dim of `alloc` at a constant index) asks for, as a value
+    available where the allocation is; None where the index is not constant."""
+    index = dim.operands[1].owner
+    if isinstance(index, ir.Block) or index.operation.name != "arith.constant":
+        return None
+    d = ir.IntegerAttr(index.operation.attributes["value"]).value
+    t = ir.MemRefType(alloc.results[0].type)
+    if not t.is_dynamic_dim(d):
+        with ir.InsertionPoint(alloc), alloc.location:
+            return B.index_const(t.shape[d])
+    return list(alloc.operands)[sum(t.is_dynamic_dim(k) for k in range(d))]
 
 
 def sink_index_constants(func: ir.Operation) -> None:

@@ -294,11 +294,13 @@ def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationPar
 
 def _escapes(buffer: ir.Value, chain_ops: set) -> bool:
     """The buffer is seen outside the chain (an argument, or used by another op than the
-    chain's generics and deallocations): its values must reach memory."""
+    chain's generics, deallocations and size queries): its values must reach memory. Size
+    queries (`memref.dim`, e.g. the chain's own extents) read no data: `drop_dead_buffers`
+    answers them from the allocation's sizes."""
     owner = buffer.owner
     if isinstance(owner, ir.Block) or owner.operation.name not in ("memref.alloc", "gpu.alloc"):
         return True
-    return any(u.owner.operation not in chain_ops and u.owner.name not in ("memref.dealloc", "gpu.dealloc")
+    return any(u.owner.operation not in chain_ops and u.owner.name not in ("memref.dealloc", "gpu.dealloc", "memref.dim")
                for u in buffer.uses)
 
 
