@@ -145,23 +145,27 @@ def fill_value(g: Generic) -> ir.Value | None:
 
 def fold_fills(ops: list[ir.Operation], generics: dict[int, Generic],
                takes_inits: Callable[[Generic], bool]) -> dict[int, dict]:
-    """Fills whose buffer the next reduction (past host-only ops and other fills) only
-    accumulates into: fill position -> (reduction position, {buffer: value}). The reduction
-    (one `takes_inits` accepts: its kernel can start from given values) then starts from the
-    value instead of reading the buffer, and the fill is dropped."""
+    """Fills whose buffer the next generic touching it (past host-only ops and generics that
+    neither read nor write it) is a reduction that only accumulates into it: fill position ->
+    (reduction position, {buffer: value}). The reduction (one `takes_inits` accepts: its
+    kernel can start from given values) then starts from the value instead of reading the
+    buffer, and the fill is dropped. Buffers with views (other memrefs aliasing them) are
+    left alone: a generic could read the fill through one."""
     folds: dict[int, dict] = {}
     for i, g in generics.items():
         value = fill_value(g)
         if value is None:
             continue
+        buffer = g.operands[1].value
+        if any(u.owner.name not in ("linalg.generic", "memref.dealloc", "memref.dim") for u in buffer.uses):
+            continue
         j = i + 1
         while j < len(ops) and (j not in generics and host_only(ops[j])
-                                or j in generics and fill_value(generics[j]) is not None):
+                                or j in generics and buffer not in [o.value for o in generics[j].operands]):
             j += 1
         if j not in generics:
             continue
         r = generics[j]
-        buffer = g.operands[1].value
         if not takes_inits(r) or buffer not in [o.value for o in r.outputs] \
                 or buffer in [o.value for o in r.inputs]:
             continue
