@@ -119,6 +119,13 @@ def test_column_reductions_start_from_the_folded_fill(fn, shape) -> None:
     check(lambda x: x.sum((0, 1)), xi)
 
 
+def test_several_reductions_start_from_their_folded_fills() -> None:
+    """Four outputs' fills, each folded into its reduction past the others: no fill kernel."""
+    c = check(lambda x: (x.sum((0, 1)), ops.max(x * x, [0, 1]), x.sum(-1), (x * 2.0).sum(-1)),
+              randn(3, 5, 40), reduction_size=15)
+    assert "pointwise" not in schedules(c)
+
+
 # -- the other schedules --------------------------------------------------------------------------
 @pytest.mark.parametrize("misalign", [None, {0: 4}], ids=["aligned", "misaligned"])
 def test_pointwise_with_broadcasts(misalign) -> None:
