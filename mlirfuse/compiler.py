@@ -373,9 +373,14 @@ class TorchLauncher:
         self._scalars = [(i, cells[i], bool if isinstance(cells[i], ctypes.c_int8) else type(cells[i].value))
                          for i in range(n) if scalar[i]]
         self._outputs = [(shape, dtype, cells[n + j]) for j, (shape, dtype) in enumerate(outputs)]
+        self._bytes = torch.uint8
+        self._scratch = 0  # bytes of scratch memory a call needs (known after the first)
 
     def __call__(self, args: Sequence[Any]) -> list[Any]:
         outs = [self._empty(shape, dtype=dtype, device=self._device) for shape, dtype, _ in self._outputs]
+        # One allocation for all the call's scratch (freed on return: torch's allocator reuses
+        # it only for work ordered after these kernels on this stream).
+        arena = self._empty(self._scratch, dtype=self._bytes, device=self._device) if self._scratch else None
         stream = self._stream(self._index)
         with self._exe.lock:
             for i, cell in self._tensors:
@@ -384,5 +389,8 @@ class TorchLauncher:
                 cell.value = convert(args[i])
             for o, (_, _, cell) in zip(outs, self._outputs):
                 cell.allocated = cell.aligned = o.data_ptr()
-            self._exe.call_unlocked(stream, self._bound.packed)
+            used = self._exe.call_unlocked(stream, self._bound.packed, arena.data_ptr() if arena is not None else 0,
+                                           self._scratch)
+        if used > self._scratch:
+            self._scratch = used
         return outs

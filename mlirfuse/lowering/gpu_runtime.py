@@ -3,7 +3,9 @@
 The host module is JIT-compiled once per device; its GPU binary is loaded then (global
 constructors, hence `initialize()`). Each call writes the caller's stream into the module's
 `mlirfuse_stream` global and calls the entry point: no stream creation, no synchronization,
-and scratch memory (rare: only unfused intermediates) comes from the caller's allocator.
+and scratch memory (rare: only unfused intermediates and column reductions' workspaces)
+comes from an arena the caller passes (the hot path: one torch allocation a call, sized by
+the last call) or else from the caller's allocator.
 """
 
 from __future__ import annotations
@@ -74,9 +76,10 @@ def binary_names(host_llvm: str) -> list[str]:
 
 
 @functools.cache
-def _runtime() -> ctypes.CDLL:
+def _runtime(path: str | None = None) -> ctypes.CDLL:
+    """The MLIR CUDA runtime (or, in tests, a library with the same `mgpu*` entry points)."""
     # Global: host libraries loaded from the disk cache resolve the runtime's entry points here.
-    rt = ctypes.CDLL(runtime_library(), mode=ctypes.RTLD_GLOBAL)
+    rt = ctypes.CDLL(path or runtime_library(), mode=ctypes.RTLD_GLOBAL)
     rt.mgpuMemAlloc.restype = ctypes.c_void_p
     rt.mgpuMemAlloc.argtypes = [ctypes.c_uint64, ctypes.c_void_p, ctypes.c_bool]
     rt.mgpuMemFree.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
@@ -112,13 +115,16 @@ class DeviceExecutable:
 
     _init_lock = threading.Lock()
 
-    def __init__(self, host_llvm: str | None, device: int, shared_library: bytes | None = None):
+    def __init__(self, host_llvm: str | None, device: int, shared_library: bytes | None = None,
+                 runtime: str | None = None):
+        """`runtime`: the library with the `mgpu*` entry points (default: the MLIR CUDA
+        runtime of the `mlir` package; tests pass a stub to run host code without a GPU)."""
         self.device = device
         self.host_llvm = host_llvm or ""
         self.engine: Any = None
         self._library: Any = None
         self.shared_library: bytes | None = shared_library
-        rt = _runtime()
+        rt = _runtime(runtime)
         with self._init_lock:
             rt.mgpuSetDefaultDevice(device)  # the device the binary loads onto (constructors)
             if shared_library is not None:
@@ -132,7 +138,7 @@ class DeviceExecutable:
                     module = ir.Module.parse(host_llvm)
                     # Host code is trivial: no optimization; position-independent so that
                     # its object code can be linked into a shared library for warm starts.
-                    self.engine = ExecutionEngine(module, opt_level=0, shared_libs=[runtime_library()],
+                    self.engine = ExecutionEngine(module, opt_level=0, shared_libs=[runtime or runtime_library()],
                                                   enable_pic=True)
                     self.engine.initialize()  # loads the GPU binary (global constructors)
         address = self._lookup(f"_mlir_ciface_{ENTRY}")
@@ -144,6 +150,9 @@ class DeviceExecutable:
         self._stream = ctypes.c_void_p.from_address(self._global("stream"))
         self._alloc = ctypes.c_void_p.from_address(self._global("alloc_fn"))
         self._free = ctypes.c_void_p.from_address(self._global("free_fn"))
+        self._arena = ctypes.c_void_p.from_address(self._global("arena"))
+        self._arena_size = ctypes.c_int64.from_address(self._global("arena_size"))
+        self._arena_used = ctypes.c_int64.from_address(self._global("arena_used"))
         self.set_allocator(RUNTIME_ALLOC, RUNTIME_FREE)
 
     def _lookup(self, name: str) -> int:
@@ -191,10 +200,19 @@ class DeviceExecutable:
         with self.lock:
             self.call_unlocked(stream, packed)
 
-    def call_unlocked(self, stream: int, packed: ctypes.Array) -> None:
-        """`call` for a caller that holds `lock` (while it also refills argument cells)."""
+    def call_unlocked(self, stream: int, packed: ctypes.Array, arena: int = 0, arena_bytes: int = 0) -> int:
+        """`call` for a caller that holds `lock` (while it also refills argument cells).
+        Scratch memory comes from the device buffer `arena` (`arena_bytes`, 256-byte aligned,
+        valid until the call's kernels are done: stream-ordered) as far as it goes, then from
+        the allocator. Returns the bytes of scratch the call asked for: an arena that large
+        serves the next call with the same sizes without a single allocator call."""
         self._stream.value = stream
+        self._arena.value = arena or None
+        self._arena_size.value = arena_bytes if arena else 0
+        self._arena_used.value = 0
         self._fn(packed)
+        self._arena.value, self._arena_size.value = None, 0
+        return self._arena_used.value
 
     def bind(self, args: Sequence[Any]) -> "BoundArguments":
         """Argument cells for calls whose sizes and strides are those of `args` (the hot path:

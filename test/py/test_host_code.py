@@ -1,0 +1,134 @@
+"""The GPU backend's host code (sizes, grids, scratch memory, launches), JIT-compiled as for a
+GPU call but run against a stub of the MLIR CUDA runtime compiled here with `cc`: launches are
+recorded, nothing runs on a device, pointers are made up. No GPU needed."""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import mlirfuse
+from mlirfuse import ops
+from mlirfuse.lowering import toolchain
+from mlirfuse.lowering.gpu_runtime import ALLOC_FN, FREE_FN, DeviceExecutable
+
+pytestmark = [pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler driver (cc)"),
+              pytest.mark.skipif(toolchain.find().libdevice is None, reason="no libdevice")]
+
+STUB = r"""
+#include <stdint.h>
+#include <stddef.h>
+int64_t launches[64][7];
+int n_launches = 0;
+static int module;
+void *mgpuModuleLoad(void *data, size_t size) { return &module; }
+void *mgpuModuleLoadJIT(void *data, int opt_level, size_t size) { return &module; }
+void mgpuModuleUnload(void *m) {}
+void *mgpuModuleGetFunction(void *m, const char *name) { return (void *)name; }
+void mgpuLaunchKernel(void *f, intptr_t gx, intptr_t gy, intptr_t gz, intptr_t bx, intptr_t by, intptr_t bz,
+                      int32_t smem, void *stream, void **params, void **extra, size_t n) {
+  if (n_launches < 64) {
+    int64_t *l = launches[n_launches];
+    l[0] = gx; l[1] = gy; l[2] = gz; l[3] = bx; l[4] = by; l[5] = bz; l[6] = smem;
+  }
+  n_launches++;
+}
+void mgpuSetDefaultDevice(int32_t device) {}
+void *mgpuMemAlloc(uint64_t size, void *stream, _Bool shared) { return 0; }
+void mgpuMemFree(void *ptr, void *stream) {}
+void mgpuMemcpy(void *dst, void *src, size_t size, void *stream) {}
+void *mgpuStreamCreate(void) { return 0; }
+void mgpuStreamSynchronize(void *stream) {}
+void mgpuStreamDestroy(void *stream) {}
+"""
+
+
+@pytest.fixture(scope="module")
+def stub(tmp_path_factory) -> str:
+    d = tmp_path_factory.mktemp("stub")
+    (d / "stub.c").write_text(STUB)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(d / "libstub.so"), str(d / "stub.c")], check=True)
+    return str(d / "libstub.so")
+
+
+class Host:
+    """A compiled fusion's host code over the stub: fake device pointers, recorded
+    allocations, frees and launches."""
+
+    def __init__(self, stub: str, fn, *example):
+        compiled = mlirfuse.jit(fn).compile(*example, backend="gpu", arch="sm_90")
+        self.lib = ctypes.CDLL(stub, mode=ctypes.RTLD_GLOBAL)
+        self.exe = DeviceExecutable(compiled.kernel.module.host_llvm, 0, runtime=stub)
+        self.allocs: list[int] = []
+        self.frees: list[int] = []
+        self._next = 0x7F0000000000
+
+        def alloc(size, stream):
+            self._next += (size + 4095) // 4096 * 4096
+            self.allocs.append(size)
+            return self._next
+
+        self._callbacks = (ALLOC_FN(alloc), FREE_FN(lambda ptr, stream: self.frees.append(ptr)))
+        self.exe.set_allocator(*self._callbacks)
+
+    def call(self, shapes_in, shapes_out, arena: int = 0, arena_bytes: int = 0) -> int:
+        self.allocs.clear()
+        self.frees.clear()
+        ctypes.c_int.in_dll(self.lib, "n_launches").value = 0
+        args, address = [], 0x600000000000
+        for shape in list(shapes_in) + list(shapes_out):
+            strides = [int(np.prod(shape[k + 1:])) for k in range(len(shape))]
+            args.append((address, shape, strides))
+            address += 1 << 32
+        bound = self.exe.bind(args)
+        return self.exe.call_unlocked(0x1234, bound.packed, arena, arena_bytes)
+
+    def launches(self) -> list[tuple[int, ...]]:
+        n = ctypes.c_int.in_dll(self.lib, "n_launches").value
+        table = (ctypes.c_int64 * 7 * 64).in_dll(self.lib, "launches")
+        return [tuple(table[i]) for i in range(min(n, 64))]
+
+
+def _two_column_sums(x):
+    return x.sum((0, 1)), (x * x).sum((0, 1))
+
+
+def test_scratch_comes_from_the_arena_once_its_size_is_known(stub) -> None:
+    host = Host(stub, _two_column_sums, np.ones((2, 3, 64), np.float32))
+    shapes_in, shapes_out = [(16, 512, 4096)], [(4096,), (4096,)]
+    need = host.call(shapes_in, shapes_out)  # no arena: every workspace from the allocator
+    host.allocs_of_last_cold = list(host.allocs)
+    assert len(host.allocs) == 2 and sorted(host.frees) == sorted(set(host.frees)) and len(host.frees) == 2
+    assert need == sum((size + 255) // 256 * 256 for size in host.allocs)
+    first = host.launches()
+    assert len(first) == 4  # two column reductions: slices, then the finish, each
+
+    arena = 0x500000000000
+    assert host.call(shapes_in, shapes_out, arena, need) == need
+    assert host.allocs == [] and host.frees == []  # no allocator call at all
+    assert host.launches() == first
+
+    first_slice = (host.allocs_of_last_cold[0] + 255) // 256 * 256
+    assert host.call(shapes_in, shapes_out, arena, first_slice) == need  # the second does not fit
+    assert len(host.allocs) == 1 and len(host.frees) == 1 and not arena <= host.frees[0] < arena + first_slice
+
+
+def test_grids_follow_the_sizes_of_each_call(stub) -> None:
+    host = Host(stub, lambda x: ops.relu(x + 1.0), np.ones((4, 8), np.float32))
+    for rows, cols in [(4096, 1024), (3, 5), (1, 4096)]:
+        assert host.call([(rows, cols)], [(rows, cols)]) == 0
+        (launch,) = host.launches()
+        per_block = 4 * 4 * 256 if (rows * cols) % 4 == 0 else 4 * 256  # vectors of 4 x unroll 4
+        assert launch[:6] == (-(-rows * cols // per_block), 1, 1, 256, 1, 1)
+    assert host.call([(0, 7)], [(0, 7)]) == 0 and host.launches() == []  # empty: no launch
+
+
+def test_a_call_without_scratch_needs_no_arena(stub) -> None:
+    host = Host(stub, lambda x, w: (x - x.mean(-1, keepdim=True)) * w, np.ones((4, 8), np.float32),
+                np.ones(8, np.float32))
+    assert host.call([(64, 1024), (1024,)], [(64, 1024)]) == 0 and host.allocs == []
+    assert len(host.launches()) == 1
