@@ -21,6 +21,7 @@ positions element by element, each guarded. Parameters come from
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf
@@ -163,44 +164,47 @@ class _TransposeKernel:
     def variant(self, width: int) -> None:
         """`width` = vector: vector accesses, a guard per vector; 1: scalar accesses of the
         same positions, a guard per element."""
-        m, p, ext = self.m, self.p, self.extents
-        vec = p.vector
-        for r in self.rows():  # phase 1: permuted inputs -> shared memory, [inner][across]
-            inner = arith.addi(self.inner0, r)
-            across = arith.addi(self.across0, self.column)
-            row_in = arith.cmpi(arith.CmpIPredicate.ult, inner, ext[m.inner])
-            for start in range(0, vec, width):
-                at = arith.addi(across, index_const(start)) if start else across
-                ok = arith.andi(row_in, arith.cmpi(arith.CmpIPredicate.ult, at, ext[m.across]))
-                guard = scf.IfOp(ok)
-                with ir.InsertionPoint(guard.then_block):
-                    slot = arith.addi(arith.muli(r, index_const(p.tile + 1)),
-                                      arith.addi(self.column, index_const(start)))
-                    for o, sh in zip(m.permuted, self.shared):
-                        value = load(o.value, self.indices(o, self.ivs(at, inner)), width)
-                        for e in range(width):
-                            memref.store(element(value, e), sh, [arith.addi(slot, index_const(e)) if e else slot])
-                    scf.YieldOp([])
+        m, ext = self.m, self.extents
+        # Phase 1: each permuted input's square into shared memory, [inner][across].
+        self.positions(self.inner0, ext[m.inner], self.across0, ext[m.across], width, self.stage)
         gpu.barrier()
-        for r in self.rows():  # phase 2: outputs along `inner`
-            across = arith.addi(self.across0, r)
-            inner = arith.addi(self.inner0, self.column)
-            row_in = arith.cmpi(arith.CmpIPredicate.ult, across, ext[m.across])
-            for start in range(0, vec, width):
-                at = arith.addi(inner, index_const(start)) if start else inner
-                ok = arith.andi(row_in, arith.cmpi(arith.CmpIPredicate.ult, at, ext[m.inner]))
-                guard = scf.IfOp(ok)
+        # Phase 2: the outputs along `inner`, the permuted inputs read from the squares.
+        self.positions(self.across0, ext[m.across], self.inner0, ext[m.inner], width, self.compute_and_store)
+
+    def positions(self, row0: ir.Value, rows: ir.Value, col0: ir.Value, cols: ir.Value, width: int,
+                  emit: Callable[..., None]) -> None:
+        """`emit(r, row, col, column, width)` for this thread's positions of the square whose rows
+        start at `row0` (of `rows`) and columns at `col0` (of `cols`): `r` the local row,
+        `row`/`col` the global indices of the position's first element, `column` its local
+        column; under a guard that the position is inside (the `width` elements from `col`)."""
+        for r in self.rows():
+            row = arith.addi(row0, r)
+            row_in = arith.cmpi(arith.CmpIPredicate.ult, row, rows)
+            for start in range(0, self.p.vector, width):
+                column = arith.addi(self.column, index_const(start)) if start else self.column
+                col = arith.addi(col0, column)
+                guard = scf.IfOp(arith.andi(row_in, arith.cmpi(arith.CmpIPredicate.ult, col, cols)))
                 with ir.InsertionPoint(guard.then_block):
-                    self.compute_and_store(r, at, arith.addi(self.column, index_const(start)), width)
+                    emit(r, row, col, column, width)
                     scf.YieldOp([])
+
+    def stage(self, r: ir.Value, inner: ir.Value, across: ir.Value, column: ir.Value, width: int) -> None:
+        """The permuted inputs' elements at (inner, across ..) into row r of their squares."""
+        slot = arith.addi(arith.muli(r, index_const(self.p.tile + 1)), column)
+        for o, sh in zip(self.m.permuted, self.shared):
+            value = load(o.value, self.indices(o, self.ivs(across, inner)), width)
+            for e in range(width):
+                memref.store(element(value, e), sh, [arith.addi(slot, index_const(e)) if e else slot])
 
     def indices(self, o: Operand, ivs: list[ir.Value]) -> list[ir.Value]:
         return [index_const(0) if r == ZERO else ivs[r] for r in o.results]
 
-    def compute_and_store(self, r: ir.Value, inner: ir.Value, column: ir.Value, width: int) -> None:
-        """Outputs at (across0 + r, inner .. inner + width - 1); `column`: inner's local index."""
+    def compute_and_store(self, r: ir.Value, across: ir.Value, inner: ir.Value, column: ir.Value,
+                          width: int) -> None:
+        """Outputs at (across, inner .. inner + width - 1), across = across0 + r; `column`:
+        inner's local index."""
         m, g, p = self.m, self.g, self.p
-        ivs = self.ivs(arith.addi(self.across0, r), inner)
+        ivs = self.ivs(across, inner)
         direct = {id(o): load(o.value, self.indices(o, ivs), width if _along_inner(o, m.inner) else 1)
                   for o in m.direct}
         results: list[list[ir.Value]] = [[] for _ in g.outputs]
