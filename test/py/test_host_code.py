@@ -105,7 +105,7 @@ def test_scratch_comes_from_the_arena_once_its_size_is_known(stub) -> None:
     assert len(host.allocs) == 2 and sorted(host.frees) == sorted(set(host.frees)) and len(host.frees) == 2
     assert need == sum((size + 255) // 256 * 256 for size in host.allocs)
     first = host.launches()
-    assert len(first) == 4  # two column reductions: slices, then the finish, each
+    assert len(first) == 2  # the sibling column reductions merged: slices, then the finish
 
     arena = 0x500000000000
     assert host.call(shapes_in, shapes_out, arena, need) == need

@@ -202,3 +202,20 @@ def test_results_returned_through_reshapes(shape) -> None:
     got = mlirfuse.jit(fn)(x)
     for k, (g, w) in enumerate(zip(got, want)):
         assert_close(g, w.astype(np.float32), f"output {k}", reduction_size=m)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32], ids=lambda d: np.dtype(d).name)
+def test_sibling_column_reductions_merged(dtype) -> None:
+    """Reductions over the rows of one input (merged into one generic): sums, products of
+    two inputs, max, and a result another op reads."""
+    rng = np.random.default_rng(4)
+    g, x = (rng.standard_normal((7, 5, 33)) * 4).astype(dtype), (rng.standard_normal((7, 5, 33)) * 4).astype(dtype)
+
+    def fn(a, b):
+        dw, db, m = (a * b).sum((0, 1)), a.sum((0, 1)), ops.max(a, [0, 1])
+        return dw, db, m, db * 2
+
+    got = mlirfuse.jit(fn)(g, x)
+    want = [(g * x).sum((0, 1)), g.sum((0, 1)), g.max((0, 1)), g.sum((0, 1)) * 2]
+    for k, (a, w) in enumerate(zip(got, want)):
+        assert_close(a, w.astype(dtype), f"output {k}", reduction_size=35)

@@ -1,0 +1,137 @@
+"""linalg-merge-siblings: sibling reductions over the outer dims of one input become one
+multi-result linalg.generic.
+
+Expects linalg on tensors (after elementwise fusion); leaves it with each such pair merged.
+Two `linalg.generic`s of one block are siblings when they have the same iterator types, both
+reduce, and both read one tensor with the same indexing map, which names every loop (so the
+two iteration domains are equal) and whose innermost result is a parallel loop: a column
+reduction, e.g. a LayerNorm backward's weight and bias gradients, sum(g * xhat) and sum(g)
+over the rows. The merged generic reads each distinct input once and computes both bodies:
+one kernel (one pass over `g`) instead of two. The later generic must not use the earlier
+one's results, and nothing between them may (the merged op takes the later one's place).
+Reductions along the innermost dim are left alone: normalization chains take them.
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import linalg
+
+from mlirfuse.passes.common import body_ops, functions
+
+NAME = "linalg-merge-siblings"
+OPTIONS: dict = {}
+
+
+def _n_inputs(op: ir.Operation) -> int:
+    return ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"])[0]
+
+
+def _maps(op: ir.Operation) -> list[ir.AffineMap]:
+    return [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+
+
+def _iterators(op: ir.Operation) -> list[str]:
+    return [str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+
+
+def _shared_domain(a: ir.Operation, b: ir.Operation) -> bool:
+    """Both read one tensor through the same map naming every loop, innermost parallel."""
+    iterators = _iterators(a)
+    if iterators != _iterators(b) or not any("reduction" in it for it in iterators):
+        return False
+    ins_a = list(zip(list(a.operands)[:_n_inputs(a)], _maps(a)))
+    ins_b = list(zip(list(b.operands)[:_n_inputs(b)], _maps(b)))
+    for value, m in ins_a:
+        dims = [e.position for e in m.results if isinstance(e, ir.AffineDimExpr)]
+        if len(m.results) != m.n_dims or sorted(dims) != list(range(m.n_dims)) or "reduction" in iterators[dims[-1]]:
+            continue
+        if any(value == v and m == n for v, n in ins_b):
+            return True
+    return False
+
+
+def _users(value: ir.Value) -> list[ir.Operation]:
+    return [u.owner.operation if isinstance(u.owner, ir.OpView) else u.owner for u in value.uses]
+
+
+def _top(op: ir.Operation, position: dict) -> int:
+    while op not in position:
+        op = op.parent.operation
+    return position[op]
+
+
+def _flat_body(op: ir.Operation) -> bool:
+    return all(len(inner.operation.regions) == 0 for inner in op.regions[0].blocks[0].operations)
+
+
+def _mergeable(a: ir.Operation, b: ir.Operation, position: dict) -> bool:
+    if not _shared_domain(a, b) or not _flat_body(a) or not _flat_body(b):
+        return False
+    results = set(a.results)
+    if any(v in results for v in b.operands):
+        return False
+    return all(_top(u, position) > position[b] for r in a.results for u in _users(r))
+
+
+def _merge(a: ir.Operation, b: ir.Operation) -> None:
+    """One generic at b's place computing a's and b's results."""
+    na, nb = _n_inputs(a), _n_inputs(b)
+    ma, mb = _maps(a), _maps(b)
+    ins: list[tuple[ir.Value, ir.AffineMap]] = []
+    for v, m in list(zip(list(a.operands)[:na], ma[:na])) + list(zip(list(b.operands)[:nb], mb[:nb])):
+        if not any(v == w and m == n for w, n in ins):
+            ins.append((v, m))
+    outs = list(zip(list(a.operands)[na:], ma[na:])) + list(zip(list(b.operands)[nb:], mb[nb:]))
+    with ir.InsertionPoint(b), b.location:
+        merged = linalg.GenericOp([r.type for r in list(a.results) + list(b.results)],
+                                  [v for v, _ in ins], [v for v, _ in outs],
+                                  ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for _, m in ins + outs]),
+                                  b.attributes["iterator_types"])
+    block = merged.regions[0].blocks.append(*[ir.RankedTensorType(v.type).element_type for v, _ in ins + outs])
+    args = list(block.arguments)
+    yields: list[ir.Value] = []
+    out_base = len(ins)
+    for op, n, maps, first_out in ((a, na, ma, out_base), (b, nb, mb, out_base + len(a.results))):
+        old = op.regions[0].blocks[0]
+        mapping = {}
+        for k, arg in enumerate(old.arguments):
+            if k < n:
+                v, m = list(op.operands)[k], maps[k]
+                mapping[arg] = args[next(i for i, (w, p) in enumerate(ins) if w == v and p == m)]
+            else:
+                mapping[arg] = args[first_out + k - n]
+        with ir.InsertionPoint(block):
+            for inner in old.operations:
+                inner = inner.operation
+                if inner.name == "linalg.yield":
+                    yields += [mapping.get(v, v) for v in inner.operands]
+                    continue
+                clone = inner.clone()
+                for i, v in enumerate(list(clone.operands)):
+                    if v in mapping:
+                        clone.operands[i] = mapping[v]
+                for old_result, new_result in zip(inner.results, clone.results):
+                    mapping[old_result] = new_result
+    with ir.InsertionPoint(block):
+        linalg.YieldOp(yields)
+    for old, new in zip(list(a.results) + list(b.results), merged.results):
+        old.replace_all_uses_with(new)
+    b.erase()
+    a.erase()
+
+
+def run(module: ir.Operation) -> None:
+    for func in functions(module):
+        changed = True
+        while changed:
+            changed = False
+            ops = body_ops(func)
+            position = {op: i for i, op in enumerate(ops)}
+            generics = [op for op in ops if op.name == "linalg.generic"]
+            for i, a in enumerate(generics):
+                b = next((b for b in generics[i + 1:] if _mergeable(a, b, position)), None)
+                if b is not None:
+                    _merge(a, b)
+                    changed = True
+                    break

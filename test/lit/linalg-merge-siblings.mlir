@@ -1,0 +1,76 @@
+// linalg-merge-siblings: column reductions over one input's rows (LayerNorm backward's
+// weight and bias gradients) become one generic reading each input once.
+// RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(linalg-merge-siblings)' | FileCheck %s
+
+#xy = affine_map<(d0, d1) -> (d1, d0)>
+#col = affine_map<(d0, d1) -> (d0)>
+#row = affine_map<(d0, d1) -> (d1)>
+#id = affine_map<(d0, d1) -> (d0, d1)>
+
+// CHECK-LABEL: func.func @weight_and_bias_grads(
+// CHECK-SAME: %[[G:[a-z0-9]+]]: tensor<?x?xf32>, %[[XHAT:[a-z0-9]+]]: tensor<?x?xf32>
+// CHECK: %[[R:.+]]:2 = linalg.generic
+// CHECK-SAME: iterator_types = ["parallel", "reduction"]
+// CHECK-SAME: ins(%[[G]], %[[XHAT]] : tensor<?x?xf32>, tensor<?x?xf32>)
+// CHECK-NEXT: ^bb0(%[[g:.+]]: f32, %[[x:.+]]: f32, %[[dw:.+]]: f32, %[[db:.+]]: f32):
+// CHECK-NEXT: %[[P:.+]] = arith.mulf %[[g]], %[[x]]
+// CHECK-NEXT: %[[W:.+]] = arith.addf %[[dw]], %[[P]]
+// CHECK-NEXT: %[[B:.+]] = arith.addf %[[db]], %[[g]]
+// CHECK-NEXT: linalg.yield %[[W]], %[[B]]
+// CHECK-NOT: linalg.generic
+// CHECK: return %[[R]]#0, %[[R]]#1
+func.func @weight_and_bias_grads(%g: tensor<?x?xf32>, %xhat: tensor<?x?xf32>, %n: index) -> (tensor<?xf32>, tensor<?xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e0 = tensor.empty(%n) : tensor<?xf32>
+  %i0 = linalg.fill ins(%zero : f32) outs(%e0 : tensor<?xf32>) -> tensor<?xf32>
+  %dw = linalg.generic {indexing_maps = [#xy, #xy, #col], iterator_types = ["parallel", "reduction"]}
+      ins(%g, %xhat : tensor<?x?xf32>, tensor<?x?xf32>) outs(%i0 : tensor<?xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<?xf32>
+  %e1 = tensor.empty(%n) : tensor<?xf32>
+  %i1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<?xf32>) -> tensor<?xf32>
+  %db = linalg.generic {indexing_maps = [#xy, #col], iterator_types = ["parallel", "reduction"]}
+      ins(%g : tensor<?x?xf32>) outs(%i1 : tensor<?xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %acc, %a : f32
+    linalg.yield %s : f32
+  } -> tensor<?xf32>
+  return %dw, %db : tensor<?xf32>, tensor<?xf32>
+}
+
+// Not merged: row reductions (innermost dim reduced: normalization chains take them), a
+// sibling that reads the other's result, and different iterators.
+// CHECK-LABEL: func.func @kept(
+// CHECK-COUNT-4: linalg.generic
+func.func @kept(%x: tensor<?x?xf32>, %n: index) -> (tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?x?xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e0 = tensor.empty(%n) : tensor<?xf32>
+  %r0 = linalg.generic {indexing_maps = [#id, #col], iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<?x?xf32>) outs(%e0 : tensor<?xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %acc, %a : f32
+    linalg.yield %s : f32
+  } -> tensor<?xf32>
+  %r1 = linalg.generic {indexing_maps = [#id, #col], iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<?x?xf32>) outs(%r0 : tensor<?xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.maximumf %acc, %a : f32
+    linalg.yield %s : f32
+  } -> tensor<?xf32>
+  %c0 = linalg.generic {indexing_maps = [#xy, #col], iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<?x?xf32>) outs(%r1 : tensor<?xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %acc, %a : f32
+    linalg.yield %s : f32
+  } -> tensor<?xf32>
+  %e2 = tensor.empty(%n, %n) : tensor<?x?xf32>
+  %p = linalg.generic {indexing_maps = [#xy, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<?x?xf32>) outs(%e2 : tensor<?x?xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    linalg.yield %a : f32
+  } -> tensor<?x?xf32>
+  return %r0, %r1, %c0, %p : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?x?xf32>
+}
