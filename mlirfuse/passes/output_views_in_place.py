@@ -3,8 +3,10 @@
 Expects the destination-passing entry point on tensors (after inlining, before
 `eliminate-empty-tensors` and `one-shot-bufferize`), whose outputs are written by
 `bufferization.materialize_in_destination %result in restrict writable %out`. Where a result
-is a reshape (`tensor.reshape`, `tensor.collapse_shape`, `tensor.expand_shape`) of a value
-`%v` (GELU between bookend reshapes, a transpose between reshapes), it becomes
+is a reshape (`tensor.reshape`, `tensor.collapse_shape`, `tensor.expand_shape`, or a
+`linalg.generic` copy that only inserts size-1 dims, a broadcast of [C] to [1, 1, C]) of a
+value `%v` (GELU between bookend reshapes, a transpose between reshapes, a bias gradient
+returned with the bias's [1, 1, C] shape), it becomes
 
     %view = memref.reshape %out(<%v's sizes>)      // the output seen with %v's shape
     bufferization.materialize_in_destination %v in restrict writable %view
@@ -36,11 +38,38 @@ _RESHAPES = ("tensor.reshape", "tensor.collapse_shape", "tensor.expand_shape")
 
 
 def _reshaped(value: ir.Value) -> ir.Value | None:
-    """The operand of the reshape that produced `value`, or None."""
+    """The operand of the reshape that produced `value` (or of a copy that only inserts
+    size-1 dims, `_unit_dims_copy`), or None."""
     owner = value.owner
-    if isinstance(owner, ir.Block) or owner.operation.name not in _RESHAPES:
+    if isinstance(owner, ir.Block):
         return None
-    return owner.operation.operands[0]
+    op = owner.operation
+    if op.name in _RESHAPES:
+        return op.operands[0]
+    return _unit_dims_copy(op)
+
+
+def _unit_dims_copy(op: ir.Operation) -> ir.Value | None:
+    """The input of a linalg.generic that copies it into a tensor.empty with size-1 dims
+    inserted (a broadcast to [1, 1, C] of [C]: the same elements in the same order), or None."""
+    if op.name != "linalg.generic" or len(op.operands) != 2 or len(op.results) != 1:
+        return None
+    body = list(op.regions[0].blocks[0].operations)
+    source, init = op.operands
+    if len(body) != 1 or list(body[0].operands) != [op.regions[0].blocks[0].arguments[0]]:
+        return None
+    init_owner = init.owner
+    if isinstance(init_owner, ir.Block) or init_owner.operation.name != "tensor.empty":
+        return None
+    in_map, out_map = (ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"]))
+    out_t = ir.RankedTensorType(op.results[0].type)
+    if out_map != ir.AffineMap.get_identity(out_t.rank) or "reduction" in str(op.attributes["iterator_types"]):
+        return None
+    kept = [e.position if isinstance(e, ir.AffineDimExpr) else None for e in in_map.results]
+    dropped = [d for d in range(out_t.rank) if d not in kept]
+    if None in kept or kept != sorted(kept) or any(out_t.is_dynamic_dim(d) or out_t.shape[d] != 1 for d in dropped):
+        return None
+    return source
 
 
 def _init_empty(value: ir.Value) -> ir.Operation | None:

@@ -93,3 +93,40 @@ func.func @reshaped_input(%x: memref<6xf32>, %out: memref<2x3xf32>) {
   bufferization.materialize_in_destination %r in restrict writable %out : (tensor<2x3xf32>, memref<2x3xf32>) -> ()
   return
 }
+
+// A copy that only inserts size-1 dims ([C] -> [1, 1, C]) is a view too: the column sum is
+// computed into the output.
+// CHECK-LABEL: func.func @unit_dims(
+// CHECK-SAME: %[[X:[a-z0-9]+]]: memref<?x?xf32>, %[[OUT:[a-z0-9]+]]: memref<1x1x?xf32>)
+// CHECK: %[[VIEW:.+]] = memref.reshape %[[OUT]](%{{.+}}) : (memref<1x1x?xf32>, memref<1xindex>) -> memref<?xf32>
+// CHECK: %[[S:.+]] = linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]
+// CHECK: bufferization.materialize_in_destination %[[S]] in restrict writable %[[VIEW]]
+// BUF-LABEL: func.func @unit_dims(
+// BUF-COUNT-1: linalg.generic
+// BUF-NOT: memref.copy
+// BUF: return
+#col_t = affine_map<(d0, d1) -> (d1, d0)>
+#col_o = affine_map<(d0, d1) -> (d0)>
+#bc_in = affine_map<(d0, d1, d2) -> (d2)>
+func.func @unit_dims(%x: memref<?x?xf32>, %out: memref<1x1x?xf32>) {
+  %c1 = arith.constant 1 : index
+  %zero = arith.constant 0.0 : f32
+  %t = bufferization.to_tensor %x restrict : memref<?x?xf32> to tensor<?x?xf32>
+  %n = tensor.dim %t, %c1 : tensor<?x?xf32>
+  %e = tensor.empty(%n) : tensor<?xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<?xf32>) -> tensor<?xf32>
+  %s = linalg.generic {indexing_maps = [#col_t, #col_o], iterator_types = ["parallel", "reduction"]}
+      ins(%t : tensor<?x?xf32>) outs(%f : tensor<?xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %r = arith.addf %acc, %a : f32
+    linalg.yield %r : f32
+  } -> tensor<?xf32>
+  %e3 = tensor.empty(%n) : tensor<1x1x?xf32>
+  %b = linalg.generic {indexing_maps = [#bc_in, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%s : tensor<?xf32>) outs(%e3 : tensor<1x1x?xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    linalg.yield %a : f32
+  } -> tensor<1x1x?xf32>
+  bufferization.materialize_in_destination %b in restrict writable %out : (tensor<1x1x?xf32>, memref<1x1x?xf32>) -> ()
+  return
+}

@@ -105,8 +105,13 @@ def test_results_leaving_through_a_reshape_are_written_in_place(fn, shape, kind)
 def test_results_through_other_views_and_intermediates_read_twice() -> None:
     def fn(x):
         y = ops.exp(x) + 1.0
-        return y.reshape(-1), y.unsqueeze(0), (y * 2.0).reshape(x.shape[1], x.shape[0]), y.sum(-1)
-    check(fn, randn(6, 10), reduction_size=10)
+        return (y.reshape(-1), y.unsqueeze(0), (y * 2.0).reshape(x.shape[1], x.shape[0]), y.sum(-1),
+                ops.broadcast_in_dim(x.sum(0), [1, 1, x.shape[1]], [2]))
+    c = check(fn, randn(6, 10), reduction_size=10)
+    # y's chain, the column sum (and its finish) written straight into the [1, 1, C] output,
+    # one copy: y is two outputs
+    assert schedules(c) == ["normalization (tile, tile, row, reduce)", "column reduction", "column reduction",
+                            "pointwise"]
 
 
 @pytest.mark.parametrize("fn", [lambda x: x.sum((0, 1)), lambda x: ops.max(x, [0, 1]),

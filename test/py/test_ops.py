@@ -195,10 +195,11 @@ def test_results_returned_through_reshapes(shape) -> None:
         rows, cols = t.shape
         y = ops.exp(t) + 1.0
         return ((t * 2.0).reshape(cols, rows), y.reshape(-1), y.unsqueeze(0), (y * 3.0).reshape(cols, rows),
-                y.sum(-1), t.reshape(rows * cols))
+                y.sum(-1), t.reshape(rows * cols), ops.broadcast_in_dim(y.sum(0), [1, 1, cols], [2]))
 
     y = np.exp(x) + 1
-    want = [(x * 2).reshape(m, n), y.reshape(-1), y[None], (y * 3).reshape(m, n), y.sum(-1), x.reshape(-1)]
+    want = [(x * 2).reshape(m, n), y.reshape(-1), y[None], (y * 3).reshape(m, n), y.sum(-1), x.reshape(-1),
+            y.sum(0)[None, None]]
     got = mlirfuse.jit(fn)(x)
     for k, (g, w) in enumerate(zip(got, want)):
         assert_close(g, w.astype(np.float32), f"output {k}", reduction_size=m)
