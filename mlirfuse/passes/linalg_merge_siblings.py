@@ -1,13 +1,14 @@
-"""linalg-merge-siblings: sibling reductions over the outer dims of one input become one
+"""linalg-merge-siblings: sibling generics reading one input over the same domain become one
 multi-result linalg.generic.
 
 Expects linalg on tensors (after elementwise fusion); leaves it with each such pair merged.
-Two `linalg.generic`s of one block are siblings when they have the same iterator types, both
-reduce, and both read one tensor with the same indexing map, which names every loop (so the
-two iteration domains are equal) and whose innermost result is a parallel loop: a column
+Two `linalg.generic`s of one block are siblings when they have the same iterator types and
+both read one tensor with the same indexing map, which names every loop (so the two
+iteration domains are equal) and whose innermost result is a parallel loop: pointwise work
+on one input (exp(x) and sin(x) * y, which elementwise fusion leaves apart), or a column
 reduction, e.g. a LayerNorm backward's weight and bias gradients, sum(g * xhat) and sum(g)
 over the rows. The merged generic reads each distinct input once and computes both bodies:
-one kernel (one pass over `g`) instead of two. The later generic must not use the earlier
+one kernel (one pass over the input) instead of two. The later generic must not use the earlier
 one's results, and nothing between them may (the merged op takes the later one's place).
 Reductions along the innermost dim are left alone: normalization chains take them.
 """
@@ -38,13 +39,14 @@ def _iterators(op: ir.Operation) -> list[str]:
 def _shared_domain(a: ir.Operation, b: ir.Operation) -> bool:
     """Both read one tensor through the same map naming every loop, innermost parallel."""
     iterators = _iterators(a)
-    if iterators != _iterators(b) or not any("reduction" in it for it in iterators):
+    if iterators != _iterators(b):
         return False
     ins_a = list(zip(list(a.operands)[:_n_inputs(a)], _maps(a)))
     ins_b = list(zip(list(b.operands)[:_n_inputs(b)], _maps(b)))
     for value, m in ins_a:
         dims = [e.position for e in m.results if isinstance(e, ir.AffineDimExpr)]
-        if len(m.results) != m.n_dims or sorted(dims) != list(range(m.n_dims)) or "reduction" in iterators[dims[-1]]:
+        if not dims or len(m.results) != m.n_dims or sorted(dims) != list(range(m.n_dims)) \
+                or "reduction" in iterators[dims[-1]]:
             continue
         if any(value == v and m == n for v, n in ins_b):
             return True

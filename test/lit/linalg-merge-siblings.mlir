@@ -1,5 +1,6 @@
-// linalg-merge-siblings: column reductions over one input's rows (LayerNorm backward's
-// weight and bias gradients) become one generic reading each input once.
+// linalg-merge-siblings: siblings reading one input over the same domain (pointwise work
+// elementwise fusion leaves apart; column reductions over one input's rows, e.g. LayerNorm
+// backward's weight and bias gradients) become one generic reading each input once.
 // RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(linalg-merge-siblings)' | FileCheck %s
 
 #xy = affine_map<(d0, d1) -> (d1, d0)>
@@ -73,4 +74,31 @@ func.func @kept(%x: tensor<?x?xf32>, %n: index) -> (tensor<?xf32>, tensor<?xf32>
     linalg.yield %a : f32
   } -> tensor<?x?xf32>
   return %r0, %r1, %c0, %p : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?x?xf32>
+}
+
+// Pointwise siblings (exp(x) and sin(x) * y): one generic with two results.
+// CHECK-LABEL: func.func @pointwise_siblings(
+// CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<?x?xf32>, %[[Y:[a-z0-9]+]]: tensor<?x?xf32>
+// CHECK: %[[R:.+]]:2 = linalg.generic
+// CHECK-SAME: ins(%[[X]], %[[Y]] : tensor<?x?xf32>, tensor<?x?xf32>)
+// CHECK: math.exp
+// CHECK: math.sin
+// CHECK-NOT: linalg.generic
+// CHECK: return %[[R]]#0, %[[R]]#1
+func.func @pointwise_siblings(%x: tensor<?x?xf32>, %y: tensor<?x?xf32>, %n: index) -> (tensor<?x?xf32>, tensor<?x?xf32>) {
+  %e = tensor.empty(%n, %n) : tensor<?x?xf32>
+  %a = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<?x?xf32>) outs(%e : tensor<?x?xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %r = math.exp %v : f32
+    linalg.yield %r : f32
+  } -> tensor<?x?xf32>
+  %b = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %y : tensor<?x?xf32>, tensor<?x?xf32>) outs(%e : tensor<?x?xf32>) {
+  ^bb0(%v: f32, %w: f32, %o: f32):
+    %s = math.sin %v : f32
+    %r = arith.mulf %s, %w : f32
+    linalg.yield %r : f32
+  } -> tensor<?x?xf32>
+  return %a, %b : tensor<?x?xf32>, tensor<?x?xf32>
 }

@@ -131,6 +131,13 @@ def test_several_reductions_start_from_their_folded_fills() -> None:
     assert "pointwise" not in schedules(c)
 
 
+def test_pointwise_siblings_reading_one_input_are_one_kernel() -> None:
+    """exp(x) and sin(x) * y (two generics after elementwise fusion) merged: the launches
+    match the segmenter's plan of one kernel."""
+    c = check(lambda x, y: (ops.exp(x), ops.sin(x) * y, x * 2.0), randn(9, 40), randn(9, 40))
+    assert schedules(c) == ["pointwise"] and c.n_launches == c.n_kernels == 1
+
+
 # -- the other schedules --------------------------------------------------------------------------
 @pytest.mark.parametrize("misalign", [None, {0: 4}], ids=["aligned", "misaligned"])
 def test_pointwise_with_broadcasts(misalign) -> None:
