@@ -215,19 +215,65 @@ def find_chains(ops: list[ir.Operation]) -> list[Chain]:
                 if j in generics:
                     member = _member(generics[j], extents, rows, cols)
                     if member is None:
+                        if step == 1 and _independent(generics[j], list(found.values())):
+                            j += step  # runs before the chain's kernel, as it would have
+                            continue
                         break
                     found[j] = member
-                elif not host_only(ops[j]):
+                elif not _passive(ops[j]):
                     break
                 j += step
         indices = sorted(found)
         members = [found[k] for k in indices]
         kinds = [m.kind for m in members]
-        if (TILE not in kinds and kinds.count(REDUCE) < 2) or not _row_local(members):
+        if (TILE not in kinds and kinds.count(REDUCE) < 2) or not _row_local(members) or _aliased(members):
             continue  # a lone reduction (its fill folded in) keeps the inner-reduction kernel
         taken.update(range(indices[0], indices[-1] + 1))
         chains.append(Chain(members, indices, rows, cols, extents))
     return chains
+
+
+_VIEWS = ("memref.reshape", "memref.collapse_shape", "memref.expand_shape", "memref.subview", "memref.cast")
+
+
+def _passive(op: ir.Operation) -> bool:
+    """Host ops a chain may span: sizes and allocations (`host_only`), views, and stores to
+    the host's shape buffers (`index` elements, read by memref.reshape). They touch no
+    device buffer's contents; `_aliased` keeps members from meeting through a view."""
+    if host_only(op) or op.name in _VIEWS:
+        return True
+    return op.name == "memref.store" and isinstance(ir.MemRefType(op.operands[1].type).element_type, ir.IndexType)
+
+
+def _aliased(members: list[Member]) -> bool:
+    """A member reads or writes, through another view, a buffer a member writes: the chain
+    passes values between members by buffer, so that access would bypass it (and race
+    with the other threads of the row)."""
+    written = {o.value for m in members for o in m.generic.outputs}
+    bases = {_base(v) for v in written}
+    return any(o.is_memref and o.value not in written and _base(o.value) in bases
+               for m in members for o in m.generic.operands)
+
+
+def _base(buffer: ir.Value) -> ir.Value:
+    """The buffer a view is of (views alias it)."""
+    while not isinstance(buffer.owner, ir.Block) and buffer.owner.operation.name in _VIEWS:
+        buffer = buffer.owner.operation.operands[0]
+    return buffer
+
+
+def _independent(g: Generic, members: list[Member]) -> bool:
+    """A generic after some chain members that the chain may skip: the chain's kernel runs
+    where its last member is, so `g` then runs before the members found so far. Allowed
+    where it reads nothing they write and writes nothing they read or write; an inner
+    reduction is not skipped (it would start a chain of its own)."""
+    if not isinstance(match_inner_reduction(g), str):
+        return False
+    written = {_base(o.value) for m in members for o in m.generic.outputs}
+    touched = written | {_base(o.value) for m in members for o in m.generic.inputs if o.is_memref}
+    reads = {_base(o.value) for o in g.inputs if o.is_memref} | \
+        {_base(o.value) for o in g.outputs if list(o.arg.uses)}
+    return not reads & written and not {_base(o.value) for o in g.outputs} & touched
 
 
 def _row_local(members: list[Member]) -> bool:
@@ -300,8 +346,8 @@ def _escapes(buffer: ir.Value, chain_ops: set) -> bool:
     owner = buffer.owner
     if isinstance(owner, ir.Block) or owner.operation.name not in ("memref.alloc", "gpu.alloc"):
         return True
-    return any(u.owner.operation not in chain_ops and u.owner.name not in ("memref.dealloc", "gpu.dealloc", "memref.dim")
-               for u in buffer.uses)
+    metadata = ("memref.dealloc", "gpu.dealloc", "memref.dim")
+    return any(u.owner.operation not in chain_ops and u.owner.name not in metadata for u in buffer.uses)
 
 
 def _views(chain: Chain, temporaries: set) -> dict[tuple[ir.Value, str], ir.Value]:

@@ -108,10 +108,9 @@ def test_results_through_other_views_and_intermediates_read_twice() -> None:
         return (y.reshape(-1), y.unsqueeze(0), (y * 2.0).reshape(x.shape[1], x.shape[0]), y.sum(-1),
                 ops.broadcast_in_dim(x.sum(0), [1, 1, x.shape[1]], [2]))
     c = check(fn, randn(6, 10), reduction_size=10)
-    # y's chain, the column sum (and its finish) written straight into the [1, 1, C] output,
-    # one copy: y is two outputs
-    assert schedules(c) == ["normalization (tile, tile, row, reduce)", "column reduction", "column reduction",
-                            "pointwise"]
+    # the column sum (and its finish) written straight into the [1, 1, C] output, then y's
+    # chain, which writes y to both of its outputs (the column sum runs before it)
+    assert schedules(c) == ["column reduction", "column reduction", "normalization (tile, tile, row, reduce, tile)"]
 
 
 @pytest.mark.parametrize("fn", [lambda x: x.sum((0, 1)), lambda x: ops.max(x, [0, 1]),
@@ -163,6 +162,37 @@ def test_normalization_held_and_looping_variants(row, misalign) -> None:
     c = check(_layer_norm, randn(3, row), randn(row), randn(row), misalign=misalign, reduction_size=row)
     assert schedules(c) == ["normalization (row, row, reduce, tile, reduce, tile)"]
     check(lambda x: ops.softmax(x, -1), randn(2, row), reduction_size=row)
+
+
+INV_ROW = 1 / 64
+
+
+def _layer_norm_backward(g, xhat, w, rstd):
+    """LayerNorm's backward as the torch backend gets it from AOTAutograd (xhat and rstd
+    saved by the forward): the row sums, the weight and bias gradients (column sums), dx."""
+    gw = g * w
+    s1, s2 = gw.sum(-1, keepdim=True), (gw * xhat).sum(-1, keepdim=True)
+    dw, db = (g * xhat).sum((0, 1)), g.sum((0, 1))
+    return (gw - s1 * INV_ROW - xhat * (s2 * INV_ROW)) * rstd, dw, db
+
+
+def test_layer_norm_backward_is_one_normalization_kernel_and_one_column_reduction() -> None:
+    """The chain spans the column sums between its row sums and dx (they read only inputs:
+    they run before it): g * w and the row sums never reach memory; dw and db are one kernel
+    reading g once."""
+    rng = np.random.default_rng(5)
+    g, x, w = (rng.standard_normal(s).astype(np.float32) for s in [(3, 4, 64), (3, 4, 64), (64,)])
+    rstd = (1 / np.sqrt(x.var(-1, keepdims=True) + 1e-5)).astype(np.float32)
+    xhat = ((x - x.mean(-1, keepdims=True)) * rstd).astype(np.float32)
+    c = check(_layer_norm_backward, g, xhat, w, rstd, reduction_size=64)
+    assert schedules(c) == ["column reduction", "column reduction",
+                            "normalization (tile, row, row, reduce, reduce, tile)"]
+    assert c.stages["gpu"].count("gpu.alloc ") == 2  # the column reduction's workspaces only
+    gw = g * w
+    dx = (gw - gw.mean(-1, keepdims=True) - xhat * (gw * xhat).mean(-1, keepdims=True)) * rstd
+    got = mlirfuse.jit(_layer_norm_backward)(g, xhat, w, rstd)
+    for k, (a, b) in enumerate(zip(got, [dx, (g * xhat).sum((0, 1)), g.sum((0, 1))])):
+        assert_close(a, b.astype(np.float32), f"output {k}", reduction_size=64)
 
 
 @pytest.mark.parametrize("w", [w for w in WORKLOADS if w.definition is None and "linears" not in w.name],
