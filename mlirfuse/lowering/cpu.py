@@ -30,7 +30,9 @@ from mlirfuse.passes import Pipeline
 # a second use and stops elementwise fusion.
 TO_LINALG = ("builtin.module(fusion-to-linalg{target=cpu}, arith-expand{include-bf16=true}, "
              "canonicalize, resolve-shaped-type-result-dims, canonicalize, cse, "
-             "func.func(linalg-fuse-elementwise-ops), canonicalize, cse, linalg-merge-siblings)")
+             "func.func(linalg-fuse-elementwise-ops), canonicalize, cse, "
+             "linalg-recompute-producers, func.func(linalg-fuse-elementwise-ops), canonicalize, cse, "
+             "linalg-merge-siblings)")
 INLINE = "builtin.module(inline, symbol-dce, canonicalize, cse)"
 BUFFERIZE = ("builtin.module(output-views-in-place, resolve-shaped-type-result-dims, canonicalize, "
              "linalg-unshare-inits, eliminate-empty-tensors, "

@@ -43,7 +43,9 @@ BLOCK_SIZE = 256
 
 TO_LINALG = ("builtin.module(fusion-to-linalg{target=gpu}, canonicalize, "
              "resolve-shaped-type-result-dims, canonicalize, cse, "
-             "func.func(linalg-fuse-elementwise-ops), canonicalize, cse, linalg-merge-siblings)")
+             "func.func(linalg-fuse-elementwise-ops), canonicalize, cse, "
+             "linalg-recompute-producers, func.func(linalg-fuse-elementwise-ops), canonicalize, cse, "
+             "linalg-merge-siblings)")
 TO_LOOPS = "builtin.module(func.func(convert-linalg-to-parallel-loops))"  # no canonicalize: it folds unit loops
 # Fills and copies as generics: the schedules then take them too.
 GENERALIZE = "builtin.module(func.func(linalg-generalize-named-ops))"

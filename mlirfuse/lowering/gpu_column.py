@@ -1,6 +1,7 @@
 """The outer (column) reduction kernel: a linalg.generic whose reduced loops index the outer
 dims of its inputs and whose kept loops their contiguous inner dims (x.sum(0), a bias
-gradient's sum over (0, 1)): out[c] = combine over rows r of f(x[r, c], ...).
+gradient's sum over (0, 1)): out[c] = combine over rows r of f(x[r, c], ..., s[r], ...),
+where per-row operands s (an RMSNorm backward's rstd) are read once per row as scalars.
 
 Two launches. The first cuts the rows into `splits` slices (the columns alone give too few
 blocks to fill the device); a block covers `block_x * vector` adjacent columns of one slice
@@ -54,6 +55,7 @@ class ColumnReductionMatch:
     column_invariant: list[Operand]  # inputs read at [column], the same for every row
     combiners: list[ir.Operation]  # per output: the op combining its accumulator with a value
     inits: dict = field(default_factory=dict)  # output buffer -> its initial value (a folded fill)
+    row_operands: list[Operand] = field(default_factory=list)  # inputs read at [row] (per-row scalars)
 
     def static_columns(self) -> int | None:
         return static_product(self.generic, self.kept)
@@ -76,7 +78,7 @@ def match_column_reduction(g: Generic) -> ColumnReductionMatch | str:
     if sorted(kept) != kept_loops or any(dims(o) != kept for o in g.outputs):
         return "the outputs are not indexed by the kept loops alike"
     reduced: list[int] | None = None
-    columns, invariant = [], []
+    columns, invariant, per_row = [], [], []
     n_red = len(reduced_loops)
     for i, o in enumerate(g.operands):
         if not o.is_memref or o.is_output:
@@ -89,14 +91,19 @@ def match_column_reduction(g: Generic) -> ColumnReductionMatch | str:
                 return f"operand {i} orders the reduced loops differently"
             reduced = ds[:n_red]
             columns.append(o)
+        elif sorted(ds) == reduced_loops:
+            per_row.append((i, o))
         else:
             return f"operand {i} is not read by column ({o.results})"
     if reduced is None:
         return "no operand is read by column"
+    for i, o in per_row:
+        if dims(o) != reduced:
+            return f"operand {i} orders the reduced loops differently"
     combiners = output_combiners(g)
     if isinstance(combiners, str):
         return combiners
-    return ColumnReductionMatch(g, kept, reduced, columns, invariant, combiners)
+    return ColumnReductionMatch(g, kept, reduced, columns, invariant, combiners, row_operands=[o for _, o in per_row])
 
 
 def emit_column_reduction(m: ColumnReductionMatch, params: S.ColumnReductionParams) -> ir.Operation:
@@ -111,7 +118,7 @@ def emit_column_reduction(m: ColumnReductionMatch, params: S.ColumnReductionPara
         for o in m.column_operands:
             split = next(pos for pos, r in enumerate(o.results) if r in m.kept)
             views[id(o)] = collapse(o.value, [list(range(split)), list(range(split, o.type.rank))])
-        for o in m.column_invariant + g.outputs:
+        for o in m.column_invariant + m.row_operands + g.outputs:
             views[id(o)] = flat(o.value)
         vectored = m.column_operands + m.column_invariant
         vector_ok = None
@@ -246,7 +253,10 @@ class _ColumnKernel:
         return list(tail.results)
 
     def loads(self, row: ir.Value, col0: ir.Value, width: int) -> dict:
-        return {id(o): load(self.views[id(o)], [row, col0], width) for o in self.m.column_operands}
+        """The column operands' vectors of this row, and the per-row operands' scalars."""
+        loaded = {id(o): load(self.views[id(o)], [row, col0], width) for o in self.m.column_operands}
+        loaded.update({id(o): memref.load(self.views[id(o)], [row]) for o in self.m.row_operands})
+        return loaded
 
     def accumulate(self, accs: list[ir.Value], row: ir.Value, col0: ir.Value, width: int,
                    loaded: dict, invariant: dict) -> list[ir.Value]:
@@ -254,7 +264,7 @@ class _ColumnKernel:
         for e in range(width):
             mapping = {o.arg: o.value for o in g.operands if not o.is_memref}
             mapping.update({o.arg: element(invariant[id(o)], e) for o in self.m.column_invariant})
-            mapping.update({o.arg: element(loaded[id(o)], e) for o in self.m.column_operands})
+            mapping.update({o.arg: element(loaded[id(o)], e) for o in self.m.column_operands + self.m.row_operands})
             mapping.update({o.arg: accs[k * width + e] for k, o in enumerate(g.outputs)})
             col = arith.addi(col0, index_const(e)) if e else col0
             for k, v in enumerate(clone_body(g.body, mapping, lambda d, col=col: self.index_of(d, row, col))):

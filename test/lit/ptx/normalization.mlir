@@ -1,5 +1,6 @@
 // The normalization schedule on a LayerNorm (float32, dynamic shapes): the fills, the mean,
-// the centring, the variance and the scaling are one kernel. Each thread holds 8 vectors of
+// the variance and the scaling are one kernel (the centring x - mean is recomputed where it
+// is used, linalg-recompute-producers: no op of its own). Each thread holds 8 vectors of
 // 4 floats of its row (threads per row picked on the host from the row length: one up to
 // 32 elements, a warp up to 1024, the block of 512 up to 16K); x is loaded once, 8 vector
 // loads in flight, and the centred values stay in registers for the variance and the
@@ -10,7 +11,7 @@
 // RUN: %python %S/Inputs/gpu_stage.py %s gpu | FileCheck %s --check-prefix=GPU
 // RUN: %python %S/Inputs/gpu_stage.py %s ptx | FileCheck %s --check-prefix=PTX
 
-// PARAMS: normalization (row, row, reduce, tile, reduce, tile): NormalizationParams(vector=4, slots=8, block=512, tiers=(RowTier(max_row=32, threads=1), {{.*}}, RowTier(max_row=1024, threads=32), {{.*}}, RowTier(max_row=None, threads=512)), loop_slots=4)
+// PARAMS: normalization (row, row, reduce, reduce, tile): NormalizationParams(vector=4, slots=8, block=512, tiers=(RowTier(max_row=32, threads=1), {{.*}}, RowTier(max_row=1024, threads=32), {{.*}}, RowTier(max_row=None, threads=512)), loop_slots=4)
 // PARAMS-NOT: launch 1
 // PARAMS: // launches: 1
 

@@ -1,0 +1,60 @@
+"""linalg-recompute-producers: a cheap pointwise producer with several consumers is cloned
+for each, so that elementwise fusion recomputes it inside them instead of writing it out.
+
+Expects linalg on tensors after elementwise fusion; run `linalg-fuse-elementwise-ops` next.
+Upstream elementwise fusion only fuses a producer with a single use: a broadcast of a
+[rows, 1] tensor to [rows, C], or `g * w`, read by two kernels (a column reduction and a
+row chain, as in RMSNorm's backward) is materialized, a full tensor written and read back
+twice, where recomputing it costs an operation or two per element. Taken: single-result
+generics with only parallel loops, an identity output map, at most `max-ops` arith ops
+(no math functions) that do not read the output's old value, used as an input of two or
+more linalg.generic ops (other uses, e.g. as a result, keep the original).
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+
+from mlirfuse.passes.common import body_ops, functions
+
+NAME = "linalg-recompute-producers"
+OPTIONS = {"max-ops": (int, 4, "most arith ops in a producer's body for it to be recomputed")}
+
+
+def _cheap(op: ir.Operation, max_ops: int) -> bool:
+    if op.name != "linalg.generic" or len(op.results) != 1:
+        return False
+    if any("reduction" in str(it) for it in ir.ArrayAttr(op.attributes["iterator_types"])):
+        return False
+    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    if maps[-1] != ir.AffineMap.get_identity(maps[-1].n_dims):
+        return False
+    block = op.regions[0].blocks[0]
+    inner = [o.operation for o in block.operations][:-1]  # the yield aside
+    if len(inner) > max_ops or any(not o.name.startswith("arith.") for o in inner):
+        return False
+    return not list(block.arguments[-1].uses)
+
+
+def _generic_inputs(value: ir.Value) -> list[tuple[ir.Operation, int]]:
+    """(consumer, operand index) of the uses of `value` as an input of a linalg.generic."""
+    found = []
+    for use in value.uses:
+        user = use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
+        if user.name != "linalg.generic":
+            continue
+        n_inputs = ir.DenseI32ArrayAttr(user.attributes["operandSegmentSizes"])[0]
+        if use.operand_number < n_inputs:
+            found.append((user, use.operand_number))
+    return found
+
+
+def run(module: ir.Operation, max_ops: int = 4) -> None:
+    for func in functions(module):
+        for op in body_ops(func):
+            if not _cheap(op, max_ops):
+                continue
+            consumers = _generic_inputs(op.results[0])
+            for user, index in consumers[1:]:  # the first keeps the original
+                clone = op.clone(ir.InsertionPoint(user))
+                user.operands[index] = clone.results[0]

@@ -1,0 +1,72 @@
+// linalg-recompute-producers: a cheap pointwise producer read by two kernels is cloned for
+// each, and elementwise fusion then recomputes it inside them (no full tensor written and
+// read back twice). Producers with math functions, reductions or a single consumer stay.
+// RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(linalg-recompute-producers)' | FileCheck %s
+// RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(linalg-recompute-producers, func.func(linalg-fuse-elementwise-ops), canonicalize, cse)' | FileCheck %s --check-prefix=FUSED
+
+#bc = affine_map<(d0, d1) -> (d0, 0)>
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#rows = affine_map<(d0, d1) -> (d0)>
+#cols = affine_map<(d0, d1) -> (d1)>
+#t = affine_map<(d0, d1) -> (d1, d0)>
+
+// CHECK-LABEL: func.func @broadcast_read_twice(
+// CHECK-COUNT-2: linalg.generic {indexing_maps = [#{{.*}}, #{{.*}}], iterator_types = ["parallel", "parallel"]} ins(%arg1 : tensor<?x1xf32>)
+// FUSED-LABEL: func.func @broadcast_read_twice(
+// FUSED: linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins(%arg0, %arg1 : tensor<?x?xf32>, tensor<?x1xf32>)
+// FUSED: linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]} ins(%arg0, %arg1 : tensor<?x?xf32>, tensor<?x1xf32>)
+// FUSED-NEXT: ^bb0
+// FUSED-NOT: linalg.generic
+// FUSED: return
+// FUSED-LABEL: func.func @kept(
+func.func @broadcast_read_twice(%g: tensor<?x?xf32>, %s: tensor<?x1xf32>, %n: index, %m: index) -> (tensor<?xf32>, tensor<?x?xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%n, %m) : tensor<?x?xf32>
+  %b = linalg.generic {indexing_maps = [#bc, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%s : tensor<?x1xf32>) outs(%e : tensor<?x?xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    linalg.yield %v : f32
+  } -> tensor<?x?xf32>
+  %ec = tensor.empty(%m) : tensor<?xf32>
+  %fc = linalg.fill ins(%zero : f32) outs(%ec : tensor<?xf32>) -> tensor<?xf32>
+  %col = linalg.generic {indexing_maps = [#t, #t, #rows], iterator_types = ["parallel", "reduction"]}
+      ins(%g, %b : tensor<?x?xf32>, tensor<?x?xf32>) outs(%fc : tensor<?xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %r = arith.addf %acc, %p : f32
+    linalg.yield %r : f32
+  } -> tensor<?xf32>
+  %prod = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%g, %b : tensor<?x?xf32>, tensor<?x?xf32>) outs(%e : tensor<?x?xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %p = arith.mulf %x, %y : f32
+    linalg.yield %p : f32
+  } -> tensor<?x?xf32>
+  return %col, %prod : tensor<?xf32>, tensor<?x?xf32>
+}
+
+// CHECK-LABEL: func.func @kept(
+// CHECK-COUNT-3: linalg.generic
+// CHECK-NOT: linalg.generic
+func.func @kept(%x: tensor<?x?xf32>, %n: index) -> (tensor<?x?xf32>, tensor<?x?xf32>) {
+  %e = tensor.empty(%n, %n) : tensor<?x?xf32>
+  %ex = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<?x?xf32>) outs(%e : tensor<?x?xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %r = math.exp %v : f32
+    linalg.yield %r : f32
+  } -> tensor<?x?xf32>
+  %a = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%ex : tensor<?x?xf32>) outs(%e : tensor<?x?xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %r = arith.addf %v, %v : f32
+    linalg.yield %r : f32
+  } -> tensor<?x?xf32>
+  %b = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%ex : tensor<?x?xf32>) outs(%e : tensor<?x?xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %r = arith.mulf %v, %v : f32
+    linalg.yield %r : f32
+  } -> tensor<?x?xf32>
+  return %a, %b : tensor<?x?xf32>, tensor<?x?xf32>
+}
