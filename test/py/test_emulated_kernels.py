@@ -280,3 +280,48 @@ def test_reductions_of_every_dtype_over_inner_outer_middle_and_all_axes(dtype) -
                      for axes, keep in [(None, False), ([-1], True), ([0, 2], False), ([1], False), ([0, 1], False)])
 
     check(fn, x, reduction_size=x.size)
+
+
+def test_torch_backend_regions_of_the_tutorial_blocks(monkeypatch) -> None:
+    """Every fused region torch.compile(backend="mlirfuse") makes of the tutorial's
+    bias-dropout-add-LayerNorm and -RMSNorm blocks and of GELU + softmax, forward and
+    backward, recorded on the CPU and run again as the GPU backend's kernels."""
+    torch = pytest.importorskip("torch")
+    functional = torch.nn.functional
+    from mlirfuse.frontend.jit import JitFunction
+
+    calls = []
+    call = JitFunction.__call__
+
+    def record(self, *args):
+        out = call(self, *args)
+        calls.append((self, args, out))
+        return out
+
+    monkeypatch.setattr(JitFunction, "__call__", record)
+
+    def bdaln(x, r, w, b1, b2):
+        y = functional.dropout(x + b1, 0.1, training=True) + r
+        return functional.layer_norm(y, y.shape[-1:], w, b2)
+
+    def bdarms(x, r, w, b1):
+        y = functional.dropout(x + b1, 0.1, training=True) + r
+        return y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+    def gelu_softmax(x, w):
+        return torch.softmax(functional.gelu(x) * w, -1)
+
+    for fn, n in ((bdaln, 5), (bdarms, 4), (gelu_softmax, 2)):
+        torch.manual_seed(0)
+        args = [torch.randn(s, requires_grad=True) for s in [(2, 3, 64), (2, 3, 64)] + [(64,)] * (n - 2)]
+        out = torch.compile(fn, backend="mlirfuse")(*args)
+        out.backward(torch.randn_like(out))
+    assert len(calls) == 6  # a forward and a backward region each
+    for jitted, args, out in calls:
+        outs = [o.detach().numpy() for o in (out if isinstance(out, (tuple, list)) else [out])]
+        arrays = [a.detach().numpy() if isinstance(a, torch.Tensor) else a for a in args]
+        compiled = jitted.compile(*arrays, backend="gpu", arch="sm_90")
+        assert "naive" not in compiled.stages["launch_params"]
+        got = emulate(compiled.stages["gpu"], arrays, [np.empty_like(o) for o in outs])
+        for k, (g, o) in enumerate(zip(got, outs)):
+            assert_close(g, o, f"output {k}", reduction_size=64)
