@@ -31,7 +31,8 @@ from mlirfuse.passes import Pipeline
 TO_LINALG = ("builtin.module(fusion-to-linalg{target=cpu}, arith-expand{include-bf16=true}, "
              "canonicalize, resolve-shaped-type-result-dims, canonicalize, cse, "
              "func.func(linalg-fuse-elementwise-ops), canonicalize, cse, "
-             "linalg-recompute-producers, func.func(linalg-fuse-elementwise-ops), canonicalize, cse, "
+             "math-expand-constant-powers, linalg-recompute-producers, func.func(linalg-fuse-elementwise-ops), "
+             "canonicalize, cse, "
              "linalg-merge-siblings)")
 INLINE = "builtin.module(inline, symbol-dce, canonicalize, cse)"
 BUFFERIZE = ("builtin.module(output-views-in-place, resolve-shaped-type-result-dims, canonicalize, "

@@ -44,7 +44,8 @@ BLOCK_SIZE = 256
 TO_LINALG = ("builtin.module(fusion-to-linalg{target=gpu}, canonicalize, "
              "resolve-shaped-type-result-dims, canonicalize, cse, "
              "func.func(linalg-fuse-elementwise-ops), canonicalize, cse, "
-             "linalg-recompute-producers, func.func(linalg-fuse-elementwise-ops), canonicalize, cse, "
+             "math-expand-constant-powers, linalg-recompute-producers, func.func(linalg-fuse-elementwise-ops), "
+             "canonicalize, cse, "
              "linalg-merge-siblings)")
 TO_LOOPS = "builtin.module(func.func(convert-linalg-to-parallel-loops))"  # no canonicalize: it folds unit loops
 # Fills and copies as generics: the schedules then take them too.

@@ -28,6 +28,7 @@ from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf, vector
 
 from mlirfuse.lowering.linalg_builders import ZERO, index_const
+from mlirfuse.passes.common import walk_ops
 
 log = logging.getLogger("mlirfuse.schedules")
 SCHEDULE_ATTR = "mlirfuse.schedule"
@@ -302,13 +303,6 @@ def _polynomial(v: ir.Value, inside: set) -> dict | None:
             m = tuple(sorted(ma + mb, key=repr))
             out[m] = out.get(m, 0) + ca * cb
     return {m: c for m, c in out.items() if c}
-
-
-def walk_ops(op: ir.Operation) -> list[ir.Operation]:
-    """`op` and every operation nested in it, in pre-order."""
-    found: list[ir.Operation] = []
-    op.walk(lambda o: (found.append(o), ir.WalkResult.ADVANCE)[1], ir.WalkOrder.PRE_ORDER)
-    return found
 
 
 def combine(template: ir.Operation, a: ir.Value, b: ir.Value) -> ir.Value:

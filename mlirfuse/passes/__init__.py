@@ -16,7 +16,7 @@ from mlirfuse.errors import FusionError
 
 _MODULES = ["fusion_cse", "fusion_dce", "fusion_group", "fusion_segment", "fusion_strip_bookend_views",
             "fusion_to_linalg", "linalg_merge_siblings", "linalg_recompute_producers", "linalg_unshare_inits",
-            "output_views_in_place"]
+            "math_expand_constant_powers", "output_views_in_place"]
 
 
 @dataclass(frozen=True)

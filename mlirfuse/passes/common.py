@@ -13,6 +13,13 @@ def functions(module: ir.Operation) -> Iterator[ir.Operation]:
             yield op.operation
 
 
+def walk_ops(op: ir.Operation) -> list[ir.Operation]:
+    """`op` and every operation nested in it, in pre-order."""
+    found: list[ir.Operation] = []
+    op.walk(lambda o: (found.append(o), ir.WalkResult.ADVANCE)[1], ir.WalkOrder.PRE_ORDER)
+    return found
+
+
 def body_ops(func: ir.Operation) -> list[ir.Operation]:
     return [op.operation for op in func.regions[0].blocks[0].operations]
 

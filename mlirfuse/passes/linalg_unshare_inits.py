@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from mlir import ir
 
-from mlirfuse.passes.common import functions
+from mlirfuse.passes.common import functions, walk_ops
 
 NAME = "linalg-unshare-inits"
 OPTIONS: dict = {}
@@ -28,23 +28,8 @@ def _unshare(op: ir.Operation) -> None:
         user.operands[index] = clone.results[0]
 
 
-def _walk(region: ir.Region, found: list[ir.Operation]) -> None:
-    for block in region.blocks:
-        for op in block.operations:
-            op = op.operation
-            if op.name in _SHARED:
-                found.append(op)
-            for inner in op.regions:
-                _walk(inner, found)
-
-
 def run(module: ir.Operation) -> None:
     for func in functions(module):
-        found: list[ir.Operation] = []
-        _walk(func.regions[0], found)
         for name in _SHARED:  # fills first: their clones share the tensor.empty, unshared next
-            for op in found:
-                if op.name == name:
-                    _unshare(op)
-            found = []
-            _walk(func.regions[0], found)
+            for op in [o for o in walk_ops(func) if o.name == name]:
+                _unshare(op)

@@ -10,7 +10,7 @@ import mlirfuse
 from mlirfuse import ops
 from mlirfuse.dialects import optable
 from mlirfuse.workloads import WORKLOADS
-from test_ops import ALL, ELEMENTWISE_CASES, FLOATS, INTS, sample
+from test_ops import ALL, ELEMENTWISE_CASES, FLOATS, INTS, POWER_SPECIALS, sample
 from tolerances import assert_close
 
 pytestmark = pytest.mark.gpu
@@ -55,6 +55,20 @@ def test_elementwise_vs_cpu(name: str, dtype) -> None:
     if name == "where":
         inputs[0] = np.random.default_rng(1).random((5, 33)) < 0.5
     check_against_cpu(getattr(ops, name), inputs)
+
+
+@pytest.mark.parametrize("dtype", FLOATS + INTS, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("exponent", [0, 2, 3, 4, -1, 0.5])
+def test_constant_powers_vs_cpu(dtype, exponent) -> None:
+    """Constant exponents (expanded to multiplications, or powf for 0.5) with special values."""
+    if np.dtype(dtype).kind in "iu":
+        if exponent != int(exponent) or exponent < 0:
+            pytest.skip("integer powers take non-negative integral exponents")
+        x = np.arange(-6, 7).astype(dtype)
+    else:
+        with np.errstate(over="ignore"):
+            x = np.array(POWER_SPECIALS + list(sample(np.float32, (40,))), np.float64).astype(dtype)
+    check_against_cpu(lambda t: t ** exponent, [x])
 
 
 TORCH_FN = {"add": torch.add, "mul": torch.mul, "sub": torch.sub, "div": torch.div,

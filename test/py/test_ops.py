@@ -220,3 +220,48 @@ def test_sibling_column_reductions_merged(dtype) -> None:
     want = [(g * x).sum((0, 1)), g.sum((0, 1)), g.max((0, 1)), g.sum((0, 1)) * 2]
     for k, (a, w) in enumerate(zip(got, want)):
         assert_close(a, w.astype(dtype), f"output {k}", reduction_size=35)
+
+POWER_SPECIALS = [0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.0, math.inf, -math.inf, math.nan, 1e-30, 7e12]
+
+
+def _c_pow(x: float, y: float) -> float:
+    """C's pow (what `powf` computes; numpy and torch take x ** 0.5 as a square root, which
+    differs at -0 and -inf)."""
+    odd = y == int(y) and int(y) % 2 == 1
+    if x == 0 and y < 0:  # a pole: Python raises, C returns infinity
+        return math.copysign(math.inf, x) if odd else math.inf
+    try:
+        return math.pow(x, y)
+    except ValueError:  # a negative base, a non-integral exponent
+        return math.nan
+    except OverflowError:
+        return math.copysign(math.inf, x) if odd else math.inf
+
+
+@pytest.mark.parametrize("dtype", FLOATS + INTS, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("exponent", [0, 1, 2, 3, 4, -1, 0.5, 5])
+def test_constant_powers(dtype, exponent) -> None:
+    """`x ** c` with a constant c: 0..4 and -1 become multiplications (math-expand-constant-
+    powers), the others stay `powf`; both equal C's pow, signed zeros, infinities and NaNs
+    included (NaN ** 0 is 1)."""
+    dt = np.dtype(dtype)
+    is_int = dt.kind in "iu"
+    if is_int and (exponent < 0 or exponent != int(exponent)):
+        pytest.skip("integer powers take non-negative integral exponents")
+    if is_int:
+        x = np.arange(-6, 7).astype(dt)
+        exponent = int(exponent)
+    else:
+        with np.errstate(over="ignore"):
+            x = np.array(POWER_SPECIALS + list(sample(np.float32, (20,)) * 3), np.float64).astype(dt)
+    f = mlirfuse.jit(lambda t: t ** exponent)
+    got = f(x)
+    want = np.array([_c_pow(float(v), float(exponent)) for v in x.astype(np.float64)])
+    with np.errstate(over="ignore"):
+        want = want.astype(got.dtype)
+    assert_close(got, want, f"x ** {exponent}")
+    for k in np.flatnonzero(np.isfinite(want) & (want == 0)):  # the sign of zero too
+        assert np.signbit(got[k]) == np.signbit(want[k]), (x[k], got[k])
+    linalg = f.compile(x).stages["linalg"]
+    assert ("math.powf" in linalg) == (exponent not in (0, 1, 2, 3, 4, -1))
+
