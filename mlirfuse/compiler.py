@@ -361,10 +361,12 @@ class TorchLauncher:
 
     def __init__(self, torch: Any, exe: Any, bound: Any, scalar: Sequence[bool],
                  outputs: Sequence[tuple[tuple[int, ...], Any]], device: int):
-        self._empty = torch.empty
+        self._empty = torch.empty_strided  # sizes and strides given: the cheapest torch allocation
         self._stream = torch._C._cuda_getCurrentRawStream
         self._exe = exe
-        self._bound = bound
+        self._lock = exe.lock
+        self._bound = bound  # owns the argument cells that `packed` points to
+        self._packed = bound.packed
         self._device = torch.device("cuda", device)
         self._index = device
         cells = bound.cells
@@ -372,25 +374,33 @@ class TorchLauncher:
         self._tensors = [(i, cells[i]) for i in range(n) if not scalar[i]]
         self._scalars = [(i, cells[i], bool if isinstance(cells[i], ctypes.c_int8) else type(cells[i].value))
                          for i in range(n) if scalar[i]]
-        self._outputs = [(shape, dtype, cells[n + j]) for j, (shape, dtype) in enumerate(outputs)]
+        self._outputs = [(shape, _contiguous_strides(shape), dtype, cells[n + j])
+                         for j, (shape, dtype) in enumerate(outputs)]
         self._bytes = torch.uint8
-        self._scratch = 0  # bytes of scratch memory a call needs (known after the first)
+        # Bytes of scratch memory a call needs, known after the first call (the same sizes
+        # always need the same scratch); None before it. Without scratch a call only sets the
+        # stream and calls the entry point.
+        self._scratch: int | None = None
 
     def __call__(self, args: Sequence[Any]) -> list[Any]:
-        outs = [self._empty(shape, dtype=dtype, device=self._device) for shape, dtype, _ in self._outputs]
+        device = self._device
+        outs = [self._empty(shape, strides, dtype=dtype, device=device) for shape, strides, dtype, _ in self._outputs]
+        scratch = self._scratch
         # One allocation for all the call's scratch (freed on return: torch's allocator reuses
         # it only for work ordered after these kernels on this stream).
-        arena = self._empty(self._scratch, dtype=self._bytes, device=self._device) if self._scratch else None
+        arena = self._empty((scratch,), (1,), dtype=self._bytes, device=device) if scratch else None
         stream = self._stream(self._index)
-        with self._exe.lock:
+        with self._lock:
             for i, cell in self._tensors:
                 cell.allocated = cell.aligned = args[i].data_ptr()
             for i, cell, convert in self._scalars:
                 cell.value = convert(args[i])
-            for o, (_, _, cell) in zip(outs, self._outputs):
+            for o, (_, _, _, cell) in zip(outs, self._outputs):
                 cell.allocated = cell.aligned = o.data_ptr()
-            used = self._exe.call_unlocked(stream, self._bound.packed, arena.data_ptr() if arena is not None else 0,
-                                           self._scratch)
-        if used > self._scratch:
-            self._scratch = used
+            if scratch == 0:
+                self._exe.call_without_scratch(stream, self._packed)
+                return outs
+            used = self._exe.call_unlocked(stream, self._packed, arena.data_ptr() if arena is not None else 0,
+                                           scratch or 0)
+        self._scratch = max(used, scratch or 0)
         return outs

@@ -155,7 +155,7 @@ class JitFunction:
             if hot is not None:
                 self._hits += 1
                 launcher, structure = hot
-                return _unflatten(structure, iter(launcher(args)))
+                return launcher(args)[0] if structure is None else _unflatten(structure, iter(launcher(args)))
         infos = classify_all(args)
         where, _ = placement(infos)
         backend = "gpu" if where == "device" else (self.backend or "cpu")

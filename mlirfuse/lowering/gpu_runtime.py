@@ -214,6 +214,12 @@ class DeviceExecutable:
         self._arena.value, self._arena_size.value = None, 0
         return self._arena_used.value
 
+    def call_without_scratch(self, stream: int, packed: ctypes.Array) -> None:
+        """`call_unlocked` for a call known to ask for no scratch memory (its sizes asked for
+        none before): only the stream is set."""
+        self._stream.value = stream
+        self._fn(packed)
+
     def bind(self, args: Sequence[Any]) -> "BoundArguments":
         """Argument cells for calls whose sizes and strides are those of `args` (the hot path:
         only pointers and scalar values change)."""

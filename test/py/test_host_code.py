@@ -132,3 +132,45 @@ def test_a_call_without_scratch_needs_no_arena(stub) -> None:
                 np.ones(8, np.float32))
     assert host.call([(64, 1024), (1024,)], [(64, 1024)]) == 0 and host.allocs == []
     assert len(host.launches()) == 1
+
+def test_torch_launcher_sizes_its_arena_after_the_first_call(stub) -> None:
+    """The hot path's launcher (torch tensors in and out; a CPU stand-in for torch's CUDA
+    allocator here): the first call learns the scratch size from the allocator, later calls
+    take it from one arena allocation; a fusion without scratch only sets the stream."""
+    torch = pytest.importorskip("torch")
+    from types import SimpleNamespace
+
+    from mlirfuse.compiler import TorchLauncher
+
+    def fake_torch():
+        allocations = []
+
+        def empty_strided(size, stride, dtype, device):
+            allocations.append(tuple(size))
+            return torch.empty_strided(size, stride, dtype=dtype)
+
+        cuda = SimpleNamespace(empty_strided=empty_strided, uint8=torch.uint8, device=lambda kind, index: "cpu",
+                               _C=SimpleNamespace(_cuda_getCurrentRawStream=lambda index: 0x1234))
+        return cuda, allocations
+
+    for fn, n_out, scratch in ((_two_column_sums, 2, True), (lambda x: ops.relu(x + 1.0), 1, False)):
+        host = Host(stub, fn, np.ones((2, 3, 64), np.float32))
+        shape = (16, 512, 4096)
+        outputs = [((4096,), torch.float32)] * 2 if n_out == 2 else [(shape, torch.float32)]
+        cuda, allocations = fake_torch()
+        launcher = TorchLauncher(cuda, host.exe, host.exe.bind([(0, shape, [512 * 4096, 4096, 1])] + [
+            (0, s, [1] * len(s)) for s, _ in outputs]), [False], outputs, 0)
+        x = torch.empty(0)
+        for call in range(3):
+            allocations.clear()
+            host.allocs.clear()
+            ctypes.c_int.in_dll(host.lib, "n_launches").value = 0
+            outs = launcher([x])
+            assert [tuple(o.shape) for o in outs] == [s for s, _ in outputs]
+            assert len(host.launches()) == (2 if n_out == 2 else 1)
+            if not scratch:
+                assert allocations == [shape] and host.allocs == [] and launcher._scratch == 0
+            elif call == 0:  # no arena yet: the workspaces come from the allocator
+                assert len(host.allocs) == 2 and launcher._scratch >= sum(host.allocs)
+            else:  # one arena, sized by the first call, holds them
+                assert host.allocs == [] and allocations == [(4096,), (4096,), (launcher._scratch,)]
