@@ -1,6 +1,6 @@
 """torch.compile(backend="mlirfuse") vs eager vs torch.compile's default backend (inductor).
 
-    python bench/torch_compile_bench.py [--small] [--iters N] [--json PATH]
+    python bench/torch_compile_bench.py [--small] [--iters N] [--json PATH] [--profile]
 
 The getting-started tutorial's measurement: iterations per second of forward + backward
 (`output.backward(grad_output)`, gradients cleared each iteration, GPU synchronized around
@@ -75,6 +75,22 @@ def iterations_per_second(fn: Callable[..., Any], params: list[torch.Tensor], gr
     return iters / (time.perf_counter() - start)
 
 
+def gpu_time_per_iteration(fn: Callable[..., Any], params: list[torch.Tensor], grad: torch.Tensor,
+                           iters: int = 20) -> tuple[float, int]:
+    """(kernel time in us, kernel launches) per forward + backward iteration, from
+    torch.profiler: set against the wall time per iteration, it says whether an
+    implementation is bound by the GPU or by the host."""
+    from torch.profiler import ProfilerActivity, profile
+
+    iterations_per_second(fn, params, grad, 1, "cuda")
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        iterations_per_second(fn, params, grad, iters, "cuda")
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    busy = sum(getattr(e, "device_time", None) or e.cuda_time for e in kernels)
+    n_iters = iters + 3  # iterations_per_second's warm-up steps run under the profiler too
+    return busy / n_iters, round(len(kernels) / n_iters)
+
+
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     shape = (4, 16, 256) if args.small else (64, 128, 1024)
@@ -94,6 +110,8 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                 iterations_per_second(compiled, params, grad, 1, device)
                 before = mlirfuse.torch_backend.stats()
             row[label] = iterations_per_second(compiled, params, grad, iters, device)
+            if args.profile and device == "cuda":
+                row[f"{label}_gpu_us"], row[f"{label}_kernels"] = gpu_time_per_iteration(compiled, params, grad)
             if label == "mlirfuse":  # graphs and compiles made during the timed loop: expected 0
                 after = mlirfuse.torch_backend.stats()
                 row["mlirfuse_compiles_in_loop"] = after["compiles"] - before["compiles"]
@@ -108,12 +126,21 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
 def markdown(rows: list[dict[str, Any]]) -> str:
     lines = ["| workload | shape | device | eager it/s | inductor it/s | mlirfuse it/s | mlirfuse/eager | "
              "mlirfuse/inductor | compiles in timed loop |", "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    profiled = [r for r in rows if "eager_gpu_us" in r]
     for r in rows:
         inductor = f"{r['inductor']:.1f}" if "inductor" in r else "-"
         ratio = f"{r['mlirfuse/inductor']:.2f}x" if "mlirfuse/inductor" in r else "-"
         lines.append(f"| {r['workload']} | {'x'.join(map(str, r['shape']))} | {r['device']} | {r['eager']:.1f} | "
                      f"{inductor} | {r['mlirfuse']:.1f} | {r['mlirfuse/eager']:.2f}x | {ratio} | "
                      f"{r['mlirfuse_compiles_in_loop'] + r['mlirfuse_graphs_in_loop']} |")
+    if profiled:
+        lines += ["", "| workload | implementation | wall us/iter | GPU kernel us/iter | kernels/iter |",
+                  "| --- | --- | ---: | ---: | ---: |"]
+        for r in profiled:
+            for label in ("eager", "inductor", "mlirfuse"):
+                if f"{label}_gpu_us" in r:
+                    lines.append(f"| {r['workload']} | {label} | {1e6 / r[label]:.0f} | {r[f'{label}_gpu_us']:.0f} | "
+                                 f"{r[f'{label}_kernels']} |")
     return "\n".join(lines)
 
 
@@ -124,6 +151,8 @@ def main() -> None:
     parser.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when available")
     parser.add_argument("--no-inductor", action="store_true", help="skip torch.compile's default backend")
     parser.add_argument("--json", type=Path, help="write the rows (and the machine) here")
+    parser.add_argument("--profile", action="store_true",
+                        help="also GPU kernel time and launches per iteration (torch.profiler)")
     args = parser.parse_args()
     rows = run(args)
     print(markdown(rows))
