@@ -310,6 +310,8 @@ def apply_schedules(func: ir.Operation, device: schedules.DeviceProperties) -> l
             reduction.inits = inits.get(i, {})
             gpu_reduction.emit_inner_reduction(reduction, params)
             notes.append(f"inner reduction: {params}")
+            if params.split_blocks:
+                notes.append("inner reduction: chunk partials combined in chunk order (where rows were cut)")
             continue
         column = gpu_column.match_column_reduction(g)
         if isinstance(column, gpu_column.ColumnReductionMatch):

@@ -40,10 +40,8 @@ from mlirfuse.lowering.gpu_kernels import (
     product,
     variants,
 )
-from mlirfuse.lowering.gpu_reduction import identity, output_combiners, static_product
+from mlirfuse.lowering.gpu_reduction import FINISH_BLOCK, identity, output_combiners, static_product
 from mlirfuse.lowering.linalg_builders import index_const
-
-FINISH_BLOCK = 256
 
 
 @dataclass

@@ -38,6 +38,8 @@ from mlirfuse.lowering.gpu_kernels import (
 )
 from mlirfuse.lowering.linalg_builders import index_const
 
+FINISH_BLOCK = 256  # threads of a launch combining partials (a row or column each)
+
 _FLOAT_IDENTITY = {"arith.addf": 0.0, "arith.mulf": 1.0, "arith.maximumf": float("-inf"),
                    "arith.maxnumf": float("-inf"), "arith.minimumf": float("inf"), "arith.minnumf": float("inf")}
 _INT_IDENTITY = {"arith.addi": lambda w: 0, "arith.ori": lambda w: 0, "arith.xori": lambda w: 0,
@@ -183,6 +185,11 @@ def _threads_per_row(row_len: ir.Value, params: S.InnerReductionParams) -> ir.Va
 
 
 def emit_inner_reduction(m: InnerReductionMatch, params: S.InnerReductionParams) -> ir.Operation:
+    """Replace the generic with its launch: rows spread over blocks by the tier of their length.
+    Where `params.split_blocks` allows and the rows of a whole block are few, the host cuts
+    each row into chunks, a block each, writing partials to a [rows, chunks] workspace, and a
+    second launch combines each row's partials in chunk order (deterministic); otherwise the
+    workspace is empty (no allocation) and the second launch skipped."""
     g = m.generic
     with ir.InsertionPoint(g.op), g.op.location:
         ext = g.extents()
@@ -200,6 +207,16 @@ def emit_inner_reduction(m: InnerReductionMatch, params: S.InnerReductionParams)
         block = index_const(params.block)
         rows_per_block = arith.divui(block, threads)
         grid = arith.ceildivui(rows, rows_per_block)
+        chunks = None
+        if params.split_blocks:
+            splits, chunk = _chunks(rows, row_len, params)
+            cut = arith.cmpi(arith.CmpIPredicate.ugt, splits, index_const(1))
+            dyn = ir.ShapedType.get_dynamic_size()
+            ws_rows = arith.select(cut, rows, index_const(0))
+            workspaces = [memref.alloc(ir.MemRefType.get([dyn, dyn], o.type.element_type), [ws_rows, splits], [])
+                          for o in g.outputs]
+            grid = arith.select(cut, arith.muli(rows, splits), grid)
+            chunks = (splits, chunk, workspaces)
         vector_ok = None
         if params.vector > 1:
             vector_ok = arith.andi(divisible(row_len, params.vector), aligned(
@@ -211,21 +228,81 @@ def emit_inner_reduction(m: InnerReductionMatch, params: S.InnerReductionParams)
         body, guard = guarded_launch(g, "inner-reduction", nonempty, grid, block, shared)
     with ir.InsertionPoint(body.operations[len(body.operations) - 1]), g.op.location:
         _ReductionKernel(m, params, views, ext, rows, row_len, threads, rows_per_block,
-                         list(body.arguments)[12:], body.arguments[0], body.arguments[3]).emit(vector_ok)
+                         list(body.arguments)[12:], body.arguments[0], body.arguments[3], chunks).emit(vector_ok)
+    if chunks is not None:
+        with ir.InsertionPoint(g.op), g.op.location:
+            _finish_chunks(m, views, rows, arith.andi(nonempty, cut), *chunks)
     g.op.erase()
     return guard.operation
+
+
+def _chunks(rows: ir.Value, row_len: ir.Value, params: S.InnerReductionParams) -> tuple[ir.Value, ir.Value]:
+    """(chunks per row, elements per chunk) on the host: 1 chunk of the whole row unless the
+    rows take the whole-block tier and are fewer than `split_blocks`; chunks are a multiple
+    of the vector (each starts aligned where its row does) and of `min_chunk` elements or more."""
+    one = index_const(1)
+    tiers = params.tiers
+    long = arith.cmpi(arith.CmpIPredicate.ugt, row_len, index_const(tiers[-2].max_row)) if len(tiers) > 1 \
+        else arith.constant(ir.IntegerType.get_signless(1), tiers[-1].threads == params.block)
+    few = arith.cmpi(arith.CmpIPredicate.ult, rows, index_const(params.split_blocks))
+    wanted = arith.ceildivui(index_const(params.split_blocks), arith.maxui(rows, one))
+    most = arith.maxui(arith.divui(row_len, index_const(params.min_chunk)), one)
+    splits = arith.select(arith.andi(long, few), arith.minui(wanted, most), one)
+    vec = index_const(params.vector)
+    chunk = arith.maxui(arith.muli(arith.ceildivui(arith.ceildivui(row_len, splits), vec), vec), one)
+    return arith.maxui(arith.ceildivui(row_len, chunk), one), chunk  # empty rows: one (empty) chunk
+
+
+def _finish_chunks(m: InnerReductionMatch, views: dict, rows: ir.Value, when: ir.Value, splits: ir.Value,
+                   chunk: ir.Value, workspaces: list[ir.Value]) -> None:
+    """Thread r: out[r] = combine(out[r], partial[r, 0], partial[r, 1], ...) in chunk order
+    (out[r]: the initial value where a fill was folded in); then the workspaces are freed."""
+    del chunk
+    g = m.generic
+    grid = arith.ceildivui(rows, index_const(FINISH_BLOCK))
+    body, _ = guarded_launch(g, "inner-reduction-finish", when, grid, index_const(FINISH_BLOCK))
+    with ir.InsertionPoint(body.operations[len(body.operations) - 1]):
+        r = arith.addi(arith.muli(body.arguments[0], index_const(FINISH_BLOCK)), body.arguments[3])
+        inside = scf.IfOp(arith.cmpi(arith.CmpIPredicate.ult, r, rows))
+        with ir.InsertionPoint(inside.then_block):
+            outs = [views[id(o)] for o in g.outputs]
+            index = [[r] if has_row else [] for _, has_row in outs]
+            inits = [memref.load(v, i) if m.inits.get(o.value) is None else m.inits[o.value]
+                     for o, (v, _), i in zip(g.outputs, outs, index)]
+            loop = scf.ForOp(index_const(0), splits, index_const(1), inits)
+            with ir.InsertionPoint(loop.body):
+                s = loop.induction_variable
+                scf.YieldOp([combine(c, acc, memref.load(ws, [r, s]))
+                             for c, acc, ws in zip(m.combiners, loop.inner_iter_args, workspaces)])
+            for (v, _), i, total in zip(outs, index, loop.results):
+                memref.store(total, v, i)
+            scf.YieldOp([])
+    for ws in workspaces:
+        memref.dealloc(ws)
 
 
 class _ReductionKernel:
     def __init__(self, m: InnerReductionMatch, params: S.InnerReductionParams, views: dict,
                  extents: list[ir.Value], rows: ir.Value, row_len: ir.Value, threads: ir.Value,
-                 rows_per_block: ir.Value, shared: list[ir.Value], bx: ir.Value, tx: ir.Value):
+                 rows_per_block: ir.Value, shared: list[ir.Value], bx: ir.Value, tx: ir.Value,
+                 chunks: tuple[ir.Value, ir.Value, list[ir.Value]] | None = None):
+        """`chunks` = (chunks per row, elements per chunk, workspaces), values of the host: with
+        several chunks (then a row per block) block bx reduces chunk bx % chunks of row
+        bx // chunks into workspace[row, chunk]; with one, whole rows into the outputs."""
         self.m, self.g, self.p, self.views, self.extents = m, m.generic, params, views, extents
         self.rows, self.row_len, self.threads, self.shared = rows, row_len, threads, shared
         self.lane_in_row = arith.remui(tx, threads)
-        self.row = arith.addi(arith.muli(bx, rows_per_block), arith.divui(tx, threads))
         self.tx = tx
         self.types = [o.type.element_type for o in self.g.outputs]
+        self.chunks = chunks
+        self.begin, self.end = index_const(0), row_len
+        if chunks is not None:  # with one chunk per row: bx numbers blocks of rows as without
+            splits, chunk, _ = chunks
+            self.chunk = arith.remui(bx, splits)
+            bx = arith.divui(bx, splits)
+            self.begin = arith.minui(arith.muli(self.chunk, chunk), row_len)
+            self.end = arith.minui(arith.addi(self.begin, chunk), row_len)
+        self.row = arith.addi(arith.muli(bx, rows_per_block), arith.divui(tx, threads))
 
     def identities(self) -> list[ir.Value]:
         return [identity(c.name, t) for c, t in zip(self.m.combiners, self.types)]
@@ -254,14 +331,14 @@ class _ReductionKernel:
     def row_loop(self, width: int, invariant: dict) -> list[ir.Value]:
         """Vectors lane, lane + threads, ... of the row, `unroll` at a time, then the rest
         element by element (width 1: the scalar variant, all element by element)."""
-        accs, done = self.identities(), index_const(0)
+        accs, done = self.identities(), self.begin
         if width > 1:
             unroll = self.p.unroll
             step = arith.muli(self.threads, index_const(unroll * width))  # elements per trip
-            trips = arith.divui(self.row_len, step)
+            trips = arith.divui(arith.subi(self.end, self.begin), step)
             main = scf.ForOp(index_const(0), trips, index_const(1), accs)
             with ir.InsertionPoint(main.body):
-                base = arith.addi(arith.muli(main.induction_variable, step),
+                base = arith.addi(arith.addi(self.begin, arith.muli(main.induction_variable, step)),
                                   arith.muli(self.lane_in_row, index_const(width)))
                 stride = arith.muli(self.threads, index_const(width))
                 cols = [arith.addi(base, arith.muli(index_const(u), stride)) if u else base for u in range(unroll)]
@@ -270,8 +347,8 @@ class _ReductionKernel:
                 for c, values in zip(cols, loaded):
                     accs = self.accumulate(accs, c, width, values, invariant)
                 scf.YieldOp(accs)
-            accs, done = list(main.results), arith.muli(trips, step)
-        tail = scf.ForOp(arith.addi(done, self.lane_in_row), self.row_len, self.threads, accs)
+            accs, done = list(main.results), arith.addi(self.begin, arith.muli(trips, step))
+        tail = scf.ForOp(arith.addi(done, self.lane_in_row), self.end, self.threads, accs)
         with ir.InsertionPoint(tail.body):
             c = tail.induction_variable
             scf.YieldOp(self.accumulate(list(tail.inner_iter_args), c, 1, self.loads(c, 1), invariant))
@@ -338,14 +415,28 @@ class _ReductionKernel:
     def write(self, totals: list[ir.Value], when: ir.Value) -> None:
         w = scf.IfOp(when)
         with ir.InsertionPoint(w.then_block):
-            for o, c, total in zip(self.g.outputs, self.m.combiners, totals):
-                view, has_row = self.views[id(o)]
-                index = [self.row] if has_row else []
-                init = self.m.inits.get(o.value)
-                if init is None:
-                    init = memref.load(view, index)
-                memref.store(combine(c, init, total), view, index)
+            if self.chunks is not None:
+                splits, _, workspaces = self.chunks
+                cut = scf.IfOp(arith.cmpi(arith.CmpIPredicate.ugt, splits, index_const(1)), has_else=True)
+                with ir.InsertionPoint(cut.then_block):  # a chunk's partial: the finishing launch combines
+                    for ws, total in zip(workspaces, totals):
+                        memref.store(total, ws, [self.row, self.chunk])
+                    scf.YieldOp([])
+                with ir.InsertionPoint(cut.else_block):
+                    self.write_outputs(totals)
+                    scf.YieldOp([])
+            else:
+                self.write_outputs(totals)
             scf.YieldOp([])
+
+    def write_outputs(self, totals: list[ir.Value]) -> None:
+        for o, c, total in zip(self.g.outputs, self.m.combiners, totals):
+            view, has_row = self.views[id(o)]
+            index = [self.row] if has_row else []
+            init = self.m.inits.get(o.value)
+            if init is None:
+                init = memref.load(view, index)
+            memref.store(combine(c, init, total), view, index)
 
 
 def butterfly(combiners: list[ir.Operation], accs: list[ir.Value], lanes: ir.Value | None = None) -> list[ir.Value]:

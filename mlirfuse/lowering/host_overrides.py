@@ -19,7 +19,8 @@ from mlir import ir
 # within a call) and counts every request in `mlirfuse_arena_used`, which the caller resets
 # before a call and reads after it: the bytes the next call's arena needs. What does not fit
 # (or every request, without an arena) goes to the caller's allocator (`mlirfuse_alloc_fn`);
-# `mgpuMemFree` hands back only what did not come from the arena.
+# `mgpuMemFree` hands back only what did not come from the arena. An empty request is answered
+# with a null pointer (no allocator call, nothing counted) and freeing null does nothing.
 _GLOBALS = ("stream", "alloc_fn", "free_fn", "arena", "arena_size", "arena_used")
 
 
@@ -53,7 +54,13 @@ llvm.func @mgpuMemAlloc(%size: i64, %s: !llvm.ptr, %shared: i8) -> !llvm.ptr {
   %c255 = llvm.mlir.constant(255 : i64) : i64
   %mask = llvm.mlir.constant(-256 : i64) : i64
   %zero8 = llvm.mlir.constant(0 : i8) : i8
+  %zero64 = llvm.mlir.constant(0 : i64) : i64
   %null = llvm.mlir.zero : !llvm.ptr
+  %empty = llvm.icmp "eq" %size, %zero64 : i64
+  llvm.cond_br %empty, ^none, ^some_bytes
+^none:
+  llvm.return %null : !llvm.ptr
+^some_bytes:
   %padded = llvm.add %size, %c255 : i64
   %slice = llvm.and %padded, %mask : i64
   %ua = llvm.mlir.addressof @mlirfuse_arena_used : !llvm.ptr
@@ -80,6 +87,10 @@ llvm.func @mgpuMemAlloc(%size: i64, %s: !llvm.ptr, %shared: i8) -> !llvm.ptr {
   llvm.return %q : !llvm.ptr
 }
 llvm.func @mgpuMemFree(%p: !llvm.ptr, %s: !llvm.ptr) {
+  %null = llvm.mlir.zero : !llvm.ptr
+  %isnull = llvm.icmp "eq" %p, %null : !llvm.ptr
+  llvm.cond_br %isnull, ^done, ^maybe
+^maybe:
   %aa = llvm.mlir.addressof @mlirfuse_arena : !llvm.ptr
   %base = llvm.load %aa : !llvm.ptr -> !llvm.ptr
   %sa = llvm.mlir.addressof @mlirfuse_arena_size : !llvm.ptr

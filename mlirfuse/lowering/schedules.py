@@ -111,6 +111,11 @@ class InnerReductionParams:
     unroll: int
     block: int
     tiers: tuple[RowTier, ...]
+    # Few long rows (a block each, fewer blocks than `split_blocks`): each row is cut into
+    # chunks of at least `min_chunk` elements, a block per chunk, so that about `split_blocks`
+    # blocks run; a second launch combines each row's partials in chunk order. 0: never.
+    split_blocks: int = 0
+    min_chunk: int = 0
 
     def tier(self, row: int) -> RowTier:
         for t in self.tiers:
@@ -125,16 +130,21 @@ def inner_reduction_heuristic(row: int | None, rows: int | None, element_bytes: 
     """Threads per row: the fewest that cover the row in one unrolled step (`unroll` vectors
     each): one for rows up to 16 float32 elements, a warp up to 512, a whole block of 512
     threads for rows of 8K and more (longer rows loop). Short rows share a block (and
-    warp). `rows` is not used yet: few long rows would need rows split across blocks."""
-    del rows, device
+    warp). Where rows of a whole block are fewer than two blocks per SM, each row is cut
+    into chunks (at least 4 unrolled steps of the block each) so that about that many
+    blocks run (decided at run time unless `rows` and `row` are static)."""
     vec = vector_width(element_bytes)
     unroll = _unroll(vec, len(element_bytes), body_ops)
     block = REDUCTION_BLOCK
     tiers = [RowTier(t * vec * unroll, t) for t in (1 << k for k in range(10)) if t < block]
     tiers.append(RowTier(None, block))
-    params = InnerReductionParams(vec, unroll, block, tuple(tiers))
+    split_blocks, min_chunk = 2 * device.sm_count, 4 * block * vec * unroll
+    if rows is not None and rows >= split_blocks or row is not None and row < 2 * min_chunk:
+        split_blocks = min_chunk = 0  # statically: rows enough, or too short to cut
+    params = InnerReductionParams(vec, unroll, block, tuple(tiers), split_blocks, min_chunk)
     if row is not None:  # a static row length: one tier
-        params = InnerReductionParams(vec, unroll, block, (RowTier(None, params.tier(row).threads),))
+        params = InnerReductionParams(vec, unroll, block, (RowTier(None, params.tier(row).threads),),
+                                      split_blocks, min_chunk)
     return params
 
 

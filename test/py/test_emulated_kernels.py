@@ -159,7 +159,37 @@ def test_pointwise_with_broadcasts(misalign) -> None:
 @pytest.mark.parametrize("row", [2, 17, 100, 600])
 def test_inner_reductions_across_tiers(fn, row) -> None:
     c = check(fn, randn(5, row), reduction_size=row)
-    assert schedules(c) == ["inner reduction"]
+    assert schedules(c) == ["inner reduction", "inner reduction"]  # the rows, the chunks' finish (not run)
+
+
+@pytest.mark.parametrize("fn,kind", [(lambda t: (t * 2.0).sum(-1), "sum"), (lambda t: ops.max(t, [-1]), "max"),
+                                     (lambda t: t.sum(-1, keepdim=True) + 1.0, "sum-keepdim-then-pointwise"),
+                                     (lambda t: ops.sum(t * t), "full-sum-of-squares")],
+                         ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize("shape,misalign", [((3, 5000), None), ((2, 4099), None), ((3, 5000), {0: 4}),
+                                            ((1, 6000), None)])
+def test_few_long_rows_are_cut_into_chunks(fn, kind, shape, misalign, monkeypatch) -> None:
+    """Few rows of a whole block each: chunks of a row run in separate blocks, and a second
+    launch combines each row's partials in chunk order (the chunk size made small here, so
+    that the emulator runs rows of thousands of elements as several chunks)."""
+    from dataclasses import replace
+
+    from mlirfuse.lowering import schedules as S
+
+    heuristic = S.inner_reduction_heuristic
+    monkeypatch.setattr(S, "inner_reduction_heuristic",
+                        lambda *a, **k: replace(heuristic(*a, **k), min_chunk=1024))
+    monkeypatch.setenv("MLIRFUSE_CACHE_DIR", "off")
+    full = kind.startswith("full")  # one row of every element (positive terms: no cancellation)
+    c = check(fn, randn(*shape), misalign=misalign, reduction_size=shape[1] * (shape[0] if full else 1))
+    assert "inner reduction" in schedules(c)
+    assert "chunk partials combined in chunk order" in c.stages["launch_params"]
+
+
+def test_inner_reduction_of_empty_rows() -> None:
+    """Rows of no elements: one (empty) chunk each, the output its initial value."""
+    c = check(lambda t: (t * 2.0).sum(-1), np.zeros((3, 0), np.float32))
+    assert schedules(c)[:2] == ["inner reduction", "inner reduction"]
 
 
 def _layer_norm(x, w, b):

@@ -127,11 +127,27 @@ def test_grids_follow_the_sizes_of_each_call(stub) -> None:
     assert host.call([(0, 7)], [(0, 7)]) == 0 and host.launches() == []  # empty: no launch
 
 
+def test_few_long_rows_are_cut_into_chunks_and_many_are_not(stub) -> None:
+    """x.sum(-1): rows of a whole block that are fewer than two blocks per SM are cut into
+    chunks of 32768 elements or more (a block each; a [rows, chunks] workspace; a second launch
+    adds the partials); many rows, or short ones, take one launch and allocate nothing."""
+    host = Host(stub, lambda x: x.sum(-1), np.ones((4, 8), np.float32))
+    assert host.call([(4, 1 << 20)], [(4,)]) == 4 * 32 * 4  # 32 chunks of 32768: 128 floats, one slice
+    (chunks, finish) = host.launches()
+    assert chunks[:4] == (4 * 32, 1, 1, 512) and finish[:4] == (1, 1, 1, 256)
+    assert host.allocs == [4 * 32 * 4] and len(host.frees) == 1
+    for shape, grid in [((4096, 1 << 12), 2048), ((4, 4096), 2), ((300, 1 << 16), 300)]:  # short rows, or many
+        assert host.call([shape], [shape[:1]]) == 0 and host.allocs == []
+        (launch,) = host.launches()
+        assert launch[:4] == (grid, 1, 1, 512)  # 2 rows of 4096 a block (256 threads each), or 1
+
+
 def test_a_call_without_scratch_needs_no_arena(stub) -> None:
     host = Host(stub, lambda x, w: (x - x.mean(-1, keepdim=True)) * w, np.ones((4, 8), np.float32),
                 np.ones(8, np.float32))
     assert host.call([(64, 1024), (1024,)], [(64, 1024)]) == 0 and host.allocs == []
     assert len(host.launches()) == 1
+
 
 def test_torch_launcher_sizes_its_arena_after_the_first_call(stub) -> None:
     """The hot path's launcher (torch tensors in and out; a CPU stand-in for torch's CUDA

@@ -94,6 +94,17 @@ def test_inner_reduction_static_rows_get_one_tier() -> None:
     assert wide.vector == 2 and wide.unroll == 1
 
 
+def test_inner_reduction_cuts_few_long_rows() -> None:
+    """Dynamic shapes: rows may be cut at run time (two blocks per SM, chunks of 4 unrolled
+    block steps); static ones only where they are few and long enough for two chunks."""
+    p = inner_reduction_heuristic(None, None, [4], H100)
+    assert (p.split_blocks, p.min_chunk) == (264, 4 * 512 * 4 * 4)
+    assert inner_reduction_heuristic(1 << 20, 8, [4], H100).split_blocks == 264
+    assert inner_reduction_heuristic(1 << 20, 264, [4], H100).split_blocks == 0  # enough rows
+    assert inner_reduction_heuristic(40000, 8, [4], H100).split_blocks == 0  # under two chunks
+    assert inner_reduction_heuristic(None, None, [2], H100).min_chunk == 4 * 512 * 8 * 4
+
+
 def test_column_reduction_a_warp_across_columns_and_a_wave_of_blocks() -> None:
     p = column_reduction_heuristic(None, None, [4], H100)
     assert p == ColumnReductionParams(vector=4, unroll=4, block_x=32, block_y=8, target_blocks=132 * 8,
@@ -179,7 +190,8 @@ def test_inner_reduction_uses_shuffle_butterflies_and_shared_memory() -> None:
     c = compiled(lambda x: x.sum(-1), X)
     assert c.ptx.count("shfl.sync.bfly") >= 10  # within warps, then across a row's warps
     assert "bar.sync" in c.ptx and re.search(r"ld\.global\.v4\.[bf]32", c.ptx)
-    assert c.stages["gpu"].count("gpu.launch blocks") == 1  # the fill is folded into the reduction
+    # the fill is folded into the reduction; a second launch adds chunks' partials where rows are cut
+    assert c.stages["gpu"].count("gpu.launch blocks") == 2
     assert "inner reduction" in c.stages["launch_params"]
 
 
@@ -289,8 +301,8 @@ def test_every_kernel_of_a_fusion_is_in_one_gpu_module() -> None:
     """One module: libdevice linked, LLVM and ptxas run, and the binary loaded once a fusion."""
     c = compiled(lambda x, w: ((x * w).sum((0, 1)), ops.exp(x).sum(-1)), X.reshape(2, 2, 8), X[0])
     entries = re.findall(r"\.entry (\w+)\(", c.ptx)
-    # column reduction + its finish, inner reduction (both outputs' fills folded in)
-    assert entries == [f"mlirfuse_entry_kernel_{k}" for k in range(c.n_launches)] and c.n_launches == 3
+    # column reduction + its finish, inner reduction + its chunks' finish (both outputs' fills folded in)
+    assert entries == [f"mlirfuse_entry_kernel_{k}" for k in range(c.n_launches)] and c.n_launches == 4
     assert c.stages["llvm"].count("gpu.binary @") == 1
     launched = re.findall(r"gpu\.launch_func .*?@(\w+)::@(\w+)", c.stages["llvm"])
     assert launched == [("mlirfuse_entry_kernel", name) for name in entries]

@@ -1,16 +1,21 @@
 // The inner-reduction schedule on x.sum(-1), float32, dynamic shapes. The output's fill is
-// folded into the reduction (no kernel of its own, the output not read back): one kernel, the host picks the threads per
+// folded into the reduction (no kernel of its own, the output not read back): the host picks the threads per
 // row from the row length (one thread up to 16 elements, then 2, 4, ..., a warp up to 512,
 // then 64, 128, 256, 512 threads) and short rows share a block of 512 threads. Each thread sums every threads-th 16-byte vector of
 // its row, 4 vectors in flight; shuffle-xor butterflies reduce each warp, shared memory the
-// warps of a row; lane 0 writes the fill's value combined with the total.
+// warps of a row; lane 0 writes the fill's value combined with the total. Rows of a whole
+// block (over 4096 elements) that are fewer than 264 (two blocks per SM) are cut into chunks
+// of at least 32768 elements, a block each: the chunks' partials go to a [rows, chunks]
+// workspace (empty, so not allocated, when rows are not cut) and a second launch, only then,
+// adds each row's partials in chunk order.
 // RUN: %python %S/Inputs/gpu_stage.py %s launch_params | FileCheck %s --check-prefix=PARAMS
 // RUN: %python %S/Inputs/gpu_stage.py %s gpu | FileCheck %s --check-prefix=GPU
 // RUN: %python %S/Inputs/gpu_stage.py %s ptx | FileCheck %s --check-prefix=PTX
 
 // PARAMS-NOT: pointwise
-// PARAMS: inner reduction: InnerReductionParams(vector=4, unroll=4, block=512, tiers=(RowTier(max_row=16, threads=1), RowTier(max_row=32, threads=2), {{.*}}, RowTier(max_row=512, threads=32), RowTier(max_row=1024, threads=64), {{.*}}, RowTier(max_row=None, threads=512)))
-// PARAMS: // launches: 1
+// PARAMS: inner reduction: InnerReductionParams(vector=4, unroll=4, block=512, tiers=(RowTier(max_row=16, threads=1), RowTier(max_row=32, threads=2), {{.*}}, RowTier(max_row=512, threads=32), RowTier(max_row=1024, threads=64), {{.*}}, RowTier(max_row=None, threads=512)), split_blocks=264, min_chunk=32768)
+// PARAMS: inner reduction: chunk partials combined in chunk order (where rows were cut)
+// PARAMS: // launches: 2
 
 // GPU-LABEL: func.func @mlirfuse_entry(
 // GPU-NOT: mlirfuse.schedule = "pointwise"
@@ -19,8 +24,21 @@
 // GPU: arith.select %[[WARP_ROWS]], %c32, %{{[^ ]+}} : index
 // GPU: %[[TINY_ROWS:[^ ]+]] = arith.cmpi ule, %[[ROW]], %c16
 // GPU: %[[THREADS:[^ ]+]] = arith.select %[[TINY_ROWS]], %c1, %{{[^ ]+}} : index
-// GPU: arith.divui %c512, %[[THREADS]]
-// GPU: gpu.launch blocks
+// GPU: %[[PER_BLOCK:[^ ]+]] = arith.divui %c512, %[[THREADS]]
+// GPU: %[[ROW_GRID:[^ ]+]] = arith.ceildivui %[[ROWS:[^ ]+]], %[[PER_BLOCK]]
+// GPU: %[[LONG:[^ ]+]] = arith.cmpi ugt, %[[ROW]], %c4096
+// GPU: %[[FEW:[^ ]+]] = arith.cmpi ult, %[[ROWS]], %c264
+// GPU: arith.divui %[[ROW]], %c32768
+// GPU: %[[VECTORS:[^ ]+]] = arith.muli %{{[^ ]+}}, %c4 : index
+// GPU: %[[CHUNK:[^ ]+]] = arith.maxui %[[VECTORS]], %c1 : index
+// GPU: %[[BY_CHUNK:[^ ]+]] = arith.ceildivui %[[ROW]], %[[CHUNK]] : index
+// GPU: %[[CHUNKS:[^ ]+]] = arith.maxui %[[BY_CHUNK]], %c1 : index
+// GPU: %[[CUT:[^ ]+]] = arith.cmpi ugt, %[[CHUNKS]], %c1
+// GPU: %[[WS_ROWS:[^ ]+]] = arith.select %[[CUT]], %[[ROWS]], %c0
+// GPU: %[[WS:[^ ]+]] = gpu.alloc  (%[[WS_ROWS]], %[[CHUNKS]]) : memref<?x?xf32>
+// GPU: %[[CHUNK_GRID:[^ ]+]] = arith.muli %[[ROWS]], %[[CHUNKS]]
+// GPU: %[[GRID:[^ ]+]] = arith.select %[[CUT]], %[[CHUNK_GRID]], %[[ROW_GRID]]
+// GPU: gpu.launch blocks({{.*}}) in ({{[^ ]+}} = %[[GRID]],
 // GPU-SAME: threads({{.*}}) in ({{[^ ]+}} = %c512,
 // GPU-SAME: workgroup(%[[SHARED:[^ ]+]] : memref<16xf32, #gpu.address_space<workgroup>>)
 // GPU-COUNT-4: vector.load %arg0[%{{[^ ]+}}, %{{[^ ]+}}] {alignment = 16 : i64} : memref<?x?xf32>, vector<4xf32>
@@ -35,12 +53,18 @@
 // GPU: memref.load %[[SHARED]]
 // GPU: gpu.shuffle  xor
 // GPU-NOT: memref.load %arg1
+// GPU: memref.store %{{[^ ]+}}, %[[WS]]
 // GPU: memref.store %{{[^ ]+}}, %arg1
 // GPU: } {mlirfuse.schedule = "inner-reduction"}
+// GPU: scf.if
+// GPU: gpu.launch
+// GPU: scf.for %{{[^ ]+}} = %c0{{[_0-9]*}} to %[[CHUNKS]]
+// GPU: memref.load %[[WS]]
+// GPU: } {mlirfuse.schedule = "inner-reduction-finish"}
+// GPU: gpu.dealloc %[[WS]]
 
-// One kernel, with 16 floats of shared memory (one slot per warp):
+// The reduction kernel, with 16 floats of shared memory (one slot per warp), then the finish:
 // PTX: .visible .entry mlirfuse_entry_kernel_{{[0-9]+}}(
-// PTX-NOT: .entry
 // PTX: .maxntid 512, 1, 1
 // PTX: .shared .align 4 .b8 __wg_{{[a-z_0-9]+}}[64];
 // PTX: ld.global.v4.{{[bf]}}32
