@@ -33,7 +33,7 @@ TO_LINALG = ("builtin.module(fusion-to-linalg{target=cpu}, arith-expand{include-
              "func.func(linalg-fuse-elementwise-ops), canonicalize, cse, "
              "math-expand-constant-powers, linalg-recompute-producers, func.func(linalg-fuse-elementwise-ops), "
              "canonicalize, cse, "
-             "linalg-merge-siblings)")
+             "linalg-merge-siblings, linalg-reciprocal-divisors)")
 INLINE = "builtin.module(inline, symbol-dce, canonicalize, cse)"
 BUFFERIZE = ("builtin.module(output-views-in-place, resolve-shaped-type-result-dims, canonicalize, "
              "linalg-unshare-inits, eliminate-empty-tensors, "

@@ -46,7 +46,7 @@ TO_LINALG = ("builtin.module(fusion-to-linalg{target=gpu}, canonicalize, "
              "func.func(linalg-fuse-elementwise-ops), canonicalize, cse, "
              "math-expand-constant-powers, linalg-recompute-producers, func.func(linalg-fuse-elementwise-ops), "
              "canonicalize, cse, "
-             "linalg-merge-siblings)")
+             "linalg-merge-siblings, linalg-reciprocal-divisors)")
 TO_LOOPS = "builtin.module(func.func(convert-linalg-to-parallel-loops))"  # no canonicalize: it folds unit loops
 # Fills and copies as generics: the schedules then take them too.
 GENERALIZE = "builtin.module(func.func(linalg-generalize-named-ops))"

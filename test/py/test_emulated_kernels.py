@@ -192,6 +192,17 @@ def test_inner_reduction_of_empty_rows() -> None:
     assert schedules(c)[:2] == ["inner reduction", "inner reduction"]
 
 
+def test_bfloat16_softmax_divides_by_a_reciprocal() -> None:
+    """linalg-reciprocal-divisors on the GPU path: one reciprocal per row instead of a
+    division per element, each quotient within one ulp of the correctly rounded one."""
+    from test_ops import _softmax, check_row_quotients
+
+    x = randn(16, 300, dtype=ml_dtypes.bfloat16)
+    compiled, got, _ = on_emulated_gpu(_softmax, x)
+    check_row_quotients(got[0], x)
+    assert compiled.ptx.count("div.rn.f32") <= 2  # the persistent and the looping variant's reciprocal
+
+
 def _layer_norm(x, w, b):
     d = x - x.mean(-1, keepdim=True)
     return d * ops.rsqrt((d * d).mean(-1, keepdim=True) + 1e-5) * w + b

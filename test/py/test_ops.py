@@ -221,6 +221,7 @@ def test_sibling_column_reductions_merged(dtype) -> None:
     for k, (a, w) in enumerate(zip(got, want)):
         assert_close(a, w.astype(dtype), f"output {k}", reduction_size=35)
 
+
 POWER_SPECIALS = [0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.0, math.inf, -math.inf, math.nan, 1e-30, 7e12]
 
 
@@ -265,3 +266,31 @@ def test_constant_powers(dtype, exponent) -> None:
     linalg = f.compile(x).stages["linalg"]
     assert ("math.powf" in linalg) == (exponent not in (0, 1, 2, 3, 4, -1))
 
+
+def _softmax(t):
+    e = ops.exp(t - t.max(-1, keepdim=True))
+    return e / e.sum(-1, keepdim=True)
+
+
+def check_row_quotients(got, x: np.ndarray) -> None:
+    """`_softmax(x)` in a 16-bit type against the reference evaluator (numpy, every op rounded
+    as the program says, the quotients correctly rounded): within one ulp everywhere, equal
+    nearly everywhere (a reciprocal and a product instead of a division)."""
+    f = mlirfuse.jit(_softmax)
+    want = mlirfuse.reference.evaluate(f.fusion_ir(x), [x])[0]
+    ulp = np.abs(np.spacing(want)).astype(np.float64)
+    got = np.asarray(got).astype(np.float64)
+    assert np.all(np.abs(got - want.astype(np.float64)) <= ulp * 1.01)
+    assert np.mean(got == want.astype(np.float64)) > 0.99
+
+
+def test_division_by_a_row_value_rounded_to_16_bits() -> None:
+    """Softmax's `e / e.sum(-1)` in float16 multiplies by the sum's reciprocal
+    (linalg-reciprocal-divisors; bfloat16 on the GPU backend, see test_emulated_kernels);
+    float32 keeps the division."""
+    x = (RNG.standard_normal((64, 300)) * 3).astype(np.float16)
+    f = mlirfuse.jit(_softmax)
+    check_row_quotients(f(x), x)
+    last = f.compile(x).stages["linalg"].split("linalg.generic")[-1]
+    assert "arith.divf %cst" in last and "arith.mulf" in last
+    assert "arith.divf %in" in mlirfuse.jit(_softmax).compile(x.astype(np.float32)).stages["linalg"]
