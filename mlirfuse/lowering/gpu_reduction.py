@@ -231,7 +231,7 @@ def emit_inner_reduction(m: InnerReductionMatch, params: S.InnerReductionParams)
                          list(body.arguments)[12:], body.arguments[0], body.arguments[3], chunks).emit(vector_ok)
     if chunks is not None:
         with ir.InsertionPoint(g.op), g.op.location:
-            _finish_chunks(m, views, rows, arith.andi(nonempty, cut), *chunks)
+            _finish_chunks(m, views, rows, arith.andi(nonempty, cut), splits, workspaces)
     g.op.erase()
     return guard.operation
 
@@ -254,10 +254,10 @@ def _chunks(rows: ir.Value, row_len: ir.Value, params: S.InnerReductionParams) -
 
 
 def _finish_chunks(m: InnerReductionMatch, views: dict, rows: ir.Value, when: ir.Value, splits: ir.Value,
-                   chunk: ir.Value, workspaces: list[ir.Value]) -> None:
-    """Thread r: out[r] = combine(out[r], partial[r, 0], partial[r, 1], ...) in chunk order
-    (out[r]: the initial value where a fill was folded in); then the workspaces are freed."""
-    del chunk
+                   workspaces: list[ir.Value]) -> None:
+    """Where `when`: thread r sets out[r] = combine(out[r], partial[r, 0], partial[r, 1], ...)
+    in chunk order (out[r]: the initial value where a fill was folded in). Then the
+    workspaces are freed."""
     g = m.generic
     grid = arith.ceildivui(rows, index_const(FINISH_BLOCK))
     body, _ = guarded_launch(g, "inner-reduction-finish", when, grid, index_const(FINISH_BLOCK))
