@@ -17,6 +17,13 @@ from mlirfuse.errors import FusionError
 from mlirfuse.frontend.graph import InputSpec
 
 
+# Every loaded executable, by (host module key, device), for the life of the process: GpuKernels
+# of the same fusion share one (a function jitted again does not load its module again), and no
+# module is unloaded while kernels launched from it may still run (launches are asynchronous).
+_LOADED: dict[tuple[str, int], Any] = {}
+_LOADED_LOCK = threading.Lock()
+
+
 class GpuKernel:
     def __init__(self, fusion_ir: str, specs: Sequence[InputSpec], arch: str,
                  binary_format: str | None = None, keep_stages: bool = False):
@@ -26,6 +33,7 @@ class GpuKernel:
         self.arch = arch
         self.scalar = [s.scalar for s in specs]
         key = cache.make_key("gpu", fusion_ir, repr(tuple(specs)), arch, str(binary_format), str(toolchain.find()))
+        self._key = key
         cached = None if keep_stages else cache.load(key)
         if cached is not None:
             self.module: Any = gpu_runtime.CachedGpuModule(cached.decode())
@@ -41,8 +49,6 @@ class GpuKernel:
         # The host module linked into a shared library: a warm start dlopens it (no LLVM JIT).
         self._library_key = cache.make_key("gpu-host-library-v2", key)
         self._host_library = None if keep_stages else cache.load(self._library_key)
-        self._executables: dict[int, Any] = {}
-        self._allocators: dict[int, Any] = {}
         self._lock = threading.Lock()
 
     @property
@@ -50,10 +56,11 @@ class GpuKernel:
         return self.module.ptx
 
     def executable(self, device: int) -> Any:
-        with self._lock:
-            exe = self._executables.get(device)
+        """The loaded executable of `device` (shared by every GpuKernel of this fusion)."""
+        with _LOADED_LOCK:
+            exe = _LOADED.get((self._key, device))
             if exe is None:
-                exe = self._executables[device] = self._load_executable(device)
+                exe = _LOADED[(self._key, device)] = self._load_executable(device)
             return exe
 
     def _load_executable(self, device: int) -> Any:
@@ -79,10 +86,9 @@ class GpuKernel:
         from mlirfuse.lowering.gpu_runtime import torch_allocator
 
         exe = self.executable(device)
-        with self._lock:
-            if device not in self._allocators:
-                self._allocators[device] = torch_allocator(torch, device)
-                exe.set_allocator(*self._allocators[device])
+        with exe.lock:
+            if exe.allocator_kind != "torch":
+                exe.set_allocator(*torch_allocator(torch, device), kind="torch")
         return exe
 
     def launch_torch(self, values: Sequence[Any], outputs: Sequence[Any], device: int) -> None:
@@ -117,9 +123,8 @@ class GpuKernel:
             raise FusionError("backend='gpu' needs an NVIDIA GPU and driver; none was found "
                               "(compile(..., backend='gpu') still produces PTX)")
         exe = self.executable(0)
-        exe.set_allocator(RUNTIME_ALLOC, RUNTIME_FREE)
-        with self._lock:
-            self._allocators.pop(0, None)  # a later torch call sets torch's allocator again
+        with exe.lock:
+            exe.set_allocator(RUNTIME_ALLOC, RUNTIME_FREE)  # a later torch call sets torch's again
         staging = HostStaging(0)
         try:
             call_args: list[Any] = []

@@ -184,9 +184,13 @@ class DeviceExecutable:
             raise FusionError(f"GPU backend: global mlirfuse_{name} missing")
         return address.value
 
-    def set_allocator(self, alloc: Any, free: Any) -> None:
+    def set_allocator(self, alloc: Any, free: Any, kind: str = "runtime") -> None:
+        """Scratch memory from `alloc`/`free` (ctypes callbacks, kept alive here) from now on;
+        `kind` names them ("torch": torch's caching allocator)."""
         self._alloc.value = ctypes.cast(alloc, ctypes.c_void_p).value
         self._free.value = ctypes.cast(free, ctypes.c_void_p).value
+        self._allocator = (alloc, free)
+        self.allocator_kind = kind
 
     def launch(self, stream: int, args: Sequence[Any]) -> None:
         """Run on `stream`. args: (device pointer, sizes, element strides) per buffer, or a

@@ -190,3 +190,31 @@ def test_torch_launcher_sizes_its_arena_after_the_first_call(stub) -> None:
                 assert len(host.allocs) == 2 and launcher._scratch >= sum(host.allocs)
             else:  # one arena, sized by the first call, holds them
                 assert host.allocs == [] and allocations == [(4096,), (4096,), (launcher._scratch,)]
+
+
+def test_executables_are_loaded_once_per_fusion_and_device(monkeypatch) -> None:
+    """GpuKernels of one fusion (the same function jitted twice) share one loaded executable
+    per device, kept for the process: no second load, no unload while launches may run."""
+    from mlirfuse import gpu_kernel
+
+    loads = []
+
+    class Loaded:
+        lock = __import__("threading").Lock()
+
+    def load(self, device):
+        loads.append(device)
+        return Loaded()
+
+    monkeypatch.setattr(gpu_kernel.GpuKernel, "_load_executable", load)
+    monkeypatch.setattr(gpu_kernel, "_LOADED", {})
+    x = np.ones((4, 8), np.float32)
+    fn = lambda t: ops.exp(t) * 3.0  # noqa: E731
+    first = mlirfuse.jit(fn).compile(x, backend="gpu", arch="sm_90").kernel
+    second = mlirfuse.jit(fn).compile(x, backend="gpu", arch="sm_90").kernel
+    other = mlirfuse.jit(lambda t: t * 2.0).compile(x, backend="gpu", arch="sm_90").kernel
+    assert first.executable(0) is second.executable(0) and loads == [0]
+    assert first.executable(1) is not first.executable(0) and loads == [0, 1]
+    assert other.executable(0) is not first.executable(0) and loads == [0, 1, 0]
+    del first
+    assert second.executable(0) is not None and loads == [0, 1, 0]
