@@ -8,6 +8,7 @@ A whole fusion (`CompiledFusion`) and each fusion group of a graph with library 
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, Sequence
 
 import numpy as np
@@ -32,16 +33,19 @@ class GpuKernel:
         self.fusion_ir = fusion_ir
         self.arch = arch
         self.scalar = [s.scalar for s in specs]
+        start = time.perf_counter()
         key = cache.make_key("gpu", fusion_ir, repr(tuple(specs)), arch, str(binary_format), str(toolchain.find()))
         self._key = key
         cached = None if keep_stages else cache.load(key)
         if cached is not None:
             self.module: Any = gpu_runtime.CachedGpuModule(cached.decode())
+            self._time("host module from the disk cache", start)
         else:
             from mlirfuse.lowering.gpu import compile_gpu  # the compiler: only on a cache miss
 
             self.module = compile_gpu(fusion_ir, specs, arch, binary_format, keep_stages)
             cache.store(key, self.module.host_llvm.encode())
+            self._time("compiled (lowering, LLVM, ptxas)", start)
         self.n_launches = self.module.n_kernels
         self.stages = self.module.stages
         self.compile_seconds = self.module.compile_seconds
@@ -63,20 +67,30 @@ class GpuKernel:
                 exe = _LOADED[(self._key, device)] = self._load_executable(device)
             return exe
 
+    def _time(self, what: str, start: float) -> None:
+        dump.emit("compile_time", f"{what}: {time.perf_counter() - start:.3f} s", dump.key_of(self.fusion_ir))
+
     def _load_executable(self, device: int) -> Any:
         from mlirfuse.lowering.gpu_runtime import DeviceExecutable
 
+        start = time.perf_counter()
         if self._host_library is not None:
             try:
-                return DeviceExecutable(self._host_llvm, device, shared_library=self._host_library)
+                exe = DeviceExecutable(self._host_llvm, device, shared_library=self._host_library)
+                self._time(f"device {device}: linked host library loaded, GPU binary loaded", start)
+                return exe
             except (OSError, AttributeError, FusionError):
                 self._host_library = None  # e.g. linked on another system: JIT it instead
         exe = DeviceExecutable(self._host_llvm, device)
+        self._time(f"device {device}: host module JIT-compiled, GPU binary loaded", start)
         if cache.cache_dir() is not None:
+            start = time.perf_counter()
             library = exe.link_shared_library()
             if library is not None:
                 cache.store(self._library_key, library)
                 self._host_library = library
+            self._time("host module linked into a shared library for warm starts"
+                       + ("" if library is not None else " (no C compiler driver: not linked)"), start)
         return exe
 
     def torch_executable(self, device: int) -> Any:

@@ -384,11 +384,12 @@ def test_set_options_rejects_unknown_knobs() -> None:
 # -- dumps ----------------------------------------------------------------------------------
 CPU_DUMPS = ["fusion_ir", "fusion_ir_presched", "segmented_fusion", "segmenter_logging", "scheduled_ir", "linalg",
              "python_definition", "pipeline", "kernel_args", "eff_bandwidth"]
-GPU_DUMPS = ["gpu", "ptx", "launch_params"]
+GPU_DUMPS = ["gpu", "ptx", "launch_params", "compile_time"]
 MARKERS = {"fusion_ir": "func.func @fusion", "fusion_ir_presched": "fusion.group", "segmented_fusion":
            "fusion.segments", "segmenter_logging": "", "scheduled_ir": "linalg.generic", "linalg": "linalg.generic",
            "python_definition": "FusionDefinition()", "pipeline": "mlirfuse-opt", "kernel_args": "input 0: float32",
-           "eff_bandwidth": "GB/s", "gpu": "gpu.launch", "ptx": ".entry", "launch_params": "blockDim"}
+           "eff_bandwidth": "GB/s", "gpu": "gpu.launch", "ptx": ".entry", "launch_params": "blockDim",
+           "compile_time": "compiled (lowering, LLVM, ptxas): "}
 
 
 def dumped(fn, args, backend: str = "cpu") -> None:
