@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import mlirfuse
-from mlirfuse import ops
+from mlirfuse import gpu_kernel, ops
 from mlirfuse.dialects import optable
 from mlirfuse.workloads import WORKLOADS
 from test_ops import ALL, ELEMENTWISE_CASES, FLOATS, INTS, POWER_SPECIALS, sample
@@ -253,12 +253,18 @@ def test_warm_start_loads_the_linked_host_library(tmp_path, monkeypatch) -> None
     cold = mlirfuse.jit(fn)
     torch.testing.assert_close(cold(x, y), torch.tanh(x) * y + 1.0)
     assert next(iter(cold._cache.values()))[0].executable(0).engine is not None
-    del cold  # the JIT-ed module goes: the library must load its own GPU binary
+    del cold
     gc.collect()
+    # A new process's view: nothing loaded yet (in this process the JIT-ed executable would be
+    # reused, and it stays loaded), so the library must load its own GPU binary.
+    monkeypatch.setattr(gpu_kernel, "_LOADED", {})
     warm = mlirfuse.jit(fn)
     torch.testing.assert_close(warm(x, y), torch.tanh(x) * y + 1.0)
     exe = next(iter(warm._cache.values()))[0].executable(0)
     assert exe.engine is None and exe.shared_library is not None
+    again = mlirfuse.jit(fn)  # the same fusion jitted again in this process: the loaded executable
+    torch.testing.assert_close(again(x, y), torch.tanh(x) * y + 1.0)
+    assert next(iter(again._cache.values()))[0].executable(0) is exe
 
 
 def test_transformer_block_groups_around_two_linears_on_gpu() -> None:
