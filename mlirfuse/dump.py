@@ -28,7 +28,7 @@ DUMPS = {
     "launch_params": "block/grid of every launch (GPU backend)",
     "kernel_args": "every call's arguments: shapes, strides, dtypes",
     "eff_bandwidth": "bytes moved / kernel time per call (CPU backend; GPU: torch tensors, timed with events)",
-    "compile_time": "GPU backend: seconds to compile (or load from the disk cache), to load the host module, to link it",
+    "compile_time": "GPU backend: seconds to compile (or take from the disk cache), load and link a fusion",
     "python_definition": "an equivalent FusionDefinition script",
     "pipeline": "the mlirfuse-opt command replaying each stage",
     "fx_graph": "torch.compile backend: each aten FX graph it is given",

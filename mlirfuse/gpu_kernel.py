@@ -53,7 +53,6 @@ class GpuKernel:
         # The host module linked into a shared library: a warm start dlopens it (no LLVM JIT).
         self._library_key = cache.make_key("gpu-host-library-v2", key)
         self._host_library = None if keep_stages else cache.load(self._library_key)
-        self._lock = threading.Lock()
 
     @property
     def ptx(self) -> str:

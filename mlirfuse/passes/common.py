@@ -20,6 +20,11 @@ def walk_ops(op: ir.Operation) -> list[ir.Operation]:
     return found
 
 
+def users(value: ir.Value) -> list[ir.Operation]:
+    """The operations using `value` (one per use)."""
+    return [u.owner.operation if isinstance(u.owner, ir.OpView) else u.owner for u in value.uses]
+
+
 def body_ops(func: ir.Operation) -> list[ir.Operation]:
     return [op.operation for op in func.regions[0].blocks[0].operations]
 
@@ -43,8 +48,8 @@ def erase_if_dead(func: ir.Operation, ops: list[ir.Operation]) -> None:
         op = work.pop()
         if op in dead or not is_fusion_op(op):
             continue
-        users = [u.owner.operation if isinstance(u.owner, ir.OpView) else u.owner for r in op.results for u in r.uses]
-        if all(u in dead for u in users):
+        op_users = [u for r in op.results for u in users(r)]
+        if all(u in dead for u in op_users):
             dead.add(op)
             work.extend(v.owner.operation if isinstance(v.owner, ir.OpView) else v.owner for v in op.operands
                         if isinstance(v.owner, (ir.OpView, ir.Operation)))

@@ -18,7 +18,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import linalg
 
-from mlirfuse.passes.common import body_ops, functions
+from mlirfuse.passes.common import body_ops, functions, users
 
 NAME = "linalg-merge-siblings"
 OPTIONS: dict = {}
@@ -53,10 +53,6 @@ def _shared_domain(a: ir.Operation, b: ir.Operation) -> bool:
     return False
 
 
-def _users(value: ir.Value) -> list[ir.Operation]:
-    return [u.owner.operation if isinstance(u.owner, ir.OpView) else u.owner for u in value.uses]
-
-
 def _top(op: ir.Operation, position: dict) -> int:
     while op not in position:
         op = op.parent.operation
@@ -73,7 +69,7 @@ def _mergeable(a: ir.Operation, b: ir.Operation, position: dict) -> bool:
     results = set(a.results)
     if any(v in results for v in b.operands):
         return False
-    return all(_top(u, position) > position[b] for r in a.results for u in _users(r))
+    return all(_top(u, position) > position[b] for r in a.results for u in users(r))
 
 
 def _merge(a: ir.Operation, b: ir.Operation) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith
 
-from mlirfuse.passes.common import body_ops, functions
+from mlirfuse.passes.common import body_ops, functions, users
 
 NAME = "linalg-reciprocal-divisors"
 OPTIONS: dict = {}
@@ -57,8 +57,8 @@ def _is_invariant(value: ir.Value, block: ir.Block, invariant_args: set[int], se
 
 
 def _rounded_to_16_bits(value: ir.Value) -> bool:
-    users = [u.owner.operation if isinstance(u.owner, ir.OpView) else u.owner for u in value.uses]
-    return bool(users) and all(u.name == "arith.truncf" and str(u.results[0].type) in _NARROW for u in users)
+    found = users(value)
+    return bool(found) and all(u.name == "arith.truncf" and str(u.results[0].type) in _NARROW for u in found)
 
 
 def run(module: ir.Operation) -> None:
