@@ -60,12 +60,14 @@ def merge_kernel_modules(module: ir.Module) -> None:
     """Move every outlined kernel into the first gpu.module (renamed `<entry>_kernel_<k>`)
     and point the launches at it. Outlining makes one gpu.module per launch; each would be
     linked with libdevice, optimized and compiled (ptxas) on its own and loaded on its own at
-    run time: one module does each of these once."""
+    run time: one module does each of these once. Kernels given attributes by
+    `gpu_kernels.set_kernel_attrs` get them here."""
+    requested = gpu_kernels.requested_kernel_attrs(module.operation)
     modules = [op.operation for op in module.body.operations if op.operation.name == "gpu.module"]
     if not modules:
         return
     target = modules[0]
-    target_name = ir.StringAttr(target.attributes["sym_name"]).value
+    target_name = f"{ENTRY}_kernel"  # outlining names modules after their launches' kernel names
     target_block = target.regions[0].blocks[0]
     renamed: dict[tuple[str, str], str] = {}
     for k, m in enumerate(modules):
@@ -75,6 +77,8 @@ def merge_kernel_modules(module: ir.Module) -> None:
             if fn.name != "gpu.func":
                 continue
             old = ir.StringAttr(fn.attributes["sym_name"]).value
+            for name, value in requested.get(old, {}).items():
+                fn.attributes[name] = value
             new = f"{target_name}_{k}"
             renamed[(m_name, old)] = new
             fn.attributes["sym_name"] = ir.StringAttr.get(new)
@@ -87,6 +91,7 @@ def merge_kernel_modules(module: ir.Module) -> None:
             op.attributes["kernel"] = ir.SymbolRefAttr.get([target_name, renamed[(m_name, fn_name)]])
     for m in modules[1:]:
         m.erase()
+    target.attributes["sym_name"] = ir.StringAttr.get(target_name)
 
 
 def nvvm_pipeline(chip: str, features: str, fmt: str, toolkit: str | None) -> str:

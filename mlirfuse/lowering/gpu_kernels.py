@@ -32,6 +32,8 @@ from mlirfuse.passes.common import walk_ops
 
 log = logging.getLogger("mlirfuse.schedules")
 SCHEDULE_ATTR = "mlirfuse.schedule"
+# On the module, until kernels are outlined: kernel name -> attributes for its gpu.func.
+KERNEL_ATTRS = "mlirfuse.kernel_attrs"
 
 
 # -- a generic as data ----------------------------------------------------------------------
@@ -427,6 +429,37 @@ def guarded_launch(generic: Generic, kind: str, nonempty: ir.Value, grid: ir.Val
             gpu.TerminatorOp()
         scf.YieldOp([])
     return body, guard
+
+
+def set_kernel_attrs(launch: ir.Operation, attrs: dict[str, ir.Attribute]) -> None:
+    """Give the kernel that outlining makes of `launch` these function attributes (NVVM
+    launch bounds or a register cap, for a block size known only at run time). A launch's
+    own attributes do not reach its outlined function: the launch is given a kernel name
+    and the module a name -> attributes entry, which `gpu.merge_kernel_modules` applies."""
+    module = launch
+    while module.name != "builtin.module":
+        module = module.parent
+    table = {}
+    if KERNEL_ATTRS in module.attributes:
+        requested = ir.DictAttr(module.attributes[KERNEL_ATTRS])
+        table = {requested[i].name: requested[i].attr for i in range(len(requested))}
+    name = f"kernel_with_attrs_{len(table)}"
+    table[name] = ir.DictAttr.get(attrs)
+    module.attributes[KERNEL_ATTRS] = ir.DictAttr.get(table)
+    launch.attributes["function"] = ir.FlatSymbolRefAttr.get(name)
+
+
+def requested_kernel_attrs(module: ir.Operation) -> dict[str, dict[str, ir.Attribute]]:
+    """The module's `set_kernel_attrs` requests (kernel name -> attributes), removed from it."""
+    if KERNEL_ATTRS not in module.attributes:
+        return {}
+    requested = ir.DictAttr(module.attributes[KERNEL_ATTRS])
+    del module.attributes[KERNEL_ATTRS]
+    out = {}
+    for i in range(len(requested)):
+        attrs = ir.DictAttr(requested[i].attr)
+        out[requested[i].name] = {attrs[j].name: attrs[j].attr for j in range(len(attrs))}
+    return out
 
 
 def _prod(values: Sequence[int]) -> int:

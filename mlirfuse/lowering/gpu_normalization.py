@@ -10,7 +10,9 @@ not assumed: loop dims that index one buffer's dims, allocations sized by `memre
 another buffer, equal static sizes (`_Extents`).
 
 `threads` threads per row (a tier picked on the host from the row length), each holding
-`slots` vectors of every row-sized value of its row. Each member runs in program order:
+`slots` vectors of every row-sized value of its row; blocks of max(threads, min_block)
+threads, also chosen on the host, so the kernel carries a register cap (`.maxnreg`) that
+lets its largest block run. Each member runs in program order:
 a tile op computes its slots from its inputs' slots (loaded on first use, or computed by
 an earlier member), a reduction accumulates its slots, then `gpu.shuffle xor` butterflies
 and shared memory give every thread of the row the total, a row op computes per row.
@@ -47,6 +49,7 @@ from mlirfuse.lowering.gpu_kernels import (
     load,
     philox_linear_in,
     product,
+    set_kernel_attrs,
     share_philox,
     store,
 )
@@ -314,7 +317,7 @@ def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationPar
         if vec > 1:
             persistent = arith.andi(persistent, arith.andi(divisible(row_len, vec), aligned(
                 list(vectored), [vec * o.element_bytes for o in vectored.values()])))
-        block = index_const(params.block)
+        block = arith.maxui(threads, index_const(params.min_block))  # params.block_for, on the host
         rows_per_block = arith.divui(block, threads)
         grid = arith.ceildivui(rows, rows_per_block)
         workgroup = ir.Attribute.parse("#gpu.address_space<workgroup>")
@@ -322,6 +325,9 @@ def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationPar
                   for m in chain.reductions for o in m.generic.outputs]
         nonempty = arith.cmpi(arith.CmpIPredicate.ugt, rows, index_const(0))
         body, guard = guarded_launch(chain.members[-1].generic, "normalization", nonempty, grid, block, shared)
+        # The block size is the host's choice: the kernel must fit `params.block` threads.
+        set_kernel_attrs(body.owner, {"nvvm.maxnreg": ir.IntegerAttr.get(
+            ir.IntegerType.get_signless(32), params.max_registers)})
     with ir.InsertionPoint(body.operations[len(body.operations) - 1]), last.location:
         kernel = _NormalizationKernel(chain, params, views, live_out, row_ext, col_ext, rows, row_len,
                                       threads, rows_per_block, list(body.arguments)[12:],

@@ -1,5 +1,5 @@
 // Inner reductions beyond float32 sums. var_mean: the mean's sum, the mean, the squared
-// deviations and the variance are one normalization kernel: x loaded once (8 vectors a
+// deviations and the variance are one normalization kernel: x loaded once (4 vectors a
 // thread), the mean and variance written once per row.
 // float64 max: 2 x 64-bit vectors, each 64-bit shuffle split into two 32-bit ones, -inf as
 // the starting value.
@@ -13,7 +13,7 @@
 // VAR-PARAMS: // launches: 1
 
 // VAR: gpu.launch blocks{{.*}} workgroup(
-// VAR-COUNT-8: vector.load %arg0[%{{[^ ]+}}, %{{[^ ]+}}] {alignment = 16 : i64} : memref<?x?xf32>, vector<4xf32>
+// VAR-COUNT-4: vector.load %arg0[%{{[^ ]+}}, %{{[^ ]+}}] {alignment = 16 : i64} : memref<?x?xf32>, vector<4xf32>
 // VAR: gpu.barrier
 // VAR: memref.store %{{[^ ]+}}, %arg2[
 // VAR-NOT: vector.load
