@@ -11,6 +11,12 @@ torch.compile; host time per call (launch loop without synchronization) and comp
 (cold: empty disk cache, with `MLIRFUSE_DUMP=compile_time`'s lines in the JSON as
 `cold_parts`; warm: a fresh process loading from the disk cache). The Markdown table goes
 to stdout, the JSON (GPU kind, driver, torch version, date, rows) to --json.
+
+The workloads run one after another in this process (`--isolate`: each in its own), after
+a throwaway fusion whose time (`first_fusion_s`: imports, CUDA runtime library) is reported
+apart, so that a row's cold compile is that workload's own. Before them, the torch.compile
+twins are compiled in parallel processes (`--no-prewarm` skips it): the timed rows then load
+Inductor's on-disk caches instead of compiling one after another.
 """
 
 from __future__ import annotations
@@ -29,6 +35,11 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+# Compiles stay in-process: Inductor's pool of compile workers would otherwise start in the
+# background of the timed loops (once compiles are cache hits, a row reaches its timing while
+# the pool still imports torch) and slow torch.compile's host path.
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
 import torch  # noqa: E402
 from gpu_bench import copy_bandwidth_gbps, gelu_backward_t, gelu_bookend_t, host_us_per_call, ideal_bytes, kernel_us  # noqa: E402
@@ -192,8 +203,21 @@ def _max_err(got: Any, want: Any) -> float:
     return max(float(((g.float() - w.float()).abs() / (w.float().abs() + 1)).max()) for g, w in zip(got, want))
 
 
+def prepare_case(case: Case, quick: bool) -> None:
+    """Compile the torch.compile twin once so that its artifacts land in Inductor's on-disk
+    caches; the timed row process then loads them instead of compiling (run for all rows at
+    once, in parallel, before the serial timed rows)."""
+    shape = case.small if quick else case.shape
+    torch.manual_seed(0)
+    args = case.make(shape, case.dtype)
+    torch.compile(case.torch_fn, dynamic=False)(*args)
+    torch.cuda.synchronize()
+
+
 def run_case(case: Case, copy_gbps: float, quick: bool) -> dict:
     shape = case.small if quick else case.shape
+    phase_s: dict[str, float] = {}  # where the row's wall time goes (the suite's own cost)
+    mark = time.perf_counter()
     torch.manual_seed(0)
     args = case.make(shape, case.dtype)
     cache_dir = tempfile.mkdtemp(prefix="mlirfuse-suite-")
@@ -208,10 +232,16 @@ def run_case(case: Case, copy_gbps: float, quick: bool) -> dict:
     cold = time.perf_counter() - start
     mlirfuse.restore_options(previous)
     cold_parts = [line for f in sorted(Path(dump_dir).glob("*-compile_time.txt")) for line in f.read_text().splitlines()]
+    phase_s["mlirfuse_cold"] = time.perf_counter() - mark
+    mark = time.perf_counter()
     warm = warm_start_s(case, shape, cache_dir)
     os.environ.pop("MLIRFUSE_CACHE_DIR")
+    phase_s["warm_process"] = time.perf_counter() - mark
+    mark = time.perf_counter()
     compiled = torch.compile(case.torch_fn, dynamic=False)
     want = compiled(*args)
+    phase_s["torch_compile"] = time.perf_counter() - mark
+    mark = time.perf_counter()
     err = _max_err(out, want) if "dropout" not in case.name else float("nan")  # different RNG streams
     # Interleaved rounds, the best median of each kept: one slow round (a clock change, another
     # process) does not make a workload's ratio.
@@ -222,13 +252,64 @@ def run_case(case: Case, copy_gbps: float, quick: bool) -> dict:
         rounds["compile"].append(kernel_us(lambda: compiled(*args)))
     t_m, t_e, t_c = (min(rounds[k]) for k in ("mlirfuse", "eager", "compile"))
     host = host_us_per_call(lambda: fn(*args), n=50)
+    phase_s["timing"] = time.perf_counter() - mark
     nbytes = ideal_bytes(args, out)
     gbps = nbytes / (t_m * 1e-6) / 1e9
     return {"name": case.name, "shape": "x".join(map(str, shape)), "dtype": str(case.dtype).replace("torch.", ""),
             "mlirfuse_us": t_m, "eager_us": t_e, "compile_us": t_c, "gbps": gbps,
             "pct_copy": 100 * gbps / copy_gbps, "speedup_vs_compile": t_c / t_m, "speedup_vs_eager": t_e / t_m,
             "host_us": host, "host_minus_kernel_us": host - t_m, "cold_compile_s": cold, "warm_start_s": warm,
-            "cold_parts": cold_parts, "max_rel_err_vs_compile": err, "rounds_us": rounds}
+            "cold_parts": cold_parts, "max_rel_err_vs_compile": err, "rounds_us": rounds,
+            "phase_s": phase_s}
+
+
+def first_fusion_s() -> float:
+    """Seconds of the process's first GPU fusion (a throwaway one): the one-time start of
+    mlirfuse's compiler and runtime (imports, CUDA runtime library), which the rows' cold
+    compiles then do not include."""
+    cache_dir = tempfile.mkdtemp(prefix="mlirfuse-suite-")
+    os.environ["MLIRFUSE_CACHE_DIR"] = cache_dir
+    start = time.perf_counter()
+    mlirfuse.jit(lambda x: ops.abs(x) * 2.0)(torch.ones(4, device="cuda"))
+    torch.cuda.synchronize()
+    os.environ.pop("MLIRFUSE_CACHE_DIR")
+    return time.perf_counter() - start
+
+
+def prewarm(indices: list[int], quick: bool, jobs: int = 8) -> None:
+    """Compile every row's torch.compile twin in parallel processes (Inductor's FX-graph and
+    Triton caches are on disk): torch.compile's own compile time is not what the suite
+    measures, and serially it is most of a row's wall time."""
+    start = time.perf_counter()
+    pending = list(indices)
+    running: list[subprocess.Popen] = []
+    while pending or running:
+        while pending and len(running) < jobs:
+            argv = [sys.executable, __file__, "--row", str(pending.pop(0)), "--prepare"]
+            running.append(subprocess.Popen(argv + (["--quick"] if quick else []), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        running[0].wait()  # a failure here shows again, with its message, in the timed row
+        running.pop(0)
+    print(f"(torch.compile twins prewarmed in {time.perf_counter() - start:.0f} s)\n", flush=True)
+
+
+def run_isolated(index: int, copy_gbps: float, quick: bool) -> dict:
+    """The row in its own process: compile caches, torch.compile state and any crash stay there."""
+    argv = [sys.executable, __file__, "--row", str(index), "--copy-gbps", str(copy_gbps)]
+    out = subprocess.run(argv + (["--quick"] if quick else []), capture_output=True, text=True)
+    try:
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        reason = (out.stderr.strip().splitlines() or [f"exit {out.returncode}"])[-1]
+        return {"name": CASES[index].name, "shape": "x".join(map(str, CASES[index].shape)), "error": reason}
+
+
+def run_in_process(case: Case, copy_gbps: float, quick: bool) -> dict:
+    try:
+        return run_case(case, copy_gbps, quick)
+    except Exception as e:  # noqa: BLE001 - the row records the failure, the suite goes on
+        return {"name": case.name, "shape": "x".join(map(str, case.shape)), "error": f"{type(e).__name__}: {e}"}
+    finally:
+        torch.cuda.empty_cache()
 
 
 def main() -> int:
@@ -239,7 +320,15 @@ def main() -> int:
                         "contains one of these comma-separated strings")
     parser.add_argument("--row", type=int, help=argparse.SUPPRESS)  # one case, its row as JSON on stdout
     parser.add_argument("--copy-gbps", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--prepare", action="store_true", help=argparse.SUPPRESS)  # with --row: prewarm only
+    parser.add_argument("--isolate", action="store_true",
+                        help="each workload in its own process (slower; a crash stays with its row)")
+    parser.add_argument("--no-prewarm", action="store_true",
+                        help="do not compile the torch.compile twins in parallel before the timed rows")
     opts = parser.parse_args()
+    if opts.row is not None and opts.prepare:
+        prepare_case(CASES[opts.row], opts.quick)
+        return 0
     if opts.row is not None:
         print(json.dumps(run_case(CASES[opts.row], opts.copy_gbps, opts.quick)))
         return 0
@@ -248,8 +337,6 @@ def main() -> int:
                             capture_output=True, text=True).stdout.strip()
     copy_gbps = copy_bandwidth_gbps()
     print(f"GPU: {gpu}; driver {driver}; torch {torch.__version__}; copy bandwidth {copy_gbps:.0f} GB/s\n")
-    print("| workload | shape | dtype | mlirfuse us | eager us | compile us | GB/s | % copy BW | vs compile "
-          "| vs eager | host us/call | cold s | warm s |\n" + "|---" * 13 + "|")
     rows: list[dict] = []
 
     def write_json(rows: list[dict]) -> None:  # after every row: an interrupted run keeps what it measured
@@ -257,25 +344,27 @@ def main() -> int:
             Path(opts.json).parent.mkdir(parents=True, exist_ok=True)
             Path(opts.json).write_text(json.dumps({"gpu": gpu, "driver": driver, "torch": torch.__version__,
                                                    "date": time.strftime("%Y-%m-%d"), "copy_gbps": copy_gbps,
-                                                   "complete": len(rows) == n_cases, "rows": rows}, indent=2))
+                                                   "first_fusion_s": first, "complete": len(rows) == n_cases, "rows": rows}, indent=2))
 
     def wanted(case: Case) -> bool:
         label = f"{case.name} {'x'.join(map(str, case.shape))}"
         return not opts.only or any(part.strip() in label for part in opts.only.split(","))
 
     n_cases = sum(map(wanted, CASES))
+    if not opts.no_prewarm:
+        prewarm([i for i, c in enumerate(CASES) if wanted(c)], opts.quick)
+    first = None
+    if not opts.isolate:
+        first = first_fusion_s()
+        print(f"(the process's first GPU fusion, one-time start of the compiler and runtime: {first:.2f} s; "
+              "the cold column is each workload's own compile after it)\n", flush=True)
+    print("| workload | shape | dtype | mlirfuse us | eager us | compile us | GB/s | % copy BW | vs compile "
+          "| vs eager | host us/call | cold s | warm s |\n" + "|---" * 13 + "|")
     for index, case in enumerate(CASES):
         if not wanted(case):
             continue
-        # Each workload in its own process: compile caches, torch.compile state and any crash
-        # stay with it.
-        argv = [sys.executable, __file__, "--row", str(index), "--copy-gbps", str(copy_gbps)]
-        out = subprocess.run(argv + (["--quick"] if opts.quick else []), capture_output=True, text=True)
-        try:
-            r = json.loads(out.stdout.strip().splitlines()[-1])
-        except (IndexError, json.JSONDecodeError):
-            reason = (out.stderr.strip().splitlines() or [f"exit {out.returncode}"])[-1]
-            r = {"name": case.name, "shape": "x".join(map(str, case.shape)), "error": reason}
+        r = run_isolated(index, copy_gbps, opts.quick) if opts.isolate else run_in_process(case, copy_gbps, opts.quick)
+        if "error" in r:
             print(f"| {case.name} | {r['shape']} | | failed: {r['error'][:120]} |")
             rows.append(r)
             write_json(rows)
