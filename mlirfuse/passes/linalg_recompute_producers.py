@@ -51,7 +51,10 @@ def _generic_inputs(value: ir.Value) -> list[tuple[ir.Operation, int]]:
 
 def run(module: ir.Operation, max_ops: int = 4) -> None:
     for func in functions(module):
-        for op in body_ops(func):
+        # Last producer first: cloning a producer adds uses to its own producers (RMSNorm's
+        # backward: `dy / broadcast(rstd)` read by two kernels, the broadcast by three), which
+        # must be counted when their turn comes, or they stay shared and written out.
+        for op in reversed(body_ops(func)):
             if not _cheap(op, max_ops):
                 continue
             consumers = _generic_inputs(op.results[0])

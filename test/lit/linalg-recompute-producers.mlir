@@ -1,6 +1,8 @@
 // linalg-recompute-producers: a cheap pointwise producer read by two kernels is cloned for
 // each, and elementwise fusion then recomputes it inside them (no full tensor written and
 // read back twice). Producers with math functions, reductions or a single consumer stay.
+// Chains are taken last producer first: cloning `g / broadcast(s)` for its second reader
+// gives the broadcast another reader, which it must be cloned for too (RMSNorm's backward).
 // RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(linalg-recompute-producers)' | FileCheck %s
 // RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(linalg-recompute-producers, func.func(linalg-fuse-elementwise-ops), canonicalize, cse)' | FileCheck %s --check-prefix=FUSED
 
@@ -16,6 +18,11 @@
 // FUSED: linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins(%arg0, %arg1 : tensor<?x?xf32>, tensor<?x1xf32>)
 // FUSED: linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]} ins(%arg0, %arg1 : tensor<?x?xf32>, tensor<?x1xf32>)
 // FUSED-NEXT: ^bb0
+// FUSED-NOT: linalg.generic
+// FUSED: return
+// FUSED-LABEL: func.func @chained_producers(
+// FUSED: linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins(%arg0, %arg1 : tensor<?x?xf32>, tensor<?x1xf32>)
+// FUSED: linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins(%arg0, %arg1 : tensor<?x?xf32>, tensor<?x1xf32>)
 // FUSED-NOT: linalg.generic
 // FUSED: return
 // FUSED-LABEL: func.func @kept(
@@ -43,6 +50,40 @@ func.func @broadcast_read_twice(%g: tensor<?x?xf32>, %s: tensor<?x1xf32>, %n: in
     linalg.yield %p : f32
   } -> tensor<?x?xf32>
   return %col, %prod : tensor<?xf32>, tensor<?x?xf32>
+}
+
+func.func @chained_producers(%g: tensor<?x?xf32>, %s: tensor<?x1xf32>, %n: index, %m: index) -> (tensor<?xf32>, tensor<?xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%n, %m) : tensor<?x?xf32>
+  %b = linalg.generic {indexing_maps = [#bc, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%s : tensor<?x1xf32>) outs(%e : tensor<?x?xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    linalg.yield %v : f32
+  } -> tensor<?x?xf32>
+  %q = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%g, %b : tensor<?x?xf32>, tensor<?x?xf32>) outs(%e : tensor<?x?xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %d = arith.divf %x, %y : f32
+    linalg.yield %d : f32
+  } -> tensor<?x?xf32>
+  %ec = tensor.empty(%m) : tensor<?xf32>
+  %fc = linalg.fill ins(%zero : f32) outs(%ec : tensor<?xf32>) -> tensor<?xf32>
+  %col = linalg.generic {indexing_maps = [#t, #t, #rows], iterator_types = ["parallel", "reduction"]}
+      ins(%q, %b : tensor<?x?xf32>, tensor<?x?xf32>) outs(%fc : tensor<?xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %r = arith.addf %acc, %p : f32
+    linalg.yield %r : f32
+  } -> tensor<?xf32>
+  %er = tensor.empty(%n) : tensor<?xf32>
+  %fr = linalg.fill ins(%zero : f32) outs(%er : tensor<?xf32>) -> tensor<?xf32>
+  %row = linalg.generic {indexing_maps = [#id, #rows], iterator_types = ["parallel", "reduction"]}
+      ins(%q : tensor<?x?xf32>) outs(%fr : tensor<?xf32>) {
+  ^bb0(%x: f32, %acc: f32):
+    %r = arith.addf %acc, %x : f32
+    linalg.yield %r : f32
+  } -> tensor<?xf32>
+  return %col, %row : tensor<?xf32>, tensor<?xf32>
 }
 
 // CHECK-LABEL: func.func @kept(
