@@ -439,10 +439,7 @@ def set_kernel_attrs(launch: ir.Operation, attrs: dict[str, ir.Attribute]) -> No
     module = launch
     while module.name != "builtin.module":
         module = module.parent
-    table = {}
-    if KERNEL_ATTRS in module.attributes:
-        requested = ir.DictAttr(module.attributes[KERNEL_ATTRS])
-        table = {requested[i].name: requested[i].attr for i in range(len(requested))}
+    table = _entries(module.attributes[KERNEL_ATTRS]) if KERNEL_ATTRS in module.attributes else {}
     name = f"kernel_with_attrs_{len(table)}"
     table[name] = ir.DictAttr.get(attrs)
     module.attributes[KERNEL_ATTRS] = ir.DictAttr.get(table)
@@ -453,13 +450,14 @@ def requested_kernel_attrs(module: ir.Operation) -> dict[str, dict[str, ir.Attri
     """The module's `set_kernel_attrs` requests (kernel name -> attributes), removed from it."""
     if KERNEL_ATTRS not in module.attributes:
         return {}
-    requested = ir.DictAttr(module.attributes[KERNEL_ATTRS])
+    requested = _entries(module.attributes[KERNEL_ATTRS])
     del module.attributes[KERNEL_ATTRS]
-    out = {}
-    for i in range(len(requested)):
-        attrs = ir.DictAttr(requested[i].attr)
-        out[requested[i].name] = {attrs[j].name: attrs[j].attr for j in range(len(attrs))}
-    return out
+    return {name: _entries(attrs) for name, attrs in requested.items()}
+
+
+def _entries(attr: ir.Attribute) -> dict[str, ir.Attribute]:
+    d = ir.DictAttr(attr)
+    return {d[i].name: d[i].attr for i in range(len(d))}
 
 
 def _prod(values: Sequence[int]) -> int:

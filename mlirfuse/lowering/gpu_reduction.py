@@ -267,8 +267,7 @@ def _finish_chunks(m: InnerReductionMatch, views: dict, rows: ir.Value, when: ir
         with ir.InsertionPoint(inside.then_block):
             outs = [views[id(o)] for o in g.outputs]
             index = [[r] if has_row else [] for _, has_row in outs]
-            inits = [memref.load(v, i) if m.inits.get(o.value) is None else m.inits[o.value]
-                     for o, (v, _), i in zip(g.outputs, outs, index)]
+            inits = [_initial(m, o, v, i) for o, (v, _), i in zip(g.outputs, outs, index)]
             loop = scf.ForOp(index_const(0), splits, index_const(1), inits)
             with ir.InsertionPoint(loop.body):
                 s = loop.induction_variable
@@ -279,6 +278,12 @@ def _finish_chunks(m: InnerReductionMatch, views: dict, rows: ir.Value, when: ir
             scf.YieldOp([])
     for ws in workspaces:
         memref.dealloc(ws)
+
+
+def _initial(m: InnerReductionMatch, output: Operand, view: ir.Value, index: list[ir.Value]) -> ir.Value:
+    """What an output's total combines with: its folded initial value, or its value in memory."""
+    init = m.inits.get(output.value)
+    return memref.load(view, index) if init is None else init
 
 
 class _ReductionKernel:
@@ -433,10 +438,7 @@ class _ReductionKernel:
         for o, c, total in zip(self.g.outputs, self.m.combiners, totals):
             view, has_row = self.views[id(o)]
             index = [self.row] if has_row else []
-            init = self.m.inits.get(o.value)
-            if init is None:
-                init = memref.load(view, index)
-            memref.store(combine(c, init, total), view, index)
+            memref.store(combine(c, _initial(self.m, o, view, index), total), view, index)
 
 
 def butterfly(combiners: list[ir.Operation], accs: list[ir.Value], lanes: ir.Value | None = None) -> list[ir.Value]:

@@ -20,9 +20,20 @@ def walk_ops(op: ir.Operation) -> list[ir.Operation]:
     return found
 
 
+def use_owner(use: ir.OpOperand) -> ir.Operation:
+    """The operation of a use (the bindings give an OpView or an Operation)."""
+    return use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
+
+
 def users(value: ir.Value) -> list[ir.Operation]:
     """The operations using `value` (one per use)."""
-    return [u.owner.operation if isinstance(u.owner, ir.OpView) else u.owner for u in value.uses]
+    return [use_owner(u) for u in value.uses]
+
+
+def defining_op(value: ir.Value) -> ir.Operation | None:
+    """The operation producing `value`, or None for a block argument."""
+    owner = value.owner
+    return owner.operation if isinstance(owner, (ir.Operation, ir.OpView)) else None
 
 
 def body_ops(func: ir.Operation) -> list[ir.Operation]:
@@ -51,8 +62,7 @@ def erase_if_dead(func: ir.Operation, ops: list[ir.Operation]) -> None:
         op_users = [u for r in op.results for u in users(r)]
         if all(u in dead for u in op_users):
             dead.add(op)
-            work.extend(v.owner.operation if isinstance(v.owner, ir.OpView) else v.owner for v in op.operands
-                        if isinstance(v.owner, (ir.OpView, ir.Operation)))
+            work.extend(p for p in map(defining_op, op.operands) if p is not None)
     for op in reversed(body_ops(func)):
         if op in dead:
             op.erase()

@@ -16,7 +16,7 @@ import itertools
 from mlir import ir
 from mlir.dialects import arith
 
-from mlirfuse.passes.common import functions
+from mlirfuse.passes.common import defining_op, functions
 
 Sym = tuple  # ("c", n): the static size n; ("v", k): a size known only at run time
 # Where a result dim's size comes from: ("dim", operand, d), ("index", operand), ("static", n).
@@ -273,7 +273,5 @@ def resolve_sizes(func: ir.Operation) -> list[ir.Operation]:
 
 
 def _producer(value: ir.Value) -> ir.Operation | None:
-    o = value.owner
-    if isinstance(o, ir.OpView):
-        o = o.operation
-    return o if isinstance(o, ir.Operation) and o.name.startswith("fusion.") else None
+    op = defining_op(value)
+    return op if op is not None and op.name.startswith("fusion.") else None

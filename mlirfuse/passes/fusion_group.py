@@ -21,7 +21,7 @@ import logging
 from mlir import ir
 from mlir.dialects import func
 
-from mlirfuse.passes.common import erase_if_dead, functions
+from mlirfuse.passes.common import erase_if_dead, functions, use_owner
 from mlirfuse.passes.extents import resolve_sizes, shape_of
 from mlirfuse.passes.graph import META_ONLY, OpGraph, is_fusible, short_name
 
@@ -141,7 +141,7 @@ def _outline(parent: ir.Operation, graph: OpGraph, members: list[int], name: str
     inside = set(ops)
     for r, new in zip(outputs, call.results):
         for use in list(r.uses):
-            user = use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
+            user = use_owner(use)
             if user not in inside:
                 user.replace_uses_of_with(r, new)
     for op in ops:

@@ -18,16 +18,11 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith
 
-from mlirfuse.passes.common import body_ops, functions, users
+from mlirfuse.passes.common import body_ops, defining_op, functions, users
 
 NAME = "linalg-reciprocal-divisors"
 OPTIONS: dict = {}
 _NARROW = ("bf16", "f16")
-
-
-def _owner(value: ir.Value) -> ir.Operation | None:
-    owner = value.owner
-    return owner.operation if isinstance(owner, (ir.Operation, ir.OpView)) else None
 
 
 def _innermost_invariant(generic: ir.Operation) -> set[int]:
@@ -48,7 +43,7 @@ def _is_invariant(value: ir.Value, block: ir.Block, invariant_args: set[int], se
     if isinstance(value, ir.BlockArgument):
         result = value.owner != block or value.arg_number in invariant_args
     else:
-        op = _owner(value)
+        op = defining_op(value)
         inside = op is not None and op.parent is not None and op.block == block
         result = not inside or (not op.regions and op.name.startswith(("arith.", "math."))
                                 and all(_is_invariant(v, block, invariant_args, seen) for v in op.operands))

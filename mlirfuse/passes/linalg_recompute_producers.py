@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from mlir import ir
 
-from mlirfuse.passes.common import body_ops, functions
+from mlirfuse.passes.common import body_ops, functions, use_owner
 
 NAME = "linalg-recompute-producers"
 OPTIONS = {"max-ops": (int, 4, "most arith ops in a producer's body for it to be recomputed")}
@@ -40,7 +40,7 @@ def _generic_inputs(value: ir.Value) -> list[tuple[ir.Operation, int]]:
     """(consumer, operand index) of the uses of `value` as an input of a linalg.generic."""
     found = []
     for use in value.uses:
-        user = use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
+        user = use_owner(use)
         if user.name != "linalg.generic":
             continue
         n_inputs = ir.DenseI32ArrayAttr(user.attributes["operandSegmentSizes"])[0]

@@ -17,18 +17,15 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith
 
-from mlirfuse.passes.common import functions, walk_ops
+from mlirfuse.passes.common import defining_op, functions, walk_ops
 
 NAME = "math-expand-constant-powers"
 OPTIONS: dict = {}
 
 
 def _constant_exponent(value: ir.Value) -> float | None:
-    owner = value.owner
-    if not isinstance(owner, (ir.Operation, ir.OpView)):
-        return None
-    owner = owner.operation
-    if owner.name != "arith.constant" or not isinstance(owner.attributes["value"], ir.FloatAttr):
+    owner = defining_op(value)
+    if owner is None or owner.name != "arith.constant" or not isinstance(owner.attributes["value"], ir.FloatAttr):
         return None
     return ir.FloatAttr(owner.attributes["value"]).value
 
