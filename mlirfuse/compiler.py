@@ -5,7 +5,7 @@ from __future__ import annotations
 import ctypes
 import time
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -353,54 +353,82 @@ def _contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
+def _torch_allocator(torch: Any, device: int) -> Callable[[tuple, tuple, Any], Any]:
+    """`(sizes, strides, dtype) -> tensor` on CUDA device `device`, from torch's caching
+    allocator. Where the device is the only one (so always the current one), torch's own
+    fast path for generated code (`_empty_strided_cuda`, what Inductor's wrappers call:
+    no dispatcher, no option parsing) instead of `torch.empty_strided`."""
+    fast = getattr(getattr(getattr(getattr(torch, "_C", None), "_dynamo", None), "guards", None),
+                   "_empty_strided_cuda", None)
+    cuda = getattr(torch, "cuda", None)
+    if fast is not None and cuda is not None and cuda.device_count() == 1 and device == 0:
+        return fast
+    empty, where = torch.empty_strided, torch.device("cuda", device)
+    return lambda sizes, strides, dtype: empty(sizes, strides, dtype=dtype, device=where)
+
+
 class TorchLauncher:
     """One GPU fusion for fixed torch argument sizes, strides, dtypes and device: allocates the
     outputs with torch, refills argument pointers and scalar values, launches on the current
-    stream. This is the whole per-call work of a repeated call (the sizes were checked when
-    the launcher was made, and the caller keys launchers by them)."""
+    stream. `call(args)` is the whole per-call work of a repeated call (the sizes were checked
+    when the launcher was made, and the caller keys launchers by them)."""
 
     def __init__(self, torch: Any, exe: Any, bound: Any, scalar: Sequence[bool],
                  outputs: Sequence[tuple[tuple[int, ...], Any]], device: int):
-        self._empty = torch.empty_strided  # sizes and strides given: the cheapest torch allocation
+        self._alloc = _torch_allocator(torch, device)
         self._stream = torch._C._cuda_getCurrentRawStream
         self._exe = exe
         self._lock = exe.lock
         self._bound = bound  # owns the argument cells that `packed` points to
         self._packed = bound.packed
-        self._device = torch.device("cuda", device)
         self._index = device
         cells = bound.cells
         n = len(scalar)
         self._tensors = [(i, cells[i]) for i in range(n) if not scalar[i]]
         self._scalars = [(i, cells[i], bool if isinstance(cells[i], ctypes.c_int8) else type(cells[i].value))
                          for i in range(n) if scalar[i]]
-        self._outputs = [(shape, _contiguous_strides(shape), dtype, cells[n + j])
-                         for j, (shape, dtype) in enumerate(outputs)]
+        self._outputs = [(shape, _contiguous_strides(shape), dtype) for shape, dtype in outputs]
+        self._output_cells = cells[n:n + len(outputs)]
         self._bytes = torch.uint8
         # Bytes of scratch memory a call needs, known after the first call (the same sizes
-        # always need the same scratch); None before it. Without scratch a call only sets the
-        # stream and calls the entry point.
+        # always need the same scratch); None before it. A call without scratch only sets
+        # the stream and calls the entry point (`_call_without_scratch`).
         self._scratch: int | None = None
+        self.call: Callable[[Sequence[Any]], list[Any]] = self._call_with_scratch
 
     def __call__(self, args: Sequence[Any]) -> list[Any]:
-        device = self._device
-        outs = [self._empty(shape, strides, dtype=dtype, device=device) for shape, strides, dtype, _ in self._outputs]
+        return self.call(args)
+
+    def _fill(self, args: Sequence[Any], outs: list[Any]) -> None:
+        for i, cell in self._tensors:
+            cell.allocated = cell.aligned = args[i].data_ptr()
+        for i, cell, convert in self._scalars:
+            cell.value = convert(args[i])
+        for o, cell in zip(outs, self._output_cells):
+            cell.allocated = cell.aligned = o.data_ptr()
+
+    def _call_without_scratch(self, args: Sequence[Any]) -> list[Any]:
+        alloc = self._alloc
+        outs = [alloc(shape, strides, dtype) for shape, strides, dtype in self._outputs]
+        stream = self._stream(self._index)
+        with self._lock:
+            self._fill(args, outs)
+            self._exe.call_without_scratch(stream, self._packed)
+        return outs
+
+    def _call_with_scratch(self, args: Sequence[Any]) -> list[Any]:
+        alloc = self._alloc
+        outs = [alloc(shape, strides, dtype) for shape, strides, dtype in self._outputs]
         scratch = self._scratch
         # One allocation for all the call's scratch (freed on return: torch's allocator reuses
         # it only for work ordered after these kernels on this stream).
-        arena = self._empty((scratch,), (1,), dtype=self._bytes, device=device) if scratch else None
+        arena = alloc((scratch,), (1,), self._bytes) if scratch else None
         stream = self._stream(self._index)
         with self._lock:
-            for i, cell in self._tensors:
-                cell.allocated = cell.aligned = args[i].data_ptr()
-            for i, cell, convert in self._scalars:
-                cell.value = convert(args[i])
-            for o, (_, _, _, cell) in zip(outs, self._outputs):
-                cell.allocated = cell.aligned = o.data_ptr()
-            if scratch == 0:
-                self._exe.call_without_scratch(stream, self._packed)
-                return outs
+            self._fill(args, outs)
             used = self._exe.call_unlocked(stream, self._packed, arena.data_ptr() if arena is not None else 0,
                                            scratch or 0)
         self._scratch = max(used, scratch or 0)
+        if self._scratch == 0:
+            self.call = self._call_without_scratch
         return outs

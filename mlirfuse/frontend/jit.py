@@ -155,7 +155,8 @@ class JitFunction:
             if hot is not None:
                 self._hits += 1
                 launcher, structure = hot
-                return launcher(args)[0] if structure is None else _unflatten(structure, iter(launcher(args)))
+                outputs = launcher.call(args)
+                return outputs[0] if structure is None else _unflatten(structure, iter(outputs))
         infos = classify_all(args)
         where, _ = placement(infos)
         backend = "gpu" if where == "device" else (self.backend or "cpu")

@@ -218,3 +218,31 @@ def test_executables_are_loaded_once_per_fusion_and_device(monkeypatch) -> None:
     assert other.executable(0) is not first.executable(0) and loads == [0, 1, 0]
     del first
     assert second.executable(0) is not None and loads == [0, 1, 0]
+
+
+def test_outputs_come_from_torchs_fast_allocation_path_on_a_single_device() -> None:
+    """torch's allocation entry for generated code (no dispatcher) serves the only device;
+    with several devices (the current one may differ) `torch.empty_strided` with the device."""
+    from types import SimpleNamespace
+
+    from mlirfuse.compiler import _torch_allocator
+
+    made = []
+
+    def fast(sizes, strides, dtype):
+        return ("fast", sizes, strides, dtype)
+
+    def empty_strided(sizes, strides, dtype, device):
+        made.append(device)
+        return ("dispatcher", sizes, strides, dtype)
+
+    def fake(devices: int, with_fast: bool = True):
+        guards = SimpleNamespace(_empty_strided_cuda=fast) if with_fast else SimpleNamespace()
+        return SimpleNamespace(_C=SimpleNamespace(_dynamo=SimpleNamespace(guards=guards)),
+                               cuda=SimpleNamespace(device_count=lambda: devices),
+                               empty_strided=empty_strided, device=lambda kind, index: f"{kind}:{index}")
+
+    assert _torch_allocator(fake(1), 0)((4, 4), (4, 1), "f32") == ("fast", (4, 4), (4, 1), "f32")
+    for torch, device in ((fake(2), 1), (fake(2), 0), (fake(1, with_fast=False), 0)):
+        assert _torch_allocator(torch, device)((8,), (1,), "f32") == ("dispatcher", (8,), (1,), "f32")
+        assert made[-1] == f"cuda:{device}"
