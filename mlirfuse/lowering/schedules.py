@@ -159,7 +159,7 @@ class ColumnReductionParams:
     threads, each accumulating every `block_y`-th row of its slice (`unroll` rows in flight).
     The rows are cut into slices so that there are about `target_blocks` blocks, but no
     thread gets fewer than `min_rows_per_thread` rows; each slice's partial goes to a
-    workspace that a second launch combines in slice order (deterministic)."""
+    workspace that a second launch combines in a fixed order (deterministic)."""
 
     vector: int
     unroll: int

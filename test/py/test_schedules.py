@@ -229,7 +229,7 @@ def test_column_reduction_splits_rows_and_combines_partials_in_a_second_launch(d
     sixteen_bit = np.dtype(dtype).itemsize == 2  # accumulates in float32: then a cast back
     # the output's fill is folded into the finishing launch: no kernel of its own
     assert c.n_launches == 2 + sixteen_bit and ": column reduction: ColumnReductionParams(" in lines[0]
-    assert "partials combined in slice order" in lines[1]
+    assert "partials combined in a fixed order" in lines[1]
     assert "bar.sync" in c.ptx and c.stages["gpu"].count("gpu.alloc") == 1 + sixteen_bit  # workspace (+ f32 result)
     if np.dtype(dtype).itemsize <= 4:
         assert re.search(r"ld\.global\.v4\.[bf]32", c.ptx)

@@ -2,14 +2,15 @@
 // are cut into slices across blocks; a thread reads 4 adjacent columns of a row at once
 // (128-bit loads, w once before the row loop), `unroll` rows in flight; the block's rows of
 // threads meet in shared memory; each slice's partial goes to a workspace that a second
-// launch combines in slice order (deterministic, no atomics), starting from the sum's initial
-// value: the output's fill is folded into it (no kernel of its own, the output never read).
+// launch combines (8 threads a column, each taking every 8th slice, then in shared memory in a
+// fixed order: deterministic, no atomics), starting from the sum's initial value: the
+// output's fill is folded into it (no kernel of its own, the output never read).
 // RUN: %python %S/Inputs/gpu_stage.py %S/Inputs/column_sum.mlir launch_params | FileCheck %s --check-prefix=PARAMS
 // RUN: %python %S/Inputs/gpu_stage.py %S/Inputs/column_sum.mlir gpu | FileCheck %s --check-prefix=GPU
 // RUN: %python %S/Inputs/gpu_stage.py %S/Inputs/column_sum.mlir ptx | FileCheck %s --check-prefix=PTX
 
 // PARAMS: launch 0 gridDim=(?, 1, 1) blockDim=(256, 1, 1): column reduction: ColumnReductionParams(vector=4, unroll=4, block_x=32, block_y=8,
-// PARAMS-NEXT: launch 1 gridDim=(?, 1, 1) blockDim=(256, 1, 1): column reduction: partials combined in slice order
+// PARAMS-NEXT: launch 1 gridDim=(?, 1, 1) blockDim=(256, 1, 1): column reduction: partials combined in a fixed order (8 threads a column)
 // PARAMS-NEXT: // launches: 2
 
 // GPU-NOT: mlirfuse.schedule = "pointwise"
@@ -23,9 +24,12 @@
 // GPU: gpu.barrier
 // GPU: memref.store %{{[^ ]+}}, %[[WS]][%{{[^ ]+}}, %{{[^ ]+}}] : memref<?x?xf32>
 // GPU: } {mlirfuse.schedule = "column-reduction"}
-// GPU: gpu.launch blocks
-// GPU: scf.for {{.*}} iter_args(%{{[^ ]+}} = %[[ZERO]]) -> (f32)
+// GPU: gpu.launch blocks{{.*}} workgroup(%[[FSH:[^ ]+]] : memref<256xf32, #gpu.address_space<workgroup>>)
+// GPU: scf.for {{.*}} step %{{[^ ]+}} iter_args(%{{[^ ]+}} = %[[ZERO]]) -> (f32)
 // GPU: memref.load %[[WS]]
+// GPU: memref.store %{{[^ ]+}}, %[[FSH]]
+// GPU: gpu.barrier
+// GPU-COUNT-8: memref.load %[[FSH]]
 // GPU: } {mlirfuse.schedule = "column-reduction-finish"}
 // GPU: gpu.dealloc  %[[WS]]
 
