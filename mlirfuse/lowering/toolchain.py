@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,3 +62,24 @@ def find() -> Toolkit:
 
 def ptx_version(arch: str) -> int:
     return _PTX_FOR_ARCH.get(arch, 80)
+
+
+def ptxas_of(tk: Toolkit) -> str | None:
+    """The ptxas that gpu-module-to-binary runs: the toolkit root's, else the one found."""
+    if tk.root and (Path(tk.root) / "bin" / "ptxas").exists():
+        return str(Path(tk.root) / "bin" / "ptxas")
+    return tk.ptxas
+
+
+@functools.cache
+def ptxas_options(ptxas: str | None) -> str:
+    """Options for `ptxas` beyond the target and -O3: `--split-compile=0` (compile a module's
+    kernels on as many threads as there are CPUs; the same code) where this ptxas has it.
+    Asked once per process, on the first cold compile."""
+    if not ptxas:
+        return ""
+    try:
+        help_text = subprocess.run([ptxas, "--help"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return "--split-compile=0" if "--split-compile" in help_text else ""
