@@ -148,7 +148,7 @@ def fill_value(g: Generic) -> ir.Value | None:
 def fold_fills(ops: list[ir.Operation], generics: dict[int, Generic],
                takes_inits: Callable[[Generic], bool]) -> dict[int, dict]:
     """Fills whose buffer the next generic touching it (past host-only ops and generics that
-    neither read nor write it) is a reduction that only accumulates into it: fill position ->
+    neither read nor write it, those of normalization chains included) is a reduction that only accumulates into it: fill position ->
     (reduction position, {buffer: value}). The reduction (one `takes_inits` accepts: its
     kernel can start from given values) then starts from the value instead of reading the
     buffer, and the fill is dropped. Buffers with views (other memrefs aliasing them) are
@@ -163,8 +163,8 @@ def fold_fills(ops: list[ir.Operation], generics: dict[int, Generic],
             continue
         j = i + 1
         while j < len(ops) and (j not in generics and host_only(ops[j])
-                                or j in generics and buffer not in [o.value for o in generics[j].operands]):
-            j += 1
+                                or ops[j].name == "linalg.generic" and buffer not in list(ops[j].operands)):
+            j += 1  # past host ops, and generics (a normalization chain's too) not touching it
         if j not in generics:
             continue
         r = generics[j]

@@ -8,17 +8,23 @@ iteration domains are equal) and whose innermost result is a parallel loop: poin
 on one input (exp(x) and sin(x) * y, which elementwise fusion leaves apart), or a column
 reduction, e.g. a LayerNorm backward's weight and bias gradients, sum(g * xhat) and sum(g)
 over the rows. The merged generic reads each distinct input once and computes both bodies:
-one kernel (one pass over the input) instead of two. The later generic must not use the earlier
-one's results, and nothing between them may (the merged op takes the later one's place).
+one kernel (one pass over the input) instead of two. Column reductions also merge without a
+shared input where their domains are provably equal (`_Dims`: the extents that generics,
+tensor.empty and tensor.dim tie together), e.g. a LayerNorm backward's weight gradient
+sum(g * xhat) and the dropout input's bias gradient sum(dx): one pass over the rows, one
+kernel and one combining launch fewer. The later generic must not use the earlier one's
+results, and nothing between them may (the merged op takes the later one's place).
 Reductions along the innermost dim are left alone: normalization chains take them.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from mlir import ir
 from mlir.dialects import linalg
 
-from mlirfuse.passes.common import body_ops, functions, users
+from mlirfuse.passes.common import body_ops, defining_op, functions, users
 
 NAME = "linalg-merge-siblings"
 OPTIONS: dict = {}
@@ -53,6 +59,88 @@ def _shared_domain(a: ir.Operation, b: ir.Operation) -> bool:
     return False
 
 
+class _Dims:
+    """Union-find over tensor dims `(value, position)`, static sizes and index values: two
+    dims in one class have equal extents whenever the function runs (a generic's loop has
+    one extent, so every operand dim and result dim it indexes is equal; tensor.empty's
+    dims are its size operands, tensor.dim's result the dim it reads)."""
+
+    def __init__(self, ops: list[ir.Operation]):
+        self.parent: dict[Any, Any] = {}
+        for op in ops:
+            if op.name == "tensor.empty":
+                t = ir.RankedTensorType(op.results[0].type)
+                sizes = iter(op.operands)
+                for pos in range(t.rank):
+                    if t.is_dynamic_dim(pos):
+                        self.union(self.dim(op.results[0], pos), ("index", next(sizes)))
+            elif op.name == "tensor.dim":
+                index = defining_op(op.operands[1])
+                if index is not None and index.name == "arith.constant":
+                    pos = ir.IntegerAttr(index.attributes["value"]).value
+                    self.union(("index", op.results[0]), self.dim(op.operands[0], pos))
+            elif op.name == "linalg.generic":
+                for keys in self.loop_dims(op):
+                    for k in keys[1:]:
+                        self.union(keys[0], k)
+
+    def loop_dims(self, op: ir.Operation) -> list[list[Any]]:
+        """Per loop of a generic, the operand and result dims it indexes."""
+        n_in = _n_inputs(op)
+        maps = _maps(op)
+        values = list(op.operands) + list(op.results)
+        value_maps = maps + maps[n_in:]
+        found: list[list[Any]] = [[] for _ in range(maps[0].n_dims)]
+        for v, m in zip(values, value_maps):
+            if not isinstance(v.type, ir.RankedTensorType):
+                continue
+            for pos, e in enumerate(m.results):
+                if isinstance(e, ir.AffineDimExpr):
+                    found[e.position].append(self.dim(v, pos))
+        return found
+
+    def dim(self, value: ir.Value, pos: int) -> Any:
+        key = (value, pos)
+        if key not in self.parent:
+            self.parent[key] = key
+            t = ir.RankedTensorType(value.type)
+            if not t.is_dynamic_dim(pos):
+                self.union(key, ("static", t.shape[pos]))
+        return key
+
+    def find(self, key: Any) -> Any:
+        self.parent.setdefault(key, key)
+        while self.parent[key] != key:
+            self.parent[key] = self.parent[self.parent[key]]
+            key = self.parent[key]
+        return key
+
+    def union(self, a: Any, b: Any) -> None:
+        self.parent[self.find(a)] = self.find(b)
+
+    def same_domain(self, a: ir.Operation, b: ir.Operation) -> bool:
+        da, db = self.loop_dims(a), self.loop_dims(b)
+        return len(da) == len(db) and all(x and y and self.find(x[0]) == self.find(y[0]) for x, y in zip(da, db))
+
+
+def _column_reduction(op: ir.Operation) -> bool:
+    """Reduces loops, and no input's innermost dim is a reduced loop: the inputs are read
+    along their columns (a per-row input, innermost dim broadcast, is read once per row)."""
+    iterators = _iterators(op)
+    if "reduction" not in " ".join(iterators):
+        return False
+    columns = False
+    for m in _maps(op)[:_n_inputs(op)]:
+        if not m.results:
+            continue
+        last = m.results[-1]
+        if isinstance(last, ir.AffineDimExpr):
+            if "reduction" in iterators[last.position]:
+                return False
+            columns = True
+    return columns
+
+
 def _top(op: ir.Operation, position: dict) -> int:
     while op not in position:
         op = op.parent.operation
@@ -63,17 +151,36 @@ def _flat_body(op: ir.Operation) -> bool:
     return all(len(inner.operation.regions) == 0 for inner in op.regions[0].blocks[0].operations)
 
 
-def _mergeable(a: ir.Operation, b: ir.Operation, position: dict) -> bool:
-    if not _shared_domain(a, b) or not _flat_body(a) or not _flat_body(b):
+def _mergeable(a: ir.Operation, b: ir.Operation, position: dict, dims: _Dims) -> bool:
+    if not _flat_body(a) or not _flat_body(b):
+        return False
+    if not _shared_domain(a, b) and not (_iterators(a) == _iterators(b) and _column_reduction(a)
+                                         and _column_reduction(b) and dims.same_domain(a, b)):
         return False
     results = set(a.results)
     if any(v in results for v in b.operands):
         return False
-    return all(_top(u, position) > position[b] for r in a.results for u in users(r))
+    return all(_top(u, position) > position[b] or _movable(u, b, position) for r in a.results for u in users(r))
+
+
+def _movable(user: ir.Operation, b: ir.Operation, position: dict) -> bool:
+    """A top-level generic between a and b using a's results (a copy into a differently
+    shaped output, say) that can move after b: b does not use it and nothing before b does."""
+    return user in position and user.name == "linalg.generic" and position[user] < position[b] and \
+        _flat_body(user) and all(_top(u, position) > position[b] for r in user.results for u in users(r))
 
 
 def _merge(a: ir.Operation, b: ir.Operation) -> None:
-    """One generic at b's place computing a's and b's results."""
+    """One generic at b's place computing a's and b's results (users of a's results between
+    them moved after it)."""
+    between: list[ir.Operation] = []
+    for r in a.results:
+        for u in users(r):
+            if u.block == b.block and u.is_before_in_block(b) and u not in between:
+                between.append(u)
+    between.sort(key=lambda u: sum(1 for v in between if v.is_before_in_block(u)))
+    for u in reversed(between):
+        u.move_after(b)
     na, nb = _n_inputs(a), _n_inputs(b)
     ma, mb = _maps(a), _maps(b)
     ins: list[tuple[ir.Value, ir.AffineMap]] = []
@@ -127,8 +234,9 @@ def run(module: ir.Operation) -> None:
             ops = body_ops(func)
             position = {op: i for i, op in enumerate(ops)}
             generics = [op for op in ops if op.name == "linalg.generic"]
+            dims = _Dims(ops)
             for i, a in enumerate(generics):
-                b = next((b for b in generics[i + 1:] if _mergeable(a, b, position)), None)
+                b = next((b for b in generics[i + 1:] if _mergeable(a, b, position, dims)), None)
                 if b is not None:
                     _merge(a, b)
                     changed = True

@@ -1,6 +1,7 @@
 // linalg-merge-siblings: siblings reading one input over the same domain (pointwise work
 // elementwise fusion leaves apart; column reductions over one input's rows, e.g. LayerNorm
-// backward's weight and bias gradients) become one generic reading each input once.
+// backward's weight and bias gradients) become one generic reading each input once; column
+// reductions over domains the IR proves equal merge without a shared input.
 // RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(linalg-merge-siblings)' | FileCheck %s
 
 #xy = affine_map<(d0, d1) -> (d1, d0)>
@@ -101,4 +102,81 @@ func.func @pointwise_siblings(%x: tensor<?x?xf32>, %y: tensor<?x?xf32>, %n: inde
     linalg.yield %r : f32
   } -> tensor<?x?xf32>
   return %a, %b : tensor<?x?xf32>, tensor<?x?xf32>
+}
+
+// Column reductions without a shared input, over domains the IR proves equal: %dx is
+// computed over %g's dims (an elementwise generic ties them), so sum(g * xhat) and sum(dx)
+// (a LayerNorm backward's weight and dropout-bias gradients) become one generic at the later
+// one's place; the copy of the first result into a [1, ?] output moves after it.
+// CHECK-LABEL: func.func @equal_domains(
+// CHECK-SAME: %[[G:[a-z0-9]+]]: tensor<?x?xf32>, %[[XHAT:[a-z0-9]+]]: tensor<?x?xf32>, %[[M:[a-z0-9]+]]: tensor<?x?xf32>
+// CHECK: %[[DX:.+]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel"]
+// CHECK: %[[R:.+]]:2 = linalg.generic
+// CHECK-SAME: iterator_types = ["parallel", "reduction"]
+// CHECK-SAME: ins(%[[G]], %[[XHAT]], %[[DX]] : tensor<?x?xf32>, tensor<?x?xf32>, tensor<?x?xf32>)
+// CHECK: %[[COPY:.+]] = linalg.generic {{.*}} ins(%[[R]]#0 : tensor<?xf32>)
+// CHECK-NOT: linalg.generic
+// CHECK: return %[[COPY]], %[[DX]], %[[R]]#1
+func.func @equal_domains(%g: tensor<?x?xf32>, %xhat: tensor<?x?xf32>, %m: tensor<?x?xf32>) -> (tensor<1x?xf32>, tensor<?x?xf32>, tensor<?xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %rows = tensor.dim %g, %c0 : tensor<?x?xf32>
+  %cols = tensor.dim %g, %c1 : tensor<?x?xf32>
+  %e0 = tensor.empty(%cols) : tensor<?xf32>
+  %i0 = linalg.fill ins(%zero : f32) outs(%e0 : tensor<?xf32>) -> tensor<?xf32>
+  %dw = linalg.generic {indexing_maps = [#xy, #xy, #col], iterator_types = ["parallel", "reduction"]}
+      ins(%g, %xhat : tensor<?x?xf32>, tensor<?x?xf32>) outs(%i0 : tensor<?xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<?xf32>
+  %e1 = tensor.empty(%cols) : tensor<1x?xf32>
+  %dw2 = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d1)>, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%dw : tensor<?xf32>) outs(%e1 : tensor<1x?xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    linalg.yield %a : f32
+  } -> tensor<1x?xf32>
+  %e2 = tensor.empty(%rows, %cols) : tensor<?x?xf32>
+  %dx = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%g, %m : tensor<?x?xf32>, tensor<?x?xf32>) outs(%e2 : tensor<?x?xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %p = arith.mulf %a, %b : f32
+    linalg.yield %p : f32
+  } -> tensor<?x?xf32>
+  %e3 = tensor.empty(%cols) : tensor<?xf32>
+  %i3 = linalg.fill ins(%zero : f32) outs(%e3 : tensor<?xf32>) -> tensor<?xf32>
+  %db = linalg.generic {indexing_maps = [#xy, #col], iterator_types = ["parallel", "reduction"]}
+      ins(%dx : tensor<?x?xf32>) outs(%i3 : tensor<?xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %acc, %a : f32
+    linalg.yield %s : f32
+  } -> tensor<?xf32>
+  return %dw2, %dx, %db : tensor<1x?xf32>, tensor<?x?xf32>, tensor<?xf32>
+}
+
+// Not merged: column reductions over domains the IR does not tie (%p and %q are unrelated).
+// CHECK-LABEL: func.func @unrelated_domains(
+// CHECK-COUNT-2: linalg.generic
+// CHECK-NOT: linalg.generic
+func.func @unrelated_domains(%p: tensor<?x?xf32>, %q: tensor<?x?xf32>, %n: index) -> (tensor<?xf32>, tensor<?xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e0 = tensor.empty(%n) : tensor<?xf32>
+  %i0 = linalg.fill ins(%zero : f32) outs(%e0 : tensor<?xf32>) -> tensor<?xf32>
+  %a = linalg.generic {indexing_maps = [#xy, #col], iterator_types = ["parallel", "reduction"]}
+      ins(%p : tensor<?x?xf32>) outs(%i0 : tensor<?xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %s = arith.addf %acc, %v : f32
+    linalg.yield %s : f32
+  } -> tensor<?xf32>
+  %e1 = tensor.empty(%n) : tensor<?xf32>
+  %i1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<?xf32>) -> tensor<?xf32>
+  %b = linalg.generic {indexing_maps = [#xy, #col], iterator_types = ["parallel", "reduction"]}
+      ins(%q : tensor<?x?xf32>) outs(%i1 : tensor<?xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %s = arith.addf %acc, %v : f32
+    linalg.yield %s : f32
+  } -> tensor<?xf32>
+  return %a, %b : tensor<?xf32>, tensor<?xf32>
 }
