@@ -148,11 +148,11 @@ def fill_value(g: Generic) -> ir.Value | None:
 def fold_fills(ops: list[ir.Operation], generics: dict[int, Generic],
                takes_inits: Callable[[Generic], bool]) -> dict[int, dict]:
     """Fills whose buffer the next generic touching it (past host-only ops and generics that
-    neither read nor write it, those of normalization chains included) is a reduction that only accumulates into it: fill position ->
-    (reduction position, {buffer: value}). The reduction (one `takes_inits` accepts: its
-    kernel can start from given values) then starts from the value instead of reading the
-    buffer, and the fill is dropped. Buffers with views (other memrefs aliasing them) are
-    left alone: a generic could read the fill through one."""
+    neither read nor write it, those of normalization chains included) is a reduction that
+    only accumulates into it: fill position -> (reduction position, {buffer: value}). The
+    reduction (one `takes_inits` accepts: its kernel can start from given values) then starts
+    from the value instead of reading the buffer, and the fill is dropped. Buffers with views
+    (other memrefs aliasing them) are left alone: a generic could read the fill through one."""
     folds: dict[int, dict] = {}
     for i, g in generics.items():
         value = fill_value(g)
