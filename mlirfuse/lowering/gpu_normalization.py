@@ -55,17 +55,18 @@ from mlirfuse.lowering.gpu_kernels import (
 )
 from mlirfuse.lowering.gpu_reduction import butterfly, identity, match_inner_reduction, static_product
 from mlirfuse.lowering.linalg_builders import index_const
+from mlirfuse.passes.common import UnionFind
 
 REDUCE, TILE, ROW, COL, SCALAR = "reduce", "tile", "row", "col", "scalar"
 
 
 # -- which loop extents are equal ---------------------------------------------------------------
-class _Extents:
+class _Extents(UnionFind):
     """Union-find over buffer dims `(value, position)`, static sizes and host index values:
     two dims in one class have equal extents whenever the function runs."""
 
     def __init__(self, ops: list[ir.Operation], generics: dict[int, Generic]):
-        self.parent: dict[Any, Any] = {}
+        super().__init__()
         for op in ops:
             if op.name == "memref.alloc":
                 result = op.results[0]
@@ -103,16 +104,6 @@ class _Extents:
             if not isinstance(index, ir.Block) and index.operation.name == "arith.constant":
                 return self.dim(owner.operation.operands[0], ir.IntegerAttr(index.operation.attributes["value"]).value)
         return ("value", v)
-
-    def find(self, key: Any) -> Any:
-        self.parent.setdefault(key, key)
-        while self.parent[key] != key:
-            self.parent[key] = self.parent[self.parent[key]]
-            key = self.parent[key]
-        return key
-
-    def union(self, a: Any, b: Any) -> None:
-        self.parent[self.find(a)] = self.find(b)
 
     def loop(self, g: Generic, d: int) -> Any:
         o, pos = next((o, p) for o in g.operands if o.is_memref for p, r in enumerate(o.results) if r == d)

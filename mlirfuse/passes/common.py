@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Any, Iterator
 
 from mlir import ir
 
@@ -66,3 +66,20 @@ def erase_if_dead(func: ir.Operation, ops: list[ir.Operation]) -> None:
     for op in reversed(body_ops(func)):
         if op in dead:
             op.erase()
+
+
+class UnionFind:
+    """Disjoint sets of hashable keys (path halving; a key unseen so far is its own set)."""
+
+    def __init__(self) -> None:
+        self.parent: dict[Any, Any] = {}
+
+    def find(self, key: Any) -> Any:
+        self.parent.setdefault(key, key)
+        while self.parent[key] != key:
+            self.parent[key] = self.parent[self.parent[key]]
+            key = self.parent[key]
+        return key
+
+    def union(self, a: Any, b: Any) -> None:
+        self.parent[self.find(a)] = self.find(b)

@@ -24,7 +24,7 @@ from typing import Any
 from mlir import ir
 from mlir.dialects import linalg
 
-from mlirfuse.passes.common import body_ops, defining_op, functions, users
+from mlirfuse.passes.common import UnionFind, body_ops, defining_op, functions, users
 
 NAME = "linalg-merge-siblings"
 OPTIONS: dict = {}
@@ -59,14 +59,14 @@ def _shared_domain(a: ir.Operation, b: ir.Operation) -> bool:
     return False
 
 
-class _Dims:
+class _Dims(UnionFind):
     """Union-find over tensor dims `(value, position)`, static sizes and index values: two
     dims in one class have equal extents whenever the function runs (a generic's loop has
     one extent, so every operand dim and result dim it indexes is equal; tensor.empty's
     dims are its size operands, tensor.dim's result the dim it reads)."""
 
     def __init__(self, ops: list[ir.Operation]):
-        self.parent: dict[Any, Any] = {}
+        super().__init__()
         for op in ops:
             if op.name == "tensor.empty":
                 t = ir.RankedTensorType(op.results[0].type)
@@ -107,16 +107,6 @@ class _Dims:
             if not t.is_dynamic_dim(pos):
                 self.union(key, ("static", t.shape[pos]))
         return key
-
-    def find(self, key: Any) -> Any:
-        self.parent.setdefault(key, key)
-        while self.parent[key] != key:
-            self.parent[key] = self.parent[self.parent[key]]
-            key = self.parent[key]
-        return key
-
-    def union(self, a: Any, b: Any) -> None:
-        self.parent[self.find(a)] = self.find(b)
 
     def same_domain(self, a: ir.Operation, b: ir.Operation) -> bool:
         da, db = self.loop_dims(a), self.loop_dims(b)
