@@ -74,7 +74,7 @@ class _Dims(UnionFind):
                 for pos in range(t.rank):
                     if t.is_dynamic_dim(pos):
                         self.union(self.dim(op.results[0], pos), ("index", next(sizes)))
-            elif op.name == "tensor.dim":
+            elif op.name == "tensor.dim" and isinstance(op.operands[0].type, ir.RankedTensorType):
                 index = defining_op(op.operands[1])
                 if index is not None and index.name == "arith.constant":
                     pos = ir.IntegerAttr(index.attributes["value"]).value
