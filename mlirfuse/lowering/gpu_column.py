@@ -174,9 +174,9 @@ def _finish(m: ColumnReductionMatch, views: dict, columns: ir.Value, splits: ir.
     group = arith.divui(tx, index_const(FINISH_COLUMNS))
     c = arith.addi(arith.muli(bx, index_const(FINISH_COLUMNS)), lane)
     valid = arith.cmpi(arith.CmpIPredicate.ult, c, columns)
+    ids = [identity(comb.name, t) for comb, t in zip(m.combiners, types)]
     partial = scf.IfOp(valid, types, has_else=True)
     with ir.InsertionPoint(partial.then_block):
-        ids = [identity(comb.name, t) for comb, t in zip(m.combiners, types)]
         loop = scf.ForOp(group, splits, index_const(groups), ids)
         with ir.InsertionPoint(loop.body):
             s = loop.induction_variable
@@ -184,7 +184,7 @@ def _finish(m: ColumnReductionMatch, views: dict, columns: ir.Value, splits: ir.
                          for comb, acc, ws in zip(m.combiners, loop.inner_iter_args, workspaces)])
         scf.YieldOp(list(loop.results))
     with ir.InsertionPoint(partial.else_block):
-        scf.YieldOp([identity(comb.name, t) for comb, t in zip(m.combiners, types)])
+        scf.YieldOp(ids)
     for sh, value in zip(shared, partial.results):
         memref.store(value, sh, [tx])
     gpu.barrier()

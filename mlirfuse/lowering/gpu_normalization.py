@@ -55,13 +55,13 @@ from mlirfuse.lowering.gpu_kernels import (
 )
 from mlirfuse.lowering.gpu_reduction import butterfly, identity, match_inner_reduction, static_product
 from mlirfuse.lowering.linalg_builders import index_const
-from mlirfuse.passes.common import UnionFind
+from mlirfuse.passes.common import DimClasses
 
 REDUCE, TILE, ROW, COL, SCALAR = "reduce", "tile", "row", "col", "scalar"
 
 
 # -- which loop extents are equal ---------------------------------------------------------------
-class _Extents(UnionFind):
+class _Extents(DimClasses):
     """Union-find over buffer dims `(value, position)`, static sizes and host index values:
     two dims in one class have equal extents whenever the function runs."""
 
@@ -83,15 +83,6 @@ class _Extents(UnionFind):
                         for pos, r in enumerate(o.results) if r == d]
                 for a in dims[1:]:
                     self.union(dims[0], a)
-
-    def dim(self, value: ir.Value, pos: int) -> Any:
-        key = (value, pos)
-        if key not in self.parent:
-            self.parent[key] = key
-            t = ir.MemRefType(value.type)
-            if not t.is_dynamic_dim(pos):
-                self.union(key, ("static", t.shape[pos]))
-        return key
 
     def class_of(self, v: ir.Value) -> Any:
         """The class of a host index value (an extent)."""

@@ -83,3 +83,18 @@ class UnionFind:
 
     def union(self, a: Any, b: Any) -> None:
         self.parent[self.find(a)] = self.find(b)
+
+
+class DimClasses(UnionFind):
+    """Union-find over the dims `(value, position)` of shaped values (tensors or memrefs),
+    static sizes `("static", n)` and whatever keys a user adds: two dims in one class have
+    equal extents whenever the function runs."""
+
+    def dim(self, value: ir.Value, pos: int) -> Any:
+        key = (value, pos)
+        if key not in self.parent:
+            self.parent[key] = key
+            t = ir.ShapedType(value.type)
+            if not t.is_dynamic_dim(pos):
+                self.union(key, ("static", t.shape[pos]))
+        return key

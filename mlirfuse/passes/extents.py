@@ -16,7 +16,7 @@ import itertools
 from mlir import ir
 from mlir.dialects import arith
 
-from mlirfuse.passes.common import defining_op, functions
+from mlirfuse.passes.common import UnionFind, defining_op, functions
 
 Sym = tuple  # ("c", n): the static size n; ("v", k): a size known only at run time
 # Where a result dim's size comes from: ("dim", operand, d), ("index", operand), ("static", n).
@@ -112,11 +112,11 @@ def dim_sources(op: ir.Operation) -> list[list[Source]] | None:
     return [[("dim", k, d) for k in same] for d in range(len(out))]
 
 
-class Extents:
+class Extents(UnionFind):
     """Union-find over the extents of every tensor dim and index value of a module."""
 
     def __init__(self, module: ir.Operation, group_attr: str = "fusion.group"):
-        self.parent: dict[Sym, Sym] = {}
+        super().__init__()
         self.dims_of: dict[ir.Value, list[Sym]] = {}
         self.index_of: dict[ir.Value, Sym] = {}
         self._fresh = itertools.count()
@@ -130,14 +130,7 @@ class Extents:
             if name not in self._seen:  # a group nobody calls: its arguments are unknown
                 self._function(f, None)
 
-    # -- union-find ---------------------------------------------------------------------------
-    def find(self, s: Sym) -> Sym:
-        self.parent.setdefault(s, s)
-        while self.parent[s] != s:
-            self.parent[s] = self.parent[self.parent[s]]
-            s = self.parent[s]
-        return s
-
+    # -- union-find (UnionFind's find; static sizes stay roots) --------------------------------
     def union(self, a: Sym, b: Sym) -> None:
         ra, rb = self.find(a), self.find(b)
         if ra == rb or (ra[0] == "c" and rb[0] == "c"):

@@ -24,7 +24,7 @@ from typing import Any
 from mlir import ir
 from mlir.dialects import linalg
 
-from mlirfuse.passes.common import UnionFind, body_ops, defining_op, functions, users
+from mlirfuse.passes.common import DimClasses, body_ops, defining_op, functions, users
 
 NAME = "linalg-merge-siblings"
 OPTIONS: dict = {}
@@ -59,7 +59,7 @@ def _shared_domain(a: ir.Operation, b: ir.Operation) -> bool:
     return False
 
 
-class _Dims(UnionFind):
+class _Dims(DimClasses):
     """Union-find over tensor dims `(value, position)`, static sizes and index values: two
     dims in one class have equal extents whenever the function runs (a generic's loop has
     one extent, so every operand dim and result dim it indexes is equal; tensor.empty's
@@ -98,15 +98,6 @@ class _Dims(UnionFind):
                 if isinstance(e, ir.AffineDimExpr):
                     found[e.position].append(self.dim(v, pos))
         return found
-
-    def dim(self, value: ir.Value, pos: int) -> Any:
-        key = (value, pos)
-        if key not in self.parent:
-            self.parent[key] = key
-            t = ir.RankedTensorType(value.type)
-            if not t.is_dynamic_dim(pos):
-                self.union(key, ("static", t.shape[pos]))
-        return key
 
     def same_domain(self, a: ir.Operation, b: ir.Operation) -> bool:
         da, db = self.loop_dims(a), self.loop_dims(b)
@@ -160,15 +151,11 @@ def _movable(user: ir.Operation, b: ir.Operation, position: dict) -> bool:
         _flat_body(user) and all(_top(u, position) > position[b] for r in user.results for u in users(r))
 
 
-def _merge(a: ir.Operation, b: ir.Operation) -> None:
+def _merge(a: ir.Operation, b: ir.Operation, position: dict) -> None:
     """One generic at b's place computing a's and b's results (users of a's results between
-    them moved after it)."""
-    between: list[ir.Operation] = []
-    for r in a.results:
-        for u in users(r):
-            if u.block == b.block and u.is_before_in_block(b) and u not in between:
-                between.append(u)
-    between.sort(key=lambda u: sum(1 for v in between if v.is_before_in_block(u)))
+    them moved after it, in their order)."""
+    between = sorted({u for r in a.results for u in users(r) if u in position and position[u] < position[b]},
+                     key=position.__getitem__)
     for u in reversed(between):
         u.move_after(b)
     na, nb = _n_inputs(a), _n_inputs(b)
@@ -228,6 +215,6 @@ def run(module: ir.Operation) -> None:
             for i, a in enumerate(generics):
                 b = next((b for b in generics[i + 1:] if _mergeable(a, b, position, dims)), None)
                 if b is not None:
-                    _merge(a, b)
+                    _merge(a, b, position)
                     changed = True
                     break
