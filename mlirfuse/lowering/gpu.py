@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from mlir import ir
-from mlir.dialects import arith, gpu, linalg, memref, scf
+from mlir.dialects import arith, gpu, linalg, llvm, memref, scf
 
 from mlirfuse.dialects import fusion as fusion_dialect
 from mlirfuse.errors import FusionError
@@ -391,6 +391,28 @@ def sink_index_constants(func: ir.Operation) -> None:
                 op.replace_uses_of_with(v, copies[v])
 
 
+def high_multiplies(func: ir.Operation) -> None:
+    """Each 32-bit `arith.mului_extended` in a kernel (Philox's rounds) as `mul.lo` and
+    `mul.hi` (`llvm.nvvm.mulhi.ui`).
+
+    The upstream lowering multiplies the zero-extended operands in 64 bits; once LLVM folds a
+    `zext(trunc x)` operand into `and x, 0xffffffff` (every round after the first), NVPTX no
+    longer sees a widening multiply and emits `mul.lo.s64` plus shifts and conversions: about
+    4x the instructions of a round, in the kernel's run time and in LLVM's and ptxas' time."""
+    i32 = ir.IntegerType.get_signless(32)
+    for launch in _launches(func):
+        for op in gpu_kernels.walk_ops(launch):
+            if op.name != "arith.mului_extended" or op.operands[0].type != i32:
+                continue
+            with ir.InsertionPoint(op), op.location:
+                a, b = op.operands
+                low = arith.muli(a, b)
+                high = llvm.call_intrinsic(i32, "llvm.nvvm.mulhi.ui", [a, b], [], [])
+            op.results[0].replace_all_uses_with(low)
+            op.results[1].replace_all_uses_with(high)
+            op.erase()
+
+
 def launch_dims(func: ir.Operation) -> list[str]:
     """One line per gpu.launch: its gridDim and blockDim, `?` where a size is computed
     from the arguments' extents at run time."""
@@ -486,6 +508,7 @@ def compile_gpu(fusion_ir: str, specs: Sequence[InputSpec], arch: str = "sm_90",
         entry = _entry(module)
         loops_to_gpu(entry)
         sink_index_constants(entry)
+        high_multiplies(entry)
         if keep_stages:  # one line per launch: its schedule (or why naive), grid and block
             notes, dims = stages.get("launch_params", "").splitlines(), launch_dims(entry)
             stages["launch_params"] = "\n".join(

@@ -321,6 +321,14 @@ def _mului_extended(p, vals):
     return [kind.of(product), kind.of(product >> kind.width)]
 
 
+def _call_intrinsic(p, vals):
+    """The LLVM intrinsics kernels call: `llvm.nvvm.mulhi.ui` (high word of a 32-bit product)."""
+    name = ir.StringAttr(p.op.attributes["intrin"]).value
+    if name == "llvm.nvvm.mulhi.ui":
+        return [p.kind.of((vals[0] * vals[1]) >> p.kind.width)]
+    raise EmulationError(f"the emulator has no rule for intrinsic {name}")
+
+
 def _float_to_int(src: Kind, dst: Kind, v: Any) -> int:
     """Truncation toward zero (NaN and infinities, undefined in MLIR, give 0)."""
     f = float(v)
@@ -350,6 +358,7 @@ _ARITH: dict[str, Callable] = {
     "arith.maxsi": _binary_int(lambda k, a, b: max(k.signed(a), k.signed(b))),
     "arith.minsi": _binary_int(lambda k, a, b: min(k.signed(a), k.signed(b))),
     "arith.mului_extended": _mului_extended,
+    "llvm.call_intrinsic": _call_intrinsic,
     "arith.cmpi": _cmpi,
     "arith.cmpf": _cmpf,
     "arith.select": lambda p, vals: [vals[1] if vals[0] else vals[2]],
