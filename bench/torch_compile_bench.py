@@ -1,6 +1,6 @@
 """torch.compile(backend="mlirfuse") vs eager vs torch.compile's default backend (inductor).
 
-    python bench/torch_compile_bench.py [--small] [--iters N] [--json PATH] [--profile]
+    python bench/torch_compile_bench.py [--small] [--iters N] [--rounds R] [--json PATH] [--profile]
 
 The getting-started tutorial's measurement: iterations per second of forward + backward
 (`output.backward(grad_output)`, gradients cleared each iteration, GPU synchronized around
@@ -8,6 +8,13 @@ the timed loop) of its bias-dropout-add-LayerNorm (composite definition, F.dropo
 F.layer_norm) and its RMSNorm block, at 64x128x1024 float32 on the GPU. Prints a Markdown
 table with mlirfuse's ratios to eager and to inductor; `--json` writes the rows. Runs on
 the CPU too (where there is no GPU, or with --device cpu): use --small there.
+
+Every implementation here is bound by the host on an H100 (Python, dynamo's guards,
+AOTAutograd's wrappers, the autograd engine), whose speed drifts within a run: the
+implementations are timed in `--rounds` interleaved rounds (the order rotated each round)
+and each figure is the median round, with the spread of the rounds next to it. A last row
+times a trivial graph (`x * w` on 4x4) the same way: the per-iteration cost of
+torch.compile's machinery before any kernel runs.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -91,31 +99,64 @@ def gpu_time_per_iteration(fn: Callable[..., Any], params: list[torch.Tensor], g
     return busy / n_iters, round(len(kernels) / n_iters)
 
 
+def trivial(x, w):
+    """The trivial graph: torch.compile's own cost per training iteration."""
+    return x * w
+
+
+def _interleaved(impls: dict[str, Callable[..., Any]], params: list[torch.Tensor], grad: torch.Tensor,
+                 iters: int, rounds: int, device: str) -> dict[str, list[float]]:
+    """Iterations per second of each implementation in `rounds` rounds, the order rotated
+    each round (so that a drift of the host's speed reaches all of them alike)."""
+    labels = list(impls)
+    result: dict[str, list[float]] = {label: [] for label in labels}
+    for r in range(rounds):
+        for label in labels[r % len(labels):] + labels[:r % len(labels)]:
+            result[label].append(iterations_per_second(impls[label], params, grad, iters, device))
+    return result
+
+
+Case = tuple[str, Callable[..., Any], list[torch.Tensor], torch.Tensor]  # workload, function, parameters, grad
+
+
+def _cases(shape: tuple[int, ...], device: str) -> list[Case]:
+    cases = []
+    for name, fn in (("layernorm", composite_definition), ("rmsnorm", with_rms_norm)):
+        torch.manual_seed(0)
+        params = _parameters(name, shape, device)
+        workload = f"bias-dropout-add-{'LayerNorm' if name == 'layernorm' else 'RMSNorm'}"
+        cases.append((workload, fn, params, torch.rand(*shape, device=device)))
+    x = torch.randn(4, 4, device=device, requires_grad=True)
+    cases.append(("trivial x * w", trivial, [x, torch.randn(4, device=device, requires_grad=True)],
+                  torch.ones(4, 4, device=device)))
+    return cases
+
+
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     shape = (4, 16, 256) if args.small else (64, 128, 1024)
     iters = args.iters or (20 if args.small or device == "cpu" else 100)
     rows = []
-    for name, fn in (("layernorm", composite_definition), ("rmsnorm", with_rms_norm)):
-        torch.manual_seed(0)
-        params = _parameters(name, shape, device)
-        grad = torch.rand(*shape, device=device)
-        row: dict[str, Any] = {"workload": f"bias-dropout-add-{'LayerNorm' if name == 'layernorm' else 'RMSNorm'}",
-                               "shape": list(shape), "dtype": "float32", "device": device}
-        for label, compiled in (("eager", fn), ("inductor", torch.compile(fn)),
-                                ("mlirfuse", torch.compile(fn, backend="mlirfuse"))):
-            if label == "inductor" and args.no_inductor:
-                continue
-            if label == "mlirfuse":  # warm up and compile outside the timed loop, then count
-                iterations_per_second(compiled, params, grad, 1, device)
-                before = mlirfuse.torch_backend.stats()
-            row[label] = iterations_per_second(compiled, params, grad, iters, device)
-            if args.profile and device == "cuda":
+    for workload, fn, params, grad in _cases(shape, device):
+        row: dict[str, Any] = {"workload": workload, "shape": list(params[0].shape), "dtype": "float32",
+                               "device": device, "iters": iters, "rounds": args.rounds}
+        impls = {"eager": fn, "mlirfuse": torch.compile(fn, backend="mlirfuse")}
+        if not args.no_inductor:
+            impls["inductor"] = torch.compile(fn)
+        for compiled in impls.values():  # compile and warm up outside the timed rounds
+            iterations_per_second(compiled, params, grad, 1, device)
+        before = mlirfuse.torch_backend.stats()
+        rounds = _interleaved(impls, params, grad, iters, args.rounds, device)
+        after = mlirfuse.torch_backend.stats()
+        # graphs and compiles made during the timed rounds: expected 0
+        row["mlirfuse_compiles_in_loop"] = after["compiles"] - before["compiles"]
+        row["mlirfuse_graphs_in_loop"] = sum(after["graphs"].values()) - sum(before["graphs"].values())
+        for label, values in rounds.items():
+            row[label] = statistics.median(values)
+            row[f"{label}_rounds"] = values
+        if args.profile and device == "cuda":
+            for label, compiled in impls.items():
                 row[f"{label}_gpu_us"], row[f"{label}_kernels"] = gpu_time_per_iteration(compiled, params, grad)
-            if label == "mlirfuse":  # graphs and compiles made during the timed loop: expected 0
-                after = mlirfuse.torch_backend.stats()
-                row["mlirfuse_compiles_in_loop"] = after["compiles"] - before["compiles"]
-                row["mlirfuse_graphs_in_loop"] = sum(after["graphs"].values()) - sum(before["graphs"].values())
         row["mlirfuse/eager"] = row["mlirfuse"] / row["eager"]
         if "inductor" in row:
             row["mlirfuse/inductor"] = row["mlirfuse"] / row["inductor"]
@@ -123,16 +164,26 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
+def _spread(row: dict[str, Any], label: str) -> str:
+    values = row.get(f"{label}_rounds")
+    if label not in row:
+        return "-"
+    if not values or len(values) < 2:
+        return f"{row[label]:.1f}"
+    return f"{row[label]:.1f} ({min(values):.0f}-{max(values):.0f})"
+
+
 def markdown(rows: list[dict[str, Any]]) -> str:
     lines = ["| workload | shape | device | eager it/s | inductor it/s | mlirfuse it/s | mlirfuse/eager | "
              "mlirfuse/inductor | compiles in timed loop |", "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     profiled = [r for r in rows if "eager_gpu_us" in r]
     for r in rows:
-        inductor = f"{r['inductor']:.1f}" if "inductor" in r else "-"
         ratio = f"{r['mlirfuse/inductor']:.2f}x" if "mlirfuse/inductor" in r else "-"
-        lines.append(f"| {r['workload']} | {'x'.join(map(str, r['shape']))} | {r['device']} | {r['eager']:.1f} | "
-                     f"{inductor} | {r['mlirfuse']:.1f} | {r['mlirfuse/eager']:.2f}x | {ratio} | "
+        lines.append(f"| {r['workload']} | {'x'.join(map(str, r['shape']))} | {r['device']} | {_spread(r, 'eager')} | "
+                     f"{_spread(r, 'inductor')} | {_spread(r, 'mlirfuse')} | {r['mlirfuse/eager']:.2f}x | {ratio} | "
                      f"{r['mlirfuse_compiles_in_loop'] + r['mlirfuse_graphs_in_loop']} |")
+    lines.append("")
+    lines.append("it/s: median of the interleaved rounds (slowest-fastest round in brackets).")
     if profiled:
         lines += ["", "| workload | implementation | wall us/iter | GPU kernel us/iter | kernels/iter |",
                   "| --- | --- | ---: | ---: | ---: |"]
@@ -147,7 +198,9 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--small", action="store_true", help="4x16x256 instead of 64x128x1024 (CPU checks)")
-    parser.add_argument("--iters", type=int, default=0, help="timed iterations (default 100 on GPU, 20 otherwise)")
+    parser.add_argument("--iters", type=int, default=0,
+                        help="timed iterations per round (default 100 on GPU, 20 otherwise)")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per implementation (default 5)")
     parser.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when available")
     parser.add_argument("--no-inductor", action="store_true", help="skip torch.compile's default backend")
     parser.add_argument("--json", type=Path, help="write the rows (and the machine) here")
