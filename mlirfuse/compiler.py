@@ -391,8 +391,8 @@ class TorchLauncher:
         self._output_cells = cells[n:n + len(outputs)]
         self._bytes = torch.uint8
         # Bytes of scratch memory a call needs, known after the first call (the same sizes
-        # always need the same scratch); None before it. A call without scratch only sets
-        # the stream and calls the entry point (`_call_without_scratch`).
+        # always need the same scratch); None before it. Then calls run `_straight_line`'s
+        # code (a call without scratch only sets the stream and calls the entry point).
         self._scratch: int | None = None
         self.call: Callable[[Sequence[Any]], list[Any]] = self._call_with_scratch
 
@@ -407,16 +407,9 @@ class TorchLauncher:
         for o, cell in zip(outs, self._output_cells):
             cell.allocated = cell.aligned = o.data_ptr()
 
-    def _call_without_scratch(self, args: Sequence[Any]) -> list[Any]:
-        alloc = self._alloc
-        outs = [alloc(shape, strides, dtype) for shape, strides, dtype in self._outputs]
-        stream = self._stream(self._index)
-        with self._lock:
-            self._fill(args, outs)
-            self._exe.call_without_scratch(stream, self._packed)
-        return outs
-
     def _call_with_scratch(self, args: Sequence[Any]) -> list[Any]:
+        """The first call: learns the bytes of scratch memory these sizes need, then `call`
+        becomes `_straight_line`'s code."""
         alloc = self._alloc
         outs = [alloc(shape, strides, dtype) for shape, strides, dtype in self._outputs]
         scratch = self._scratch
@@ -428,7 +421,49 @@ class TorchLauncher:
             self._fill(args, outs)
             used = self._exe.call_unlocked(stream, self._packed, arena.data_ptr() if arena is not None else 0,
                                            scratch or 0)
-        self._scratch = max(used, scratch or 0)
-        if self._scratch == 0:
-            self.call = self._call_without_scratch
+        self._grow(used)
         return outs
+
+    def _grow(self, used: int) -> None:
+        self._scratch = max(used, self._scratch or 0)
+        self.call = self._straight_line()
+
+    def _straight_line(self) -> Callable[[Sequence[Any]], list[Any]]:
+        """`call` for a known scratch size, generated as straight-line Python (as torch's own
+        generated wrappers are): every argument cell, shape and converter bound as a global of
+        the function, no loops, no method calls beyond the allocations, pointers and launch.
+        A call whose scratch outgrows the arena (its excess came from the allocator) makes
+        the next calls' arena larger."""
+        n = len(self._tensors) + len(self._scalars)
+        stream_cell, launch = self._exe.entry_point()
+        env: dict[str, Any] = {"alloc": self._alloc, "stream_of": self._stream, "index": self._index,
+                               "lock": self._lock, "packed": self._packed, "launch": launch,
+                               "stream_cell": stream_cell, "call_unlocked": self._exe.call_unlocked,
+                               "grow": self._grow, "scratch": self._scratch,
+                               "arena_shape": (self._scratch,), "bytes": self._bytes}
+        code = ["def call(args):"] + ([f"    {''.join(f'a{i}, ' for i in range(n))}= args"] if n else [])
+        outs = []
+        for k, (shape, strides, dtype) in enumerate(self._outputs):
+            env[f"shape{k}"], env[f"strides{k}"], env[f"dtype{k}"] = shape, strides, dtype
+            code.append(f"    o{k} = alloc(shape{k}, strides{k}, dtype{k})")
+            outs.append(f"o{k}")
+        if self._scratch:
+            code.append("    arena = alloc(arena_shape, (1,), bytes)")
+        code += ["    stream = stream_of(index)", "    with lock:"]
+        for i, cell in self._tensors:
+            env[f"cell{i}"] = cell
+            code.append(f"        cell{i}.allocated = cell{i}.aligned = a{i}.data_ptr()")
+        for i, cell, convert in self._scalars:
+            env[f"cell{i}"], env[f"convert{i}"] = cell, convert
+            code.append(f"        cell{i}.value = convert{i}(a{i})")
+        for k, cell in enumerate(self._output_cells):
+            env[f"out_cell{k}"] = cell
+            code.append(f"        out_cell{k}.allocated = out_cell{k}.aligned = o{k}.data_ptr()")
+        if self._scratch:
+            code += ["        used = call_unlocked(stream, packed, arena.data_ptr(), scratch)",
+                     "    if used > scratch:", "        grow(used)"]
+        else:
+            code += ["        stream_cell.value = stream", "        launch(packed)"]
+        code.append(f"    return [{', '.join(outs)}]")
+        exec("\n".join(code), env)  # noqa: S102 - generated from this launcher's own fields
+        return env["call"]

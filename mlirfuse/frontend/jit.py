@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import operator
 import sys
 import threading
 from collections import namedtuple
@@ -64,7 +65,7 @@ class JitFunction:
         self.dynamic = dynamic
         self._cache: dict[tuple, tuple[CompiledFusion, bool]] = {}
         self._static_signatures: set[tuple] = set()  # signatures that needed concrete sizes
-        # The hot path: exact torch CUDA argument layouts -> (launcher, result structure).
+        # The hot path: exact torch CUDA argument layouts -> (launcher, result builder).
         self._launchers: dict[tuple, tuple[Any, Any]] = {}
         self._lock = threading.Lock()
         self._hits = self._misses = self._compiles = 0
@@ -154,9 +155,8 @@ class JitFunction:
             hot = self._launchers.get(key)
             if hot is not None:
                 self._hits += 1
-                launcher, structure = hot
-                outputs = launcher.call(args)
-                return outputs[0] if structure is None else _unflatten(structure, iter(outputs))
+                launcher, rebuild = hot
+                return rebuild(launcher.call(args))
         infos = classify_all(args)
         where, _ = placement(infos)
         backend = "gpu" if where == "device" else (self.backend or "cpu")
@@ -167,7 +167,7 @@ class JitFunction:
             if launcher is not None:
                 if len(self._launchers) >= MAX_LAUNCHERS:
                     self._launchers.clear()
-                self._launchers[key] = (launcher, structure)
+                self._launchers[key] = (launcher, _rebuilder(structure))
         return _unflatten(structure, iter(outputs))
 
     def cache_info(self) -> CacheInfo:
@@ -189,6 +189,16 @@ def _flatten(result: Any, leaves: list[Tensor], where: str) -> Any:
         return type(result), [_flatten(r, leaves, where) for r in result]
     raise FusionError(f"{where}: returned {result!r}; a jitted function must return traced "
                       "tensors (or tuples/lists of them)")
+
+
+def _rebuilder(structure: Any) -> Callable[[list[Any]], Any]:
+    """The function making `fn`'s result from the list of its output tensors."""
+    if structure is None:
+        return operator.itemgetter(0)
+    kind, children = structure
+    if all(c is None for c in children):
+        return kind
+    return lambda outputs: _unflatten(structure, iter(outputs))
 
 
 def _unflatten(structure: Any, outputs: Iterator[Any]) -> Any:

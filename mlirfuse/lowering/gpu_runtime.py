@@ -218,11 +218,12 @@ class DeviceExecutable:
         self._arena.value, self._arena_size.value = None, 0
         return self._arena_used.value
 
-    def call_without_scratch(self, stream: int, packed: ctypes.Array) -> None:
-        """`call_unlocked` for a call known to ask for no scratch memory (its sizes asked for
-        none before): only the stream is set."""
-        self._stream.value = stream
-        self._fn(packed)
+    def entry_point(self) -> tuple[ctypes.c_void_p, Callable[[ctypes.Array], None]]:
+        """The stream global and the entry point, for a caller (holding `lock`) whose call is
+        known to ask for no scratch memory (its sizes asked for none before): it sets the
+        stream and calls the entry point with a packed argument array, the arena globals
+        left cleared by the last `call_unlocked`."""
+        return self._stream, self._fn
 
     def bind(self, args: Sequence[Any]) -> "BoundArguments":
         """Argument cells for calls whose sizes and strides are those of `args` (the hot path:

@@ -46,6 +46,8 @@ class FusedRegion:
         self._seeded = region.seeded
         self._index = list(region.output_index)
         self._n = len(region.inputs)
+        # Each output is the jitted function's result of the same position: handed on as is.
+        self._as_is = self._index == list(range(len(self._index)))
 
     def __call__(self, *args: Any) -> tuple[Any, ...]:
         if self.failed:
@@ -60,6 +62,8 @@ class FusedRegion:
                           "from now on (MLIRFUSE_DISABLE_FALLBACK=1 raises instead)", RuntimeWarning, stacklevel=2)
             self.failed = True
             return tuple(self.fallback(*args))
+        if self._as_is:
+            return results
         return tuple(results[i] if i >= 0 else args[-1 - i].clone() for i in self._index)
 
     def __repr__(self) -> str:

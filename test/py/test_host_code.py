@@ -190,6 +190,15 @@ def test_torch_launcher_sizes_its_arena_after_the_first_call(stub) -> None:
                 assert len(host.allocs) == 2 and launcher._scratch >= sum(host.allocs)
             else:  # one arena, sized by the first call, holds them
                 assert host.allocs == [] and allocations == [(4096,), (4096,), (launcher._scratch,)]
+        if scratch:  # an arena too small: the allocator serves the rest, the next arena is larger
+            need = launcher._scratch
+            launcher._scratch = 256
+            launcher.call = launcher._straight_line()
+            for call in range(2):
+                allocations.clear()
+                host.allocs.clear()
+                launcher([x])
+                assert (host.allocs != [], allocations[-1]) == ((True, (256,)) if call == 0 else (False, (need,)))
 
 
 def test_executables_are_loaded_once_per_fusion_and_device(monkeypatch) -> None:
