@@ -44,16 +44,22 @@ def classify(value: Any) -> Arg:
         if value.is_cuda:
             return Arg("device", value, dt, tuple(value.shape), value.is_contiguous(),
                        value.device.index, "torch")
+        if value.device.type != "cpu":
+            raise FusionError(f"a torch tensor on device '{value.device}': mlirfuse runs CPU and CUDA tensors")
         return Arg("host", _torch_cpu_to_numpy(value, torch), dt, tuple(value.shape), value.is_contiguous(),
                    origin="torch")
     if isinstance(value, np.ndarray):
         return Arg("host", value, to_dtype(value.dtype), value.shape, value.flags.c_contiguous)
     if hasattr(value, "__cuda_array_interface__") or _dlpack_on_cuda(value):
+        torch = _import_torch()
         if torch is None:
             raise FusionError("GPU arrays other than torch tensors are passed through torch: "
                               "install torch (pip install 'mlirfuse[torch]')")
         origin = "cupy" if type(value).__module__.startswith("cupy") else "foreign"
-        t = torch.as_tensor(value) if hasattr(value, "__cuda_array_interface__") else torch.from_dlpack(value)
+        try:
+            t = torch.as_tensor(value) if hasattr(value, "__cuda_array_interface__") else torch.from_dlpack(value)
+        except (RuntimeError, AssertionError, TypeError, ValueError) as e:
+            raise FusionError(f"a GPU array ({type(value).__name__}) that torch cannot take: {e}") from None
         arg = classify(t)
         arg.origin = origin
         return arg
@@ -61,6 +67,18 @@ def classify(value: Any) -> Arg:
         return classify(np.asarray(value))
     raise FusionError(f"unsupported argument of type {type(value).__name__}: expected an array "
                       "(numpy, torch, CuPy, CUDA array interface, DLPack) or a Python scalar")
+
+
+def _import_torch() -> Any:
+    """torch, imported if installed (a GPU array's first call may come before anything
+    imported it); None where it is not installed."""
+    torch = _torch()
+    if torch is None:
+        try:
+            import torch  # noqa: F811
+        except ImportError:
+            return None
+    return torch
 
 
 def _torch_cpu_to_numpy(t: Any, torch: Any) -> np.ndarray:

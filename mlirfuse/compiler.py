@@ -91,9 +91,9 @@ class CompiledFusion:
                 self._build_direct(keep_stages)
             return
         from mlirfuse.gpu_kernel import GpuKernel
-        from mlirfuse.lowering import gpu_runtime
+        from mlirfuse.lowering import gpu_runtime, toolchain
 
-        self.arch = arch or gpu_runtime.device_arch(0)
+        self.arch = toolchain.check_arch(arch) if arch is not None else gpu_runtime.device_arch(0)
         if library:
             self.kernel = None
             self._build_grouped(keep_stages, arch=self.arch, binary_format=binary_format)

@@ -65,6 +65,13 @@ def set_options(**changes: object) -> Options:
         raise FusionError(f"unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
     if "dump" in changes and isinstance(changes["dump"], str):
         changes["dump"] = frozenset(d.strip() for d in str(changes["dump"]).split(",") if d.strip())
+    if "dump" in changes:
+        from mlirfuse.dump import DUMPS
+        from mlirfuse.errors import FusionError
+
+        unknown = set(changes["dump"]) - set(DUMPS)  # type: ignore[arg-type]
+        if unknown:
+            raise FusionError(f"unknown dump(s) {sorted(unknown)}; known: {sorted(DUMPS)}")
     previous = _current
     _current = replace(_current, **changes)  # type: ignore[arg-type]
     return previous

@@ -9,6 +9,7 @@ import contextlib
 import hashlib
 import logging
 import sys
+import warnings
 from pathlib import Path
 from typing import Iterator
 
@@ -34,6 +35,11 @@ DUMPS = {
     "fx_graph": "torch.compile backend: each aten FX graph it is given",
     "partition": "torch.compile backend: fused groups, nodes left to torch and why, the compiled graph",
 }
+
+
+if config.options().dump - DUMPS.keys():  # names from MLIRFUSE_DUMP: say so once, then go on
+    warnings.warn(f"MLIRFUSE_DUMP: unknown dump(s) {sorted(config.options().dump - DUMPS.keys())} ignored; "
+                  f"known: {', '.join(sorted(DUMPS))}", RuntimeWarning, stacklevel=1)
 
 
 def enabled(name: str) -> bool:

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+from mlirfuse.errors import FusionError
 
 MISSING_LIBDEVICE = (
     "GPU backend: libdevice.10.bc not found. Install a CUDA toolkit (set CUDA_HOME) or "
@@ -58,6 +61,16 @@ def find() -> Toolkit:
         if libdevice and ptxas:
             break
     return Toolkit(root, libdevice, ptxas)
+
+
+def check_arch(arch: str) -> str:
+    """`arch` if it names an NVIDIA compute capability as `sm_<major><minor>` (with an
+    optional `a`/`f` suffix: sm_90, sm_90a, sm_100a); FusionError otherwise, before LLVM sees
+    it (it ignores an unknown processor, or asserts on a malformed one)."""
+    if not isinstance(arch, str) or not re.fullmatch(r"sm_[1-9][0-9]{1,2}[af]?", arch):
+        raise FusionError(f"arch {arch!r}: expected an NVIDIA compute capability as 'sm_<major><minor>', "
+                          "e.g. 'sm_90', 'sm_90a' or 'sm_100a'")
+    return arch
 
 
 def ptx_version(arch: str) -> int:

@@ -238,6 +238,45 @@ def test_unknown_backend() -> None:
     raises(lambda: mlirfuse.jit(lambda x: x + 1, backend="tpu")(f32(3)), "backend", "tpu")
 
 
+@pytest.mark.parametrize("arch", ["90", "sm_xx", "SM_90", "compute_90", "sm_", ""])
+def test_malformed_arch(arch: str) -> None:
+    """Checked before LLVM sees it (it ignores an unknown processor, and asserts, killing the
+    process, on "90")."""
+    raises(lambda: mlirfuse.jit(lambda x: ops.exp(x)).compile(f32(4, 4), backend="gpu", arch=arch),
+           "arch", q(repr(arch)), "sm_90")
+
+
+def test_torch_tensor_on_an_unsupported_device() -> None:
+    torch = pytest.importorskip("torch")
+    raises(lambda: mlirfuse.jit(lambda a: a + 1)(torch.ones(4, device="meta")), "input 0", "meta")
+
+
+def test_a_gpu_array_torch_cannot_take() -> None:
+    """A CUDA-array-interface object torch refuses (here: torch without CUDA, or a made-up
+    pointer): FusionError, whether or not anything imported torch before the call."""
+    pytest.importorskip("torch")
+    script = textwrap.dedent("""
+        import sys, numpy as np, mlirfuse
+        class Fake:
+            __cuda_array_interface__ = {"shape": (4,), "typestr": "<f4", "data": (1 << 40, False), "version": 3}
+        try:
+            mlirfuse.jit(lambda a, b: a + b)(np.ones(4, np.float32), Fake())
+        except mlirfuse.FusionError as e:
+            print("FusionError:", e)
+            assert "torch" in sys.modules and "install torch" not in str(e)
+        """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "FusionError: input 1" in out.stdout or "FusionError: inputs mix" in out.stdout
+
+
+def test_unknown_dump_names() -> None:
+    raises(lambda: mlirfuse.set_options(dump="fx_graph,bogus"), "unknown dump", "bogus", "partition")
+    out = subprocess.run([sys.executable, "-c", "import mlirfuse"], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, MLIRFUSE_DUMP="fx_graph,bogus"))
+    assert out.returncode == 0 and "unknown dump(s) ['bogus'] ignored" in out.stderr
+
+
 # -- axes -------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["sum", "prod", "max", "min", "mean", "var", "var_mean"])
 def test_reduction_axes_out_of_range(name: str) -> None:
