@@ -50,6 +50,13 @@ class _Grouping:
     def members(self, root: int) -> set[int]:
         return {i for i in self.parent if self.find(i) == root}
 
+    def units(self) -> dict[int, list[int]]:
+        """Each grouped op -> the ops of its group."""
+        groups: dict[int, list[int]] = {}
+        for i in self.parent:
+            groups.setdefault(self.find(i), []).append(i)
+        return {i: g for g in groups.values() for i in g}
+
     def try_merge(self, a: int, b: int) -> bool:
         ra, rb = self.find(a), self.find(b)
         if ra == rb:
@@ -60,7 +67,7 @@ class _Grouping:
             log.info("not merging %s into %s: %d kernel arguments > max-args %d",
                      self.graph.ops[a].name, self.graph.ops[b].name, n_args, self.max_args)
             return False
-        if self.graph.reaches_outside_and_back(members):
+        if self.graph.reaches_outside_and_back(members, self.units()):
             log.info("not merging %s into %s: it would create a cycle", self.graph.ops[a].name,
                      self.graph.ops[b].name)
             return False

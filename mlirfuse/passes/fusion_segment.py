@@ -54,6 +54,13 @@ class _Segments:
     def members(self, root: int) -> list[int]:
         return [i for i in range(len(self.ops)) if self.find(i) == root]
 
+    def units(self) -> dict[int, list[int]]:
+        """Each op -> the ops of its segment."""
+        segments: dict[int, list[int]] = {}
+        for i in range(len(self.ops)):
+            segments.setdefault(self.find(i), []).append(i)
+        return {i: s for s in segments.values() for i in s}
+
     def try_merge(self, a: int, b: int, siblings: bool = False) -> bool:
         ra, rb = self.find(a), self.find(b)
         if ra == rb:
@@ -68,7 +75,7 @@ class _Segments:
             log.info("rejected merging segment of %s with segment of %s: %s", self.ops[a].name,
                      self.ops[b].name, why)
             return False
-        if self.graph.reaches_outside_and_back(set(left + right)):
+        if self.graph.reaches_outside_and_back(set(left + right), self.units()):
             log.info("rejected merging %s with %s: it would make a cycle between segments",
                      self.ops[a].name, self.ops[b].name)
             return False

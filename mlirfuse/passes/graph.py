@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Mapping, Sequence
 
 from mlir import ir
 
@@ -60,19 +60,28 @@ class OpGraph:
                     self.producers[i].add(p)
                     self.consumers[p].add(i)
 
-    def reaches_outside_and_back(self, members: set[int]) -> bool:
-        """True if some path leaves `members` and re-enters it (merging would make a cycle)."""
+    def reaches_outside_and_back(self, members: set[int],
+                                 units: Mapping[int, Sequence[int]] | None = None) -> bool:
+        """True if some path leaves `members` and re-enters it (merging would make a cycle).
+        `units`: node -> the nodes already merged with it (absent: alone). A path that reaches
+        one node of a unit goes on from all of them, since they become one kernel: two groups
+        each free of such paths can still feed each other (a1 -> b1 and b2 -> a2), a cycle
+        between the kernels that only the contracted graph shows."""
+        units = units or {}
         frontier = [c for m in members for c in self.consumers[m] if c not in members]
         seen: set[int] = set()
         while frontier:
             n = frontier.pop()
             if n in seen:
                 continue
-            seen.add(n)
-            for c in self.consumers[n]:
-                if c in members:
-                    return True
-                frontier.append(c)
+            unit = units.get(n, (n,))
+            seen.update(unit)
+            for u in unit:
+                for c in self.consumers[u]:
+                    if c in members:
+                        return True
+                    if c not in seen:
+                        frontier.append(c)
         return False
 
     def external_operands(self, members: Iterable[int]) -> list[ir.Value]:

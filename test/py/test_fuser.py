@@ -136,6 +136,23 @@ def test_results_do_not_depend_on_grouping_options(graph, knobs, options) -> Non
     assert jitted.compile(*args).n_kernels >= 1
 
 
+@pytest.mark.parametrize("max_args, n", [(8, 5), (128, 70)])
+def test_argument_limit_never_makes_groups_feed_each_other(max_args, n, options) -> None:
+    """A running sum with every partial as an output: the limit cuts the chain into groups
+    that, merged carelessly, would each need the other's result (the pass failed)."""
+    def running(*xs):
+        s, outs = xs[0], []
+        for x in xs[1:]:
+            s = s + x
+            outs.append(s * 1.0)
+        return tuple(outs)
+
+    options(max_args=max_args)
+    xs = [np.random.default_rng(k).random(3, dtype=np.float32) for k in range(n)]
+    for got, want in zip(mlirfuse.jit(running)(*xs), running(*xs)):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
 def test_grouping_options_change_the_groups(options) -> None:
     """The knobs reach fusion-group: without horizontal fusion the two pointwise chains of x
     are two kernels; with max_args=2 no group can hold 1 input and 2 outputs."""
