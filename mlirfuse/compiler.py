@@ -337,7 +337,7 @@ class CompiledFusion:
                 raise FusionError("backend='gpu' needs an NVIDIA GPU and driver; none was found")
             import torch
 
-            outputs = self.executor.run([torch.from_numpy(np.ascontiguousarray(v)).cuda()
+            outputs = self.executor.run([torch.from_numpy(np.asarray(v, order="C")).cuda()
                                          if isinstance(v, np.ndarray) else v for v in values])
             return [o.cpu().numpy() for o in outputs]
         outputs = [np.empty(s, dtype=dt.np) for s, dt in zip(shapes, self._output_dtypes)]

@@ -249,7 +249,7 @@ class GraphExecutor:
         return np.asarray(value, dtype=param.dtype.np) if param.tensor else int(value)
 
     def _output(self, value: Any) -> Any:
-        return np.ascontiguousarray(value)
+        return np.asarray(value, order="C")  # (ascontiguousarray makes a 0-d array 1-d)
 
     def _to_host(self, value: Any) -> Any:
         return value
@@ -388,5 +388,5 @@ class DeviceGraphExecutor(GraphExecutor):
 
     def _from_host(self, value: Any) -> Any:
         if isinstance(value, np.ndarray):
-            return self.torch.from_numpy(np.ascontiguousarray(value)).cuda()
+            return self.torch.from_numpy(np.asarray(value, order="C")).cuda()
         return value

@@ -145,7 +145,7 @@ class GpuKernel:
                 if scalar:
                     call_args.append(v)
                 else:
-                    v = np.ascontiguousarray(v)
+                    v = np.asarray(v, order="C")  # (ascontiguousarray makes a 0-d array 1-d)
                     call_args.append((staging.to_device(v), v.shape, [s // v.itemsize for s in v.strides]))
             device_outs = [staging.empty(o.nbytes) for o in outputs]
             call_args += [(p, o.shape, [s // o.itemsize for s in o.strides]) for p, o in zip(device_outs, outputs)]

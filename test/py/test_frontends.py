@@ -201,6 +201,18 @@ def test_kernel_counts_of_issue_785_and_layernorm() -> None:
     assert compiled.n_kernels == 1 and '"normalization"' in compiled.segmented_ir
 
 
+@pytest.mark.parametrize("shapes", [((4,), (4,)), ((3, 4), (4,)), ((4,), (4, 5)), ((2, 3, 4), (4, 5))])
+def test_matmul_follows_numpy_shapes(shapes) -> None:
+    """numpy.matmul's shapes, 1-D operands included (vector . vector is 0-d), also when the
+    product feeds a fused group."""
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal(s).astype(np.float32) for s in shapes)
+    for fn, ref in ((ops.matmul, np.matmul), (lambda x, y: ops.matmul(x, y) * 2.0, lambda x, y: np.matmul(x, y) * 2)):
+        got, want = mlirfuse.jit(fn)(a, b), ref(a, b)
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 def test_transformer_block_with_linear_runs_grouped_on_cpu() -> None:
     def block(x, w1, b1, w2, b2, g, beta, seed):
         h = ops.linear(x, w1, b1)
