@@ -19,6 +19,9 @@ from mlirfuse.frontend.graph import Fusion, InputSpec
 from mlirfuse.frontend.symbolic import evaluate
 
 BACKENDS = ("cpu", "gpu")
+# What the `pipeline` dump replays after grouping and segmentation: the lowering to linalg.
+LINALG_REPLAY = ("builtin.module(fusion-to-linalg, resolve-shaped-type-result-dims, canonicalize, "
+                 "func.func(linalg-fuse-elementwise-ops), canonicalize, cse)")
 
 
 def describe(spec: InputSpec) -> str:
@@ -145,12 +148,14 @@ class CompiledFusion:
         dump.emit("segmenter_logging", "\n".join(rejected) or "(no merge rejected)", key)
         if dump.enabled("pipeline"):
             group = opts.group_pipeline()[len("builtin.module("):-1]
-            dump.emit("pipeline", "\n".join([
-                f"mlirfuse-opt {key}-fusion_ir.txt --pass-pipeline='builtin.module(fusion-cse, fusion-dce, {group}, "
-                f"{strip}, fusion-segment)'",
-                f"mlirfuse-opt {key}-fusion_ir.txt --pass-pipeline='builtin.module(fusion-to-linalg, "
-                "resolve-shaped-type-result-dims, canonicalize, func.func(linalg-fuse-elementwise-ops), "
-                "canonicalize, cse)'"]), key)
+            lines = [f"mlirfuse-opt {key}-fusion_ir.txt --pass-pipeline='builtin.module(fusion-cse, fusion-dce, "
+                     f"{group}, {strip}, fusion-segment)'"]
+            if any(OPS[n.op].kind == "library" for n in self.fusion.nodes):
+                lines.append("(library ops run between the fusion groups: each group lowers on its own; "
+                             "its IR and command follow once the groups are built)")
+            else:
+                lines.append(f"mlirfuse-opt {key}-fusion_ir.txt --pass-pipeline='{LINALG_REPLAY}'")
+            dump.emit("pipeline", "\n".join(lines), key)
 
     def _dump_stages(self) -> None:
         key = dump.key_of(self.fusion_ir)
@@ -192,6 +197,11 @@ class CompiledFusion:
             self.executor = DeviceGraphExecutor(grouped, arch or "sm_90", binary_format)
         else:
             self.executor = GraphExecutor(grouped)
+        if dump.enabled("pipeline"):
+            key = dump.key_of(self.fusion_ir)
+            for name, text in self.executor.group_ir.items():
+                dump.emit("pipeline", f"group @{name} (save as {key}-{name}.mlir):\n{text.rstrip()}\n"
+                          f"mlirfuse-opt {key}-{name}.mlir --pass-pipeline='{LINALG_REPLAY}'", key)
         if keep_stages:
             self.stages["linalg"] = self._groups_linalg()
             self._dump_stages()
@@ -264,7 +274,12 @@ class CompiledFusion:
             else:
                 outputs = [np.empty(s, dtype=dt.np) for s, dt in zip(shapes, self._output_dtypes)]
                 start = time.perf_counter()
-                self.kernel(values, outputs, self._scalar)
+                try:
+                    self.kernel(values, outputs, self._scalar)
+                except Exception as e:  # noqa: BLE001 - a failing run takes the fallback path too
+                    fall_back(self.fusion_ir, e, "running the fusion")
+                    self.kernel = None  # from now on: the reference evaluator, no second warning
+                    outputs = reference.evaluate(self.fusion_ir, values)
                 if dump.enabled("eff_bandwidth"):
                     seconds = time.perf_counter() - start
                     moved = sum(v.nbytes for v in values) + sum(o.nbytes for o in outputs)

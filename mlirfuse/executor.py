@@ -291,7 +291,12 @@ class GraphExecutor:
                 self._failed.add(group.name)
                 return self._run_reference(group, values)
         outputs = [self._empty(s, dt) for s, dt in zip(shapes, group.results)]
-        self._launch(kernel, values, outputs)
+        try:
+            self._launch(kernel, values, outputs)
+        except Exception as e:  # noqa: BLE001 - a failing run takes the fallback path too
+            fall_back(group.ir_text, e, f"running fusion group @{group.name}")
+            self._failed.add(group.name)
+            return self._run_reference(group, values)
         return outputs
 
     def _run_reference(self, group: _Group, values: Sequence[Any]) -> list[Any]:

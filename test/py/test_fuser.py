@@ -348,6 +348,28 @@ def test_failed_group_compile_falls_back_too(monkeypatch, options) -> None:
     assert_close(got, matmul_between_chains_np(x, w), reduction_size=8)
 
 
+@pytest.mark.parametrize("graph", ["direct", "grouped"])
+def test_failed_run_warns_once_and_runs_the_reference(graph, monkeypatch, options) -> None:
+    """Running, not only compiling, may fail: the fusion (or the group) then runs through the
+    reference, warned once; with the fallback off the failure raises."""
+    def broken_run(self, *args, **kwargs):
+        raise RuntimeError("injected run failure")
+
+    monkeypatch.setattr(mlirfuse.lowering.cpu.CompiledCpu, "__call__", broken_run)
+    fn, ref, args = ((chain, chain_np, (f32(4, 8),)) if graph == "direct" else
+                     (matmul_between_chains, matmul_between_chains_np, (f32(4, 8), f32(8, 3))))
+    f = mlirfuse.jit(fn)
+    with pytest.warns(RuntimeWarning, match="injected run failure") as record:
+        first = f(*args)
+        second = f(*args)
+    assert len([w for w in record if "mlirfuse" in str(w.message)]) == (1 if graph == "direct" else 2)
+    for got in (first, second):
+        assert_close(got, ref(*args), reduction_size=8)
+    options(fallback=False)
+    with pytest.raises(FusionError, match="injected run failure"):
+        mlirfuse.jit(fn)(*args)
+
+
 def test_disabled_fallback_raises(monkeypatch, options) -> None:
     monkeypatch.setattr(mlirfuse.lowering.cpu, "compile_cpu", _broken_compile)
     options(fallback=False)
@@ -486,6 +508,23 @@ def test_pipeline_dump_replays(options, tmp_path) -> None:
         replayed = str(fusion_dialect.parse(outputs[0], ctx))
     assert replayed == compiled.segmented_ir
     assert "linalg.generic" in outputs[1] and '"fusion.' not in outputs[1]
+
+
+def test_pipeline_dump_replays_each_group_around_library_ops(options, tmp_path) -> None:
+    """With a matmul between groups, the dump gives each group's IR and the command that
+    lowers it (the whole fusion's IR has a library op that no lowering takes)."""
+    options(dump="fusion_ir,pipeline", dump_dir=str(tmp_path))
+    mlirfuse.jit(matmul_between_chains)(f32(4, 8), f32(8, 3))
+    (pipeline_file,) = tmp_path.glob("*-pipeline.txt")
+    blocks = re.findall(r"group @\S+ \(save as (\S+)\):\n(.*?)\n(mlirfuse-opt [^\n]*)",
+                        pipeline_file.read_text(), re.S)
+    assert len(blocks) == 2
+    for name, ir_text, command in blocks:
+        (tmp_path / name).write_text(ir_text)
+        argv = [sys.executable, "-m", "mlirfuse.tools.opt"] + shlex.split(command)[1:]
+        out = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                             env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+        assert out.returncode == 0 and "linalg.generic" in out.stdout, (command, out.stderr)
 
 
 # -- one more end-to-end check: dropout + residual + LayerNorm around a linear, options on --
