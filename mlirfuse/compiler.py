@@ -41,8 +41,8 @@ def check_arg(i: int, arg: Arg, spec: InputSpec) -> Any:
                               f"({arg.dtype.value}); convert it explicitly")
         try:
             return np.asarray(arg.value if arg.kind != "device" else arg.value.item(), dtype=spec.dtype.np)
-        except (TypeError, ValueError):
-            raise FusionError(f"input {i}: expected a {spec.dtype.value} scalar, got {arg.value!r}") from None
+        except (TypeError, ValueError, OverflowError) as e:
+            raise FusionError(f"input {i}: expected a {spec.dtype.value} scalar, got {arg.value!r} ({e})") from None
     if arg.kind == "scalar":
         raise FusionError(f"input {i}: expected an array ({describe(spec)}), got {arg.value!r}")
     if arg.dtype is not spec.dtype:
@@ -52,9 +52,6 @@ def check_arg(i: int, arg: Arg, spec: InputSpec) -> Any:
     for d, (want, got) in enumerate(zip(spec.shape, arg.shape)):
         if want is not None and want != got:
             raise FusionError(f"input {i}: dim {d} must be {want} ({describe(spec)}), got shape {arg.shape}")
-        if want is None and got == 1:
-            raise FusionError(f"input {i}: dim {d} is 1 but was defined symbolic (not broadcast); "
-                              f"got shape {arg.shape}")
     value = arg.value
     if arg.kind == "device":
         return value if arg.contiguous or not spec.contiguous else value.contiguous()

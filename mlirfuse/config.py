@@ -15,10 +15,23 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, fields, replace
 
+from mlirfuse.errors import FusionError
+
 
 def _flag(name: str, default: bool) -> bool:
     value = os.environ.get(name)
     return default if value is None else value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def _int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    try:
+        return default if value is None else int(value)
+    except ValueError:
+        import warnings
+
+        warnings.warn(f"{name}={value!r} is not an integer; using {default}", RuntimeWarning, stacklevel=2)
+        return default
 
 
 @dataclass(frozen=True)
@@ -35,7 +48,7 @@ class Options:
         return Options(
             horizontal=_flag("MLIRFUSE_HORIZONTAL", True),
             single_node=_flag("MLIRFUSE_SINGLE_NODE", False),
-            max_args=int(os.environ.get("MLIRFUSE_MAX_ARGS", "128")),
+            max_args=_int("MLIRFUSE_MAX_ARGS", 128),
             fallback=not _flag("MLIRFUSE_DISABLE_FALLBACK", False),
             dump=frozenset(d.strip() for d in os.environ.get("MLIRFUSE_DUMP", "").split(",") if d.strip()),
             dump_dir=os.environ.get("MLIRFUSE_DUMP_DIR") or None,
@@ -60,14 +73,17 @@ def set_options(**changes: object) -> Options:
     known = {f.name for f in fields(Options)}
     unknown = set(changes) - known
     if unknown:
-        from mlirfuse.errors import FusionError
-
         raise FusionError(f"unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
     if "dump" in changes and isinstance(changes["dump"], str):
         changes["dump"] = frozenset(d.strip() for d in str(changes["dump"]).split(",") if d.strip())
+    for name, value in changes.items():
+        kind = _KINDS.get(name)
+        if kind is not None and type(value) is not kind:  # bool is no int here, nor a string a bool
+            raise FusionError(f"option {name}: expected {kind.__name__}, got {value!r}")
+    if changes.get("max_args", 1) < 1:  # type: ignore[operator]
+        raise FusionError(f"option max_args: expected at least 1, got {changes['max_args']!r}")
     if "dump" in changes:
-        from mlirfuse.dump import DUMPS
-        from mlirfuse.errors import FusionError
+        from mlirfuse.dump import DUMPS  # (dump reads these options: imported late)
 
         unknown = set(changes["dump"]) - set(DUMPS)  # type: ignore[arg-type]
         if unknown:
@@ -75,6 +91,9 @@ def set_options(**changes: object) -> Options:
     previous = _current
     _current = replace(_current, **changes)  # type: ignore[arg-type]
     return previous
+
+
+_KINDS = {"horizontal": bool, "single_node": bool, "fallback": bool, "max_args": int}
 
 
 def restore_options(previous: Options) -> None:

@@ -88,6 +88,8 @@ _ALIASES = {
 
 def to_dtype(value: object) -> DataType:
     """Accept a DataType, a name ('float32', 'bf16'), a numpy dtype, or a torch dtype."""
+    if value is None:  # np.dtype(None) would read it as float64
+        raise FusionError("dtype None: give a DataType, a name such as 'float32', or a numpy/torch dtype")
     fast = _BY_NUMPY.get(value) if isinstance(value, np.dtype) else None
     if fast is not None:
         return fast

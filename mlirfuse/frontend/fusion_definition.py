@@ -75,6 +75,8 @@ class FusionDefinition:
             shape = [1 if s == 1 else -1 for s in sizes]
         if shape is None:
             raise FusionError("define_tensor: give shape (e.g. [-1, -1])")
+        if not isinstance(shape, (list, tuple)):
+            raise FusionError(f"define_tensor: shape must be a list of sizes (e.g. [-1, -1]), got {shape!r}")
         dims: list[int | None] = []
         for s in shape:
             if isinstance(s, bool) or not isinstance(s, int) or s < -1:
@@ -85,8 +87,12 @@ class FusionDefinition:
         elif isinstance(contiguity, bool):
             contiguous = contiguity
         else:
+            if len(contiguity) != len(dims):
+                raise FusionError(f"define_tensor: contiguity {list(contiguity)} has {len(contiguity)} entries "
+                                  f"for a shape of rank {len(dims)}")
             contiguous = all(c is None or c for c in contiguity)
-        return self.fusion.add_input(InputSpec(to_dtype(dtype), tuple(dims), contiguous))
+        dt = DataType.Float if dtype is None else to_dtype(dtype)  # nvFuser's default dtype
+        return self.fusion.add_input(InputSpec(dt, tuple(dims), contiguous))
 
     def define_scalar(self, value: Any = None, dtype: Any = DataType.Double) -> Tensor:
         """A runtime scalar input when value is None, else a constant."""
@@ -107,6 +113,9 @@ class FusionDefinition:
 
     def compile(self, backend: str = "cpu") -> CompiledFusion:
         """Compile for `backend` (cached); the result keeps every stage's IR."""
+        if not isinstance(backend, str):
+            raise FusionError(f"compile: backend must be 'cpu' or 'gpu', got a {type(backend).__name__} "
+                              "(a definition compiles for its defined inputs: no example inputs)")
         return self._compile(backend, keep_stages=True)
 
     def _compile(self, backend: str, keep_stages: bool) -> CompiledFusion:

@@ -11,6 +11,8 @@ import builtins
 import functools
 from typing import Any, Sequence
 
+import numpy as np
+
 from mlirfuse.dialects import optable as T
 from mlirfuse.dtypes import DataType, result_type, to_dtype
 from mlirfuse.errors import FusionError
@@ -29,11 +31,18 @@ def normalize_dim(dim: int, ndim: int, what: str) -> int:
     return dim % builtins.max(ndim, 1)
 
 
+def _empty_axes(axes: Any) -> bool:
+    return isinstance(axes, (list, tuple)) and len(axes) == 0
+
+
 def normalize_axes(axes: int | Sequence[int] | None, ndim: int, what: str) -> list[int]:
     if axes is None:
         return list(range(ndim))
-    if isinstance(axes, int):
-        axes = [axes]
+    if isinstance(axes, (int, np.integer)) and not isinstance(axes, bool):
+        axes = [int(axes)]
+    if not isinstance(axes, (list, tuple)) or not all(
+            isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in axes):
+        raise FusionError(f"{what}: axes must be an int or a list of ints, got {axes!r}")
     out = sorted(normalize_dim(a, ndim, what) for a in axes)
     if len(builtins.set(out)) != len(out):
         raise FusionError(f"{what}: repeated axes {list(axes)}")
@@ -79,12 +88,18 @@ def constant(value: bool | int | float, dtype: DataType | str | None = None,
     """A 0-d constant; Python numbers used as operands become these."""
     fusion = fusion or _fusion_of([], "constant")
     dt = to_dtype(dtype) if dtype is not None else _scalar_dtype(value, "constant")
-    if dt.is_float:
-        value = float(value)
-    elif dt.is_int:
-        value = int(value)
-    else:
-        value = bool(value)
+    try:
+        if dt.is_float:
+            value = float(value)
+        elif dt.is_int:
+            value = int(value)
+            bits = np.iinfo(dt.np).bits
+            if not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
+                raise OverflowError(f"out of range for {dt.value}")
+        else:
+            value = bool(value)
+    except (OverflowError, ValueError, TypeError) as e:
+        raise FusionError(f"constant {value!r} as {dt.value}: {e}") from None
     return fusion.add_node("constant", [], {"value": value}, [(dt, ())], priority=SCALAR)[0]
 
 
@@ -244,7 +259,8 @@ def _reduction(name: str, x: Operand, axes: Any, keepdim: bool, extra: dict[str,
         raise FusionError(f"{name}: expected a tensor, got {x!r}")
     if dtype is not None and dtype is not DataType.Null:
         x = cast(x, dtype)
-    dims = normalize_axes(axes, x.ndim, name) if axes not in (None, []) else list(range(x.ndim))
+    # None, [] and (): every axis (torch's dim=None / dim=[] / dim=()).
+    dims = normalize_axes(axes, x.ndim, name) if axes is not None and not _empty_axes(axes) else list(range(x.ndim))
     if x.ndim == 0:
         dims = []
     if name in ("mean", "var", "var_mean") and not x.dtype.is_float:

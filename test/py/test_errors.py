@@ -127,7 +127,11 @@ def test_execute_size_one_for_a_symbolic_dim() -> None:
         a = fd.define_tensor(shape=[-1, -1])
         b = fd.define_tensor(shape=[-1])
         fd.add_output(fd.ops.add(a, b))
-    raises(lambda: fd.execute([f32(4, 5), f32(1)]), "input 1", "dim 0", q("(1,)"))
+    # A symbolic size may be 1 (as in nvFuser: it is no broadcast dim), and then must equal
+    # the sizes the definition ties it to.
+    raises(lambda: fd.execute([f32(4, 5), f32(1)]), "inconsistent", "got 5 and 1", "do not broadcast")
+    (out,) = fd.execute([f32(4, 1), np.full(1, 2.0, np.float32)])
+    np.testing.assert_array_equal(out, np.full((4, 1), 3.0, np.float32))
 
 
 def test_define_tensor_bad_shape() -> None:
@@ -277,6 +281,37 @@ def test_unknown_dump_names() -> None:
     assert out.returncode == 0 and "unknown dump(s) ['bogus'] ignored" in out.stderr
 
 
+def test_out_of_range_and_unconvertible_scalars() -> None:
+    ints = np.array([1, 2], np.int64)
+    raises(lambda: mlirfuse.jit(lambda a: a + 2 ** 80)(ints), "constant", "out of range for int64")
+    raises(lambda: mlirfuse.jit(lambda a: a + ops.constant(float("nan"), "int32"))(f32(2)), "constant nan", "int32")
+    raises(lambda: mlirfuse.jit(lambda a, s: a + s)(f32(2), 2 ** 80), "input 1", "int64 scalar")
+    raises(lambda: mlirfuse.jit(lambda a, s: a + s)(ints, 2 ** 63 + 5), "input 1", "int64 scalar")
+
+
+def test_dtype_none_is_no_dtype() -> None:
+    raises(lambda: mlirfuse.jit(lambda a: ops.cast(a, None))(f32(2)), "dtype None")
+
+
+def test_fusion_definition_argument_mistakes() -> None:
+    with FusionDefinition() as fd:
+        raises(lambda: fd.define_tensor(shape=-1), "define_tensor", "list of sizes")
+        raises(lambda: fd.define_tensor(shape=[-1, -1], contiguity=[True]), "contiguity", "rank 2")
+        a = fd.define_tensor(shape=[-1, -1], dtype=None)  # nvFuser's default: Float
+        fd.add_output(a * 2.0)
+    assert fd.execute([f32(2, 3)])[0].dtype == np.float32
+    raises(lambda: fd.compile([f32(2, 3)]), "compile", "backend", "list")
+
+
+def test_option_values_are_checked() -> None:
+    raises(lambda: mlirfuse.set_options(max_args="abc"), "max_args", "int")
+    raises(lambda: mlirfuse.set_options(max_args=0), "max_args", "at least 1")
+    raises(lambda: mlirfuse.set_options(horizontal="no"), "horizontal", "bool")
+    out = subprocess.run([sys.executable, "-c", "import mlirfuse; print(mlirfuse.config.options().max_args)"],
+                         capture_output=True, text=True, timeout=300, env=dict(os.environ, MLIRFUSE_MAX_ARGS="abc"))
+    assert out.returncode == 0 and out.stdout.strip() == "128" and "not an integer" in out.stderr
+
+
 # -- axes -------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["sum", "prod", "max", "min", "mean", "var", "var_mean"])
 def test_reduction_axes_out_of_range(name: str) -> None:
@@ -291,6 +326,12 @@ def test_reduction_axes_repeated(name: str) -> None:
     op = getattr(ops, name)
     raises(lambda: mlirfuse.jit(lambda x: op(x, [0, 0]))(f32(2, 3)), name, "repeated", q("[0, 0]"))
     raises(lambda: mlirfuse.jit(lambda x: op(x, [1, -1]))(f32(2, 3)), name, "repeated", q("[1, -1]"))
+
+
+def test_empty_axes_reduce_everything() -> None:
+    """torch's dim=[] and dim=(): every axis, whichever sequence spells it."""
+    for axes in ([], ()):
+        assert float(mlirfuse.jit(lambda x, a=axes: ops.sum(x, a))(f32(3, 4))) == 12.0
 
 
 def test_reduction_axis_not_an_int() -> None:
