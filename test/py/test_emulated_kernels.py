@@ -366,3 +366,35 @@ def test_torch_backend_regions_of_the_tutorial_blocks(monkeypatch) -> None:
         got = emulate(compiled.stages["gpu"], arrays, [np.empty_like(o) for o in outs])
         for k, (g, o) in enumerate(zip(got, outs)):
             assert_close(g, o, f"output {k}", reduction_size=64)
+
+
+# -- symbolic sizes of 1 ---------------------------------------------------------------------------
+def _layer_norm(x):
+    d = x - x.mean(-1, keepdim=True)
+    return d * ops.rsqrt((d * d).mean(-1, keepdim=True) + 1e-5)
+
+
+@pytest.mark.parametrize("name, fn, compiled_for, runs", [
+    ("pointwise", lambda x, y: ops.exp(x) * y, [(2, 3), (2, 3)],
+     [[(1, 4), (1, 4)], [(5, 1), (5, 1)], [(1, 1), (1, 1)]]),
+    ("row sum", lambda x: x.sum(-1), [(2, 3)], [[(1, 4)], [(5, 1)], [(1, 1)]]),
+    ("column sum", lambda x: x.sum(0), [(2, 3)], [[(1, 4)], [(5, 1)], [(1, 1)]]),
+    ("sum over (0, 1)", lambda x: x.sum((0, 1)), [(2, 3, 4)], [[(1, 1, 8)], [(5, 1, 7)]]),
+    ("normalization", _layer_norm, [(2, 3)], [[(1, 8)], [(5, 1)], [(1, 1)]]),
+    ("transpose", lambda x: ops.permute(x, [1, 0]) * 2.0, [(2, 3)], [[(1, 40)], [(40, 1)]]),
+])
+def test_symbolic_sizes_of_one(name, fn, compiled_for, runs) -> None:
+    """A FusionDefinition's -1 dims may be 1 at run time (jit makes size-1 dims static, so only
+    definitions reach kernels with such extents): every schedule, against the CPU backend."""
+    from mlirfuse.compiler import CompiledFusion
+
+    f = mlirfuse.jit(fn)
+    examples = [randn(*s) for s in compiled_for]
+    gpu = f.compile(*examples, backend="gpu", arch="sm_90")
+    cpu = CompiledFusion(f.trace(*examples)[0], "cpu")
+    for shapes in runs:
+        args = [randn(*s) for s in shapes]
+        want = cpu(args)
+        got = emulate(gpu.stages["gpu"], args, [np.empty_like(w) for w in want])
+        for g, w in zip(got, want):
+            assert_close(g, w, f"{name} {shapes}", reduction_size=8)
