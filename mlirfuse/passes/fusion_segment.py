@@ -7,7 +7,9 @@ nvFuser issue 785 asks for): every op of a group gets `fusion.segment = k`, ever
 `fusion.segments = ["reduction", "pointwise", ...]` (the scheduler of each segment; see
 `segment_rules.py`), and every graph function `fusion.kernels = n`, the kernels it launches:
 its groups' launching segments, plus tensor work left outside groups (one library kernel per
-compute op, one copy per copying view or non-contiguous view returned as a result).
+compute op, one copy per copying view or non-contiguous view returned as a result); such an
+op outside the groups is a segment of its own, marked with its scheduler
+(`fusion.scheduler = "reduction"`).
 Segments grow by merging producers into consumers, then siblings (users of one tensor) of
 the same kind, pointwise with pointwise and reductions with reductions; merges that no
 scheduler can serve, or that would make a cycle between segments, are rejected and logged
@@ -33,6 +35,7 @@ OPTIONS: dict = {}
 SEGMENT_ATTR = "fusion.segment"
 SCHEDULERS_ATTR = "fusion.segments"
 KERNELS_ATTR = "fusion.kernels"
+SCHEDULER_ATTR = "fusion.scheduler"  # on a kernel's op left outside the groups (its own segment)
 log = logging.getLogger("mlirfuse.segmenter")
 
 
@@ -135,17 +138,22 @@ def segment_function(func: ir.Operation, extents: Extents, views: Views) -> list
     return schedulers
 
 
-def _graph_kernels(func: ir.Operation, views: Views, launching: dict[str, int]) -> int:
-    """Kernels a graph function launches: its groups' plus tensor work left outside them."""
+def _graph_kernels(func: ir.Operation, extents: Extents, views: Views, launching: dict[str, int]) -> int:
+    """Kernels a graph function launches: its groups' plus tensor work left outside them
+    (each a kernel of its own: marked with its scheduler, `fusion.scheduler`)."""
     count = 0
-    for op in func.regions[0].blocks[0].operations:
-        op = op.operation
+    ops = [op.operation for op in func.regions[0].blocks[0].operations]
+    rules = Rules(ops, extents, views)
+    for i, op in enumerate(ops):
         if op.name == "func.call":
             count += launching.get(ir.FlatSymbolRefAttr(op.attributes["callee"]).value, 0)
         elif op.name == "func.return":
             count += len({v for v in op.operands if views.layout(v) is not None})  # materialized
         elif any(len(list(r.uses)) for r in op.results) and (is_tensor_compute(op) or op in views.copies):
             count += 1
+            results = list(op.results)
+            scheduler = rules.scheduler([i], results, results, lambda m, sources: False)
+            op.attributes[SCHEDULER_ATTR] = ir.StringAttr.get(scheduler)
     return count
 
 
@@ -159,7 +167,7 @@ def run(module: ir.Operation) -> None:
     i64 = ir.IntegerType.get_signless(64)
     for func in functions(module):
         if GROUP_ATTR not in func.attributes:
-            func.attributes[KERNELS_ATTR] = ir.IntegerAttr.get(i64, _graph_kernels(func, views, launching))
+            func.attributes[KERNELS_ATTR] = ir.IntegerAttr.get(i64, _graph_kernels(func, extents, views, launching))
 
 
 def kernel_count(module: ir.Module) -> int:

@@ -34,7 +34,7 @@
 // CHECK-NOT: func.func private
 // CHECK-LABEL: func.func @fusion(
 // CHECK: call @fusion_group0(
-// CHECK-NEXT: "fusion.sum"(%arg4) {axes = array<i64: 0, 1>, keepdim = false}
+// CHECK-NEXT: "fusion.sum"(%arg4) {axes = array<i64: 0, 1>, fusion.scheduler = "reduction", keepdim = false}
 // CHECK-NEXT: return
 func.func @fusion(%arg0: tensor<f64>, %arg1: tensor<f64>, %arg2: tensor<f64>, %arg3: tensor<f64>, %arg4: tensor<?x?x?xf32>, %arg5: tensor<?x?x?xf32>, %arg6: tensor<?x?x?xf32>) -> (tensor<?xf32>, tensor<?x?x?xf32>) {
   %t8 = "fusion.constant"() {value = 0.5 : f64} : () -> tensor<f64>

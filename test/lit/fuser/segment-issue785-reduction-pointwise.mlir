@@ -10,14 +10,15 @@
 // RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(fusion-cse, fusion-dce, fusion-group, fusion-strip-bookend-views, fusion-segment)' | mlir-opt --irdl-file=%irdl > /dev/null
 
 // Default options: the pow and the sum each have one compute op: no group is outlined, and
-// the graph launches 2 kernels (pow, sum); the dead mul is gone.
+// the graph launches 2 kernels (pow, sum), each op a segment marked with its scheduler; the
+// dead mul is gone.
 // CHECK-NOT: func.func private
 // CHECK-LABEL: func.func @fusion(
 // CHECK-SAME: attributes {fusion.kernels = 2 : i64}
 // CHECK-NOT: "fusion.mul"
 // CHECK: "fusion.cast"
-// CHECK: "fusion.pow"
-// CHECK: "fusion.sum"(%arg0) {axes = array<i64: 0, 1>, keepdim = false}
+// CHECK: "fusion.pow"({{.*}}) {fusion.scheduler = "pointwise"}
+// CHECK: "fusion.sum"(%arg0) {axes = array<i64: 0, 1>, fusion.scheduler = "reduction", keepdim = false}
 // CHECK-NEXT: return
 
 // single-node=true: a pointwise group and a reduction group, one kernel each.
