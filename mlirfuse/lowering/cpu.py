@@ -34,7 +34,10 @@ TO_LINALG = ("builtin.module(fusion-to-linalg{target=cpu}, arith-expand{include-
              "math-expand-constant-powers, linalg-recompute-producers, func.func(linalg-fuse-elementwise-ops), "
              "canonicalize, cse, "
              "linalg-merge-siblings, linalg-reciprocal-divisors)")
-INLINE = "builtin.module(inline, symbol-dce, canonicalize, cse)"
+# After inlining, the entry's inputs show their layouts: linalg-reshape-elementwise moves
+# reshapes only onto contiguous ones (a strided input would need a copy).
+INLINE = ("builtin.module(inline, symbol-dce, canonicalize, cse, linalg-reshape-elementwise, "
+          "func.func(linalg-fuse-elementwise-ops), canonicalize, cse)")
 BUFFERIZE = ("builtin.module(output-views-in-place, resolve-shaped-type-result-dims, canonicalize, "
              "linalg-unshare-inits, eliminate-empty-tensors, "
              "one-shot-bufferize{bufferize-function-boundaries "

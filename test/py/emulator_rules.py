@@ -124,6 +124,19 @@ def of_array(a: np.ndarray, misalign_bytes: int = 0) -> MemRef:
 
 
 # -- memory ops ---------------------------------------------------------------------------------
+def _get_global(p, vals):
+    """A constant global's value (a reshape's shape): read from its memref.global."""
+    name = ir.FlatSymbolRefAttr(p.op.attributes["name"]).value
+    module = p.op.parent
+    while module.name != "builtin.module":
+        module = module.parent
+    found = next(op for op in (o.operation for o in module.regions[0].blocks[0].operations)
+                 if op.name == "memref.global" and ir.StringAttr(op.attributes["sym_name"]).value == name)
+    t = ir.MemRefType(p.op.results[0].type)
+    values = np.array(list(ir.DenseIntElementsAttr(found.attributes["initial_value"])), storage_dtype(t.element_type))
+    return [of_array(values.reshape(t.shape))]
+
+
 def _alloc(p, vals):
     t = ir.MemRefType(p.op.results[0].type)
     dynamic = iter(vals)
@@ -207,7 +220,7 @@ def _reshape(p, vals):
 
 
 _HANDLERS: dict[str, Callable] = {
-    "memref.alloc": _alloc, "gpu.alloc": _alloc, "memref.alloca": _alloc,
+    "memref.alloc": _alloc, "gpu.alloc": _alloc, "memref.alloca": _alloc, "memref.get_global": _get_global,
     "memref.dealloc": lambda p, vals: [], "gpu.dealloc": lambda p, vals: [],
     "memref.load": _load, "memref.store": _store, "vector.load": _vload, "vector.store": _vstore,
     "memref.dim": lambda p, vals: [vals[0].sizes[vals[1]]],

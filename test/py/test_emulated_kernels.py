@@ -369,7 +369,7 @@ def test_torch_backend_regions_of_the_tutorial_blocks(monkeypatch) -> None:
 
 
 # -- symbolic sizes of 1 ---------------------------------------------------------------------------
-def _layer_norm(x):
+def _normalized(x):
     d = x - x.mean(-1, keepdim=True)
     return d * ops.rsqrt((d * d).mean(-1, keepdim=True) + 1e-5)
 
@@ -380,7 +380,7 @@ def _layer_norm(x):
     ("row sum", lambda x: x.sum(-1), [(2, 3)], [[(1, 4)], [(5, 1)], [(1, 1)]]),
     ("column sum", lambda x: x.sum(0), [(2, 3)], [[(1, 4)], [(5, 1)], [(1, 1)]]),
     ("sum over (0, 1)", lambda x: x.sum((0, 1)), [(2, 3, 4)], [[(1, 1, 8)], [(5, 1, 7)]]),
-    ("normalization", _layer_norm, [(2, 3)], [[(1, 8)], [(5, 1)], [(1, 1)]]),
+    ("normalization", _normalized, [(2, 3)], [[(1, 8)], [(5, 1)], [(1, 1)]]),
     ("transpose", lambda x: ops.permute(x, [1, 0]) * 2.0, [(2, 3)], [[(1, 40)], [(40, 1)]]),
 ])
 def test_symbolic_sizes_of_one(name, fn, compiled_for, runs) -> None:
@@ -398,3 +398,15 @@ def test_symbolic_sizes_of_one(name, fn, compiled_for, runs) -> None:
         got = emulate(gpu.stages["gpu"], args, [np.empty_like(w) for w in want])
         for g, w in zip(got, want):
             assert_close(g, w, f"{name} {shapes}", reduction_size=8)
+
+
+@pytest.mark.parametrize("shape, view", [((64, 48), [4, 16, 48]), ((6, 10), [60]), ((3, 4, 5), [12, 5]), ((7, 1), [7])])
+@pytest.mark.parametrize("misalign", [None, {0: 4}], ids=["aligned", "input+4B"])
+def test_view_between_pointwise_ops_is_one_kernel(shape, view, misalign) -> None:
+    """reshape(x + y) * z: the elementwise producer moves past the reshape
+    (linalg-reshape-elementwise) and fuses with its consumer: one kernel, right values."""
+    def fn(x, y, z):
+        return ops.reshape(x + y * 2.0, view) * z
+
+    c = check(fn, randn(*shape), randn(*shape), randn(*view), misalign=misalign)
+    assert c.n_launches == 1

@@ -201,6 +201,9 @@ def test_view_study_is_one_kernel_each(views, dynamic) -> None:
     x = f32(64, 24)
     compiled = mlirfuse.jit(fn, dynamic=dynamic).compile(x)
     assert compiled.n_kernels == 1, compiled.segmented_ir
+    if toolchain.find().libdevice is not None:  # and one launch on the GPU (linalg-reshape-elementwise)
+        gpu = mlirfuse.jit(fn, dynamic=dynamic).compile(x, backend="gpu", arch="sm_90")
+        assert gpu.n_launches == 1, gpu.stages["launch_params"]
     want = (x + x) * (x + x)
     got = mlirfuse.jit(fn, dynamic=dynamic)(x)
     np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-6)
