@@ -17,7 +17,7 @@ from mlirfuse.dialects import optable as T
 from mlirfuse.dtypes import DataType, result_type, to_dtype
 from mlirfuse.errors import FusionError
 from mlirfuse.frontend.graph import DIMENSIONED, SCALAR, Fusion, Tensor, current_fusion
-from mlirfuse.frontend.symbolic import Size, SymSize, product
+from mlirfuse.frontend.symbolic import ConcreteSizeNeeded, Size, SymSize, product
 
 Operand = Any  # Tensor | bool | int | float
 
@@ -77,9 +77,9 @@ def _scalar_dtype(value: Any, what: str) -> DataType:
 def _dtype_priority(x: Operand, what: str) -> tuple[DataType, int]:
     if isinstance(x, Tensor):
         return x.dtype, x.priority
-    if isinstance(x, SymSize):
-        raise FusionError(f"{what}: a symbolic size cannot be used as a number here; "
-                          "use a runtime scalar argument or static shapes")
+    if isinstance(x, SymSize):  # jit then traces again with static shapes (the size a number)
+        raise ConcreteSizeNeeded(f"{what}: the symbolic size {x} used as a number needs concrete sizes; "
+                                 "define the tensor with static sizes (mlirfuse.jit specializes on shapes by itself)")
     return _scalar_dtype(x, what), SCALAR
 
 

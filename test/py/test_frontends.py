@@ -67,6 +67,11 @@ def test_symbolic_reshape_and_specialization() -> None:
     np.testing.assert_allclose(g(x), x * 3)
     np.testing.assert_allclose(g(x[:2]), x[:2] * 2)
     assert g.cache_info().compiles == 2
+    for fn in (lambda x: x.sum(-1) / x.shape[-1], lambda x: x.shape[1] - x * x.shape[0]):  # sizes as operands
+        h = mlirfuse.jit(fn)
+        for y in (x, x[:2]):
+            np.testing.assert_allclose(h(y), fn(y), rtol=1e-6)
+        assert h.cache_info().compiles == 2
 
 
 def test_nested_results_and_methods() -> None:
