@@ -46,7 +46,7 @@ def _contiguous(value: ir.Value) -> bool:
     if op is None or op.name != "bufferization.to_tensor":
         return True
     layout = ir.MemRefType(op.operands[0].type).layout
-    return str(layout) == str(ir.AffineMapAttr.get(ir.AffineMap.get_identity(ir.MemRefType(op.operands[0].type).rank)))
+    return isinstance(layout, ir.AffineMapAttr) and layout.value == ir.AffineMap.get_identity(layout.value.n_dims)
 
 
 def _move_past(reshape: ir.Operation, generic: ir.Operation) -> None:
