@@ -118,7 +118,7 @@ def test_column_reduction_a_warp_across_columns_and_a_wave_of_blocks() -> None:
 
 def test_normalization_holds_rows_of_16k_float32_and_32k_bfloat16_in_registers() -> None:
     p = normalization_heuristic(None, None, [4], H100)
-    assert (p.vector, p.slots, p.block, p.min_block, p.loop_slots) == (4, 4, 1024, 128, 4)
+    assert (p.vector, p.slots, p.block, p.min_block, p.loop_slots) == (4, 4, 1024, 128, 1)
     assert [t.threads for t in p.tiers] == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
     assert all(t.max_row == t.threads * p.vector * p.slots for t in p.tiers[:-1])
     assert p.tier(16).threads == 1 and p.tier(1024).threads == 64 and p.tier(4096).threads == 256
@@ -139,7 +139,7 @@ def test_normalization_blocks_hold_several_short_rows_within_the_register_cap() 
 
 
 def test_normalization_static_rows_get_one_tier() -> None:
-    assert normalization_heuristic(4096, None, [4], H100) == NormalizationParams(4, 4, 1024, (RowTier(None, 256),), 4)
+    assert normalization_heuristic(4096, None, [4], H100) == NormalizationParams(4, 4, 1024, (RowTier(None, 256),), 1)
     assert normalization_heuristic(100000, None, [4], H100).tiers == (RowTier(None, 1024),)  # the looping variant
 
 

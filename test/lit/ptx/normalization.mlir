@@ -13,7 +13,7 @@
 // RUN: %python %S/Inputs/gpu_stage.py %s gpu | FileCheck %s --check-prefix=GPU
 // RUN: %python %S/Inputs/gpu_stage.py %s ptx | FileCheck %s --check-prefix=PTX
 
-// PARAMS: normalization (row, row, reduce, reduce, tile): NormalizationParams(vector=4, slots=4, block=1024, tiers=(RowTier(max_row=16, threads=1), {{.*}}, RowTier(max_row=512, threads=32), {{.*}}, RowTier(max_row=None, threads=1024)), loop_slots=4, min_block=128)
+// PARAMS: normalization (row, row, reduce, reduce, tile): NormalizationParams(vector=4, slots=4, block=1024, tiers=(RowTier(max_row=16, threads=1), {{.*}}, RowTier(max_row=512, threads=32), {{.*}}, RowTier(max_row=None, threads=1024)), loop_slots=1, min_block=128)
 // PARAMS-NOT: launch 1
 // PARAMS: // launches: 1
 
