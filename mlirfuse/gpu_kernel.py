@@ -46,7 +46,7 @@ class GpuKernel:
             self.module = compile_gpu(fusion_ir, specs, arch, binary_format, keep_stages)
             cache.store(key, self.module.host_llvm.encode())
             self._time("compiled (lowering, LLVM, ptxas)", start)
-        self.n_launches = self.module.n_kernels
+        self.n_launches = self.module.n_launches
         self.stages = self.module.stages
         self.compile_seconds = self.module.compile_seconds
         self._host_llvm = self.module.host_llvm

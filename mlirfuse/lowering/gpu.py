@@ -36,7 +36,7 @@ from mlirfuse.lowering import (
 )
 from mlirfuse.lowering import linalg_builders as B
 from mlirfuse.lowering.cpu import BUFFERIZE, INLINE, run_pipeline
-from mlirfuse.lowering.host_abi import ENTRY, add_entry_point, inline_scalar_operands
+from mlirfuse.lowering.host_abi import ENTRY, add_entry_point, inline_scalar_operands, launches_line
 from mlirfuse.lowering.host_overrides import host_overrides
 
 BLOCK_SIZE = 256
@@ -285,7 +285,8 @@ def apply_schedules(func: ir.Operation, device: schedules.DeviceProperties) -> l
             params = schedules.normalization_heuristic(chain.static_row(), chain.static_rows(),
                                                        chain.vector_bytes(), device)
             gpu_normalization.emit_chain(ops, chain, params)
-            notes.append(f"normalization ({gpu_normalization.describe(chain)}): {params}")
+            notes += [f"normalization ({gpu_normalization.describe(chain)}): {params}",
+                      "normalization: the looping variant, for rows too long to hold or unaligned"]
             continue
         if i in in_chains or not op.name.startswith("linalg."):
             continue
@@ -422,16 +423,24 @@ def launch_dims(func: ir.Operation) -> list[str]:
             return str(ir.IntegerAttr(owner.operation.attributes["value"]).value)
         return "?"
 
-    lines = []
-    for k, launch in enumerate(_launches(func)):
+    lines, k = [], -1
+    for launch in _launches(func):
         grid, block = launch.operands[0:3], launch.operands[3:6]  # no async dependencies
-        lines.append(f"launch {k} gridDim=({', '.join(map(size, grid))}) "
+        alternative = _is_alternative(launch)
+        k += not alternative
+        lines.append(f"launch {k}{' (or)' if alternative else ''} gridDim=({', '.join(map(size, grid))}) "
                      f"blockDim=({', '.join(map(size, block))})")
     return lines
 
 
 def _launches(func: ir.Operation) -> list[ir.Operation]:
     return [op for op in gpu_kernels.walk_ops(func) if op.name == "gpu.launch"]
+
+
+def _is_alternative(launch: ir.Operation) -> bool:
+    """The launch runs instead of the one before it (`gpu_kernels.ALTERNATIVE_ATTR` on its guard)."""
+    guard = launch.parent
+    return guard is not None and gpu_kernels.ALTERNATIVE_ATTR in guard.operation.attributes
 
 
 def loops_to_gpu(func: ir.Operation) -> None:
@@ -456,11 +465,14 @@ class GpuModule:
     binary: bytes
     stages: dict[str, str] = field(default_factory=dict)
     compile_seconds: float = 0.0
-    n_kernels: int = 0
+    n_kernels: int = 0  # kernel functions
+    n_launches: int = 0  # launches a call makes at most (a kernel's variants count once)
 
     @property
     def host_llvm(self) -> str:
-        return str(self.module)
+        """The host module's text (what the disk cache keeps), after a first line saying the
+        number of launches (`gpu_runtime.CachedGpuModule` reads it back)."""
+        return launches_line(self.n_launches) + str(self.module)
 
     @property
     def ptx(self) -> str:
@@ -515,6 +527,7 @@ def compile_gpu(fusion_ir: str, specs: Sequence[InputSpec], arch: str = "sm_90",
                 [f"{d}: {n}" for d, n in zip(dims, notes)] if len(notes) == len(dims) else notes + dims)
         allocs_to_gpu(entry)
         n_kernels = len(_launches(entry))
+        n_launches = sum(not _is_alternative(launch) for launch in _launches(entry))
         del entry  # erased by the NVVM pipeline (func.func -> llvm.func)
         module.operation.verify()
         if keep_stages:
@@ -535,4 +548,4 @@ def compile_gpu(fusion_ir: str, specs: Sequence[InputSpec], arch: str = "sm_90",
         host_overrides(module)
         if keep_stages:
             stages["llvm"] = str(module)
-    return GpuModule(module, ctx, arch, fmt, binary, stages, time.perf_counter() - start, n_kernels)
+    return GpuModule(module, ctx, arch, fmt, binary, stages, time.perf_counter() - start, n_kernels, n_launches)

@@ -32,6 +32,9 @@ from mlirfuse.passes.common import walk_ops
 
 log = logging.getLogger("mlirfuse.schedules")
 SCHEDULE_ATTR = "mlirfuse.schedule"
+# On a launch's guard: the launch runs instead of the one before it (their conditions exclude
+# each other), a variant of the same kernel compiled apart; a call makes one of the two.
+ALTERNATIVE_ATTR = "mlirfuse.alternative"
 # On the module, until kernels are outlined: kernel name -> attributes for its gpu.func.
 KERNEL_ATTRS = "mlirfuse.kernel_attrs"
 
@@ -411,11 +414,15 @@ def variants(vector_ok: ir.Value | None, vector: int, emit: Callable[[int], None
 
 
 def guarded_launch(generic: Generic, kind: str, nonempty: ir.Value, grid: ir.Value,
-                   block: ir.Value, shared: Sequence[ir.Type] = ()) -> tuple[ir.Block, scf.IfOp]:
+                   block: ir.Value, shared: Sequence[ir.Type] = (),
+                   alternative: bool = False) -> tuple[ir.Block, scf.IfOp]:
     """`scf.if nonempty { gpu.launch }` in place of the generic; returns the launch body
-    (insert before its terminator) and the guard."""
+    (insert before its terminator) and the guard. `alternative`: the launch runs instead of
+    the previous one (`ALTERNATIVE_ATTR`)."""
     guard = scf.IfOp(nonempty)
     guard.operation.attributes[SCHEDULE_ATTR] = ir.StringAttr.get(kind)
+    if alternative:
+        guard.operation.attributes[ALTERNATIVE_ATTR] = ir.UnitAttr.get()
     with ir.InsertionPoint(guard.then_block):
         one = index_const(1)
         launch = gpu.LaunchOp((grid, one, one), (block, one, one))

@@ -19,8 +19,11 @@ and shared memory give every thread of the row the total, a row op computes per 
 Buffers that only the chain uses (its temporaries) are neither stored nor, once the chain
 is emitted, allocated (`drop_dead_buffers`). Rows too long to hold, or not aligned to the
 vector, take the looping variant: a pass over the row per reduction, recomputing tile
-values from global memory, and a last pass writing the outputs. Parameters come from
-`schedules.normalization_heuristic`.
+values from global memory, and a last pass writing the outputs. The two variants are two
+kernels (the host picks one per call, `gpu_kernels.ALTERNATIVE_ATTR`): ptxas compiles them
+in parallel, and the held rows do not share a register budget with the looping code
+(bias-dropout-add-LayerNorm: 68 bytes of spills in one kernel, none in the held variant's).
+Parameters come from `schedules.normalization_heuristic`.
 """
 
 from __future__ import annotations
@@ -270,9 +273,10 @@ def _row_local(members: list[Member]) -> bool:
 
 
 # -- emission --------------------------------------------------------------------------------
-def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationParams) -> ir.Operation:
+def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationParams) -> None:
     """Replace the chain's generics with one kernel, placed where the last one was (every
-    buffer the chain uses is defined by then)."""
+    buffer the chain uses is defined by then): two variants, each launched under its guard,
+    rows held in registers or (too long, unaligned) the looping variant."""
     last = chain.members[-1].generic.op
     first_reduction = chain.reductions[0]
     chain_ops = {ops[k] for k in chain.indices}
@@ -306,24 +310,34 @@ def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationPar
         shared = [ir.MemRefType.get([params.block // S.WARP], o.type.element_type, memory_space=workgroup)
                   for m in chain.reductions for o in m.generic.outputs]
         nonempty = arith.cmpi(arith.CmpIPredicate.ugt, rows, index_const(0))
-        body, guard = guarded_launch(chain.members[-1].generic, "normalization", nonempty, grid, block, shared)
-        # The block size is the host's choice: the kernel must fit `params.block` threads.
-        set_kernel_attrs(body.owner, {"nvvm.maxnreg": ir.IntegerAttr.get(
-            ir.IntegerType.get_signless(32), params.max_registers)})
-    with ir.InsertionPoint(body.operations[len(body.operations) - 1]), last.location:
-        kernel = _NormalizationKernel(chain, params, views, live_out, row_ext, col_ext, rows, row_len,
-                                      threads, rows_per_block, list(body.arguments)[12:],
-                                      body.arguments[0], body.arguments[3])
-        choice = scf.IfOp(persistent, has_else=True)
-        with ir.InsertionPoint(choice.then_block):
-            kernel.run(vec, params.slots, looping=False)
-            scf.YieldOp([])
-        with ir.InsertionPoint(choice.else_block):
-            kernel.run(1, params.loop_slots, looping=True)
-            scf.YieldOp([])
+        # Two kernels, the host launching one: compiled apart (ptxas compiles them in parallel,
+        # and the held rows' registers are not the looping variant's).
+        looping = arith.xori(persistent, arith.constant(ir.IntegerType.get_signless(1), 1))
+        variants = [(False, persistent), (True, looping)]
+        static = chain.static_row()  # (one tier then) a row known not to be held: only the looping variant
+        if static is not None and (static == 0 or static > params.tiers[0].threads * vec * params.slots
+                                   or static % vec):
+            variants = [(True, None)]
+        launches = []
+        for variant, when in variants:
+            body, _ = guarded_launch(chain.members[-1].generic, "normalization",
+                                     arith.andi(nonempty, when) if when is not None else nonempty,
+                                     grid, block, shared, alternative=len(variants) > 1 and variant)
+            # The block size is the host's choice: the kernel must fit `params.block` threads.
+            set_kernel_attrs(body.owner, {"nvvm.maxnreg": ir.IntegerAttr.get(
+                ir.IntegerType.get_signless(32), params.max_registers)})
+            launches.append((body, variant))
+    for body, variant in launches:
+        with ir.InsertionPoint(body.operations[len(body.operations) - 1]), last.location:
+            kernel = _NormalizationKernel(chain, params, views, live_out, row_ext, col_ext, rows, row_len,
+                                          threads, rows_per_block, list(body.arguments)[12:],
+                                          body.arguments[0], body.arguments[3])
+            if variant:
+                kernel.run(1, params.loop_slots, looping=True)
+            else:
+                kernel.run(vec, params.slots, looping=False)
     for m in reversed(chain.members):
         m.generic.op.erase()
-    return guard.operation
 
 
 def _escapes(buffer: ir.Value, chain_ops: set) -> bool:

@@ -26,7 +26,7 @@ from mlir.execution_engine import ExecutionEngine
 from mlirfuse.dialects import fusion as fusion_dialect
 from mlirfuse.errors import FusionError
 from mlirfuse.lowering import host_library
-from mlirfuse.lowering.host_abi import ENTRY, ArgumentSlots
+from mlirfuse.lowering.host_abi import ENTRY, LAUNCHES_LINE, ArgumentSlots
 
 ALLOC_FN = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p)
 FREE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
@@ -297,6 +297,11 @@ class CachedGpuModule:
     @property
     def n_kernels(self) -> int:
         return self.host_llvm.count("gpu.launch_func")
+
+    @property
+    def n_launches(self) -> int:
+        found = re.match(LAUNCHES_LINE, self.host_llvm)
+        return int(found.group(1)) if found else self.n_kernels
 
     @property
     def ptx(self) -> str:

@@ -128,6 +128,15 @@ def _inline_scalars(op: ir.Operation) -> None:
     op.erase()
 
 
+# The first line of a host module's text: the launches a call makes at most (a kernel's
+# variants, launched one instead of another, count once).
+LAUNCHES_LINE = r"// mlirfuse: (\d+) launch\(es\) a call\n"
+
+
+def launches_line(n: int) -> str:
+    return f"// mlirfuse: {n} launch(es) a call\n"
+
+
 # -- calling the entry point: packed arguments -------------------------------------------------
 _DESCRIPTOR_CLASSES: dict[int, type] = {}  # explicit cache: one ctypes memref class per rank
 

@@ -257,12 +257,18 @@ def _rms_norm(x, w):
     (lambda x: ops.var_mean(x, [-1]), (X.reshape(2, 2, 8),), "row, row, reduce, row, reduce, row"),
 ], ids=["layer_norm", "softmax", "rms_norm", "var_mean_3d"])
 def test_normalizations_are_one_kernel_without_temporaries(fn, args, kinds) -> None:
+    """One launch a call: the kernel's two variants (rows held in registers; the looping one for
+    long or unaligned rows) are two kernel functions, launched one instead of the other."""
     c = compiled(fn, *args)
-    assert c.n_launches == 1 and c.stages["launch_params"].endswith(
+    held, looping = c.stages["launch_params"].splitlines()
+    assert held.startswith("launch 0 ") and held.endswith(
         f"normalization ({kinds}): " + repr(normalization_heuristic(None, None, [4], H100)))
+    assert looping.startswith("launch 0 (or) ") and looping.endswith(": normalization: the looping variant, "
+                                                                     "for rows too long to hold or unaligned")
+    assert c.n_launches == 1 and c.kernel.module.n_kernels == 2 and c.ptx.count(".entry") == 2
     assert "gpu.alloc" not in c.stages["gpu"]  # the totals and centred rows stay in registers
     assert c.ptx.count("ld.global.v4") >= 4 and "shfl.sync.bfly" in c.ptx and ".local" not in c.ptx
-    assert ".maxnreg 64" in c.ptx  # the host picks the block, up to 1024 threads
+    assert c.ptx.count(".maxnreg 64") == 2  # the host picks the block, up to 1024 threads
 
 
 @needs_libdevice
@@ -283,7 +289,7 @@ def test_normalization_writes_intermediates_other_ops_read() -> None:
     """The mean and the centred rows are outputs too: written, once, by the same kernel."""
     c = compiled(lambda x: (_layer_norm(x, 1.0, 0.0), x.mean(-1), x - x.mean(-1, keepdim=True)), X)
     assert c.n_launches == 1 and "gpu.alloc" not in c.stages["gpu"]
-    assert c.ptx.count(".entry") == 1 and "st.global.v4" in c.ptx
+    assert c.ptx.count(".entry") == 2 and "st.global.v4" in c.ptx  # the held and looping variants
 
 
 @needs_libdevice

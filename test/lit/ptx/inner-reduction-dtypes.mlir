@@ -11,6 +11,7 @@
 // VAR-PARAMS: normalization (row, row, reduce, row, reduce, row): NormalizationParams(vector=4,
 // VAR-PARAMS-NOT: naive
 // VAR-PARAMS: // launches: 1
+// VAR-PARAMS: // kernels: 2
 
 // VAR: gpu.launch blocks{{.*}} workgroup(
 // VAR-COUNT-4: vector.load %arg0[%{{[^ ]+}}, %{{[^ ]+}}] {alignment = 16 : i64} : memref<?x?xf32>, vector<4xf32>

@@ -8,14 +8,17 @@
 // registers for the variance and the output. Every thread of a row gets each total
 // (butterflies, then the warps' totals through shared memory in warp order). The
 // temporaries (the two [rows] totals, the centred rows) are never allocated. Rows that are
-// unaligned or too long take the looping variant.
+// unaligned or too long take the looping variant: a second kernel, launched instead of the
+// first (its guard is `mlirfuse.alternative`), so one launch a call and two PTX entries.
 // RUN: %python %S/Inputs/gpu_stage.py %s launch_params | FileCheck %s --check-prefix=PARAMS
 // RUN: %python %S/Inputs/gpu_stage.py %s gpu | FileCheck %s --check-prefix=GPU
 // RUN: %python %S/Inputs/gpu_stage.py %s ptx | FileCheck %s --check-prefix=PTX
 
 // PARAMS: normalization (row, row, reduce, reduce, tile): NormalizationParams(vector=4, slots=4, block=1024, tiers=(RowTier(max_row=16, threads=1), {{.*}}, RowTier(max_row=512, threads=32), {{.*}}, RowTier(max_row=None, threads=1024)), loop_slots=1, min_block=128)
+// PARAMS: launch 0 (or) gridDim=(?, 1, 1) blockDim=(?, 1, 1): normalization: the looping variant, for rows too long to hold or unaligned
 // PARAMS-NOT: launch 1
 // PARAMS: // launches: 1
+// PARAMS: // kernels: 2
 
 // GPU-LABEL: func.func @mlirfuse_entry(
 // GPU-NOT: gpu.alloc
@@ -38,15 +41,18 @@
 // GPU-COUNT-4: vector.load %arg1[%{{[^ ]+}}] {alignment = 16 : i64} : memref<?xf32>, vector<4xf32>
 // GPU: math.sqrt
 // GPU: vector.store %{{[^ ]+}}, %arg3[%{{[^ ]+}}, %{{[^ ]+}}] {alignment = 16 : i64} : memref<?x?xf32>, vector<4xf32>
-// The looping variant: element by element, a pass per reduction, then the outputs.
+// GPU-NOT: scf.for
+// GPU: } {mlirfuse.schedule = "normalization"}
+// The looping variant, launched instead: element by element, a pass per reduction, then the outputs.
+// GPU: gpu.launch blocks
+// GPU-SAME: threads({{.*}}) in ({{[^ ]+}} = %[[BLOCK]],
 // GPU: scf.for
 // GPU: memref.load %arg0
-// GPU: } {mlirfuse.schedule = "normalization"}
+// GPU: } {mlirfuse.alternative, mlirfuse.schedule = "normalization"}
 // GPU-NOT: gpu.launch
 // GPU-NOT: gpu.dealloc
 
 // PTX: .visible .entry mlirfuse_entry_kernel_{{[0-9]+}}(
-// PTX-NOT: .entry
 // PTX: .maxnreg 64
 // PTX-NOT: .local
 // PTX-COUNT-4: ld.global.v4.{{[bf]}}32
@@ -55,6 +61,9 @@
 // PTX: shfl.sync.bfly.b32
 // PTX: bar.sync 0;
 // PTX: st.global.v4.{{[bf]}}32
+// PTX: .visible .entry mlirfuse_entry_kernel_{{[0-9]+}}(
+// PTX: .maxnreg 64
+// PTX-NOT: .entry
 
 func.func @fusion(%arg0: tensor<?x?xf32>, %arg1: tensor<?xf32>, %arg2: tensor<?xf32>) -> tensor<?x?xf32> {
   %0 = "fusion.mean"(%arg0) {axes = array<i64: 1>, keepdim = true} : (tensor<?x?xf32>) -> tensor<?x1xf32>

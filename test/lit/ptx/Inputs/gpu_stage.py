@@ -39,7 +39,8 @@ def main(path: str, stage: str, naive: bool) -> None:
     compiled = compile_gpu(text, specs_of(text), "sm_90", binary_format="isa", keep_stages=True,
                            use_schedules=not naive)
     print(compiled.stages.get(stage, compiled.ptx if stage == "ptx" else ""))
-    print(f"// launches: {compiled.n_kernels}")
+    print(f"// launches: {compiled.n_launches}")
+    print(f"// kernels: {compiled.n_kernels}")
 
 
 if __name__ == "__main__":
