@@ -379,11 +379,44 @@ def _torch_allocator(torch: Any, device: int) -> Callable[[tuple, tuple, Any], A
     return lambda sizes, strides, dtype: empty(sizes, strides, dtype=dtype, device=where)
 
 
+# What a launcher's guarded call returns when its arguments are not those it was made for.
+MISS = object()
+
+
+def _integer_range(cell: Any) -> tuple[int, int] | None:
+    """The values a ctypes integer cell holds (None for float and bool cells): assigning
+    another value to it would wrap silently."""
+    if isinstance(cell, (ctypes.c_float, ctypes.c_double, ctypes.c_int8)):
+        return None
+    bits = 8 * ctypes.sizeof(cell)
+    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+
+def _out_of_range(i: int, value: int, cell: Any) -> None:
+    raise FusionError(f"input {i}: {value!r} is out of range for the int{8 * ctypes.sizeof(cell)} scalar "
+                      "this fusion takes")
+
+
+def _tensor_guard(tensors: Sequence[Any]) -> Callable[..., bool] | None:
+    """torch's own tensor check (Dynamo's `TensorGuards`: class, dispatch keys, dtype, device,
+    sizes, strides, requires_grad, in C++), or None where this torch lacks it or it does not
+    accept `tensors` (then Python compares the fields)."""
+    try:
+        from torch._C._dynamo.guards import TensorGuards
+
+        guards = TensorGuards(*tensors, dynamic_dims_sizes=[list(t.shape) for t in tensors],
+                              dynamic_dims_strides=[list(t.stride()) for t in tensors])
+        return guards.check if guards.check(*tensors) else None
+    except Exception:  # noqa: BLE001 - a private API: any failure means "not available"
+        return None
+
+
 class TorchLauncher:
     """One GPU fusion for fixed torch argument sizes, strides, dtypes and device: allocates the
     outputs with torch, refills argument pointers and scalar values, launches on the current
     stream. `call(args)` is the whole per-call work of a repeated call (the sizes were checked
-    when the launcher was made, and the caller keys launchers by them)."""
+    when the launcher was made, and the caller keys launchers by them); `guarded(...)` adds the
+    check of those sizes, for a caller that has not looked them up."""
 
     def __init__(self, torch: Any, exe: Any, bound: Any, scalar: Sequence[bool],
                  outputs: Sequence[tuple[tuple[int, ...], Any]], device: int):
@@ -396,6 +429,7 @@ class TorchLauncher:
         self._index = device
         cells = bound.cells
         n = len(scalar)
+        self._n_args = n
         self._tensors = [(i, cells[i]) for i in range(n) if not scalar[i]]
         self._scalars = [(i, cells[i], bool if isinstance(cells[i], ctypes.c_int8) else type(cells[i].value))
                          for i in range(n) if scalar[i]]
@@ -407,6 +441,7 @@ class TorchLauncher:
         # code (a call without scratch only sets the stream and calls the entry point).
         self._scratch: int | None = None
         self.call: Callable[[Sequence[Any]], list[Any]] = self._call_with_scratch
+        self._guarded: Callable[[Sequence[Any]], Any] | None = None
 
     def __call__(self, args: Sequence[Any]) -> list[Any]:
         return self.call(args)
@@ -415,7 +450,11 @@ class TorchLauncher:
         for i, cell in self._tensors:
             cell.allocated = cell.aligned = args[i].data_ptr()
         for i, cell, convert in self._scalars:
-            cell.value = convert(args[i])
+            value = convert(args[i])
+            bounds = _integer_range(cell)
+            if bounds is not None and not bounds[0] <= value <= bounds[1]:
+                _out_of_range(i, value, cell)
+            cell.value = value
         for o, cell in zip(outs, self._output_cells):
             cell.allocated = cell.aligned = o.data_ptr()
 
@@ -440,42 +479,108 @@ class TorchLauncher:
         self._scratch = max(used, self._scratch or 0)
         self.call = self._straight_line()
 
+    def _environment(self) -> dict[str, Any]:
+        stream_cell, launch = self._exe.entry_point()
+        env: dict[str, Any] = {"alloc": self._alloc, "stream_of": self._stream, "index": self._index,
+                               "lock": self._lock, "packed": self._packed, "launch": launch,
+                               "stream_cell": stream_cell, "call_unlocked": self._exe.call_unlocked,
+                               "grow": self._grow, "scratch": self._scratch, "launcher": self,
+                               "arena_shape": (self._scratch,), "bytes": self._bytes, "MISS": MISS,
+                               "options": config.options, "out_of_range": _out_of_range}
+        for k, (shape, strides, dtype) in enumerate(self._outputs):
+            env[f"shape{k}"], env[f"strides{k}"], env[f"dtype{k}"] = shape, strides, dtype
+        for i, cell in self._tensors:
+            env[f"cell{i}"] = cell
+        for i, cell, convert in self._scalars:
+            env[f"cell{i}"], env[f"convert{i}"] = cell, convert
+        for k, cell in enumerate(self._output_cells):
+            env[f"out_cell{k}"] = cell
+        return env
+
+    def _range_checks(self, on_failure: str) -> list[str]:
+        """Lines checking that integer scalars fit their cells (a ctypes cell would wrap)."""
+        lines = []
+        for i, cell, _ in self._scalars:
+            bounds = _integer_range(cell)
+            if bounds is not None:
+                lines += [f"    if not {bounds[0]} <= a{i} <= {bounds[1]}:", f"        {on_failure.format(i=i)}"]
+        return lines
+
+    def _body(self) -> list[str]:
+        """Lines from the output allocations to the launch (arguments a0.. unpacked, checked)."""
+        code = [f"    o{k} = alloc(shape{k}, strides{k}, dtype{k})" for k in range(len(self._outputs))]
+        if self._scratch:
+            code.append("    arena = alloc(arena_shape, (1,), bytes)")
+        code += ["    stream = stream_of(index)", "    with lock:"]
+        code += [f"        cell{i}.allocated = cell{i}.aligned = a{i}.data_ptr()" for i, _ in self._tensors]
+        code += [f"        cell{i}.value = convert{i}(a{i})" for i, _, _ in self._scalars]
+        code += [f"        out_cell{k}.allocated = out_cell{k}.aligned = o{k}.data_ptr()"
+                 for k in range(len(self._output_cells))]
+        if self._scratch:
+            code += ["        used = call_unlocked(stream, packed, arena.data_ptr(), scratch)",
+                     "    if used > scratch:", "        grow(used)"]
+        else:
+            code += ["        stream_cell.value = stream", "        launch(packed)"]
+        return code
+
+    def _unpack(self) -> list[str]:
+        n = self._n_args
+        return [f"    {''.join(f'a{i}, ' for i in range(n))}= args"] if n else []
+
     def _straight_line(self) -> Callable[[Sequence[Any]], list[Any]]:
         """`call` for a known scratch size, generated as straight-line Python (as torch's own
         generated wrappers are): every argument cell, shape and converter bound as a global of
         the function, no loops, no method calls beyond the allocations, pointers and launch.
         A call whose scratch outgrows the arena (its excess came from the allocator) makes
         the next calls' arena larger."""
-        n = len(self._tensors) + len(self._scalars)
-        stream_cell, launch = self._exe.entry_point()
-        env: dict[str, Any] = {"alloc": self._alloc, "stream_of": self._stream, "index": self._index,
-                               "lock": self._lock, "packed": self._packed, "launch": launch,
-                               "stream_cell": stream_cell, "call_unlocked": self._exe.call_unlocked,
-                               "grow": self._grow, "scratch": self._scratch,
-                               "arena_shape": (self._scratch,), "bytes": self._bytes}
-        code = ["def call(args):"] + ([f"    {''.join(f'a{i}, ' for i in range(n))}= args"] if n else [])
-        outs = []
-        for k, (shape, strides, dtype) in enumerate(self._outputs):
-            env[f"shape{k}"], env[f"strides{k}"], env[f"dtype{k}"] = shape, strides, dtype
-            code.append(f"    o{k} = alloc(shape{k}, strides{k}, dtype{k})")
-            outs.append(f"o{k}")
-        if self._scratch:
-            code.append("    arena = alloc(arena_shape, (1,), bytes)")
-        code += ["    stream = stream_of(index)", "    with lock:"]
-        for i, cell in self._tensors:
-            env[f"cell{i}"] = cell
-            code.append(f"        cell{i}.allocated = cell{i}.aligned = a{i}.data_ptr()")
-        for i, cell, convert in self._scalars:
-            env[f"cell{i}"], env[f"convert{i}"] = cell, convert
-            code.append(f"        cell{i}.value = convert{i}(a{i})")
-        for k, cell in enumerate(self._output_cells):
-            env[f"out_cell{k}"] = cell
-            code.append(f"        out_cell{k}.allocated = out_cell{k}.aligned = o{k}.data_ptr()")
-        if self._scratch:
-            code += ["        used = call_unlocked(stream, packed, arena.data_ptr(), scratch)",
-                     "    if used > scratch:", "        grow(used)"]
-        else:
-            code += ["        stream_cell.value = stream", "        launch(packed)"]
-        code.append(f"    return [{', '.join(outs)}]")
+        env = self._environment()
+        code = ["def call(args):"] + self._unpack()
+        code += self._range_checks("out_of_range({i}, a{i}, cell{i})")
+        code += self._body() + [f"    return [{', '.join(f'o{k}' for k in range(len(self._outputs)))}]"]
         exec("\n".join(code), env)  # noqa: S102 - generated from this launcher's own fields
         return env["call"]
+
+    def guarded(self, example: Sequence[Any], result: str | None,
+                rebuild: Callable[[list[Any]], Any]) -> Callable[[Sequence[Any]], Any] | None:
+        """The whole repeated call for arguments laid out as `example` (torch tensors of its
+        classes, dtypes, devices, sizes and strides; Python scalars of its types), with the
+        check that they are: `MISS` (nothing done) where they are not, or dumps are on. The
+        result is `result`, an expression over the outputs o0, o1, ..., or `rebuild` of
+        their list. None until the first call has run (`call` knows its scratch memory)."""
+        if self._scratch is None:
+            return None
+        if self._guarded is not None:
+            return self._guarded
+        n = self._n_args
+        env = self._environment()
+        tensors = [i for i, _ in self._tensors]
+        checks = []
+        check = _tensor_guard([example[i] for i in tensors]) if tensors else None
+        if check is not None:
+            env["check"] = check
+            checks.append(f"check({', '.join(f'a{i}' for i in tensors)})")
+        else:
+            for i in tensors:
+                t = example[i]
+                env[f"class{i}"], env[f"dt{i}"], env[f"sizes{i}"] = type(t), t.dtype, tuple(t.shape)
+                env[f"st{i}"], env[f"dev{i}"] = tuple(t.stride()), t.get_device()
+                checks.append(f"a{i}.__class__ is class{i} and a{i}.dtype is dt{i} and a{i}.shape == sizes{i} "
+                              f"and a{i}.stride() == st{i} and a{i}.get_device() == dev{i}")
+        for i, _, _ in self._scalars:
+            env[f"type{i}"] = type(example[i])
+            checks.append(f"a{i}.__class__ is type{i}")
+        code = ["def guarded(args):", f"    if len(args) != {n} or options().dump:", "        return MISS"]
+        code += self._unpack()
+        if checks:
+            code += [f"    if not ({' and '.join(checks)}):", "        return MISS"]
+        code += self._range_checks("return MISS")
+        outs = [f"o{k}" for k in range(len(self._outputs))]
+        if self._scratch:  # the arena may grow, and `call` is regenerated then
+            code.append(f"    {''.join(o + ', ' for o in outs)}= launcher.call(args)")
+        else:
+            code += self._body()
+        code.append(f"    return {result or 'rebuild([' + ', '.join(outs) + '])'}")
+        env["rebuild"] = rebuild
+        exec("\n".join(code), env)  # noqa: S102 - generated from this launcher's own fields
+        self._guarded = env["guarded"]
+        return self._guarded

@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from mlirfuse import config
 from mlirfuse.arrays import Arg, classify_all, placement
-from mlirfuse.compiler import CompiledFusion
+from mlirfuse.compiler import MISS, CompiledFusion
 from mlirfuse.errors import FusionError
 from mlirfuse.frontend.graph import Fusion, InputSpec, Tensor, tracing
 from mlirfuse.frontend.symbolic import ConcreteSizeNeeded
@@ -65,8 +65,11 @@ class JitFunction:
         self.dynamic = dynamic
         self._cache: dict[tuple, tuple[CompiledFusion, bool]] = {}
         self._static_signatures: set[tuple] = set()  # signatures that needed concrete sizes
-        # The hot path: exact torch CUDA argument layouts -> (launcher, result builder).
-        self._launchers: dict[tuple, tuple[Any, Any]] = {}
+        # The hot path: exact torch CUDA argument layouts -> (launcher, result builder, result
+        # expression), and the guarded call of the layouts last looked up there (`hot`: tried
+        # first, it answers `MISS` for other arguments).
+        self._launchers: dict[tuple, tuple[Any, Any, str | None]] = {}
+        self._hot: Callable[[Sequence[Any]], Any] | None = None
         self._lock = threading.Lock()
         self._hits = self._misses = self._compiles = 0
         functools.update_wrapper(self, fn)
@@ -150,13 +153,22 @@ class JitFunction:
             return compiled, structure
 
     def __call__(self, *args: Any) -> Any:
+        hot = self._hot
+        if hot is not None:
+            result = hot(args)
+            if result is not MISS:
+                self._hits += 1
+                return result
         key = _exact_key(args)
         if key is not None:
-            hot = self._launchers.get(key)
-            if hot is not None:
+            entry = self._launchers.get(key)
+            if entry is not None:
                 self._hits += 1
-                launcher, rebuild = hot
-                return rebuild(launcher.call(args))
+                launcher, rebuild, result_code = entry
+                result = rebuild(launcher.call(args))
+                # Later calls with these layouts: one generated function checks and launches.
+                self._hot = launcher.guarded(args, result_code, rebuild)
+                return result
         infos = classify_all(args)
         where, _ = placement(infos)
         backend = "gpu" if where == "device" else (self.backend or "cpu")
@@ -167,7 +179,7 @@ class JitFunction:
             if launcher is not None:
                 if len(self._launchers) >= MAX_LAUNCHERS:
                     self._launchers.clear()
-                self._launchers[key] = (launcher, _rebuilder(structure))
+                self._launchers[key] = (launcher, _rebuilder(structure), _result_code(structure, len(outputs)))
         return _unflatten(structure, iter(outputs))
 
     def cache_info(self) -> CacheInfo:
@@ -177,6 +189,7 @@ class JitFunction:
         with self._lock:
             self._cache.clear()
             self._launchers.clear()
+            self._hot = None
             self._hits = self._misses = self._compiles = 0
 
 
@@ -199,6 +212,18 @@ def _rebuilder(structure: Any) -> Callable[[list[Any]], Any]:
     if all(c is None for c in children):
         return kind
     return lambda outputs: _unflatten(structure, iter(outputs))
+
+
+def _result_code(structure: Any, n: int) -> str | None:
+    """`fn`'s result as an expression over its outputs o0, o1, ... where it is one output or a
+    flat tuple or list of them (None otherwise: the result is rebuilt from their list)."""
+    outs = [f"o{k}" for k in range(n)]
+    if structure is None:
+        return outs[0]
+    kind, children = structure
+    if kind not in (tuple, list) or any(c is not None for c in children):
+        return None
+    return ("({},)" if kind is tuple else "[{}]").format(", ".join(outs))
 
 
 def _unflatten(structure: Any, outputs: Iterator[Any]) -> Any:

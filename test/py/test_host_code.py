@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import mlirfuse
-from mlirfuse import ops
+from mlirfuse import FusionError, ops
 from mlirfuse.lowering import toolchain
 from mlirfuse.lowering.gpu_runtime import ALLOC_FN, FREE_FN, DeviceExecutable
 
@@ -199,6 +199,64 @@ def test_torch_launcher_sizes_its_arena_after_the_first_call(stub) -> None:
                 host.allocs.clear()
                 launcher([x])
                 assert (host.allocs != [], allocations[-1]) == ((True, (256,)) if call == 0 else (False, (need,)))
+
+
+@pytest.mark.parametrize("torch_guard", [True, False], ids=["TensorGuards", "python-guard"])
+def test_guarded_launcher_launches_only_for_its_layouts(stub, monkeypatch, torch_guard) -> None:
+    """A launcher's guarded call (what a repeated `jit` call runs): one generated function
+    checks the tensors' class, dtype, sizes, strides and device and the scalars' types and
+    ranges, then launches; anything else answers MISS and launches nothing (the caller takes
+    the general path, which explains or recompiles). Also with torch's TensorGuards missing."""
+    torch = pytest.importorskip("torch")
+    from types import SimpleNamespace
+
+    import mlirfuse.compiler as compiler
+    from mlirfuse.compiler import MISS, TorchLauncher
+
+    if not torch_guard:
+        monkeypatch.setattr(compiler, "_tensor_guard", lambda tensors: None)
+    host = Host(stub, lambda x, k: x * k, np.ones((4, 8), np.float32), 3)
+    cuda = SimpleNamespace(
+        empty_strided=lambda size, stride, dtype, device: torch.empty_strided(size, stride, dtype=dtype),
+        uint8=torch.uint8, device=lambda kind, index: "cpu",
+        _C=SimpleNamespace(_cuda_getCurrentRawStream=lambda index: 0x1234))
+    shape = (4, 8)
+    launcher = TorchLauncher(cuda, host.exe, host.exe.bind([(0, shape, [8, 1]), np.asarray(3, np.int64),
+                                                           (0, shape, [8, 1])]), [False, True],
+                             [(shape, torch.float32)], 0)
+    x = torch.zeros(shape)
+
+    def launches(fn, *args):
+        ctypes.c_int.in_dll(host.lib, "n_launches").value = 0
+        result = fn(args)
+        return result, len(host.launches())
+
+    assert launcher.guarded((x, 3), "o0", None) is None  # before the first call
+    launcher([x, 3])
+    guarded = launcher.guarded((x, 3), "o0", None)
+    assert guarded is launcher.guarded((x, 3), "o0", None)  # generated once
+    out, n = launches(guarded, torch.ones(shape), 5)
+    assert n == 1 and isinstance(out, torch.Tensor) and tuple(out.shape) == shape
+    for args in [(torch.ones(4, 9), 5), (torch.ones(8, 4).t(), 5), (torch.ones(shape, dtype=torch.float64), 5),
+                 (torch.ones(shape), 5.0), (torch.ones(shape),), (torch.ones(shape), 5, 5), (np.ones(shape), 5),
+                 (torch.ones(shape), 1 << 63), (torch.ones(shape), -(1 << 63) - 1)]:
+        assert launches(guarded, *args) == (MISS, 0), args
+    assert launches(guarded, torch.ones(shape), (1 << 63) - 1)[1] == 1  # the int64 limits themselves
+    with pytest.raises(FusionError, match="input 1: 9223372036854775808 is out of range for the int64"):
+        launcher([torch.ones(shape), 1 << 63])  # the unguarded call raises instead of wrapping
+    previous = mlirfuse.set_options(dump="compile_time")
+    try:
+        assert launches(guarded, torch.ones(shape), 5) == (MISS, 0)  # dumps take the general path
+    finally:
+        mlirfuse.restore_options(previous)
+    tupled = TorchLauncher(cuda, host.exe, launcher._bound, [False, True], [(shape, torch.float32)], 0)
+    tupled([x, 3])
+    (out,), n = launches(tupled.guarded((x, 3), "(o0,)", None), torch.ones(shape), 5)
+    assert n == 1 and tuple(out.shape) == shape
+    rebuilt = TorchLauncher(cuda, host.exe, launcher._bound, [False, True], [(shape, torch.float32)], 0)
+    rebuilt([x, 3])
+    out, n = launches(rebuilt.guarded((x, 3), None, lambda outs: {"y": outs[0]}), torch.ones(shape), 5)
+    assert n == 1 and list(out) == ["y"]
 
 
 def test_executables_are_loaded_once_per_fusion_and_device(monkeypatch) -> None:
