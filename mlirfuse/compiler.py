@@ -576,7 +576,8 @@ class TorchLauncher:
         code += self._range_checks("return MISS")
         outs = [f"o{k}" for k in range(len(self._outputs))]
         if self._scratch:  # the arena may grow, and `call` is regenerated then
-            code.append(f"    {''.join(o + ', ' for o in outs)}= launcher.call(args)")
+            code.append(f"    {''.join(o + ', ' for o in outs)}= launcher.call(args)" if outs
+                        else "    launcher.call(args)")
         else:
             code += self._body()
         code.append(f"    return {result or 'rebuild([' + ', '.join(outs) + '])'}")

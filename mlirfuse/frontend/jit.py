@@ -209,7 +209,7 @@ def _rebuilder(structure: Any) -> Callable[[list[Any]], Any]:
     if structure is None:
         return operator.itemgetter(0)
     kind, children = structure
-    if all(c is None for c in children):
+    if all(c is None for c in children) and kind in (tuple, list):
         return kind
     return lambda outputs: _unflatten(structure, iter(outputs))
 
@@ -217,20 +217,21 @@ def _rebuilder(structure: Any) -> Callable[[list[Any]], Any]:
 def _result_code(structure: Any, n: int) -> str | None:
     """`fn`'s result as an expression over its outputs o0, o1, ... where it is one output or a
     flat tuple or list of them (None otherwise: the result is rebuilt from their list)."""
-    outs = [f"o{k}" for k in range(n)]
+    outs = [f"o{k}, " for k in range(n)]
     if structure is None:
-        return outs[0]
+        return "o0"
     kind, children = structure
     if kind not in (tuple, list) or any(c is not None for c in children):
         return None
-    return ("({},)" if kind is tuple else "[{}]").format(", ".join(outs))
+    return f"({''.join(outs)})" if kind is tuple else f"[{''.join(outs)}]"
 
 
 def _unflatten(structure: Any, outputs: Iterator[Any]) -> Any:
     if structure is None:
         return next(outputs)
     kind, children = structure
-    return kind(_unflatten(c, outputs) for c in children)
+    items = [_unflatten(c, outputs) for c in children]
+    return kind(*items) if hasattr(kind, "_fields") else kind(items)  # a namedtuple takes fields
 
 
 def jit(fn: Callable[..., Any] | None = None, *, backend: str | None = None,

@@ -284,9 +284,12 @@ def apply_schedules(func: ir.Operation, device: schedules.DeviceProperties) -> l
             chain = chains[i]
             params = schedules.normalization_heuristic(chain.static_row(), chain.static_rows(),
                                                        chain.vector_bytes(), device)
-            gpu_normalization.emit_chain(ops, chain, params)
-            notes += [f"normalization ({gpu_normalization.describe(chain)}): {params}",
-                      "normalization: the looping variant, for rows too long to hold or unaligned"]
+            note = f"normalization ({gpu_normalization.describe(chain)}): {params}"
+            variants = gpu_normalization.emit_chain(ops, chain, params)
+            if variants == [True]:  # a static row known not to be held
+                notes.append(f"{note}; the looping variant only (rows of this length are not held)")
+            else:
+                notes += [note, "normalization: the looping variant, for rows too long to hold or unaligned"]
             continue
         if i in in_chains or not op.name.startswith("linalg."):
             continue

@@ -273,10 +273,11 @@ def _row_local(members: list[Member]) -> bool:
 
 
 # -- emission --------------------------------------------------------------------------------
-def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationParams) -> None:
+def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationParams) -> list[bool]:
     """Replace the chain's generics with one kernel, placed where the last one was (every
     buffer the chain uses is defined by then): two variants, each launched under its guard,
-    rows held in registers or (too long, unaligned) the looping variant."""
+    rows held in registers or (too long, unaligned) the looping variant. Returns, per launch
+    emitted, whether it is the looping variant."""
     last = chain.members[-1].generic.op
     first_reduction = chain.reductions[0]
     chain_ops = {ops[k] for k in chain.indices}
@@ -338,6 +339,7 @@ def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationPar
                 kernel.run(vec, params.slots, looping=False)
     for m in reversed(chain.members):
         m.generic.op.erase()
+    return [variant for _, variant in launches]
 
 
 def _escapes(buffer: ir.Value, chain_ops: set) -> bool:

@@ -352,3 +352,17 @@ def test_composites_say_what_is_wrong() -> None:
         mlirfuse.jit(lambda t: t.clamp())(x)
     with pytest.raises(mlirfuse.FusionError, match="2-D"):
         mlirfuse.jit(lambda t: t.reshape(2, 2, 8).t())(x)
+
+
+def test_namedtuple_and_nested_results_keep_their_structure() -> None:
+    from collections import namedtuple
+
+    Pair = namedtuple("Pair", "total twice")
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    f = mlirfuse.jit(lambda x: Pair(x.sum(-1), [x * 2, (x + 1,)]))
+    for _ in range(2):  # the first call and a cached one
+        got = f(x)
+        assert type(got) is Pair and type(got.twice) is list and type(got.twice[1]) is tuple
+        np.testing.assert_array_equal(got.total, x.sum(-1))
+        np.testing.assert_array_equal(got.twice[0], x * 2)
+        np.testing.assert_array_equal(got.twice[1][0], x + 1)

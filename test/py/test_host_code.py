@@ -259,6 +259,30 @@ def test_guarded_launcher_launches_only_for_its_layouts(stub, monkeypatch, torch
     assert n == 1 and list(out) == ["y"]
 
 
+def test_guarded_launcher_of_a_fusion_without_outputs(stub) -> None:
+    """`fn` returning () (or []): the guarded call's result expression has no outputs."""
+    torch = pytest.importorskip("torch")
+    from types import SimpleNamespace
+
+    from mlirfuse.compiler import TorchLauncher
+    from mlirfuse.frontend.jit import _result_code
+
+    assert [_result_code((tuple, []), 0), _result_code((list, []), 0)] == ["()", "[]"]
+    assert eval(_result_code((tuple, [None, None]), 2), {"o0": 1, "o1": 2}) == (1, 2)  # noqa: S307
+    host = Host(stub, lambda x: (), np.ones(4, np.float32))
+    cuda = SimpleNamespace(empty_strided=None, uint8=torch.uint8, device=lambda kind, index: "cpu",
+                           _C=SimpleNamespace(_cuda_getCurrentRawStream=lambda index: 0x1234))
+    x = torch.zeros(4)
+    for scratch in (0, 256):  # with an arena, the guarded call goes through `call`
+        launcher = TorchLauncher(cuda, host.exe, host.exe.bind([(0, (4,), [1])]), [False], [], 0)
+        assert launcher([x]) == []
+        if scratch:
+            launcher._scratch = scratch
+            launcher._alloc = lambda sizes, strides, dtype: torch.empty_strided(sizes, strides, dtype=dtype)
+            launcher.call = launcher._straight_line()
+        assert launcher.guarded((x,), "()", None)((x,)) == ()
+
+
 def test_executables_are_loaded_once_per_fusion_and_device(monkeypatch) -> None:
     """GpuKernels of one fusion (the same function jitted twice) share one loaded executable
     per device, kept for the process: no second load, no unload while launches may run."""
