@@ -529,8 +529,9 @@ def compile_gpu(fusion_ir: str, specs: Sequence[InputSpec], arch: str = "sm_90",
             stages["launch_params"] = "\n".join(
                 [f"{d}: {n}" for d, n in zip(dims, notes)] if len(notes) == len(dims) else notes + dims)
         allocs_to_gpu(entry)
-        n_kernels = len(_launches(entry))
-        n_launches = sum(not _is_alternative(launch) for launch in _launches(entry))
+        launches = _launches(entry)
+        n_kernels, n_launches = len(launches), sum(not _is_alternative(launch) for launch in launches)
+        del launches
         del entry  # erased by the NVVM pipeline (func.func -> llvm.func)
         module.operation.verify()
         if keep_stages:
