@@ -25,6 +25,7 @@ from torch import fx
 
 from mlirfuse import dump
 from mlirfuse.frontend.jit import JitFunction
+from mlirfuse.torch_backend.aten_table import LIBRARY
 from mlirfuse.torch_backend.partition import partition_graph
 from mlirfuse.torch_backend.region import LoweringFailed, Region, build_region
 from mlirfuse.torch_backend.runtime import FusedRegion, region_module, rewrite
@@ -38,11 +39,16 @@ DECOMPOSED = ("native_layer_norm", "_softmax", "_log_softmax", "gelu", "native_d
 
 @functools.cache
 def decompositions() -> dict[Any, Callable[..., Any]]:
+    """Core ATen's decompositions and DECOMPOSED, less every library op's: those stay library
+    calls. Decomposing one is not only slower but can be wrong: core ATen decomposes
+    `_scaled_dot_product_flash_attention_for_cpu` into math that returns the attention matrix
+    where the op returns its logsumexp, and the op's own backward, which AOTAutograd keeps,
+    then reads that matrix as the logsumexp (wrong gradients for every CPU attention)."""
     from torch._decomp import core_aten_decompositions, get_decompositions
 
     table = dict(core_aten_decompositions())
     table.update(get_decompositions([getattr(aten, name) for name in DECOMPOSED if hasattr(aten, name)]))
-    return table
+    return {op: fn for op, fn in table.items() if getattr(op, "overloadpacket", op) not in LIBRARY}
 
 
 class _Registry:
