@@ -135,25 +135,24 @@ def kind(node: fx.Node) -> str:
 
 
 class _Grouping:
-    """Groups as union-find sets of ids, each with its device and members; `upstream[n]`:
-    the groups a node depends on (or is in), under their ids at the time (map with find)."""
+    """Groups as union-find sets of ids, each with its device, members and the position of
+    its last member. A group runs as one unit: whatever one member reads, all its results
+    wait for, so dependencies are followed group by group (the contracted graph)."""
 
-    def __init__(self, deps: dict[fx.Node, list[fx.Node]]) -> None:
-        self.deps = deps
+    def __init__(self, deps: dict[fx.Node, list[fx.Node]], position: dict[fx.Node, int]) -> None:
+        self.deps = deps  # what each node reads, sizes included (the order the rewrite keeps)
+        self.position = position
         self.parent: list[int] = []
         self.device: list[str] = []
         self.members: list[list[fx.Node]] = []
+        self.last: list[int] = []
         self.group_of: dict[fx.Node, int] = {}
-        self.upstream: dict[fx.Node, frozenset[int]] = {}
 
     def find(self, g: int) -> int:
         while self.parent[g] != g:
             self.parent[g] = self.parent[self.parent[g]]
             g = self.parent[g]
         return g
-
-    def outside(self, node: fx.Node) -> None:
-        self.upstream[node] = frozenset(u for d in self.deps[node] for u in self.upstream.get(d, ()))
 
     def add(self, node: fx.Node, device: str) -> None:
         """Put `node` in its producers' groups, merged as far as no cycle arises, or a new one."""
@@ -170,10 +169,10 @@ class _Grouping:
             self.parent.append(g)
             self.device.append(device)
             self.members.append([])
+            self.last.append(-1)
         self.group_of[node] = g
         self.members[g].append(node)
-        self.outside(node)
-        self.upstream[node] |= {g}
+        self.last[g] = max(self.last[g], self.position[node])
 
     def merge_siblings(self, node: fx.Node) -> None:
         """Horizontal fusion: the groups reading tensor `node` merge where no cycle arises."""
@@ -196,19 +195,38 @@ class _Grouping:
             self.parent[other] = g
             self.members[g].extend(self.members[other])
             self.members[other] = []
+            self.last[g] = max(self.last[g], self.last[other])
         return g
 
     def _acyclic(self, candidate: set[int], node: fx.Node | None = None) -> bool:
-        """Merging `candidate` (and `node`) makes no cycle iff no input from outside the
-        merged set depends on any part of it."""
+        """Merging `candidate` (and `node`) makes no cycle iff no input from outside the merged
+        set depends on any part of it. The search walks producers backward; reaching a group
+        it goes on from all of that group's inputs. Nothing placed before the set's first
+        member can depend on it, which bounds the walk."""
+        members = ([node] if node is not None else []) + [m for g in candidate for m in self.members[g]]
+        first = min(self.position[m] for m in members)
+
         def inside(n: fx.Node) -> bool:
             return n is node or (n in self.group_of and self.find(self.group_of[n]) in candidate)
 
-        members = ([node] if node is not None else []) + [m for g in candidate for m in self.members[g]]
-        for m in members:
-            for d in self.deps[m]:
-                if not inside(d) and any(self.find(u) in candidate for u in self.upstream.get(d, ())):
-                    return False
+        stack = [d for m in members for d in self.deps[m] if not inside(d)]
+        seen_nodes: set[fx.Node] = set()
+        seen_groups: set[int] = set()
+        while stack:
+            d = stack.pop()
+            if d in seen_nodes or self.position[d] < first and d not in self.group_of:
+                continue
+            seen_nodes.add(d)
+            if d not in self.group_of:
+                stack.extend(self.deps[d])
+                continue
+            g = self.find(self.group_of[d])
+            if g in candidate:
+                return False
+            if g in seen_groups or self.last[g] < first:
+                continue
+            seen_groups.add(g)
+            stack.extend(x for m in self.members[g] for x in self.deps[m])
         return True
 
     def groups(self) -> list[list[fx.Node]]:
@@ -224,16 +242,14 @@ def partition_graph(graph: fx.Graph, forced: dict[fx.Node, str] | None = None,
     nodes = list(graph.nodes)
     position = {n: i for i, n in enumerate(nodes)}
     deps = {n: data_inputs(n) for n in nodes}
-    grouping = _Grouping(deps)
+    grouping = _Grouping({n: n.all_input_nodes for n in nodes}, position)
     left: dict[fx.Node, str] = {}
     for node in nodes:
         if node.op != "call_function":
-            grouping.outside(node)
             continue
         reason, device = (forced[node], None) if node in forced else support(node)
         if reason is not None:
             left[node] = reason
-            grouping.outside(node)
         else:
             grouping.add(node, device)
     if config.options().horizontal:
