@@ -69,6 +69,7 @@ class Region:
     n_random: int = 0
     fusion_ir: str = ""
     output_index: list[int] = field(default_factory=list)  # output k -> result position (or -1 - input)
+    output_layout: list[tuple[int, ...] | None] = field(default_factory=list)  # output k -> permute back
     size_args: list[fx.Node] = field(default_factory=list)  # symbolic sizes the members' torch calls read
 
     @property
@@ -121,16 +122,23 @@ class Region:
                 raise LoweringFailed(node, str(e)) from None
             env[node] = _conform(node, result, val)
         results: list[Tensor] = []
-        self.output_index = []
+        made: dict[tuple[int, tuple[int, ...] | None], int] = {}
+        self.output_index, self.output_layout = [], []
         inputs = {id(a): i for i, a in enumerate(args)}
         for out in self.outputs:
             t = env[out]
-            if id(t) in inputs:  # an identity of an input: handed back by the caller
+            order = physical_order(out.meta["val"])
+            if id(t) in inputs:  # an identity of an input: handed back (cloned) by the caller
                 self.output_index.append(-1 - inputs[id(t)])
+                self.output_layout.append(None)
                 continue
-            if not any(t is r for r in results):
-                results.append(t)
-            self.output_index.append(next(i for i, r in enumerate(results) if r is t))
+            # Written in torch's memory order: the kernel stores the permuted tensor densely
+            # and the caller permutes it back, a view with the strides torch's metadata has.
+            if (id(t), order) not in made:
+                made[(id(t), order)] = len(results)
+                results.append(t if order is None else ops.permute(t, list(order)))
+            self.output_index.append(made[(id(t), order)])
+            self.output_layout.append(None if order is None else inverse_permutation(order))
         return tuple(results)
 
     def _shape(self, node: fx.Node, val: torch.Tensor, sizes: dict[sympy.Expr, Any]) -> tuple:
@@ -144,6 +152,37 @@ class Region:
             for t in self.trace(*traced):
                 fusion.add_output(t)
         return fusion.to_mlir()
+
+
+def _hint(s: Any) -> int | None:
+    """A size or stride as the int it had when the graph was traced (None if unknown)."""
+    if isinstance(s, torch.SymInt):
+        return s.node.hint
+    return int(s)
+
+
+def physical_order(val: torch.Tensor) -> tuple[int, ...] | None:
+    """The dims of a dense tensor from outermost to innermost in memory, where that is not
+    their logical order (None: row-major, or not a permutation of a dense layout). Size-1
+    dims keep their place: any stride serves them."""
+    sizes = [_hint(s) for s in val.shape]
+    strides = [_hint(s) for s in val.stride()]
+    if len(sizes) < 2 or None in sizes or None in strides or 0 in sizes:
+        return None
+    order = tuple(sorted(range(len(sizes)), key=lambda d: -strides[d]))  # stable: ties keep their place
+    expected = 1
+    for d in reversed(order):
+        if sizes[d] != 1 and strides[d] != expected:
+            return None
+        expected *= sizes[d]
+    return None if order == tuple(range(len(sizes))) else order
+
+
+def inverse_permutation(order: tuple[int, ...]) -> tuple[int, ...]:
+    inverse = [0] * len(order)
+    for i, d in enumerate(order):
+        inverse[d] = i
+    return tuple(inverse)
 
 
 def _substitute(value: Any, env: dict[fx.Node, Any]) -> Any:

@@ -45,9 +45,10 @@ class FusedRegion:
         self.failed = False
         self._seeded = region.seeded
         self._index = list(region.output_index)
+        self._layout = list(region.output_layout)  # per output: the permute back to torch's order
         self._n = len(region.inputs)
         # Each output is the jitted function's result of the same position: handed on as is.
-        self._as_is = self._index == list(range(len(self._index)))
+        self._as_is = self._index == list(range(len(self._index))) and not any(self._layout)
 
     def __call__(self, *args: Any) -> tuple[Any, ...]:
         if self.failed:
@@ -64,7 +65,8 @@ class FusedRegion:
             return tuple(self.fallback(*args))
         if self._as_is:
             return results
-        return tuple(results[i] if i >= 0 else args[-1 - i].clone() for i in self._index)
+        return tuple((results[i] if p is None else results[i].permute(p)) if i >= 0 else args[-1 - i].clone()
+                     for i, p in zip(self._index, self._layout))
 
     def __repr__(self) -> str:
         return f"FusedRegion({self.__name__}, {len(self.region.nodes)} nodes)"
