@@ -1,0 +1,113 @@
+"""HuggingFace `transformers` models built from configs (random weights, nothing downloaded),
+one training step, and their comparison with eager, parameter by parameter.
+
+Tiny configurations (2 layers, hidden 64, vocab 512) for CPU tests; `widths="real"` gives the
+GPU acceptance sizes (GPT-2 768, Llama 1024/2816, BERT 768/3072). Dropout is off so that eager
+and compiled runs compute the same function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+FAMILIES = ("gpt2", "llama", "bert", "opt", "mistral")
+
+
+def build(family: str, widths: str = "tiny") -> torch.nn.Module:
+    import transformers as T
+
+    real = widths == "real"
+    if family == "gpt2":
+        h = 768 if real else 64
+        config = T.GPT2Config(n_layer=2, n_embd=h, n_head=12 if real else 4, vocab_size=50257 if real else 512,
+                              n_positions=1024, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+        return T.GPT2LMHeadModel(config)
+    if family in ("llama", "mistral"):
+        h, inter = (1024, 2816) if real else (64, 176)
+        kv = (4 if real else 2) if family == "mistral" else (16 if real else 4)  # Mistral: grouped-query
+        cls, cfg = ((T.MistralForCausalLM, T.MistralConfig) if family == "mistral"
+                    else (T.LlamaForCausalLM, T.LlamaConfig))
+        return cls(cfg(num_hidden_layers=2, hidden_size=h, intermediate_size=inter,
+                       num_attention_heads=16 if real else 4, num_key_value_heads=kv,
+                       vocab_size=32000 if real else 512, max_position_embeddings=1024))
+    if family == "bert":
+        h, inter = (768, 3072) if real else (64, 256)
+        config = T.BertConfig(num_hidden_layers=2, hidden_size=h, intermediate_size=inter,
+                              num_attention_heads=12 if real else 4, vocab_size=30522 if real else 512,
+                              hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        return T.BertForMaskedLM(config)
+    if family == "opt":
+        h = 768 if real else 64
+        config = T.OPTConfig(num_hidden_layers=2, hidden_size=h, ffn_dim=4 * h, num_attention_heads=12 if real else 4,
+                             word_embed_proj_dim=h, vocab_size=50272 if real else 512, max_position_embeddings=1024,
+                             dropout=0.0, attention_dropout=0.0)
+        return T.OPTForCausalLM(config)
+    raise ValueError(f"unknown model family {family!r}")
+
+
+@dataclass
+class Step:
+    loss: torch.Tensor
+    logits: torch.Tensor
+    grads: dict[str, torch.Tensor]
+
+
+def train_step(model: torch.nn.Module, run: Callable[..., Any], ids: torch.Tensor, autocast: torch.dtype | None,
+               backward: bool = True) -> Step:
+    """One forward (and backward) with labels = ids; gradients cloned, then cleared."""
+    model.zero_grad(set_to_none=True)
+    device = ids.device.type
+    with torch.autocast(device, dtype=autocast or torch.bfloat16, enabled=autocast is not None):
+        out = run(input_ids=ids, labels=ids)
+    if backward:
+        out.loss.backward()
+    grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad(set_to_none=True)
+    return Step(out.loss.detach(), out.logits.detach(), grads)
+
+
+def grad_errors(expected: Step, got: Step) -> dict[str, tuple[float, float]]:
+    """Per parameter: (relative error of the gradient's norm, its norm). Gradients whose norm
+    is analytically zero (attention key biases: softmax ignores a shift) carry norm ~1e-20."""
+    errors = {}
+    for name, e in expected.grads.items():
+        g = got.grads.get(name)
+        if g is None:
+            errors[name] = (float("inf"), float(e.norm()))
+            continue
+        norm = float(e.double().norm())
+        errors[name] = (float((g.double() - e.double()).norm()) / max(norm, 1e-30), norm)
+    return errors
+
+
+def exact_float64(model: torch.nn.Module) -> torch.nn.Module:
+    """The model in float64 throughout, for comparisons at 1e-9: Llama-family RMSNorm and
+    rotary tables compute in float32 by design (`.to(torch.float32)`, `.float()`), and torch's
+    float32 math is not correctly rounded (its cos matches the rounded float64 value 95% of the
+    time, a float32 sum depends on its order), so no compiler matches it to 1e-9 there. The
+    same modules with the same math in the input's dtype replace them; the float32 and bf16
+    tests run the models unchanged."""
+    model = model.double()
+    for module in model.modules():
+        name = type(module).__name__
+        if name.endswith("RMSNorm") and hasattr(module, "variance_epsilon"):
+            module.__class__ = type(f"Float64{name}", (type(module),), {"forward": _rms_norm_forward})
+        elif name.endswith("RotaryEmbedding") and hasattr(module, "inv_freq"):
+            module.__class__ = type(f"Float64{name}", (type(module),), {"forward": _rotary_forward})
+    return model
+
+
+def _rms_norm_forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+    variance = hidden_states.pow(2).mean(-1, keepdim=True)
+    return self.weight * (hidden_states * torch.rsqrt(variance + self.variance_epsilon))
+
+
+def _rotary_forward(self, x: torch.Tensor, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    inv_freq = self.inv_freq[None, :, None].to(x.dtype).expand(position_ids.shape[0], -1, 1)
+    freqs = (inv_freq @ position_ids[:, None, :].to(x.dtype)).transpose(1, 2)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos() * self.attention_scaling, emb.sin() * self.attention_scaling
