@@ -82,8 +82,12 @@ class MemRef:
     offset: int
     sizes: list[int]
     strides: list[int]
+    host: bool = False  # host memory (a memref.global): no kernel may read or write it
 
     def at(self, idx: list[int]) -> int:
+        if self.host and IN_KERNEL[0]:
+            raise EmulationError("a kernel accesses host memory (a memref.global of the host module): "
+                                 "on a GPU an illegal address")
         if len(idx) != len(self.sizes):
             raise EmulationError(f"{len(idx)} indices for a rank-{len(self.sizes)} memref")
         for i, n in zip(idx, self.sizes):
@@ -93,7 +97,7 @@ class MemRef:
 
     def view(self, sizes: list[int], strides: list[int] | None = None, offset: int | None = None) -> "MemRef":
         return MemRef(self.data, self.address, self.offset if offset is None else offset, list(sizes),
-                      contiguous_strides(sizes) if strides is None else list(strides))
+                      contiguous_strides(sizes) if strides is None else list(strides), self.host)
 
 
 def contiguous_strides(sizes: list[int]) -> list[int]:
@@ -105,6 +109,7 @@ def contiguous_strides(sizes: list[int]) -> list[int]:
 
 
 _next_address = [1 << 20]
+IN_KERNEL = [False]  # set while a gpu.launch runs
 
 
 def fresh(element: ir.Type, sizes: list[int]) -> MemRef:
@@ -133,8 +138,18 @@ def _get_global(p, vals):
     found = next(op for op in (o.operation for o in module.regions[0].blocks[0].operations)
                  if op.name == "memref.global" and ir.StringAttr(op.attributes["sym_name"]).value == name)
     t = ir.MemRefType(p.op.results[0].type)
-    values = np.array(list(ir.DenseIntElementsAttr(found.attributes["initial_value"])), storage_dtype(t.element_type))
-    return [of_array(values.reshape(t.shape))]
+    initial = found.attributes["initial_value"]
+    dtype = storage_dtype(t.element_type)
+    if ir.DenseElementsAttr(initial).is_splat:
+        splat = ir.DenseElementsAttr(initial).get_splat_value()
+        integer = isinstance(t.element_type, (ir.IntegerType, ir.IndexType))
+        scalar = ir.IntegerAttr(splat).value if integer else ir.FloatAttr(splat).value
+        values = np.full(t.shape, scalar, np.float64 if dtype in FLOATS.values() else np.int64).astype(dtype)
+    else:
+        values = np.array(list(ir.DenseIntElementsAttr(initial)), dtype)
+    m = of_array(values.reshape(t.shape))
+    m.host = True
+    return [m]
 
 
 def _alloc(p, vals):

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import numpy as np
-from emulator_rules import RULES, EmulationError, Kind, MemRef, fresh, kind_of, maybe_kind, of_array
+from emulator_rules import IN_KERNEL, RULES, EmulationError, Kind, MemRef, fresh, kind_of, maybe_kind, of_array
 from mlir import ir
 
 from mlirfuse.dialects import fusion as fusion_dialect
@@ -120,7 +120,11 @@ def _launch(emu: Emulator, p: Op, env: dict) -> Iterator[_Sync]:
                     local = dict(env)
                     local.update(zip(body.args, [bx, by, bz, tx, ty, tz, *grid, *block, *shared]))
                     threads.append(emu.block(body, local))
-                _run_block(threads)
+                IN_KERNEL[0] = True
+                try:
+                    _run_block(threads)
+                finally:
+                    IN_KERNEL[0] = False
     return []
     yield  # a generator
 

@@ -13,6 +13,7 @@ from tolerances import assert_close
 
 import mlirfuse
 from mlirfuse import ops
+from mlirfuse.dtypes import DataType
 from mlirfuse.lowering import toolchain
 from mlirfuse.workloads import WORKLOADS
 
@@ -412,3 +413,14 @@ def test_view_between_pointwise_ops_is_one_kernel(shape, view, misalign) -> None
 
     c = check(fn, randn(*shape), randn(*shape), randn(*view), misalign=misalign)
     assert c.n_launches == 1
+
+
+@pytest.mark.parametrize("dtype", [ml_dtypes.bfloat16, np.float32, np.int64])
+def test_constant_results_are_written_by_the_kernel_not_read_from_host_memory(dtype) -> None:
+    """T5 under bf16 autocast on the H100: 'illegal memory access'. A group returned a constant
+    (a scalar_tensor also read outside it); bufferization copied it from a memref.global of the
+    host module, and the kernel doing the copy read host memory."""
+    def f(x, m):
+        zero = ops.cast(0.0, DataType(np.dtype(dtype).name) if dtype is not ml_dtypes.bfloat16 else DataType.BFloat16)
+        return zero, ops.where(m, ops.expand(zero, list(x.shape)), x), ops.reshape(zero, [1, 1]) + 1
+    check(f, randn(4, 8, 16, dtype=dtype), randn(4, 8, 16, dtype=np.bool_))
