@@ -38,7 +38,8 @@ TO_LINALG = ("builtin.module(fusion-to-linalg{target=cpu}, arith-expand{include-
 # reshapes only onto contiguous ones (a strided input would need a copy).
 INLINE = ("builtin.module(inline, symbol-dce, canonicalize, cse, linalg-reshape-elementwise, "
           "func.func(linalg-fuse-elementwise-ops), canonicalize, cse)")
-BUFFERIZE = ("builtin.module(output-views-in-place, resolve-shaped-type-result-dims, canonicalize, "
+BUFFERIZE = ("builtin.module(output-views-in-place, constant-outputs-as-fills, resolve-shaped-type-result-dims, "
+             "canonicalize, "
              "linalg-unshare-inits, eliminate-empty-tensors, "
              "one-shot-bufferize{bufferize-function-boundaries "
              "function-boundary-type-conversion=identity-layout-map}, "

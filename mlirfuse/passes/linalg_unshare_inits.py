@@ -31,5 +31,5 @@ def _unshare(op: ir.Operation) -> None:
 def run(module: ir.Operation) -> None:
     for func in functions(module):
         for name in _SHARED:  # fills first: their clones share the tensor.empty, unshared next
-            for op in [o for o in walk_ops(func) if o.name == name]:
+            for op in [o for o in walk_ops(func) if o.name == name and len(o.results)]:  # (a fill of a memref owns it)
                 _unshare(op)
