@@ -1,0 +1,251 @@
+"""Random small torch programs for differential testing of the torch.compile backend.
+
+A program is a list of steps over a pool of values (its inputs first): pointwise chains,
+broadcasts, reductions over random axes, views, permutes, slices and cat between them, casts
+between dtypes, softmax / layer_norm. Each step is drawn through a `Draw` (hypothesis's
+`data.draw` in pytest, so failures shrink; a seeded `random.Random` in the 10,000-program
+script) and kept only if eager torch accepts it, so every program is valid torch code.
+
+`check(program)` runs it through `torch.compile(backend="mlirfuse")` and eagerly, forward and
+backward (gradients of the inputs that require grad), and raises AssertionError on a mismatch.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+DTYPES = (torch.float32, torch.float64, torch.bfloat16)
+TOLERANCE = {torch.float64: 1e-9, torch.float32: 2e-4, torch.bfloat16: 4e-2, torch.float16: 4e-3}
+
+
+class Draw:
+    """The choices a generator makes: hypothesis's `data.draw` or a seeded Random."""
+
+    def __init__(self, data: Any = None, rng: random.Random | None = None):
+        self.data, self.rng = data, rng
+
+    def int(self, lo: int, hi: int) -> int:
+        if self.data is not None:
+            from hypothesis import strategies as st
+            return self.data.draw(st.integers(lo, hi))
+        return self.rng.randint(lo, hi)
+
+    def choice(self, options: Sequence[Any]) -> Any:
+        return options[self.int(0, len(options) - 1)]
+
+    def bool(self) -> bool:
+        return self.int(0, 1) == 1
+
+
+UNARY: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "exp": lambda x: torch.exp(x.clamp(-4, 4)), "tanh": torch.tanh, "sigmoid": torch.sigmoid, "relu": torch.relu,
+    "abs": torch.abs, "neg": torch.neg, "sin": torch.sin, "cos": torch.cos,
+    "sqrt": lambda x: torch.sqrt(x.abs() + 0.5), "log": lambda x: torch.log(x.abs() + 0.5),
+    "rsqrt": lambda x: torch.rsqrt(x * x + 1.0), "gelu": F.gelu, "silu": F.silu, "square": lambda x: x * x,
+    "scale": lambda x: x * 2.5 - 1.0, "pow3": lambda x: x ** 3, "erf": torch.erf,
+}
+BINARY: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": lambda x, y: x / (y.abs() + 0.5),
+    "maximum": torch.maximum, "minimum": torch.minimum, "where": lambda x, y: torch.where(x > y, x, y * 0.5),
+    "masked": lambda x, y: x.masked_fill(y > 0.3, 0.0),
+}
+
+
+@dataclass
+class Program:
+    """Inputs (shape, dtype, requires_grad) and steps (name, operand indices, parameters)."""
+    inputs: list[tuple[tuple[int, ...], torch.dtype, bool]]
+    steps: list[tuple[str, tuple[int, ...], tuple]] = field(default_factory=list)
+    outputs: list[int] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        lines = [f"v{i} = input {list(s)} {d} requires_grad={g}" for i, (s, d, g) in enumerate(self.inputs)]
+        n = len(self.inputs)
+        lines += [f"v{n + k} = {name}({', '.join(f'v{i}' for i in ops)}{', ' if p else ''}{', '.join(map(repr, p))})"
+                  for k, (name, ops, p) in enumerate(self.steps)]
+        return "\n".join(lines + [f"return {', '.join(f'v{i}' for i in self.outputs)}"])
+
+
+def apply(name: str, xs: list[torch.Tensor], p: tuple) -> torch.Tensor:
+    """One step of a program, on torch tensors (traced by dynamo, or run eagerly)."""
+    if name in UNARY:
+        return UNARY[name](xs[0])
+    if name in BINARY:
+        return BINARY[name](xs[0], xs[1])
+    x = xs[0]
+    if name in ("sum", "mean", "amax", "var"):
+        dims, keepdim = p
+        if name == "var":
+            return torch.var(x, dims, keepdim=keepdim, correction=0)
+        return getattr(torch, name)(x, dims, keepdim=keepdim)
+    if name == "softmax":
+        return torch.softmax(x, p[0])
+    if name == "log_softmax":
+        return torch.log_softmax(x, p[0])
+    if name == "layer_norm":
+        return F.layer_norm(x, x.shape[-1:])
+    if name == "transpose":
+        return x.transpose(*p)
+    if name == "permute":
+        return x.permute(*p)
+    if name == "unsqueeze_expand":
+        return x.unsqueeze(p[0]).expand(*p[1])
+    if name == "flatten":
+        return x.flatten(p[0], p[0] + 1)
+    if name == "view_split":
+        d, a = p
+        return x.reshape(*x.shape[:d], a, x.shape[d] // a, *x.shape[d + 1:])
+    if name == "contiguous":
+        return x.contiguous()
+    if name == "slice":
+        d, start, stop, step = p
+        return x[(slice(None),) * d + (slice(start, stop, step),)]
+    if name == "cat":
+        return torch.cat([x, xs[1]], p[0])
+    if name == "cast":
+        return x.to(p[0])
+    raise ValueError(f"unknown step {name}")
+
+
+def run(program: Program, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+    values = list(inputs)
+    for name, ops, p in program.steps:
+        values.append(apply(name, [values[i] for i in ops], p))
+    return [values[i] for i in program.outputs]
+
+
+def _step(draw: Draw, values: list[torch.Tensor]) -> tuple[str, tuple[int, ...], tuple]:
+    kind = draw.choice(["unary", "unary", "binary", "binary", "reduce", "view", "slice", "cast", "norm"])
+    i = draw.int(0, len(values) - 1)
+    x = values[i]
+    if kind == "unary":
+        return draw.choice(sorted(UNARY)), (i,), ()
+    if kind == "binary":
+        return draw.choice(sorted(BINARY)), (i, draw.int(0, len(values) - 1)), ()
+    if kind == "reduce" and x.dim() > 0:
+        dims = tuple(d for d in range(x.dim()) if draw.bool()) or (draw.int(0, x.dim() - 1),)
+        return draw.choice(["sum", "mean", "amax", "var"]), (i,), (dims, draw.bool())
+    if kind == "norm" and x.dim() > 0:
+        return draw.choice(["softmax", "log_softmax", "layer_norm"]), (i,), (draw.int(0, x.dim() - 1),) * 1
+    if kind == "view" and x.dim() > 0:
+        view = draw.choice(["transpose", "permute", "unsqueeze_expand", "flatten", "view_split", "contiguous"])
+        if view == "transpose" and x.dim() >= 2:
+            return view, (i,), (draw.int(0, x.dim() - 1), draw.int(0, x.dim() - 1))
+        if view == "permute":
+            order = list(range(x.dim()))
+            for k in range(len(order) - 1, 0, -1):
+                j = draw.int(0, k)
+                order[k], order[j] = order[j], order[k]
+            return view, (i,), tuple(order)
+        if view == "unsqueeze_expand":
+            d = draw.int(0, x.dim())
+            shape = list(x.shape)
+            shape.insert(d, draw.choice([1, 3]))
+            return view, (i,), (d, tuple(shape))
+        if view == "flatten" and x.dim() >= 2:
+            return view, (i,), (draw.int(0, x.dim() - 2),)
+        if view == "view_split":
+            d = draw.int(0, x.dim() - 1)
+            return view, (i,), (d, draw.choice([1, 2, 3]))
+        return "contiguous", (i,), ()
+    if kind == "slice" and x.dim() > 0:
+        d = draw.int(0, x.dim() - 1)
+        if draw.bool():
+            j = draw.int(0, len(values) - 1)
+            return "cat", (i, j), (d,)
+        n = x.shape[d]
+        start = draw.int(0, max(n - 1, 0))
+        return "slice", (i,), (d, start, draw.int(start + 1, n + 1), draw.choice([1, 1, 2]))
+    if kind == "cast":
+        return "cast", (i,), (draw.choice(DTYPES),)
+    return draw.choice(sorted(UNARY)), (i,), ()
+
+
+def generate(draw: Draw, max_steps: int = 10) -> Program:
+    """A valid program: every step was run eagerly on example inputs when it was drawn."""
+    rank = draw.int(1, 3)
+    shape = tuple(draw.choice([1, 2, 3, 5, 8]) for _ in range(rank))
+    inputs = []
+    for _ in range(draw.int(1, 3)):
+        # a broadcast of the base shape: leading dims dropped, some dims of size 1
+        s = tuple(1 if draw.int(0, 3) == 0 else n for n in shape[draw.int(0, rank - 1) if draw.bool() else 0:])
+        inputs.append((s, draw.choice(DTYPES[:2]) if draw.int(0, 4) else torch.bfloat16, draw.bool()))
+    program = Program(inputs)
+    values = example_inputs(program)
+    for _ in range(draw.int(2, max_steps)):
+        step = _step(draw, values)
+        try:
+            with torch.no_grad():
+                out = apply(step[0], [values[i] for i in step[1]], step[2])
+        except (RuntimeError, IndexError, ValueError):
+            continue
+        if out.numel() == 0 or not out.dtype.is_floating_point:
+            continue
+        program.steps.append(step)
+        values.append(out)
+    last = len(values) - 1
+    program.outputs = [last] if draw.bool() or last == 0 else [last, draw.int(len(inputs), last)]
+    return program
+
+
+def example_inputs(program: Program, seed: int = 0) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(s, generator=g, dtype=torch.float64).to(d) for s, d, _ in program.inputs]
+
+
+def _tolerance(tensors: list[torch.Tensor]) -> float:
+    return max(TOLERANCE[t.dtype] for t in tensors)
+
+
+def _close(got: torch.Tensor, want: torch.Tensor, tol: float, what: str, program: Program) -> None:
+    assert got.shape == want.shape and got.dtype == want.dtype, \
+        f"{what}: {tuple(got.shape)} {got.dtype} vs eager {tuple(want.shape)} {want.dtype}\n{program}"
+    g, w = got.double(), want.double()
+    scale = max(float(w.abs().max()) if w.numel() else 0.0, 1.0)
+    err = float((g - w).abs().max()) if w.numel() else 0.0
+    assert err <= tol * scale or (torch.isnan(g) == torch.isnan(w)).all() and err != err, \
+        f"{what}: max error {err:.3g} (tolerance {tol * scale:.3g})\n{program}"
+
+
+def check(program: Program, single_node: bool = False, device: str = "cpu") -> None:
+    """mlirfuse vs eager, forward and backward; AssertionError names the program.
+    `single_node`: groups of one op are fused too (every op's lowering is exercised). The
+    fallback to torch is off: a region that fails must fail the check."""
+    import mlirfuse
+
+    previous = mlirfuse.set_options(single_node=single_node, fallback=False)
+    try:
+        _check(program, device)
+    finally:
+        mlirfuse.restore_options(previous)
+
+
+def _check(program: Program, device: str) -> None:
+    base = [t.to(device) for t in example_inputs(program)]
+    grads = [g and t.dtype.is_floating_point for (_, _, g), t in zip(program.inputs, base)]
+    eager_in = [t.clone().requires_grad_(g) for t, g in zip(base, grads)]
+    fused_in = [t.clone().requires_grad_(g) for t, g in zip(base, grads)]
+    want = run(program, eager_in)
+    got = torch.compile(lambda *xs: run(program, list(xs)), backend="mlirfuse")(*fused_in)
+    every = base + want
+    tol = _tolerance(every)
+    for k, (a, b) in enumerate(zip(got, want)):
+        _close(a.detach(), b.detach(), tol, f"output {k}", program)
+    if not any(grads) or not any(w.requires_grad for w in want):
+        return
+    g = torch.Generator().manual_seed(1)
+    cotangents = [torch.rand(w.shape, generator=g, dtype=torch.float64).to(w) for w in want]
+    pairs = [(o, c) for o, c in zip(want, cotangents) if o.requires_grad]
+    torch.autograd.backward([o for o, _ in pairs], [c for _, c in pairs])
+    pairs = [(o, c) for o, c in zip(got, cotangents) if o.requires_grad]
+    torch.autograd.backward([o for o, _ in pairs], [c for _, c in pairs])
+    for k, (a, b) in enumerate(zip(fused_in, eager_in)):
+        if b.grad is not None:
+            assert a.grad is not None, f"input {k}: no gradient\n{program}"
+            _close(a.grad, b.grad, tol, f"gradient of input {k}", program)
