@@ -70,10 +70,12 @@ def main() -> int:
           f"{seconds:.0f} | {args.workers} |")
     for seed, kind, message in failures[:50]:
         print(f"\n### seed {seed}: {kind}\n{message}")
-    out = Path(args.json) if args.json else Path(__file__).parent / "results" / f"fuzz-{time.strftime('%Y-%m-%d')}.json"
+    default = Path(__file__).parent / "results" / f"fuzz-{args.device}-{time.strftime('%Y-%m-%d')}.json"
+    out = Path(args.json) if args.json else default
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"programs": len(results), "device": args.device, "first_seed": args.seed, "seconds": seconds, **counts,
-                               "failures": [{"seed": s, "kind": k, "message": m} for s, k, m in failures]}, indent=1))
+    summary = {"programs": len(results), "device": args.device, "first_seed": args.seed, "seconds": seconds, **counts,
+               "failures": [{"seed": s, "kind": k, "message": m} for s, k, m in failures]}
+    out.write_text(json.dumps(summary, indent=1))
     return 1 if failures else 0
 
 

@@ -44,7 +44,7 @@ BUFFERIZE = ("builtin.module(output-views-in-place, constant-outputs-as-fills, r
              "one-shot-bufferize{bufferize-function-boundaries "
              "function-boundary-type-conversion=identity-layout-map}, "
              "buffer-deallocation-pipeline, canonicalize, cse)")
-TO_LLVM = ("builtin.module(func.func(convert-linalg-to-loops), convert-scf-to-cf, "
+TO_LLVM = ("builtin.module(memref-copies-to-linalg, func.func(convert-linalg-to-loops), convert-scf-to-cf, "
            "expand-strided-metadata, lower-affine, "
            "finalize-memref-to-llvm, convert-math-to-llvm, convert-math-to-libm, "
            "convert-arith-to-llvm, convert-func-to-llvm, convert-cf-to-llvm, "

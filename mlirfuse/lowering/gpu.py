@@ -38,6 +38,7 @@ from mlirfuse.lowering import linalg_builders as B
 from mlirfuse.lowering.cpu import BUFFERIZE, INLINE, run_pipeline
 from mlirfuse.lowering.host_abi import ENTRY, add_entry_point, inline_scalar_operands, launches_line
 from mlirfuse.lowering.host_overrides import host_overrides
+from mlirfuse.passes.memref_copies_to_linalg import copies_to_linalg
 
 BLOCK_SIZE = 256
 
@@ -116,16 +117,6 @@ def _entry(module: ir.Module) -> ir.Operation:
         if op.operation.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == ENTRY:
             return op.operation
     raise FusionError("GPU backend: entry function missing")
-
-
-def copies_to_linalg(func: ir.Operation) -> None:
-    """memref.copy on the host would touch device memory: make it a (GPU) linalg.copy."""
-    for op in list(func.regions[0].blocks[0].operations):
-        op = op.operation
-        if op.name == "memref.copy":
-            with ir.InsertionPoint(op), op.location:
-                linalg.copy(op.operands[0], outs=[op.operands[1]])
-            op.erase()
 
 
 def _as_rank1(value: ir.Value) -> ir.Value:

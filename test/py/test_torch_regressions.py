@@ -135,3 +135,38 @@ def test_region_outputs_have_the_metadata_strides() -> None:
     assert y.stride() == ey.stride() and s.stride() == es.stride()
     torch.testing.assert_close(y, ey)
     torch.testing.assert_close(s, es)
+
+
+def test_attention_backward_is_a_library_op() -> None:
+    """The partition dump said 'no mlirfuse lowering' for the CPU attention's backward."""
+    from mlirfuse.torch_backend.aten_table import unsupported_reason
+
+    for name in ("_scaled_dot_product_flash_attention_for_cpu_backward", "_scaled_dot_product_flash_attention_backward",
+                 "_scaled_dot_product_efficient_attention_backward", "_scaled_dot_product_cudnn_attention_backward"):
+        if hasattr(torch.ops.aten, name):
+            assert unsupported_reason(getattr(torch.ops.aten, name).default) == "library op, runs in torch", name
+
+
+def test_strided_input_returned_as_an_output() -> None:
+    """Fuzzer, seed 100267 (a step-2 slice, minimum(v, v), layer_norm; both returned): an output
+    equal to a strided input is a memref.copy, which the CPU backend lowered to a call of the
+    `memrefCopy` runtime function it does not link ('entry point missing after compilation')."""
+    import numpy as np
+
+    import mlirfuse
+
+    def fn(x):
+        v = x[:, :, 0:5:2]
+        w = torch.minimum(v, v)
+        return F.layer_norm(w, w.shape[-1:]), w
+    x = torch.randn(2, 5, 5, dtype=torch.float64)
+    previous = mlirfuse.set_options(fallback=False, single_node=True)
+    try:
+        for got, want in zip(torch.compile(fn, backend="mlirfuse")(x), fn(x)):
+            torch.testing.assert_close(got, want, **TOL[torch.float64])
+        a = x.numpy()[:, :, 0:5:2]
+        same, total = mlirfuse.jit(lambda v: (v, v.sum(-1)))(a)
+        np.testing.assert_array_equal(same, a)
+        np.testing.assert_allclose(total, a.sum(-1), rtol=1e-12)
+    finally:
+        mlirfuse.restore_options(previous)
