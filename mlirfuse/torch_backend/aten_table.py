@@ -276,6 +276,9 @@ LIBRARY = {getattr(aten, name) for name in (
     "_scaled_dot_product_flash_attention", "_scaled_dot_product_cudnn_attention",
     "_scaled_dot_product_flash_attention_for_cpu", "_efficient_attention_backward",
     "_scaled_dot_product_flash_attention_backward", "_scaled_dot_product_efficient_attention_backward",
+    "_scaled_dot_product_flash_attention_for_cpu_backward", "_scaled_dot_product_cudnn_attention_backward",
+    "_flash_attention_forward", "_flash_attention_backward", "_efficient_attention_forward",
+    "_scaled_dot_product_fused_attention_overrideable", "_scaled_dot_product_fused_attention_overrideable_backward",
 ) if hasattr(aten, name)}
 
 
