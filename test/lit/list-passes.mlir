@@ -14,6 +14,8 @@
 // CHECK-DAG: fusion-strip-bookend-views
 // CHECK-DAG: fusion-segment
 // CHECK-DAG: fusion-to-linalg
+// CHECK-DAG: constant-outputs-as-fills
+// CHECK-DAG: memref-copies-to-linalg
 
 // Each pass with its one-line summary; options with type and default.
 // SUMMARY: mlirfuse passes
