@@ -128,9 +128,42 @@ def compile_graph(gm: fx.GraphModule, example_inputs: Any, kind: str = "forward"
     return make_boxed_func(compiled.forward)
 
 
+COMPARISONS = (aten.eq.Tensor, aten.ne.Tensor)
+
+
+def partition_joint_graph(joint: fx.GraphModule, joint_inputs: Any, **kwargs: Any) -> Any:
+    """AOTAutograd's min-cut partitioner (recompute cheap ops in the backward instead of saving
+    them), except for forward values that the backward compares for equality: those are saved.
+
+    amax/amin/max's backward compares the saved result with the op's input (`x == amax`) and
+    divides by the number of matches. Recomputed in the backward by another kernel, the input
+    need not be bit-identical to what the forward's kernel reduced (vectorization, contraction,
+    another fusion): a row matching nothing gave 0 / 0 (NaN gradients, found by the fuzzer on
+    one host's CPU). Saved, both sides come from the forward, as in eager."""
+    from functorch.compile import min_cut_rematerialization_partition
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    backward = _depends_on_tangents(joint.graph)
+    for node in joint.graph.nodes:
+        if node.op == "call_function" and node.target in COMPARISONS:
+            for arg in node.all_input_nodes:
+                if arg.op == "call_function" and arg not in backward:
+                    arg.meta["recompute"] = CheckpointPolicy.MUST_SAVE
+    return min_cut_rematerialization_partition(joint, joint_inputs, **kwargs)
+
+
+def _depends_on_tangents(graph: fx.Graph) -> set[fx.Node]:
+    """The nodes of a joint graph computed from the output gradients (the backward's own)."""
+    found: set[fx.Node] = set()
+    for node in graph.nodes:
+        if node.op == "placeholder" and node.name.startswith("tangents") or \
+                any(a in found for a in node.all_input_nodes):
+            found.add(node)
+    return found
+
+
 def mlirfuse_backend(gm: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
     """`torch.compile(fn, backend="mlirfuse")`: forward and backward graphs fused by mlirfuse."""
-    from functorch.compile import min_cut_rematerialization_partition
     from torch._dynamo.backends.common import aot_autograd
 
     backend = aot_autograd(
@@ -138,6 +171,6 @@ def mlirfuse_backend(gm: fx.GraphModule, example_inputs: Any) -> Callable[..., A
         bw_compiler=functools.partial(compile_graph, kind="backward"),
         inference_compiler=functools.partial(compile_graph, kind="inference"),
         decompositions=decompositions(),
-        partition_fn=min_cut_rematerialization_partition,
+        partition_fn=partition_joint_graph,
     )
     return backend(gm, example_inputs)

@@ -170,3 +170,41 @@ def test_strided_input_returned_as_an_output() -> None:
         np.testing.assert_allclose(total, a.sum(-1), rtol=1e-12)
     finally:
         mlirfuse.restore_options(previous)
+
+
+def test_values_compared_for_equality_are_saved_not_recomputed() -> None:
+    """Fuzzer, seed 8641 (a NaN gradient on the H100 host's CPU): amax's backward compares the
+    saved maximum with its input for equality and divides by the count of matches. The min-cut
+    partitioner recomputed that input (a LayerNorm output) in the backward graph, in another
+    kernel whose last bit differed on that host: rows with no match gave 0 / 0. Every value that
+    feeds an equality must come from the forward: saved, not recomputed."""
+    import functools
+
+    from torch._dynamo.backends.common import aot_autograd
+
+    from mlirfuse.torch_backend.backend import compile_graph, partition_joint_graph
+
+    graphs = {}
+
+    def capture(gm, example_inputs, kind):
+        graphs[kind] = gm
+        return compile_graph(gm, example_inputs, kind)
+    backend = aot_autograd(fw_compiler=functools.partial(capture, kind="forward"),
+                           bw_compiler=functools.partial(capture, kind="backward"),
+                           decompositions=torch_backend.decompositions(), partition_fn=partition_joint_graph)
+
+    def fn(x):
+        return torch.amax(F.layer_norm(F.gelu(x), x.shape[-1:]), 0)
+    x = torch.randn(5, 5, 8, dtype=torch.float64, requires_grad=True)
+    torch.compile(fn, backend=backend)(x).sum().backward()
+    eqs = [n for n in graphs["backward"].graph.nodes if n.target is torch.ops.aten.eq.Tensor]
+    assert eqs
+    for eq in eqs:
+        for arg in eq.all_input_nodes:
+            views = (torch.ops.aten.view.default, torch.ops.aten.alias.default, torch.ops.aten.unsqueeze.default)
+            while arg.op == "call_function" and arg.target in views:
+                arg = arg.all_input_nodes[0]
+            assert arg.op == "placeholder", f"{eq.name} reads {arg.name} = {arg.target}, recomputed in the backward"
+    dynamo.reset()
+    x.grad = None
+    _grads_vs_eager(fn, [x], torch.float64)
