@@ -4,7 +4,7 @@ and Mistral built from configs, one training step compared with eager parameter 
 - float64: the model in float64 throughout (`exact_float64`) and the loss computed in float64
   from the logits (HF's `labels=` path casts logits to float32): logits and every gradient
   within 1e-9 of eager (relative error of the norm).
-- float32 and bf16 autocast: the models as they are, `labels=` as users train them.
+- float32, bf16 and fp16 autocast: the models as they are, `labels=` as users train them.
 - dynamic sequence lengths: three lengths, no compile for the third.
 The GPU variants (`-m gpu`) run the real widths at batch 8 x seq 512.
 """
@@ -25,7 +25,8 @@ from mlirfuse import torch_backend  # noqa: E402
 
 # mode -> (relative tolerance of logits, loss and gradient norms; the floor under a gradient's
 # norm, as a fraction of the largest gradient norm: for gradients that are analytically zero)
-TOLERANCE = {"f64": (1e-9, 1e-6), "f32": (1e-4, 1e-4), "bf16_autocast": (1.6e-2, 1e-2), "bf16": (1.6e-2, 1e-2)}
+TOLERANCE = {"f64": (1e-9, 1e-6), "f32": (1e-4, 1e-4), "bf16_autocast": (1.6e-2, 1e-2), "fp16_autocast": (4e-3, 1e-2),
+             "bf16": (1.6e-2, 1e-2)}
 
 
 @pytest.fixture(autouse=True)
@@ -83,19 +84,19 @@ def _compare(family: str, mode: str, device: str = "cpu", widths: str = "tiny", 
             got = train_step(model, compiled, ids, None, backward=False)
     else:
         model.train()
-        autocast = torch.bfloat16 if mode == "bf16_autocast" else None
+        autocast = {"bf16_autocast": torch.bfloat16, "fp16_autocast": torch.float16}.get(mode)
         expected, got = train_step(model, model, ids, autocast), train_step(model, compiled, ids, autocast)
     _assert_close_steps(expected, got, mode, grads=mode != "bf16")
 
 
-@pytest.mark.parametrize("mode", ["f64", "f32", "bf16_autocast", "bf16"])
+@pytest.mark.parametrize("mode", ["f64", "f32", "bf16_autocast", "fp16_autocast", "bf16"])
 @pytest.mark.parametrize("family", FAMILIES)
 def test_model_step_matches_eager_cpu(family: str, mode: str) -> None:
     _compare(family, mode)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("mode", ["f32", "bf16_autocast", "bf16"])
+@pytest.mark.parametrize("mode", ["f32", "bf16_autocast", "fp16_autocast", "bf16"])
 @pytest.mark.parametrize("family", ["gpt2", "llama", "bert"])
 def test_model_step_matches_eager_gpu_real_widths(family: str, mode: str) -> None:
     _compare(family, mode, "cuda", "real", batch=8, seq=512)
