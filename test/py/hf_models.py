@@ -58,14 +58,18 @@ class Step:
 
 def train_step(model: torch.nn.Module, run: Callable[..., Any], ids: torch.Tensor, autocast: torch.dtype | None,
                backward: bool = True) -> Step:
-    """One forward (and backward) with labels = ids; gradients cloned, then cleared."""
+    """One forward (and backward) with labels = ids; gradients cloned, then cleared. Under
+    float16 autocast the loss is scaled by GradScaler's initial 2**16 and the gradients unscaled,
+    as float16 training does: unscaled, gradients below float16's range (a logit's gradient is
+    about 1 / (tokens x vocabulary)) flush to zero, wherever each implementation rounds."""
     model.zero_grad(set_to_none=True)
     device = ids.device.type
     with torch.autocast(device, dtype=autocast or torch.bfloat16, enabled=autocast is not None):
         out = run(input_ids=ids, labels=ids)
+    scale = 2.0 ** 16 if autocast is torch.float16 else 1.0
     if backward:
-        out.loss.backward()
-    grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+        (out.loss * scale).backward()
+    grads = {n: p.grad.detach().clone() / scale for n, p in model.named_parameters() if p.grad is not None}
     model.zero_grad(set_to_none=True)
     return Step(out.loss.detach(), out.logits.detach(), grads)
 
