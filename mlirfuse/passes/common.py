@@ -40,6 +40,13 @@ def body_ops(func: ir.Operation) -> list[ir.Operation]:
     return [op.operation for op in func.regions[0].blocks[0].operations]
 
 
+def output_materializations(func: ir.Operation) -> list[ir.Operation]:
+    """The `bufferization.materialize_in_destination` ops of the destination-passing entry
+    point that write a result into an output buffer (a memref)."""
+    return [op for op in body_ops(func) if op.name == "bufferization.materialize_in_destination"
+            and isinstance(op.operands[1].type, ir.MemRefType)]
+
+
 def is_fusion_op(op: ir.Operation) -> bool:
     return op.name.startswith("fusion.")
 

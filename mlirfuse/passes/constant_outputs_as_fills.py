@@ -18,7 +18,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, linalg
 
-from mlirfuse.passes.common import body_ops, defining_op, functions, has_uses
+from mlirfuse.passes.common import defining_op, functions, has_uses, output_materializations
 
 NAME = "constant-outputs-as-fills"
 OPTIONS: dict = {}
@@ -37,10 +37,7 @@ def _splat(value: ir.Value) -> ir.Attribute | None:
 
 def run(module: ir.Operation) -> None:
     for func in functions(module):
-        for op in body_ops(func):
-            if op.name != "bufferization.materialize_in_destination" or \
-                    not isinstance(op.operands[1].type, ir.MemRefType):
-                continue
+        for op in output_materializations(func):
             element = _splat(op.operands[0])
             if element is None:
                 continue

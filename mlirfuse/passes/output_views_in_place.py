@@ -30,7 +30,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, memref, tensor
 
-from mlirfuse.passes.common import body_ops, functions
+from mlirfuse.passes.common import functions, output_materializations
 
 NAME = "output-views-in-place"
 OPTIONS: dict = {}
@@ -109,10 +109,7 @@ def _view(out: ir.Value, of: ir.Value, before: ir.Operation) -> ir.Value:
 
 def run(module: ir.Operation) -> None:
     for func in functions(module):
-        for op in body_ops(func):
-            if op.name != "bufferization.materialize_in_destination" or \
-                    not isinstance(op.operands[1].type, ir.MemRefType):
-                continue
+        for op in output_materializations(func):
             source, inner = None, _reshaped(op.operands[0])
             while inner is not None:  # the value before a chain of reshapes
                 source, inner = inner, _reshaped(inner)

@@ -23,3 +23,16 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def fresh_torch_backend():
+    """dynamo's compiled frames and the torch backend's shared fusions reset around a test."""
+    import torch._dynamo as dynamo
+
+    from mlirfuse import torch_backend
+
+    dynamo.reset()
+    torch_backend.reset()
+    yield
+    dynamo.reset()

@@ -29,12 +29,7 @@ TOLERANCE = {"f64": (1e-9, 1e-6), "f32": (1e-4, 1e-4), "bf16_autocast": (1.6e-2,
              "bf16": (1.6e-2, 1e-2)}
 
 
-@pytest.fixture(autouse=True)
-def _fresh_dynamo():
-    dynamo.reset()
-    torch_backend.reset()
-    yield
-    dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_torch_backend")
 
 
 def _ids(batch: int, seq: int, vocab: int, device: str) -> torch.Tensor:

@@ -17,12 +17,7 @@ from mlirfuse.torch_backend.aten_table import LIBRARY  # noqa: E402
 TOL = {torch.float64: {"rtol": 1e-9, "atol": 1e-9}, torch.float32: {"rtol": 2e-5, "atol": 2e-5}}
 
 
-@pytest.fixture(autouse=True)
-def _fresh_dynamo():
-    dynamo.reset()
-    torch_backend.reset()
-    yield
-    dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_torch_backend")
 
 
 def assert_contracted_acyclic(gm, partition) -> None:
