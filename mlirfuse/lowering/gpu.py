@@ -175,7 +175,20 @@ def add_unit_loops(func: ir.Operation) -> None:
             inner_op = inner.operation
             inner_op.detach_from_parent()
             block.append(inner_op)
+        _shift_index_ops(block)
         op.erase()
+
+
+def _shift_index_ops(block: ir.Block) -> None:
+    """`linalg.index d` -> `linalg.index d + 1` in a body given a unit loop d0."""
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "linalg.index":
+            d = ir.IntegerAttr(op.attributes["dim"]).value
+            op.attributes["dim"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), d + 1)
+        return ir.WalkResult.ADVANCE
+
+    for op in block.operations:
+        op.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
 
 
 def _is_host_shape(op: ir.Operation) -> bool:

@@ -424,3 +424,12 @@ def test_constant_results_are_written_by_the_kernel_not_read_from_host_memory(dt
         zero = ops.cast(0.0, DataType(np.dtype(dtype).name) if dtype is not ml_dtypes.bfloat16 else DataType.BFloat16)
         return zero, ops.where(m, ops.expand(zero, list(x.shape)), x), ops.reshape(zero, [1, 1]) + 1
     check(f, randn(4, 8, 16, dtype=dtype), randn(4, 8, 16, dtype=np.bool_))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: ops.sum(x * ops.rand_like(x, seed=3)),
+], ids=["random"])
+def test_full_reductions_with_index_dependent_bodies(fn) -> None:
+    """A full reduction gets a unit parallel loop d0 on the GPU; the body's `linalg.index`
+    must follow its loop to d1 (it read the unit loop: every index 0)."""
+    check(fn, randn(37), reduction_size=37)
