@@ -246,6 +246,11 @@ class CompiledFusion:
                 raise FusionError(f"input shapes {[tuple(s) for s in shapes]} are inconsistent: "
                                   f"the fusion needs {a} == {b} (got {va} and {vb}); "
                                   "they do not broadcast or reshape as traced")
+        for size, least, what in self.fusion.minimums:
+            value = evaluate(size, shapes)
+            if value < least:
+                raise FusionError(f"input shapes {[tuple(s) for s in shapes]}: {what} is out of range unless {size} >= {least} "
+                                  f"(got {value})")
         return [tuple(evaluate(s, shapes) for s in shape) for shape in self._output_shapes]
 
     def __call__(self, inputs: Sequence[Any]) -> list[Any]:

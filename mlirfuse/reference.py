@@ -162,6 +162,8 @@ class _Evaluator:
             return [np.array(_attr(op, "value"))]
         if row.kind == "random":
             return [self.eval_random(op, name, args, out_types[0])]
+        if row.kind == "indexing":
+            return [eval_indexing(op, name, args, out_types[0])]
         return [self.eval_shape(op, name, args)]
 
     @staticmethod
@@ -196,6 +198,35 @@ class _Evaluator:
             shape = list(args[0].shape)
             seed, offset = args[1].item(), args[2].item()
         return reference_philox.uniform(tuple(shape), int(seed), int(offset), float(lo), float(hi), out.np)
+
+
+def eval_indexing(op: ir.Operation, name: str, args: list[Any], out: DataType) -> np.ndarray:
+    if name == "iota":
+        shape = result_shape(op, args)
+        dim = _attr(op, "dim")
+        acc = compute_dtype(out)
+        i = np.arange(shape[dim], dtype=acc).reshape([-1 if d == dim else 1 for d in range(len(shape))])
+        return np.broadcast_to(acc.type(_attr(op, "start")) + acc.type(_attr(op, "step")) * i, shape)
+    x = args[0]
+    if name == "slice":
+        shape = result_shape(op, args[1:])
+        for d, (s, st, n) in enumerate(zip(_attr(op, "starts"), _attr(op, "steps"), shape)):
+            x = np.take(x, np.arange(n, dtype=np.int64) * st + s, axis=d)
+        return x
+    if name == "cat":
+        return np.concatenate(args, axis=_attr(op, "dim"))
+    if name == "pad":
+        low, high = _attr(op, "low"), _attr(op, "high")
+        crop = tuple(slice(max(0, -lo), x.shape[d] - max(0, -hi)) for d, (lo, hi) in enumerate(zip(low, high)))
+        widths = [(max(0, lo), max(0, hi)) for lo, hi in zip(low, high)]
+        return np.pad(x[crop], widths, constant_values=args[1].item())
+    if name == "gather":
+        index, dim = args[1].astype(np.int64), _attr(op, "dim")
+        size = x.shape[dim]
+        index = np.clip(np.where(index < 0, index + size, index), 0, max(size - 1, 0))
+        x = x[tuple(slice(None) if d == dim else slice(0, n) for d, n in enumerate(index.shape))]
+        return np.take_along_axis(x, index, axis=dim)
+    raise FusionError(f"reference: cannot evaluate fusion.{name}")
 
 
 def evaluate(module: Any, inputs: Sequence[Any], func_name: str = "fusion") -> list[np.ndarray]:

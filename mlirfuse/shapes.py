@@ -52,6 +52,20 @@ def result_shapes(op: ir.Operation, operands: Sequence[Any]) -> list[Any]:
         return [tuple(operands[0])]
     if name == "permute":
         return [tuple(operands[0][d] for d in _ints(op, "dims"))]
+    if name == "iota":
+        return [_filled(op, operands)]
+    if name == "slice":
+        return [_filled(op, operands[1:])]
+    if name == "cat":
+        d = int(ir.IntegerAttr(op.attributes["dim"]).value)
+        x = list(operands[0])
+        x[d] = sum(int(s[d]) for s in operands)
+        return [tuple(x)]
+    if name == "pad":
+        low, high = _ints(op, "low"), _ints(op, "high")
+        return [tuple(s + lo + hi for s, lo, hi in zip(operands[0], low, high))]
+    if name == "gather":
+        return [tuple(operands[1])]
     if name == "squeeze":
         dims = _ints(op, "dims")
         return [tuple(s for i, s in enumerate(operands[0]) if i not in dims)]

@@ -378,6 +378,56 @@ irdl.dialect @fusion {
     irdl.operands(input: %input)
     irdl.results(result: %result)
   }
+  irdl.operation @iota {
+    %index = irdl.is index
+    %result = irdl.base "!builtin.tensor"
+    %shape_attr = irdl.base "#builtin.dense_array"
+    %dim_attr = irdl.base "#builtin.integer"
+    %start_attr = irdl.any
+    %step_attr = irdl.any
+    irdl.attributes {"shape" = %shape_attr, "dim" = %dim_attr, "start" = %start_attr, "step" = %step_attr}
+    irdl.operands(sizes: variadic %index)
+    irdl.results(result: %result)
+  }
+  irdl.operation @slice {
+    %input = irdl.base "!builtin.tensor"
+    %index = irdl.is index
+    %result = irdl.base "!builtin.tensor"
+    %shape_attr = irdl.base "#builtin.dense_array"
+    %starts_attr = irdl.base "#builtin.dense_array"
+    %steps_attr = irdl.base "#builtin.dense_array"
+    irdl.attributes {"shape" = %shape_attr, "starts" = %starts_attr, "steps" = %steps_attr}
+    irdl.operands(input: %input, sizes: variadic %index)
+    irdl.results(result: %result)
+  }
+  irdl.operation @cat {
+    %lhs = irdl.base "!builtin.tensor"
+    %rhs = irdl.base "!builtin.tensor"
+    %result = irdl.base "!builtin.tensor"
+    %dim_attr = irdl.base "#builtin.integer"
+    irdl.attributes {"dim" = %dim_attr}
+    irdl.operands(lhs: %lhs, rhs: %rhs)
+    irdl.results(result: %result)
+  }
+  irdl.operation @pad {
+    %input = irdl.base "!builtin.tensor"
+    %value = irdl.base "!builtin.tensor"
+    %result = irdl.base "!builtin.tensor"
+    %low_attr = irdl.base "#builtin.dense_array"
+    %high_attr = irdl.base "#builtin.dense_array"
+    irdl.attributes {"low" = %low_attr, "high" = %high_attr}
+    irdl.operands(input: %input, value: %value)
+    irdl.results(result: %result)
+  }
+  irdl.operation @gather {
+    %input = irdl.base "!builtin.tensor"
+    %index = irdl.base "!builtin.tensor"
+    %result = irdl.base "!builtin.tensor"
+    %dim_attr = irdl.base "#builtin.integer"
+    irdl.attributes {"dim" = %dim_attr}
+    irdl.operands(input: %input, index: %index)
+    irdl.results(result: %result)
+  }
   irdl.operation @cast {
     %input = irdl.base "!builtin.tensor"
     %result = irdl.base "!builtin.tensor"

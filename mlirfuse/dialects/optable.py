@@ -32,7 +32,7 @@ class OpDef:
     """One `fusion` op. operands/results: names; `T` marks operands sharing one type."""
 
     name: str
-    kind: str  # elementwise | reduction | shape | cast | constant | random | size
+    kind: str  # elementwise | reduction | shape | indexing | cast | constant | random | size
     operands: tuple[str, ...]
     results: tuple[str, ...] = ("result",)
     rule: str = ""
@@ -170,6 +170,23 @@ SHAPE_OPS = [
     OpDef("unsqueeze", "shape", ("input",), attributes=("dim",), doc="insert a size-1 dim"),
 ]
 
+# Data movement with computed indices: each result element reads its operands at indices
+# computed from its own (lowered to generics that recompute elementwise producers at those
+# indices, so that they fuse both ways).
+INDEXING_OPS = [
+    OpDef("iota", "indexing", (), attributes=("shape", "dim", "start", "step"), variadic_sizes=True,
+          doc="start + step * (index along dim), in the result's type"),
+    OpDef("slice", "indexing", ("input",), attributes=("shape", "starts", "steps"), variadic_sizes=True,
+          doc="result[i] = input[starts + i * steps] (shape: the result's)"),
+    # Binary: IRDL types every value of a variadic operand alike, and cat's operands differ in
+    # shape. n tensors are a chain of n - 1 cats (one loop after lowering).
+    OpDef("cat", "indexing", ("lhs", "rhs"), attributes=("dim",), doc="lhs then rhs along dim"),
+    OpDef("pad", "indexing", ("input", "value"), attributes=("low", "high"),
+          doc="input surrounded by low[d] / high[d] copies of the 0-d value (negative: cropped)"),
+    OpDef("gather", "indexing", ("input", "index"), attributes=("dim",),
+          doc="result[i] = input[i with i[dim] = index[i]] (torch.gather); shape of index"),
+]
+
 OTHER_OPS = [
     OpDef("cast", "cast", ("input",), doc="element type conversion (result type says to what)"),
     OpDef("constant", "constant", (), attributes=("value",), doc="a 0-d tensor constant"),
@@ -194,4 +211,5 @@ LIBRARY_OPS = [
           doc="x @ w.T + bias (PyTorch's linear); bias optional", optional=("bias",)),
 ]
 
-OPS: dict[str, OpDef] = {op.name: op for op in ELEMENTWISE + REDUCTIONS + SHAPE_OPS + OTHER_OPS + LIBRARY_OPS}
+OPS: dict[str, OpDef] = {op.name: op for op in
+                         ELEMENTWISE + REDUCTIONS + SHAPE_OPS + INDEXING_OPS + OTHER_OPS + LIBRARY_OPS}

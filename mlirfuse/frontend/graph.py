@@ -53,6 +53,7 @@ class Fusion:
         self.nodes: list[Node] = []
         self.outputs: list[Tensor] = []
         self.constraints: list[tuple[Size, Size]] = []  # sizes equal at run time
+        self.minimums: list[tuple[Size, int, str]] = []  # (size, least value, what needs it)
         self._aliases: dict[SymSize, Size] = {}
         self._next_id = 0
 
@@ -110,6 +111,15 @@ class Fusion:
         assert isinstance(b, SymSize)
         self._aliases[b] = a
         return a
+
+    def require_at_least(self, size: Size, least: int, what: str) -> None:
+        """A size that must be >= `least`: checked now if static, else at every call."""
+        size = self.canonical(size)
+        if isinstance(size, int):
+            if size < least:
+                raise FusionError(f"{what}: needs a size of at least {least}, got {size}")
+        elif least > 0:
+            self.minimums.append((size, least, what))
 
     # -- printing ----------------------------------------------------------------------
     def to_mlir(self) -> str:

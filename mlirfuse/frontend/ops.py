@@ -608,3 +608,10 @@ from mlirfuse.frontend.composites import COMPOSITE_NAMES, attach_tensor_methods 
 
 __all__ += COMPOSITE_NAMES
 attach_tensor_methods()
+
+# Indexing ops (slice, cat, pad, gather, iota) and what torch builds from them.
+from mlirfuse.frontend import indexing as _indexing  # noqa: E402
+from mlirfuse.frontend.indexing import *  # noqa: E402,F401,F403
+
+__all__ += _indexing.INDEXING_NAMES
+_indexing.attach_tensor_methods()

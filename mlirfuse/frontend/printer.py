@@ -10,7 +10,7 @@ from mlirfuse.dtypes import DataType
 from mlirfuse.frontend.graph import Fusion, Node, Tensor
 from mlirfuse.frontend.symbolic import Size, SymSize
 
-SIZED_OPS = {"broadcast_in_dim", "expand", "reshape", "uniform"}
+SIZED_OPS = {"broadcast_in_dim", "expand", "reshape", "uniform", "iota", "slice"}
 
 
 def tensor_type(dtype: DataType, shape: tuple[Size, ...]) -> str:

@@ -15,6 +15,7 @@ from mlir.dialects import arith, linalg, tensor
 
 from mlirfuse.dialects.optable import OPS
 from mlirfuse.errors import FusionError
+from mlirfuse.lowering import indexing
 from mlirfuse.lowering import linalg_builders as B
 from mlirfuse.lowering import philox
 from mlirfuse.lowering.scalar import Emitter, convert
@@ -124,6 +125,9 @@ class FusionLowering:
     def lower_library(self, op: ir.Operation) -> ir.Value:
         raise FusionError(f"{op.name} is not generated code: it runs in a library between fusion "
                           "groups (run fusion-group first and lower only the groups)")
+
+    def lower_indexing(self, op: ir.Operation) -> ir.Value:
+        return indexing.LOWERINGS[op.name[len("fusion."):]](op, _storage_tensor(op.results[0].type))
 
     def lower_size(self, op: ir.Operation) -> ir.Value:
         return tensor.dim(op.operands[0], B.index_const(_int(op, "dim")))

@@ -90,6 +90,18 @@ def dim_sources(op: ir.Operation) -> list[list[Source]] | None:
         return _sized(op, 4)
     if name == "permute":
         return [[("dim", 0, p)] for p in _ints(op, "dims")]
+    if name in ("iota", "slice"):
+        return _sized(op, 0 if name == "iota" else 1)
+    if name == "cat":
+        d = _int(op, "dim")
+        return [[("static", out[i])] if out[i] >= 0 else [] if i == d else
+                [("dim", k, i) for k in range(len(operands))] for i in range(len(out))]
+    if name == "pad":
+        low, high = _ints(op, "low"), _ints(op, "high")
+        return [[("dim", 0, i)] if low[i] == high[i] == 0 else [("static", out[i])] if out[i] >= 0 else []
+                for i in range(len(out))]
+    if name == "gather":
+        return [[("dim", 1, i)] for i in range(len(out))]
     if name == "squeeze":
         dropped = _ints(op, "dims")
         return [[("dim", 0, i)] for i in range(len(operands[0])) if i not in dropped]

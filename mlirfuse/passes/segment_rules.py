@@ -24,7 +24,7 @@ from mlirfuse.passes.extents import Extents, shape_of
 from mlirfuse.passes.graph import kind, short_name
 from mlirfuse.passes.views import Views
 
-COMPUTE_KINDS = ("elementwise", "reduction", "cast", "random")
+COMPUTE_KINDS = ("elementwise", "reduction", "cast", "random", "indexing")
 NO_LAUNCH = ("no-op", "expr-eval")
 JOINING_VIEWS = {"reshape", "squeeze", "unsqueeze"}  # same elements in the same order
 

@@ -428,7 +428,8 @@ def test_constant_results_are_written_by_the_kernel_not_read_from_host_memory(dt
 
 @pytest.mark.parametrize("fn", [
     lambda x: ops.sum(x * ops.rand_like(x, seed=3)),
-], ids=["random"])
+    lambda x: ops.min(ops.where(x > 0.5, ops.iota(x.shape[0], 0, 1, DataType.Int), 99)),
+], ids=["random", "iota"])
 def test_full_reductions_with_index_dependent_bodies(fn) -> None:
     """A full reduction gets a unit parallel loop d0 on the GPU; the body's `linalg.index`
     must follow its loop to d1 (it read the unit loop: every index 0)."""

@@ -1,0 +1,419 @@
+"""Indexing ops: `iota`, `slice`, `cat`, `pad` and `gather` (fusion ops, lowered to loops that
+read their operands at computed indices), and what torch and nvFuser build from them:
+`arange`, `full`/`zeros`/`ones`, `select`, `index_select`, `take_along_axis`, `triu`/`tril`,
+`masked_fill`, `argmax`/`argmin` and `cumsum`.
+
+Sizes follow the frontend's symbolic rule (a dynamic size is a product of input extents):
+an op whose result size would be a sum or difference of dynamic sizes (a slice that cuts a
+dynamic dim, a cat or pad along one) needs concrete sizes and raises `ConcreteSizeNeeded`,
+on which `mlirfuse.jit` retraces with static shapes. Indices read from tensors (`gather`,
+`index_select`) must be in range, as torch requires; negative ones count from the end and
+the kernels clamp any other into range, so that no index reads outside a tensor.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+from typing import Any, Sequence
+
+from mlirfuse.dtypes import DataType, result_type, to_dtype
+from mlirfuse.errors import FusionError
+from mlirfuse.frontend import ops as O
+from mlirfuse.frontend.graph import Tensor, static_numel
+from mlirfuse.frontend.symbolic import ConcreteSizeNeeded, Size, SymSize
+
+Operand = Any  # Tensor | bool | int | float
+_BIG = 2 ** 62  # an index past any tensor
+
+
+def _tensor(x: Any, what: str) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise FusionError(f"{what}: expected a tensor, got {x!r}")
+    return x
+
+
+def _static(size: Size, what: str) -> int:
+    if isinstance(size, SymSize):
+        raise ConcreteSizeNeeded(f"{what}: the result size would depend on the dynamic size {size} "
+                                 "other than as a product of input sizes; define the tensor with static sizes")
+    return size
+
+
+def _int_arg(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise FusionError(f"{what}: expected an int, got {value!r}")
+    return value
+
+
+# -- iota, arange, full ------------------------------------------------------------------
+def _iota(shape: Sequence[Size], dim: int, start: Any, step: Any, dtype: DataType, fusion: Any) -> Tensor:
+    """start + step * (index along `dim`), over `shape`."""
+    if dtype.is_bool:
+        raise FusionError("iota: a bool result is not supported")
+    cast = float if dtype.is_float else int
+    return fusion.add_node("iota", [], {"dim": dim, "start": cast(start), "step": cast(step)},
+                           [(dtype, tuple(shape))])[0]
+
+
+def iota(length: Size, start: int | float = 0, step: int | float = 1, dtype: Any = DataType.Int) -> Tensor:
+    """nvFuser's `iota(length, start, step, dtype)`: the 1-D tensor start + step * i."""
+    fusion = O._fusion_of([], "iota")
+    if isinstance(length, int) and length < 0:
+        raise FusionError(f"iota: negative length {length}")
+    return _iota((length,), 0, start, step, to_dtype(dtype), fusion)
+
+
+def arange(start: int | float, end: int | float | None = None, step: int | float = 1, dtype: Any = None) -> Tensor:
+    """torch.arange: [start, end) by step (int64 for int bounds, else float32)."""
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise FusionError("arange: step must not be zero")
+    all_int = all(isinstance(v, int) and not isinstance(v, bool) for v in (start, end, step))
+    dt = to_dtype(dtype) if dtype is not None else DataType.Int if all_int else DataType.Float
+    length = -(-(end - start) // step) if all_int else math.ceil((end - start) / step)
+    return iota(builtins.max(0, int(length)), start, step, dt)
+
+
+def full(shape: Sequence[Size], fill_value: Operand, dtype: Any = None) -> Tensor:
+    """nvFuser's / torch's `full(shape, fill_value, dtype)`."""
+    fusion = O._fusion_of([fill_value], "full")
+    dt = to_dtype(dtype) if dtype is not None else O._dtype_priority(fill_value, "full")[0]
+    value = O.cast(fill_value, dt) if isinstance(fill_value, Tensor) else O.constant(fill_value, dt, fusion)
+    shape = O._sizes_arg(shape, "full")
+    return O.expand(value, shape) if shape else value
+
+
+def zeros(shape: Sequence[Size], dtype: Any = DataType.Float) -> Tensor:
+    return full(shape, 0, dtype)
+
+
+def ones(shape: Sequence[Size], dtype: Any = DataType.Float) -> Tensor:
+    return full(shape, 1, dtype)
+
+
+# -- slice, select -----------------------------------------------------------------------
+def _normalized(start: Any, end: Any, step: int, size: Size, what: str) -> tuple[int, Size]:
+    """(first index, length) of Python's `range(size)[start:end:step]` (step > 0)."""
+    if isinstance(size, int):
+        r = range(size)[builtins.slice(start, end, step)]
+        return (r.start if len(r) else 0), len(r)
+    full_end = end is None or (isinstance(end, int) and end >= _BIG) or end == size
+    if start in (None, 0) and full_end and step == 1:
+        return 0, size
+    raise ConcreteSizeNeeded(f"{what}: slicing [{start}:{end}:{step}] of the dynamic size {size}; "
+                             "define the tensor with static sizes")
+
+
+def _slice(x: Tensor, starts: Sequence[int], steps: Sequence[int], shape: Sequence[Size]) -> Tensor:
+    if tuple(shape) == x.shape and all(s == 0 for s in starts) and all(s == 1 for s in steps):
+        return x
+    return x.fusion.add_node("slice", [x], {"starts": list(starts), "steps": list(steps)},
+                             [(x.dtype, tuple(shape))])[0]
+
+
+def slice(x: Tensor, start_indices: Sequence[int], end_indices: Sequence[int] | None = None,  # noqa: A001
+          strides: Sequence[int] | None = None) -> Tensor:
+    """nvFuser's `slice(x, start_indices, end_indices, strides)`: Python slicing per dim
+    (negative bounds count from the end, bounds clamp to the size); strides > 0."""
+    what = "slice"
+    x = _tensor(x, what)
+    n = x.ndim
+    ends = list(end_indices) if end_indices is not None else [None] * n
+    steps = list(strides) if strides is not None else [1] * n
+    if not (len(start_indices) == len(ends) == len(steps) == n):
+        raise FusionError(f"{what}: needs {n} starts, ends and strides for a tensor of rank {n}, got "
+                          f"{list(start_indices)}, {ends}, {steps}")
+    firsts, shape = [], []
+    for d, (s, e, st) in enumerate(zip(start_indices, ends, steps)):
+        if not isinstance(st, int) or st <= 0:
+            raise FusionError(f"{what}: stride {st!r} of dim {d} must be a positive int")
+        first, length = _normalized(s, e, st, x.shape[d], what)
+        firsts.append(first)
+        shape.append(length)
+    return _slice(x, firsts, steps, shape)
+
+
+def slice_dim(x: Tensor, dim: int, start: int | None, end: Any, step: int = 1) -> Tensor:
+    """x[..., start:end:step, ...] along one dim (torch's `aten.slice`)."""
+    what = "slice"
+    x = _tensor(x, what)
+    d = O.normalize_dim(dim, x.ndim, what)
+    if not isinstance(step, int) or step <= 0:
+        raise FusionError(f"{what}: step {step!r} must be a positive int")
+    first, length = _normalized(start, end, step, x.shape[d], what)
+    starts, steps, shape = [0] * x.ndim, [1] * x.ndim, list(x.shape)
+    starts[d], steps[d], shape[d] = first, step, length
+    return _slice(x, starts, steps, shape)
+
+
+def select(x: Tensor, index: Operand, dim: int) -> Tensor:
+    """nvFuser's `select(x, index, dim)`: the slice at `index` along `dim`, that dim dropped.
+    An int index may be negative (from the end); a 0-d integer tensor index is read at run time."""
+    what = "select"
+    x = _tensor(x, what)
+    d = O.normalize_dim(dim, x.ndim, what)
+    if isinstance(index, Tensor):
+        if index.ndim != 0:
+            raise FusionError(f"{what}: a tensor index must be 0-d, got shape {O._fmt(index.shape)}")
+        return O.squeeze(index_select(x, O.unsqueeze(index, 0), d), [d])
+    i = _int_arg(index, what)
+    size = x.shape[d]
+    if isinstance(size, int):
+        if not -size <= i < size:
+            raise FusionError(f"{what}: index {i} out of range for dim {d} of size {size}")
+        i %= size
+    elif i < 0:
+        raise ConcreteSizeNeeded(f"{what}: a negative index of the dynamic size {size}")
+    else:
+        x.fusion.require_at_least(size, i + 1, f"{what} of index {i} in dim {d}")
+    starts, steps, shape = [0] * x.ndim, [1] * x.ndim, list(x.shape)
+    starts[d], shape[d] = i, 1
+    return O.squeeze(x.fusion.add_node("slice", [x], {"starts": starts, "steps": steps},
+                                       [(x.dtype, tuple(shape))])[0], [d])
+
+
+# -- cat, pad ----------------------------------------------------------------------------
+def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """torch.cat / nvFuser's `cat(tensors, dim)`: dtypes promote as torch's; the other dims
+    must agree."""
+    what = "cat"
+    tensors = [_tensor(t, what) for t in tensors]
+    if not tensors:
+        raise FusionError(f"{what}: needs at least one tensor")
+    rank = tensors[0].ndim
+    if rank == 0:
+        raise FusionError(f"{what}: 0-d tensors cannot be concatenated")
+    if any(t.ndim != rank for t in tensors):
+        raise FusionError(f"{what}: tensors of different ranks {[t.ndim for t in tensors]}")
+    d = O.normalize_dim(dim, rank, what)
+    dtype = result_type([(t.dtype, t.priority) for t in tensors])
+    fusion = O._fusion_of(tensors, what)
+    tensors = [O.cast(t, dtype) for t in tensors]
+    shape = list(tensors[0].shape)
+    for t in tensors[1:]:
+        for i in range(rank):
+            if i != d:
+                try:
+                    shape[i] = fusion.unify(shape[i], t.shape[i], what)
+                except FusionError:
+                    raise FusionError(f"{what}: shapes {[O._fmt(u.shape) for u in tensors]} differ "
+                                      f"in dim {i}") from None
+    kept = [t for t in tensors if t.shape[d] != 0]
+    if len(kept) <= 1:
+        return kept[0] if kept else tensors[0]
+    result = kept[0]
+    for t in kept[1:]:  # binary fusion.cat ops (see the op table)
+        shape[d] = _static(result.shape[d], what) + _static(t.shape[d], what)
+        result = fusion.add_node(what, [result, t], {"dim": d}, [(dtype, tuple(shape))])[0]
+    return result
+
+
+def pad(x: Tensor, pad_widths: Sequence[int], value: Operand = None) -> Tensor:
+    """torch.nn.functional.pad (constant) / nvFuser's `pad(x, pad_widths, value)`: pad_widths
+    are (low, high) pairs from the last dim backwards; negative widths crop."""
+    what = "pad"
+    x = _tensor(x, what)
+    widths = [_int_arg(w, what) for w in pad_widths]
+    if len(widths) % 2 or len(widths) > 2 * x.ndim:
+        raise FusionError(f"{what}: {len(widths)} pad widths for a tensor of rank {x.ndim} "
+                          "(need (low, high) pairs, at most one per dim)")
+    low, high = [0] * x.ndim, [0] * x.ndim
+    for k in range(len(widths) // 2):
+        low[x.ndim - 1 - k], high[x.ndim - 1 - k] = widths[2 * k], widths[2 * k + 1]
+    shape = []
+    for d, size in enumerate(x.shape):
+        if low[d] == high[d] == 0:
+            shape.append(size)
+            continue
+        n = _static(size, what) + low[d] + high[d]
+        if n < 0:
+            raise FusionError(f"{what}: widths {widths} make dim {d} of size {size} negative")
+        shape.append(n)
+    fill = O._materialize(0 if value is None else value, x.dtype, x.fusion)
+    if all(w == 0 for w in widths):
+        return x
+    return x.fusion.add_node(what, [x, fill], {"low": low, "high": high}, [(x.dtype, tuple(shape))])[0]
+
+
+# -- gather and its kin ------------------------------------------------------------------
+def _index_tensor(index: Any, what: str) -> Tensor:
+    index = _tensor(index, what)
+    if not index.dtype.is_int:
+        raise FusionError(f"{what}: index must be an integer tensor, got {index.dtype.value}")
+    return index
+
+
+def gather(x: Tensor, index: Tensor, dim: int) -> Tensor:
+    """torch.gather / nvFuser's `gather(x, index, dim)`: result[i] = x[i with i[dim] = index[i]],
+    shaped like index (of x's rank; index.size(d) <= x.size(d) for d != dim)."""
+    what = "gather"
+    x, index = _tensor(x, what), _index_tensor(index, what)
+    if index.ndim != x.ndim:
+        raise FusionError(f"{what}: index of rank {index.ndim} for an input of rank {x.ndim}")
+    d = O.normalize_dim(dim, x.ndim, what)
+    for i, (a, b) in enumerate(zip(index.shape, x.shape)):
+        if i != d and isinstance(a, int) and isinstance(b, int) and a > b:
+            raise FusionError(f"{what}: index shape {O._fmt(index.shape)} exceeds the input's "
+                              f"{O._fmt(x.shape)} in dim {i}")
+    if x.shape[d] == 0 and static_numel(index.shape) != 0:
+        raise FusionError(f"{what}: indexing dim {d} of size 0")
+    return x.fusion.add_node(what, [x, index], {"dim": d}, [(x.dtype, index.shape)])[0]
+
+
+def take_along_axis(x: Tensor, index: Tensor, dim: int) -> Tensor:
+    """nvFuser's / numpy's `take_along_axis`: gather with index and input broadcast together
+    in every dim but `dim`."""
+    what = "take_along_axis"
+    x, index = _tensor(x, what), _index_tensor(index, what)
+    if index.ndim != x.ndim:
+        raise FusionError(f"{what}: index of rank {index.ndim} for an input of rank {x.ndim}")
+    d = O.normalize_dim(dim, x.ndim, what)
+    others = O.broadcast_shapes([tuple(1 if i == d else s for i, s in enumerate(t.shape)) for t in (x, index)],
+                                x.fusion, what)
+    x = O.expand(x, [x.shape[d] if i == d else s for i, s in enumerate(others)])
+    index = O.expand(index, [index.shape[d] if i == d else s for i, s in enumerate(others)])
+    return gather(x, index, d)
+
+
+def index_select(x: Tensor, index: Tensor, dim: int) -> Tensor:
+    """torch.index_select / nvFuser's `index_select(x, index, dim)`: the entries of 1-D
+    `index` along `dim`."""
+    what = "index_select"
+    x, index = _tensor(x, what), _index_tensor(index, what)
+    if index.ndim > 1:
+        raise FusionError(f"{what}: index must be 1-D, got shape {O._fmt(index.shape)}")
+    d = O.normalize_dim(dim, x.ndim, what)
+    if index.ndim == 0:
+        index = O.unsqueeze(index, 0)
+    shape = list(x.shape)
+    shape[d] = index.shape[0]
+    return gather(x, O.broadcast_in_dim(index, shape, [d]), d)
+
+
+# -- masks -------------------------------------------------------------------------------
+def _positions(x: Tensor, dim: int) -> Tensor:
+    return _iota(x.shape, dim, 0, 1, DataType.Int, x.fusion)
+
+
+def _band(x: Tensor, diagonal: int, upper: bool, what: str) -> Tensor:
+    x = _tensor(x, what)
+    if x.ndim < 2:
+        raise FusionError(f"{what}: needs a tensor of rank >= 2, got shape {O._fmt(x.shape)}")
+    offset = O.sub(_positions(x, x.ndim - 1), _positions(x, x.ndim - 2))
+    keep = O.ge(offset, _int_arg(diagonal, what)) if upper else O.le(offset, diagonal)
+    return O.where(keep, x, O.cast(0, x.dtype))
+
+
+def triu(x: Tensor, diagonal: int = 0) -> Tensor:
+    """torch.triu: entries on and above the `diagonal`-th diagonal of the last two dims."""
+    return _band(x, diagonal, True, "triu")
+
+
+def tril(x: Tensor, diagonal: int = 0) -> Tensor:
+    """torch.tril: entries on and below the `diagonal`-th diagonal of the last two dims."""
+    return _band(x, diagonal, False, "tril")
+
+
+def masked_fill(x: Tensor, mask: Tensor, value: Operand) -> Tensor:
+    """torch.masked_fill: `value` (cast to x's dtype) where mask is true."""
+    x = _tensor(x, "masked_fill")
+    if not isinstance(mask, Tensor) or not mask.dtype.is_bool:
+        raise FusionError(f"masked_fill: mask must be a bool tensor, got {mask!r}")
+    return O.where(mask, O._materialize(value, x.dtype, x.fusion), x)
+
+
+# -- argmax, argmin, cumsum --------------------------------------------------------------
+def _arg_extreme(x: Tensor, dim: int | None, keepdim: bool, name: str) -> Tensor:
+    x = _tensor(x, name)
+    if dim is None:
+        flat = O.reshape(x, [-1]) if x.ndim != 1 else x
+        result = _arg_extreme(flat, 0, False, name)
+        return O.reshape(result, [1] * x.ndim) if keepdim else result
+    if x.ndim == 0:
+        return O.cast(0, DataType.Int)
+    d = O.normalize_dim(dim, x.ndim, name)
+    if x.shape[d] == 0:
+        raise FusionError(f"{name}: dim {d} is empty")
+    best = (O.max if name == "argmax" else O.min)(x, [d], keepdim=True)
+    hit = O.eq(x, best)
+    if x.dtype.is_float:  # NaN is the extreme (max and min propagate it), as in torch
+        hit = O.logical_or(hit, O.isnan(x))
+    first = O.where(hit, _positions(x, d), O.cast(_BIG, DataType.Int))
+    return O.min(first, [d], keepdim=keepdim)
+
+
+def argmax(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    """torch.argmax: the index of the first maximum along `dim` (NaN counts as the maximum)."""
+    return _arg_extreme(x, dim, keepdim, "argmax")
+
+
+def argmin(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    """torch.argmin: the index of the first minimum along `dim` (NaN counts as the minimum)."""
+    return _arg_extreme(x, dim, keepdim, "argmin")
+
+
+def cumsum(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
+    """torch.cumsum as a masked sum: result[i] = sum(x[j] for j <= i) along `dim`. The work is
+    quadratic in the dim's length (no scan schedule yet): fine for masks and position ids,
+    not for long rows; the torch backend leaves `aten.cumsum` to torch for that reason."""
+    what = "cumsum"
+    x = _tensor(x, what)
+    if dtype is not None:
+        x = O.cast(x, dtype)
+    elif not x.dtype.is_float:
+        x = O.cast(x, DataType.Int)
+    if x.ndim == 0:
+        return x
+    d = O.normalize_dim(dim, x.ndim, what)
+    n = x.shape[d]
+    square = list(x.shape[:d]) + [n] + list(x.shape[d:])  # (.., i, j, ..)
+    xj = O.expand(O.unsqueeze(x, d), square)
+    below = O.le(_iota(square, d + 1, 0, 1, DataType.Int, x.fusion), _iota(square, d, 0, 1, DataType.Int, x.fusion))
+    return O.sum(O.where(below, xj, O.cast(0, x.dtype)), [d + 1])
+
+
+__all__ = INDEXING_NAMES = ["iota", "arange", "full", "zeros", "ones", "slice", "slice_dim", "select", "cat", "pad", "gather",
+                  "take_along_axis", "index_select", "triu", "tril", "masked_fill", "argmax", "argmin", "cumsum"]
+
+
+def getitem(x: Tensor, key: Any) -> Tensor:
+    """Basic indexing, as torch's: ints (select), slices (positive steps), None (a new dim)
+    and one Ellipsis. Tensor indices (advanced indexing) are not supported: use gather or
+    index_select."""
+    what = "getitem"
+    key = key if isinstance(key, tuple) else (key,)
+    if builtins.sum(k is Ellipsis for k in key) > 1:
+        raise FusionError(f"{what}: more than one Ellipsis in {key!r}")
+    used = builtins.sum(1 for k in key if k is not None and k is not Ellipsis)
+    if used > x.ndim:
+        raise FusionError(f"{what}: {used} indices for a tensor of rank {x.ndim}")
+    at = next((i for i, k in enumerate(key) if k is Ellipsis), None)  # `in` would trace tensor == ...
+    if at is not None:
+        key = key[:at] + (builtins.slice(None),) * (x.ndim - used) + key[at + 1:]
+    d = 0
+    for k in key:
+        if k is None:
+            x = O.unsqueeze(x, d)
+            d += 1
+        elif isinstance(k, builtins.slice):
+            x = slice_dim(x, d, k.start, k.stop, 1 if k.step is None else k.step)
+            d += 1
+        elif isinstance(k, int) and not isinstance(k, bool):
+            x = select(x, k, d)
+        else:
+            raise FusionError(f"{what}: unsupported index {k!r} (ints, slices, None and ... are; "
+                              "for tensor indices use gather or index_select)")
+    return x
+
+
+def attach_tensor_methods() -> None:
+    """torch's spellings: x.gather(dim, index), x.index_select(dim, index), x.masked_fill(mask,
+    value), x.triu(diagonal), x.argmax(dim, keepdim), x.cumsum(dim)."""
+    Tensor.gather = lambda self, dim, index: gather(self, index, dim)
+    Tensor.index_select = lambda self, dim, index: index_select(self, index, dim)
+    Tensor.select = lambda self, dim, index: select(self, index, dim)
+    Tensor.__getitem__ = getitem
+    for name in ("triu", "tril", "masked_fill", "argmax", "argmin", "cumsum"):
+        setattr(Tensor, name, globals()[name])

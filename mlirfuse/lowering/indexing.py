@@ -1,0 +1,271 @@
+"""Lowering of the indexing ops (iota, slice, cat, pad, gather) to linalg.
+
+Each becomes a `linalg.generic` with no tensor inputs over its result: the body computes,
+from the loop indices (`linalg.index`), where each operand is read, and reads it there.
+A read of a value that an all-parallel generic computes (the elementwise chain before a
+slice, the negation inside `cat((-x2, x1))`, a log-softmax before a gather) recomputes that
+generic's body at the read indices instead of loading a materialized tensor (`Reader`), so
+the producer chain fuses into the indexing loop; upstream elementwise fusion then fuses the
+indexing loop into its consumers (its result is indexed by the identity). Other values are
+read with `tensor.extract` (a load after bufferization).
+
+Every read is in bounds: cat and pad branch (`scf.if`) so that only the operand that holds
+an element is read, gather clamps its indices into the dim.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from mlir import ir
+from mlir.dialects import arith, linalg, scf, tensor
+
+from mlirfuse.lowering import linalg_builders as B
+from mlirfuse.lowering.gpu_kernels import clone_body
+from mlirfuse.lowering.scalar import convert
+
+INLINE_BUDGET = 96  # body ops one read may recompute; past it, the value is loaded
+
+
+def _ints(op: ir.Operation, name: str) -> list[int]:
+    return [int(v) for v in ir.DenseI64ArrayAttr(op.attributes[name])]
+
+
+def _int(op: ir.Operation, name: str) -> int:
+    return int(ir.IntegerAttr(op.attributes[name]).value)
+
+
+def _producer(value: ir.Value) -> tuple[ir.Operation, int] | None:
+    owner = value.owner
+    if isinstance(owner, ir.Block):
+        return None
+    op = owner.operation if isinstance(owner, ir.OpView) else owner
+    for k, r in enumerate(op.results):
+        if r == value:
+            return op, k
+    return None
+
+
+def _pure_parallel(op: ir.Operation, k: int) -> tuple[list, list[ir.AffineMap]] | None:
+    """(input maps, ...) where `op` is an all-parallel linalg.generic whose result k is
+    indexed by the identity and whose body reads no output; else None."""
+    if op.name != "linalg.generic":
+        return None
+    if any("reduction" in str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])):
+        return None
+    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    n_out = len(op.results)
+    n_in = len(op.operands) - n_out
+    if maps[n_in + k] != ir.AffineMap.get_identity(maps[n_in + k].n_dims):
+        return None
+    body = op.regions[0].blocks[0]
+    if any(len(list(arg.uses)) for arg in list(body.arguments)[n_in:]):
+        return None
+    for m in maps[:n_in]:
+        for e in m.results:
+            if not isinstance(e, ir.AffineDimExpr) and not (isinstance(e, ir.AffineConstantExpr) and e.value == 0):
+                return None
+    return maps[:n_in], maps
+
+
+class Reader:
+    """Reads tensor values at computed indices inside a generic body, recomputing the
+    all-parallel generics that produce them (within `INLINE_BUDGET` ops)."""
+
+    def __init__(self) -> None:
+        self.budget = INLINE_BUDGET
+        self.memo: dict[tuple, ir.Value] = {}
+
+    def read(self, value: ir.Value, indices: Sequence[ir.Value]) -> ir.Value:
+        key = (value, tuple(indices))
+        if key in self.memo:
+            return self.memo[key]
+        result = self._inline(value, indices)
+        if result is None:
+            result = tensor.extract(value, list(indices))
+        self.memo[key] = result
+        return result
+
+    def _inline(self, value: ir.Value, indices: Sequence[ir.Value]) -> ir.Value | None:
+        found = _producer(value)
+        if found is None:
+            return None
+        op, k = found
+        if op.name == "arith.constant":  # a splat constant: canonicalization folds the extract
+            return None
+        shape = _pure_parallel(op, k)
+        if shape is None:
+            return None
+        input_maps, _ = shape
+        body = op.regions[0].blocks[0]
+        cost = len(list(body.operations))
+        if cost > self.budget:
+            return None
+        self.budget -= cost
+        n_in = len(input_maps)
+        zero = None
+        mapping = {}
+        for arg, operand, m in zip(list(body.arguments)[:n_in], list(op.operands)[:n_in], input_maps):
+            at = []
+            for e in m.results:
+                if isinstance(e, ir.AffineDimExpr):
+                    at.append(indices[e.position])
+                else:
+                    zero = zero or B.index_const(0)
+                    at.append(zero)
+            mapping[arg] = self.read(operand, at)
+        return clone_body(body, mapping, lambda d: indices[d])[k]
+
+    def branch(self, cond: ir.Value, result_type: ir.Type, then: Callable[[], ir.Value],
+               otherwise: Callable[[], ir.Value]) -> ir.Value:
+        """scf.if cond then `then()` else `otherwise()`: reads in a branch stay in it."""
+        op = scf.IfOp(cond, [result_type], has_else=True)
+        for block, fn in ((op.then_block, then), (op.else_block, otherwise)):
+            saved = dict(self.memo)
+            with ir.InsertionPoint(block):
+                scf.YieldOp([fn()])
+            self.memo = saved
+        return op.results[0]
+
+
+def _indexing_generic(out_type: ir.RankedTensorType, out_dims: Sequence[ir.Value],
+                      body: Callable[[list[ir.Value]], ir.Value]) -> ir.Value:
+    """A generic without inputs over the result; body(indices) returns the element."""
+    rank = out_type.rank
+    init = B.empty(out_type.shape, out_dims, out_type.element_type)
+
+    def element(_: ir.Value) -> ir.Value:
+        return body([linalg.IndexOp(d).result for d in range(rank)])
+
+    return B.generic([], [], init, list(range(rank)), rank, [], element)
+
+
+def _dims(out_type: ir.RankedTensorType, dynamic: Callable[[int], ir.Value]) -> list[ir.Value]:
+    return [dynamic(d) if out_type.is_dynamic_dim(d) else B.index_const(s) for d, s in enumerate(out_type.shape)]
+
+
+def _sized_dims(op: ir.Operation, sizes: Sequence[ir.Value]) -> list[ir.Value]:
+    it = iter(sizes)
+    return [next(it) if s == -1 else B.index_const(s) for s in _ints(op, "shape")]
+
+
+def _compute(t: ir.Type) -> ir.Type:
+    return B.compute_type(t)
+
+
+def lower_iota(op: ir.Operation, out_type: ir.RankedTensorType) -> ir.Value:
+    dim = _int(op, "dim")
+    elem = out_type.element_type
+    ct = _compute(elem)
+    start, step = op.attributes["start"], op.attributes["step"]
+    i64 = ir.IntegerType.get_signless(64)
+
+    def const(attr: ir.Attribute) -> ir.Value:
+        if isinstance(ct, ir.IntegerType):
+            return arith.constant(ct, int(ir.IntegerAttr(attr).value))
+        return arith.constant(ct, float(ir.FloatAttr(attr).value))
+
+    def body(idx: list[ir.Value]) -> ir.Value:
+        i = arith.index_cast(i64, idx[dim])
+        i = convert(i, ct) if isinstance(ct, ir.IntegerType) else arith.sitofp(ct, i)
+        mul, add = (arith.muli, arith.addi) if isinstance(ct, ir.IntegerType) else (arith.mulf, arith.addf)
+        return convert(add(const(start), mul(const(step), i)), elem)
+
+    return _indexing_generic(out_type, _sized_dims(op, list(op.operands)), body)
+
+
+def lower_slice(op: ir.Operation, out_type: ir.RankedTensorType) -> ir.Value:
+    x = op.operands[0]
+    starts, steps = _ints(op, "starts"), _ints(op, "steps")
+    reader = Reader()
+
+    def body(idx: list[ir.Value]) -> ir.Value:
+        at = []
+        for i, s, st in zip(idx, starts, steps):
+            if st != 1:
+                i = arith.muli(i, B.index_const(st))
+            if s != 0:
+                i = arith.addi(i, B.index_const(s))
+            at.append(i)
+        return reader.read(x, at)
+
+    return _indexing_generic(out_type, _sized_dims(op, list(op.operands)[1:]), body)
+
+
+def lower_cat(op: ir.Operation, out_type: ir.RankedTensorType) -> ir.Value:
+    inputs = list(op.operands)
+    dim = _int(op, "dim")
+    first_dims = B.dims_of(inputs[0])
+    extents = [B.dims_of(x)[dim] for x in inputs]
+    ends = []
+    total = None
+    for e in extents:
+        total = e if total is None else arith.addi(total, e)
+        ends.append(total)
+    out_dims = [total if d == dim else first_dims[d] for d in range(out_type.rank)]
+    reader = Reader()
+    elem = out_type.element_type
+
+    def body(idx: list[ir.Value]) -> ir.Value:
+        def part(k: int) -> ir.Value:
+            at = list(idx)
+            if k:
+                at[dim] = arith.subi(idx[dim], ends[k - 1])
+            if k == len(inputs) - 1:
+                return reader.read(inputs[k], at)
+            inside = arith.cmpi(arith.CmpIPredicate.ult, idx[dim], ends[k])
+            return reader.branch(inside, elem, lambda: reader.read(inputs[k], at), lambda: part(k + 1))
+        return part(0)
+
+    return _indexing_generic(out_type, out_dims, body)
+
+
+def lower_pad(op: ir.Operation, out_type: ir.RankedTensorType) -> ir.Value:
+    x, value = op.operands
+    low, high = _ints(op, "low"), _ints(op, "high")
+    in_dims = B.dims_of(x)
+    reader = Reader()
+
+    def out_dim(d: int) -> ir.Value:
+        return arith.addi(in_dims[d], B.index_const(low[d] + high[d]))
+
+    def body(idx: list[ir.Value]) -> ir.Value:
+        fill = reader.read(value, [])
+        at, inside = [], None
+        for d, i in enumerate(idx):
+            if low[d] == 0 and high[d] == 0:
+                at.append(i)
+                continue
+            j = arith.subi(i, B.index_const(low[d]))  # may wrap below 0: the unsigned test catches it
+            ok = arith.cmpi(arith.CmpIPredicate.ult, j, in_dims[d])
+            inside = ok if inside is None else arith.andi(inside, ok)
+            at.append(j)
+        if inside is None:
+            return reader.read(x, at)
+        return reader.branch(inside, out_type.element_type, lambda: reader.read(x, at), lambda: fill)
+
+    return _indexing_generic(out_type, _dims(out_type, out_dim), body)
+
+
+def lower_gather(op: ir.Operation, out_type: ir.RankedTensorType) -> ir.Value:
+    x, index = op.operands
+    dim = _int(op, "dim")
+    size = B.dims_of(x)[dim]
+    reader = Reader()
+    idx_type = ir.IndexType.get()
+
+    def body(idx: list[ir.Value]) -> ir.Value:
+        raw = reader.read(index, idx)
+        i = arith.index_cast(idx_type, raw)
+        zero = B.index_const(0)
+        i = arith.select(arith.cmpi(arith.CmpIPredicate.slt, i, zero), arith.addi(i, size), i)
+        last = arith.subi(size, B.index_const(1))
+        i = arith.maxsi(arith.minsi(i, last), zero)  # in range, as torch requires; clamped all the same
+        at = list(idx)
+        at[dim] = i
+        return reader.read(x, at)
+
+    return _indexing_generic(out_type, B.dims_of(index), body)
+
+
+LOWERINGS = {"iota": lower_iota, "slice": lower_slice, "cat": lower_cat, "pad": lower_pad, "gather": lower_gather}

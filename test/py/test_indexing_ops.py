@@ -1,0 +1,194 @@
+"""The indexing ops (slice, cat, pad, gather, iota) and what is built from them (select,
+index_select, take_along_axis, arange, full, triu/tril, masked_fill, argmax/argmin, cumsum):
+numerics against numpy on the CPU backend, the reference evaluator and the GPU kernels run
+by the emulator; the loops they lower to (one loop where producers and consumers fuse);
+typing and errors."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+from gpu_emulator import emulate
+from tolerances import assert_close
+
+import mlirfuse
+from mlirfuse import ops
+from mlirfuse.dtypes import DataType
+from mlirfuse.errors import FusionError
+from mlirfuse.frontend.fusion_definition import FusionDefinition
+from mlirfuse.lowering import toolchain
+from mlirfuse.reference import evaluate
+
+RNG = np.random.default_rng(11)
+needs_libdevice = pytest.mark.skipif(toolchain.find().libdevice is None, reason="no libdevice")
+
+
+def randn(*shape: int, dtype=np.float32) -> np.ndarray:
+    return (RNG.standard_normal(shape) * 3).astype(dtype)
+
+
+def _rotate_half(x):
+    h = x.shape[-1] // 2
+    return np.concatenate([-x[..., h:], x[..., :h]], -1)
+
+
+def _rotary(x, cos, sin):
+    h = x.shape[-1] // 2
+    return x * cos + ops.cat([-ops.slice_dim(x, -1, h, None), ops.slice_dim(x, -1, 0, h)], -1) * sin
+
+
+def _cumsum_ref(x):
+    return np.cumsum(x, axis=1)
+
+
+# name, fn, numpy reference, inputs
+CASES = [
+    ("slice_steps", lambda x: ops.slice(x, [1, 0], [5, 7], [2, 3]) * 2.0, lambda x: x[1:5:2, 0:7:3] * 2,
+     [randn(6, 7)]),
+    ("slice_negative_bounds", lambda x: ops.slice(x, [-3, 2], [None, -1]), lambda x: x[-3:, 2:-1], [randn(5, 6)]),
+    ("slice_empty", lambda x: ops.slice(x, [3, 0], [3, 4]) + 1.0, lambda x: x[3:3, :] + 1, [randn(5, 4)]),
+    ("select", lambda x: ops.select(x, -1, 1) * 2.0, lambda x: x[:, -1] * 2, [randn(3, 4)]),
+    ("cat_three", lambda a, b, c: ops.cat([a * 2.0, b, ops.exp(c)], 1),
+     lambda a, b, c: np.concatenate([a * 2, b, np.exp(c)], 1), [randn(3, 2), randn(3, 5), randn(3, 1)]),
+    ("cat_promotes", lambda a, b: ops.cat([a, b], 0), lambda a, b: np.concatenate([a, b.astype(np.float32)], 0),
+     [randn(2, 3), np.arange(6, dtype=np.int64).reshape(2, 3)]),
+    ("rotary", _rotary, lambda x, c, s: x * c + _rotate_half(x) * s, [randn(2, 3, 5, 8), randn(5, 8), randn(5, 8)]),
+    ("pad", lambda x: ops.pad(x * 3.0, [1, 2, 0, 1], 7.5), lambda x: np.pad(x * 3, [(0, 1), (1, 2)],
+                                                                              constant_values=7.5), [randn(3, 4)]),
+    ("pad_crops", lambda x: ops.pad(x, [-1, 2]), lambda x: np.pad(x[:, 1:], [(0, 0), (0, 2)]), [randn(2, 5)]),
+    ("pad_bool", lambda m: ops.pad(m, [0, 1], True), lambda m: np.pad(m, [(0, 0), (0, 1)], constant_values=True),
+     [RNG.random((3, 4)) > 0.5]),
+    ("gather", lambda x, i: ops.gather(ops.exp(x), i, 1), lambda x, i: np.take_along_axis(np.exp(x), i, 1),
+     [randn(4, 9), RNG.integers(0, 9, (4, 3))]),
+    ("gather_negative", lambda x, i: ops.gather(x, i, 0), lambda x, i: np.take_along_axis(x, i % 5, 0),
+     [randn(5, 3), RNG.integers(-5, 5, (2, 3))]),
+    ("take_along_axis", lambda x, i: ops.take_along_axis(x, i, 1), lambda x, i: np.take_along_axis(x, i, 1),
+     [randn(4, 6), RNG.integers(0, 6, (1, 2))]),
+    ("index_select", lambda x, i: ops.index_select(x + 1.0, i, 0), lambda x, i: (x + 1)[i],
+     [randn(6, 4), np.array([5, 0, 0, 3], dtype=np.int64)]),
+    ("arange", lambda x: x + ops.arange(2, 11, 3), lambda x: x + np.arange(2, 11, 3), [randn(4, 3)]),
+    ("iota_float", lambda x: x * ops.iota(5, 0.5, 0.25, DataType.Float), lambda x: x * (0.5 + 0.25 * np.arange(5)),
+     [randn(2, 5)]),
+    ("full", lambda x: x + ops.full([3, 4], 2.5, DataType.Float), lambda x: x + 2.5, [randn(3, 4)]),
+    ("triu", lambda x: ops.triu(x * 2.0, 1), lambda x: np.triu(x * 2, 1), [randn(2, 4, 6)]),
+    ("tril", lambda x: ops.tril(x, -1), lambda x: np.tril(x, -1), [randn(5, 5)]),
+    ("masked_fill", lambda x: ops.masked_fill(x, x > 1.0, -1e4), lambda x: np.where(x > 1, -1e4, x).astype(np.float32),
+     [randn(4, 5)]),
+    ("argmax", lambda x: ops.argmax(x, 1), lambda x: np.argmax(x, 1), [randn(6, 9)]),
+    ("argmin_keepdim", lambda x: ops.argmin(x, 0, keepdim=True), lambda x: np.argmin(x, 0)[None], [randn(6, 9)]),
+    ("argmax_all", lambda x: ops.argmax(x), lambda x: np.argmax(x), [randn(3, 4)]),
+    ("cumsum", lambda x: ops.cumsum(x, 1), _cumsum_ref, [randn(3, 7)]),
+    ("cumsum_int", lambda m: ops.cumsum(m, 1), lambda m: np.cumsum(m, 1, dtype=np.int64),
+     [RNG.random((2, 9)) > 0.5]),
+]
+IDS = [c[0] for c in CASES]
+
+
+@pytest.mark.parametrize("name, fn, ref, args", CASES, ids=IDS)
+def test_cpu_backend_and_reference_match_numpy(name, fn, ref, args) -> None:
+    f = mlirfuse.jit(fn)
+    got = f(*args)
+    want = np.asarray(ref(*args))
+    assert_close(np.asarray(got), want.astype(np.asarray(got).dtype), name, reduction_size=16)
+    assert np.asarray(got).dtype == want.dtype or name in ("full", "masked_fill") or want.dtype == np.float64
+    fusion = f.compile(*args).fusion if hasattr(f.compile(*args), "fusion") else None
+    if fusion is not None:
+        assert_close(evaluate(fusion, list(args))[0], want.astype(np.asarray(got).dtype), name, 16)
+
+
+@needs_libdevice
+@pytest.mark.parametrize("name, fn, ref, args", CASES, ids=IDS)
+def test_gpu_kernels_on_the_emulator_match_the_cpu_backend(name, fn, ref, args) -> None:
+    f = mlirfuse.jit(fn)
+    want = f(*args)
+    compiled = f.compile(*args, backend="gpu", arch="sm_90")
+    got = emulate(compiled.stages["gpu"], list(args), [np.empty_like(np.asarray(want))])
+    assert_close(got[0], np.asarray(want), name, reduction_size=16)
+
+
+def test_nan_is_the_extreme_for_argmax_and_argmin() -> None:
+    x = np.array([[1.0, np.nan, 3.0, np.nan], [2.0, 5.0, 5.0, 0.0]], dtype=np.float32)
+    np.testing.assert_array_equal(mlirfuse.jit(lambda x: ops.argmax(x, 1))(x), [1, 1])
+    np.testing.assert_array_equal(mlirfuse.jit(lambda x: ops.argmin(x, 1))(x), [1, 3])
+
+
+def test_rotary_and_cat_are_one_loop_with_their_producers_and_consumers() -> None:
+    args = [randn(2, 3, 5, 8), randn(5, 8), randn(5, 8)]
+    linalg = mlirfuse.jit(_rotary).compile(*args).stages["linalg"]
+    assert linalg.count("linalg.generic") == 1, linalg
+    assert "scf.if" in linalg and "arith.negf" in linalg
+
+
+def test_bfloat16_slices_and_cat_keep_their_dtype() -> None:
+    x = randn(4, 8, dtype=ml_dtypes.bfloat16)
+    got = mlirfuse.jit(lambda x: ops.cat([ops.slice_dim(x, 1, 4, None), ops.slice_dim(x, 1, 0, 4)], 1))(x)
+    assert got.dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(got, np.concatenate([x[:, 4:], x[:, :4]], 1))
+
+
+def test_fd_ops_spellings() -> None:
+    x = randn(4, 6)
+    idx = np.array([[0, 5], [1, 1], [2, 0], [3, 3]], dtype=np.int64)
+    with FusionDefinition() as fd:
+        a = fd.define_tensor(shape=[4, 6])
+        i = fd.define_tensor(shape=[4, 2], dtype=DataType.Int)
+        g = fd.ops.gather(a, i, 1)
+        s = fd.ops.slice(a, [0, 0], [4, 2])
+        p = fd.ops.pad(s, [0, 1], 0.0)
+        fd.add_output(fd.ops.add(g, fd.ops.slice(p, [0, 0], [4, 2])))
+        fd.add_output(fd.ops.index_select(a, fd.ops.iota(3, 1, 1, DataType.Int), 1))
+    got = fd.execute([x, idx])
+    np.testing.assert_allclose(got[0], np.take_along_axis(x, idx, 1) + x[:, :2])
+    np.testing.assert_allclose(got[1], x[:, 1:4])
+
+
+def test_traced_tensor_methods_take_torchs_argument_order() -> None:
+    x, idx = randn(3, 4), RNG.integers(0, 4, (3, 2))
+    got = mlirfuse.jit(lambda x, i: x.gather(1, i) + x.index_select(1, i[0]).sum(1, keepdim=True))(x, idx)
+    np.testing.assert_allclose(got, np.take_along_axis(x, idx, 1) + x[:, idx[0]].sum(1, keepdims=True), rtol=1e-6)
+
+
+@pytest.mark.parametrize("fn, message", [
+    (lambda x: ops.cat([x, ops.reshape(x, [6])], 0), "different ranks"),
+    (lambda x: ops.cat([x, ops.permute(x, [1, 0])], 0), "differ in dim 1"),
+    (lambda x: ops.pad(x, [1, 1, 1]), "pairs"),
+    (lambda x: ops.pad(x, [-4, 0]), "negative"),
+    (lambda x: ops.gather(x, x, 1), "integer tensor"),
+    (lambda x: ops.slice(x, [0, 0], [1, 1], [1, 0]), "positive"),
+    (lambda x: ops.select(x, 2, 0), "out of range"),
+    (lambda x: ops.triu(ops.sum(x, 0)), "rank >= 2"),
+    (lambda x: ops.masked_fill(x, x, 0.0), "bool tensor"),
+])
+def test_user_errors_name_the_op(fn, message) -> None:
+    with pytest.raises(FusionError, match=message):
+        mlirfuse.jit(fn)(randn(2, 3))
+
+
+def test_dynamic_sizes_retrace_with_static_shapes_where_a_slice_cuts_them() -> None:
+    f = mlirfuse.jit(lambda x: ops.slice_dim(x, 1, 1, None) * 2.0)
+    for n in (5, 9):
+        x = randn(3, n)
+        np.testing.assert_allclose(f(x), x[:, 1:] * 2, rtol=1e-6)
+
+
+def test_basic_indexing_of_traced_tensors() -> None:
+    x = randn(3, 4, 6)
+    got = mlirfuse.jit(lambda x: x[..., 1::2] * 2.0 + x[:, None, -1, :3].sum(-1, keepdim=True)
+                       + x[..., 0, :][:, None, ::2])(x)
+    np.testing.assert_allclose(got, x[..., 1::2] * 2 + x[:, None, -1, :3].sum(-1, keepdims=True)
+                               + x[..., 0, :][:, None, ::2], rtol=1e-6)
+    with pytest.raises(FusionError, match="gather or index_select"):
+        mlirfuse.jit(lambda x: x[x > 0])(x)
+
+
+def test_select_in_a_dynamic_dim_is_checked_at_every_call() -> None:
+    """One compile serves every size of a dynamic dim; an index past a smaller size must raise,
+    not read outside the tensor."""
+    f = mlirfuse.jit(lambda x: ops.select(x, 2, 0) * 2.0)
+    x = randn(3, 4)
+    np.testing.assert_allclose(f(x), x[2] * 2)
+    np.testing.assert_allclose(f(randn(7, 4)).shape, (4,))
+    with pytest.raises(FusionError, match="select of index 2 in dim 0 is out of range"):
+        f(randn(2, 4))
+    assert f.cache_info().compiles == 1
