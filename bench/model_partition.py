@@ -25,19 +25,11 @@ def _partitions(family: str, mode: str, device: str, widths: str, batch: int, se
     import torch._dynamo as dynamo
     from hf_models import build, train_step
 
-    from mlirfuse.torch_backend import backend as B
+    from mlirfuse.torch_backend import capture_partitions
     from mlirfuse.torch_backend.partition import _target_name
 
-    captured = []
-    original = B.partition_and_trace
-
-    def capture(gm):
-        partition, regions = original(gm)
-        captured.append(partition)
-        return partition, regions
-    B.partition_and_trace = capture
     dynamo.reset()
-    try:
+    with capture_partitions() as captured:
         torch.manual_seed(0)
         model = build(family, widths).to(device)
         ids = torch.randint(0, model.config.vocab_size, (batch, seq), device=device)
@@ -57,17 +49,15 @@ def _partitions(family: str, mode: str, device: str, widths: str, batch: int, se
                     torch.cuda.synchronize()
                 kernels = sum(e.count for e in prof.key_averages() if e.device_type.name == "CUDA"
                               and not e.key.startswith("Memcpy") and not e.key.startswith("Memset"))
-    finally:
-        B.partition_and_trace = original
     fused, left = 0, collections.Counter()
     reasons: dict[str, str] = {}
-    for partition in captured:
+    for _, partition in captured:
         fused += sum(len(g.nodes) for g in partition.groups)
         for node, reason in partition.left.items():
             name = _target_name(node)
             left[name] += 1
             reasons.setdefault(name, reason)
-    return {"fused": fused, "left": left, "reasons": reasons, "regions": sum(len(p.groups) for p in captured),
+    return {"fused": fused, "left": left, "reasons": reasons, "regions": sum(len(p.groups) for _, p in captured),
             "kernels": kernels}
 
 

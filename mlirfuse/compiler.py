@@ -249,7 +249,7 @@ class CompiledFusion:
         for size, least, what in self.fusion.minimums:
             value = evaluate(size, shapes)
             if value < least:
-                raise FusionError(f"input shapes {[tuple(s) for s in shapes]}: {what} is out of range unless {size} >= {least} "
+                raise FusionError(f"input shapes {[tuple(s) for s in shapes]}: {what} unless {size} >= {least} "
                                   f"(got {value})")
         return [tuple(evaluate(s, shapes) for s in shape) for shape in self._output_shapes]
 

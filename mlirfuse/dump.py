@@ -93,7 +93,7 @@ def _size(s: object, inputs: dict[int, str]) -> str:
             text += f" * {s.coef.numerator}"
         if s.coef.denominator != 1:
             text = f"({text}) // {s.coef.denominator}"
-        return text
+        return text if not s.offset else f"{text} + {s.offset}"
     return str(s)
 
 
@@ -139,6 +139,22 @@ def python_definition(fusion: Fusion) -> str:
                     f"dtype={dt(out.dtype.name)})")
         elif node.op == "rand_like":
             call = f"fd.ops.rand_like({args[0]}, seed={args[1]}, offset={args[2]}, dtype={dt(out.dtype.name)})"
+        elif node.op == "iota":
+            n = _size(out.shape[a["dim"]], inputs)
+            call = f"fd.ops.iota({n}, {a['start']!r}, {a['step']!r}, dtype={dt(out.dtype.name)})"
+            if len(out.shape) != 1:
+                call = f"fd.ops.broadcast_in_dim({call}, shape={shape}, broadcast_dims=[{a['dim']}])"
+        elif node.op == "slice":
+            ends = [_size(st + (n - 1) * step + 1 if isinstance(n, int) else n * step + (st - step + 1), inputs)
+                    for st, step, n in zip(a["starts"], a["steps"], out.shape)]
+            call = f"fd.ops.slice({args[0]}, {a['starts']}, [{', '.join(ends)}], {a['steps']})"
+        elif node.op == "cat":
+            call = f"fd.ops.cat([{', '.join(args)}], {a['dim']})"
+        elif node.op == "pad":
+            widths = [w for lo, hi in reversed(list(zip(a["low"], a["high"]))) for w in (lo, hi)]
+            call = f"fd.ops.pad({args[0]}, {widths}, {args[1]})"
+        elif node.op == "gather":
+            call = f"fd.ops.gather({args[0]}, {args[1]}, {a['dim']})"
         else:
             call = f"fd.ops.{node.op}({', '.join(args)})"
         targets = [f"T{o.id}" for o in node.outputs]

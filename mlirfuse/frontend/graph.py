@@ -106,7 +106,8 @@ class Fusion:
         self.constraints.append((a, b))
         # The representative is the simpler size (an int, else fewer factors), so that no
         # extent is ever aliased to a product containing it.
-        if isinstance(a, SymSize) and (isinstance(b, int) or len(b.factors) < len(a.factors)):
+        if isinstance(a, SymSize) and (isinstance(b, int) or (len(b.factors), abs(b.offset)) < (len(a.factors),
+                                                                                          abs(a.offset))):
             a, b = b, a
         assert isinstance(b, SymSize)
         self._aliases[b] = a
@@ -117,7 +118,7 @@ class Fusion:
         size = self.canonical(size)
         if isinstance(size, int):
             if size < least:
-                raise FusionError(f"{what}: needs a size of at least {least}, got {size}")
+                raise FusionError(f"{what} (size {size}, needs {least})")
         elif least > 0:
             self.minimums.append((size, least, what))
 

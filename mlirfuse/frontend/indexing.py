@@ -33,11 +33,13 @@ def _tensor(x: Any, what: str) -> Tensor:
     return x
 
 
-def _static(size: Size, what: str) -> int:
-    if isinstance(size, SymSize):
-        raise ConcreteSizeNeeded(f"{what}: the result size would depend on the dynamic size {size} "
-                                 "other than as a product of input sizes; define the tensor with static sizes")
-    return size
+def _add(a: Size, b: Size, what: str) -> Size:
+    """a + b where one is static (a dynamic size plus a constant); two dynamic sizes do not
+    add up to a size the fusion can express."""
+    if isinstance(a, SymSize) and isinstance(b, SymSize):
+        raise ConcreteSizeNeeded(f"{what}: the result size would be the sum of the dynamic sizes {a} and {b}; "
+                                 "define the tensors with static sizes")
+    return a + b
 
 
 def _int_arg(value: Any, what: str) -> int:
@@ -94,14 +96,18 @@ def ones(shape: Sequence[Size], dtype: Any = DataType.Float) -> Tensor:
 
 
 # -- slice, select -----------------------------------------------------------------------
-def _normalized(start: Any, end: Any, step: int, size: Size, what: str) -> tuple[int, Size]:
-    """(first index, length) of Python's `range(size)[start:end:step]` (step > 0)."""
+def _normalized(start: Any, end: Any, step: int, size: Size, fusion: Any, what: str) -> tuple[int, Size]:
+    """(first index, length) of Python's `range(size)[start:end:step]` (step > 0). Of a dynamic
+    size: a constant start from the front, an end from the back (x[:, 1:], x[:, :-1]), step
+    1; the size is then checked at every call to hold the slice (Python would clamp)."""
     if isinstance(size, int):
         r = range(size)[builtins.slice(start, end, step)]
         return (r.start if len(r) else 0), len(r)
-    full_end = end is None or (isinstance(end, int) and end >= _BIG) or end == size
-    if start in (None, 0) and full_end and step == 1:
-        return 0, size
+    first = 0 if start is None else start
+    back = 0 if end is None or end is size or (isinstance(end, int) and end >= _BIG) else end
+    if step == 1 and isinstance(first, int) and first >= 0 and isinstance(back, int) and back <= 0:
+        fusion.require_at_least(size, first - back, f"{what} [{start}:{end}] has a negative length")
+        return first, size - (first - back)
     raise ConcreteSizeNeeded(f"{what}: slicing [{start}:{end}:{step}] of the dynamic size {size}; "
                              "define the tensor with static sizes")
 
@@ -129,7 +135,7 @@ def slice(x: Tensor, start_indices: Sequence[int], end_indices: Sequence[int] | 
     for d, (s, e, st) in enumerate(zip(start_indices, ends, steps)):
         if not isinstance(st, int) or st <= 0:
             raise FusionError(f"{what}: stride {st!r} of dim {d} must be a positive int")
-        first, length = _normalized(s, e, st, x.shape[d], what)
+        first, length = _normalized(s, e, st, x.shape[d], x.fusion, what)
         firsts.append(first)
         shape.append(length)
     return _slice(x, firsts, steps, shape)
@@ -142,10 +148,40 @@ def slice_dim(x: Tensor, dim: int, start: int | None, end: Any, step: int = 1) -
     d = O.normalize_dim(dim, x.ndim, what)
     if not isinstance(step, int) or step <= 0:
         raise FusionError(f"{what}: step {step!r} must be a positive int")
-    first, length = _normalized(start, end, step, x.shape[d], what)
+    first, length = _normalized(start, end, step, x.shape[d], x.fusion, what)
     starts, steps, shape = [0] * x.ndim, [1] * x.ndim, list(x.shape)
     starts[d], steps[d], shape[d] = first, step, length
     return _slice(x, starts, steps, shape)
+
+
+def slice_length(x: Tensor, dim: int, start: int, step: int, length: Size) -> Tensor:
+    """`length` elements of `dim` from `start` by `step` (torch's slice once its bounds are
+    resolved: the torch backend takes the length from the graph's metadata). A static length
+    is checked against a static dim; a dynamic one is clamped into the dim by the kernel."""
+    what = "slice"
+    d = O.normalize_dim(dim, x.ndim, what)
+    size = x.shape[d]
+    if start < 0 or step <= 0:
+        raise FusionError(f"{what}: start {start} and step {step} must be >= 0 and > 0")
+    if isinstance(size, int) and isinstance(length, int) and length > 0 and start + (length - 1) * step >= size:
+        raise FusionError(f"{what}: {length} elements from {start} by {step} exceed dim {d} of size {size}")
+    starts, steps, shape = [0] * x.ndim, [1] * x.ndim, list(x.shape)
+    starts[d], steps[d], shape[d] = start, step, length
+    return _slice(x, starts, steps, shape)
+
+
+def pin_sizes(x: Tensor, sizes: Sequence[Size], what: str) -> None:
+    """Tie x's sizes to `sizes` known elsewhere (the torch graph's metadata): a runtime check
+    where they are symbolic, after which the fusion uses the known (e.g. static) sizes."""
+    if len(sizes) != x.ndim:
+        raise FusionError(f"{what}: {len(sizes)} known sizes for a tensor of rank {x.ndim}")
+    for have, known in zip(x.shape, sizes):
+        x.fusion.unify(have, known, what)
+
+
+def iota_like(x: Tensor, dim: int) -> Tensor:
+    """The index along `dim` of every element of x (int64, x's shape)."""
+    return _positions(x, O.normalize_dim(dim, x.ndim, "iota_like"))
 
 
 def select(x: Tensor, index: Operand, dim: int) -> Tensor:
@@ -167,7 +203,7 @@ def select(x: Tensor, index: Operand, dim: int) -> Tensor:
     elif i < 0:
         raise ConcreteSizeNeeded(f"{what}: a negative index of the dynamic size {size}")
     else:
-        x.fusion.require_at_least(size, i + 1, f"{what} of index {i} in dim {d}")
+        x.fusion.require_at_least(size, i + 1, f"{what} of index {i} in dim {d} is out of range")
     starts, steps, shape = [0] * x.ndim, [1] * x.ndim, list(x.shape)
     starts[d], shape[d] = i, 1
     return O.squeeze(x.fusion.add_node("slice", [x], {"starts": starts, "steps": steps},
@@ -205,7 +241,7 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
         return kept[0] if kept else tensors[0]
     result = kept[0]
     for t in kept[1:]:  # binary fusion.cat ops (see the op table)
-        shape[d] = _static(result.shape[d], what) + _static(t.shape[d], what)
+        shape[d] = _add(fusion.canonical(result.shape[d]), fusion.canonical(t.shape[d]), what)
         result = fusion.add_node(what, [result, t], {"dim": d}, [(dtype, tuple(shape))])[0]
     return result
 
@@ -227,9 +263,12 @@ def pad(x: Tensor, pad_widths: Sequence[int], value: Operand = None) -> Tensor:
         if low[d] == high[d] == 0:
             shape.append(size)
             continue
-        n = _static(size, what) + low[d] + high[d]
-        if n < 0:
+        n = x.fusion.canonical(size) + (low[d] + high[d])
+        if isinstance(n, int) and n < 0:
             raise FusionError(f"{what}: widths {widths} make dim {d} of size {size} negative")
+        if isinstance(n, SymSize):  # cropping more than a dynamic size holds: checked per call
+            x.fusion.require_at_least(size, -min(low[d], 0) - min(high[d], 0),
+                                       f"{what}: widths {widths} make dim {d} negative")
         shape.append(n)
     fill = O._materialize(0 if value is None else value, x.dtype, x.fusion)
     if all(w == 0 for w in widths):

@@ -62,6 +62,10 @@ class _Printer:
         if isinstance(size, int):
             name = f"%c{size}"
             self.lines.append(f"  {name} = arith.constant {size} : index")
+        elif size.offset:
+            name = f"%s{len(self.sizes)}"
+            base = self.emit_size(size.monomial, resolve=False)
+            self.lines.append(f"  {name} = arith.addi {base}, {self.emit_size(size.offset)} : index")
         elif len(size.factors) == 1 and size.coef == 1:
             pos, dim = size.factors[0]
             name = f"%d{pos}_{dim}"

@@ -1,8 +1,10 @@
 """Symbolic tensor sizes: one compiled fusion serves every shape of a signature.
 
-A dynamic size is a monomial over input extents, `coef * prod(input[i].shape[d])`,
-which covers what broadcasting, reductions and reshapes produce (merging dims multiplies,
-an inferred reshape dim divides). The host evaluates it to allocate outputs and to check
+A dynamic size is a monomial over input extents plus a constant,
+`coef * prod(input[i].shape[d]) + offset`, which covers what broadcasting, reductions and
+reshapes produce (merging dims multiplies, an inferred reshape dim divides) and what pads
+and slices of a dynamic dim do (add or remove a constant number of elements). A product of
+two sizes with offsets is not of that form: tracing it needs concrete sizes. The host evaluates it to allocate outputs and to check
 constraints; the IR emitter turns it into `fusion.size` and `arith` index ops.
 """
 
@@ -27,27 +29,55 @@ class SymSize:
 
     factors: tuple[Extent, ...]
     coef: Fraction = Fraction(1)
+    offset: int = 0
 
     @staticmethod
     def of(extent: Extent) -> "SymSize":
         return SymSize((extent,))
 
+    @property
+    def monomial(self) -> "SymSize":
+        """This size without its offset."""
+        return SymSize(self.factors, self.coef) if self.offset else self
+
+    def _no_offset(self, what: str) -> None:
+        if self.offset:
+            raise ConcreteSizeNeeded(f"symbolic size {self} {what}: not of the form coef * product + offset")
+
+    def __add__(self, other: "Size") -> "Size":
+        if isinstance(other, bool) or not isinstance(other, int):
+            return NotImplemented
+        return _make(self.factors, self.coef, self.offset + other)
+
+    __radd__ = __add__
+
+    def __sub__(self, other: "Size") -> "Size":
+        if isinstance(other, SymSize) and other.monomial == self.monomial:
+            return self.offset - other.offset
+        if isinstance(other, bool) or not isinstance(other, int):
+            return NotImplemented
+        return _make(self.factors, self.coef, self.offset - other)
+
     def __mul__(self, other: "Size") -> "Size":
         if isinstance(other, SymSize):
+            self._no_offset(f"times {other}")
+            other._no_offset(f"times {self}")
             return _make(tuple(sorted(self.factors + other.factors)), self.coef * other.coef)
         if isinstance(other, int):
-            return _make(self.factors, self.coef * other)
+            return _make(self.factors, self.coef * other, self.offset * other)
         return NotImplemented
 
     __rmul__ = __mul__
 
     def __floordiv__(self, other: "Size") -> "Size":
         """Exact division (reshape sizes); the caller checks divisibility at run time."""
+        self._no_offset(f"divided by {other}")
         if isinstance(other, int):
             if other == 0:
                 raise FusionError("symbolic size divided by zero")
             return _make(self.factors, self.coef / other)
         if isinstance(other, SymSize):
+            other._no_offset(f"dividing {self}")
             rest = list(self.factors)
             for f in other.factors:
                 if f not in rest:
@@ -60,6 +90,7 @@ class SymSize:
         value = self.coef
         for i, d in self.factors:
             value *= shapes[i][d]
+        value += self.offset
         if value.denominator != 1:
             raise FusionError(f"input shapes {[tuple(x) for x in shapes]} do not fit the traced shapes: "
                               f"size {self} is not an integer (a reshape whose -1 does not divide?)")
@@ -77,18 +108,21 @@ class SymSize:
         parts = [f"in{i}.shape[{d}]" for i, d in self.factors]
         if self.coef != 1:
             parts.insert(0, str(self.coef))
-        return "*".join(parts)
+        text = "*".join(parts)
+        return text if not self.offset else f"{text}{self.offset:+d}"
 
 
 Size = Union[int, SymSize]
 
 
-def _make(factors: tuple[Extent, ...], coef: Fraction) -> Size:
+def _make(factors: tuple[Extent, ...], coef: Fraction, offset: int = 0) -> Size:
+    if coef == 0:
+        return offset
     if not factors:
         if coef.denominator != 1:
             raise FusionError(f"size {coef} is not an integer")
-        return int(coef)
-    return SymSize(factors, Fraction(coef))
+        return int(coef) + offset
+    return SymSize(factors, Fraction(coef), offset)
 
 
 def evaluate(size: Size, shapes: Sequence[Sequence[int]]) -> int:

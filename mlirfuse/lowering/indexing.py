@@ -175,17 +175,22 @@ def lower_iota(op: ir.Operation, out_type: ir.RankedTensorType) -> ir.Value:
 
 
 def lower_slice(op: ir.Operation, out_type: ir.RankedTensorType) -> ir.Value:
+    """A dim of dynamic length is clamped into the input: its length comes from a size the
+    caller vouches for (the torch backend's metadata), and no read may leave the tensor."""
     x = op.operands[0]
     starts, steps = _ints(op, "starts"), _ints(op, "steps")
+    in_dims = B.dims_of(x)
     reader = Reader()
 
     def body(idx: list[ir.Value]) -> ir.Value:
         at = []
-        for i, s, st in zip(idx, starts, steps):
+        for d, (i, s, st) in enumerate(zip(idx, starts, steps)):
             if st != 1:
                 i = arith.muli(i, B.index_const(st))
             if s != 0:
                 i = arith.addi(i, B.index_const(s))
+            if out_type.is_dynamic_dim(d):
+                i = arith.minsi(i, arith.subi(in_dims[d], B.index_const(1)))
             at.append(i)
         return reader.read(x, at)
 

@@ -6,6 +6,7 @@ convolutions, embeddings and ops mlirfuse lacks stay torch calls between them. S
 README's "torch.compile backend" section.
 """
 
-from mlirfuse.torch_backend.backend import compile_graph, decompositions, mlirfuse_backend, reset, stats
+from mlirfuse.torch_backend.backend import (capture_partitions, compile_graph, decompositions, mlirfuse_backend,
+                                            reset, stats)
 
-__all__ = ["compile_graph", "decompositions", "mlirfuse_backend", "reset", "stats"]
+__all__ = ["capture_partitions", "compile_graph", "decompositions", "mlirfuse_backend", "reset", "stats"]

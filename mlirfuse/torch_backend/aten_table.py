@@ -24,6 +24,7 @@ import torch
 from mlirfuse import ops
 from mlirfuse.dtypes import DataType
 from mlirfuse.errors import FusionError
+from mlirfuse.frontend import indexing as I
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -36,15 +37,30 @@ class LoweringContext:
     (resolved lazily: only shape-making ops need it) and, for random ops, the region's
     runtime seed and this op's own Philox stream (offset)."""
 
-    def __init__(self, dtype: DataType, shape_fn: Callable[[], tuple], seed: Any = None, offset: int = 0):
+    def __init__(self, dtype: DataType, shape_fn: Callable[[], tuple], seed: Any = None, offset: int = 0,
+                 arg_shapes_fn: Callable[[str], list[tuple]] | None = None):
         self.dtype = dtype
         self._shape_fn = shape_fn
         self.seed = seed
         self.offset = offset
+        self._arg_shapes_fn = arg_shapes_fn
 
     @property
     def shape(self) -> tuple:
         return self._shape_fn()
+
+    def arg_shapes(self, name: str) -> list[tuple]:
+        """The metadata shapes of the tensors of argument `name` (one per tensor of a list)."""
+        if self._arg_shapes_fn is None:
+            raise FusionError(f"no metadata shapes for argument {name!r}")
+        return self._arg_shapes_fn(name)
+
+    def pin(self, name: str, tensors: list[Any], what: str) -> None:
+        """Tie the traced tensors of argument `name` to the sizes torch's metadata gives them
+        (checked at run time): lowerings that need a static size (cat, pad) or equal sizes
+        (scatter) get them where the region's signature left a size symbolic."""
+        for t, shape in zip(tensors, self.arg_shapes(name)):
+            I.pin_sizes(t, shape, what)
 
 
 @dataclass(frozen=True)
@@ -193,6 +209,120 @@ def _correction(a: dict[str, Any]) -> float:
     return 1.0 if a.get("correction") is None else float(a["correction"])
 
 
+# -- indexing: slices, cat, pad, gather and their kin ------------------------------------
+def _static_int(value: Any, what: str) -> int:
+    """An int argument given as a constant (a symbolic one is an fx.Node here)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise FusionError(f"{what}: the symbolic argument {value} (only constants are lowered)")
+    return value
+
+
+def _slice(ctx: LoweringContext, a: dict[str, Any]) -> Any:
+    """aten.slice: the result's length comes from the node's shape (torch clamped the bounds
+    when it traced, and its guards keep them so); the start must be a constant."""
+    x = a["self"]
+    d = ops.normalize_dim(a["dim"], x.ndim, "slice")
+    ctx.pin("self", [x], "slice")
+    length = ctx.shape[d]
+    start = _slice_start(a["start"], x.fusion.canonical(x.shape[d]), length, "slice")
+    return I.slice_length(x, d, start, _static_int(a["step"], "slice step"), length)
+
+
+def _slice_start(start: Any, size: Any, length: Any, what: str) -> int:
+    """A slice's first index, from its start argument as torch resolved it: a slice as long
+    as its dim starts at 0 whatever was written (x[:, -4096:] of a shorter dim)."""
+    if size == length:
+        return 0
+    start = 0 if start is None else _static_int(start, f"{what} start")
+    if start < 0:
+        start = max(0, start + _static_int(size, f"{what} from the end of a dynamic dim"))
+    return min(start, size) if isinstance(size, int) else start
+
+
+def _split_with_sizes(ctx: LoweringContext, a: dict[str, Any]) -> Any:
+    x = a["self"]
+    d = ops.normalize_dim(a["dim"], x.ndim, "split_with_sizes")
+    results, start = [], 0
+    for n in a["split_sizes"]:
+        n = _static_int(n, "split_with_sizes size")
+        results.append(I.slice_length(x, d, start, 1, n))
+        start += n
+    return tuple(results)
+
+
+def _cat(ctx: LoweringContext, a: dict[str, Any]) -> Any:
+    """torch.cat, which skips 1-D empty tensors whatever the others' rank (a legacy rule
+    transformers' DynamicCache relies on: its first keys are torch.tensor([]))."""
+    tensors, shapes = list(a["tensors"]), ctx.arg_shapes("tensors")
+    kept = [(t, s) for t, s in zip(tensors, shapes) if tuple(s) != (0,)] or list(zip(tensors, shapes))[:1]
+    for t, s in kept:
+        I.pin_sizes(t, s, "cat")
+    return ops.cat([t for t, _ in kept], a["dim"])
+
+
+def _pad(ctx: LoweringContext, a: dict[str, Any]) -> Any:
+    ctx.pin("self", [a["self"]], "pad")
+    return ops.pad(a["self"], [_static_int(w, "pad width") for w in a["pad"]], a["value"])
+
+
+def _scatter_value(ctx: LoweringContext, a: dict[str, Any]) -> Any:
+    """aten.scatter(self, dim, index, value) where index holds one position per row along dim
+    and covers self in every other dim (nll_loss's backward writes its one-hot this way):
+    where(position == index, value, self). Several positions a row could collide: torch."""
+    x, index, value = a["self"], a["index"], a["value"]
+    d = ops.normalize_dim(a["dim"], x.ndim, "scatter")
+    (xs,), (js,) = ctx.arg_shapes("self"), ctx.arg_shapes("index")
+    if len(js) != len(xs) or js[d] != 1 or any(js[i] != xs[i] for i in range(len(xs)) if i != d):
+        raise FusionError("scatter: only one index per row covering the input (a one-hot) is fused")
+    ctx.pin("self", [x], "scatter")
+    ctx.pin("index", [index], "scatter")
+    hit = ops.eq(I.iota_like(x, d), ops.expand(index, list(x.shape)))
+    return ops.where(hit, ops.cast(value, x.dtype), x)
+
+
+def _slice_scatter(ctx: LoweringContext, a: dict[str, Any]) -> Any:
+    """aten.slice_scatter (a slice's backward); with step 1, src padded into place where the
+    slice lies, self elsewhere. The widths are constants: the slice's start and what follows
+    it (the dim's size less start and src's length, constant also where the dim is dynamic)."""
+    x, src = a["self"], a["src"]
+    d = ops.normalize_dim(a["dim"], x.ndim, "slice_scatter")
+    step = _static_int(a["step"], "slice_scatter step")
+    ctx.pin("self", [x], "slice_scatter")
+    ctx.pin("src", [src], "slice_scatter")
+    size, n = x.fusion.canonical(x.shape[d]), x.fusion.canonical(src.shape[d])
+    start = _slice_start(a["start"], size, n, "slice_scatter")
+    if step != 1:
+        return _strided_scatter(x, src, d, start, step, _static_int(n, "slice_scatter of a dynamic length"))
+    after = _static_int(size - start - n, "slice_scatter: the size after the slice")
+    widths = [0, 0] * (x.ndim - 1 - d) + [start, after]
+    inside = ops.pad(I.full(list(src.shape), True, DataType.Bool), widths, False)
+    return ops.where(inside, ops.pad(src, widths, 0), x)
+
+
+def _strided_scatter(x: Any, src: Any, d: int, start: int, step: int, n: int) -> Any:
+    """src[k] at x's positions start + k * step along d (k < n), x elsewhere: a gather of src
+    at (i - start) // step (computed in float64, exact for any size that fits in memory)."""
+    rel = ops.sub(I.iota_like(x, d), start)
+    k = ops.cast(ops.floor(ops.div(ops.cast(rel, DataType.Double), float(step))), DataType.Int)
+    inside = ops.logical_and(ops.logical_and(ops.ge(rel, 0), ops.eq(ops.remainder(rel, step), 0)), ops.lt(k, n))
+    k = ops.minimum(ops.maximum(k, 0), max(n - 1, 0))
+    return ops.where(inside, ops.gather(src, k, d), x)
+
+
+def _arange(ctx: LoweringContext, a: dict[str, Any]) -> Any:
+    start = a.get("start", 0)
+    step = a.get("step", 1)
+    for v, what in ((start, "arange start"), (step, "arange step")):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise FusionError(f"{what}: the symbolic argument {v} (only constants are lowered)")
+    return ops.iota(ctx.shape[0], start, step, ctx.dtype)
+
+
+def _arg_extreme(name: str) -> AtenLowering:
+    f = getattr(ops, name)
+    return AtenLowering(lambda ctx, a: f(a["self"], a["dim"], a["keepdim"]))
+
+
 TABLE: dict[Any, AtenLowering] = {}
 for _name in ("abs", "neg", "exp", "exp2", "expm1", "log", "log2", "log1p", "sqrt", "rsqrt", "reciprocal",
               "sin", "cos", "tanh", "sigmoid", "erf", "relu", "floor", "ceil", "round", "sign", "isnan",
@@ -256,6 +386,21 @@ TABLE.update({
     aten.clone.default: _view(_identity),
     aten.alias.default: _view(_identity),
     aten.lift_fresh_copy.default: _view(_identity),
+    aten.slice.Tensor: _view(_slice),
+    aten.select.int: _view(lambda ctx, a: ops.select(a["self"], _static_int(a["index"], "select index"), a["dim"])),
+    aten.split_with_sizes.default: _view(_split_with_sizes),
+    # indexing
+    aten.cat.default: AtenLowering(_cat),
+    aten.constant_pad_nd.default: AtenLowering(_pad),
+    aten.gather.default: AtenLowering(lambda ctx, a: ops.gather(a["self"], a["index"], a["dim"])),
+    aten.index_select.default: AtenLowering(lambda ctx, a: ops.index_select(a["self"], a["index"], a["dim"])),
+    aten.scatter.value: AtenLowering(_scatter_value),
+    aten.slice_scatter.default: AtenLowering(_slice_scatter),
+    aten.argmax.default: _arg_extreme("argmax"),
+    aten.argmin.default: _arg_extreme("argmin"),
+    aten.arange.start_step: AtenLowering(_arange, CREATION),
+    aten.arange.start: AtenLowering(_arange, CREATION),
+    aten.arange.default: AtenLowering(_arange, CREATION),
     # tensors made from scalars
     aten.full.default: AtenLowering(lambda ctx, a: _filled(ctx, a["fill_value"]), CREATION),
     aten.full_like.default: AtenLowering(lambda ctx, a: _filled(ctx, a["fill_value"]), CREATION),
@@ -282,6 +427,17 @@ LIBRARY = {getattr(aten, name) for name in (
 ) if hasattr(aten, name)}
 
 
+# Ops with no row on purpose, and why.
+NO_SCAN = "no scan schedule (as a masked sum it would be quadratic in the dim's length)"
+NOT_FUSED = {
+    aten.cumsum: NO_SCAN,
+    aten.cumprod: NO_SCAN,
+    aten.index: "advanced indexing (tensor indices): use gather or index_select",
+    aten.index_put: "scatter with tensor indices (writes may collide)",
+    aten.scatter_add: "scatter-add (writes may collide)",
+}
+
+
 def lookup(target: Any) -> AtenLowering | None:
     return TABLE.get(target)
 
@@ -291,6 +447,8 @@ def unsupported_reason(target: Any) -> str:
     packet = getattr(target, "overloadpacket", None)
     if packet in LIBRARY:
         return "library op, runs in torch"
+    if packet in NOT_FUSED:
+        return NOT_FUSED[packet]
     if target is operator.getitem:
         return "getitem of an op that runs in torch"
     return "no mlirfuse lowering"

@@ -14,10 +14,11 @@ compiles once per signature (dtype, rank, size-1 dims, contiguity), never per si
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -59,6 +60,7 @@ class _Registry:
         self.jitted: dict[str, JitFunction] = {}
         self.graphs: Counter[str] = Counter()
         self.regions = 0
+        self.captured: list[tuple[str, Any]] | None = None  # (graph kind, Partition) while capturing
 
     def jit_for(self, region: Region) -> JitFunction:
         with self.lock:
@@ -89,6 +91,20 @@ def reset() -> None:
         _REGISTRY.regions = 0
 
 
+@contextlib.contextmanager
+def capture_partitions() -> Iterator[list[tuple[str, Any]]]:
+    """Collect `(graph kind, Partition)` for every graph compiled inside the block: what each
+    graph fused and what it left to torch, with the reasons (`Partition.left`)."""
+    captured: list[tuple[str, Any]] = []
+    with _REGISTRY.lock:
+        previous, _REGISTRY.captured = _REGISTRY.captured, captured
+    try:
+        yield captured
+    finally:
+        with _REGISTRY.lock:
+            _REGISTRY.captured = previous
+
+
 def partition_and_trace(gm: fx.GraphModule) -> tuple[Any, list[Region]]:
     """Partition the graph; a node whose lowering fails goes to torch and the graph is
     partitioned again, until every group traces."""
@@ -113,6 +129,9 @@ def compile_graph(gm: fx.GraphModule, example_inputs: Any, kind: str = "forward"
         key = f"{kind}{_REGISTRY.graphs[kind] - 1}"
     dump.emit("fx_graph", f"{kind} graph:\n" + gm.print_readable(print_output=False), key)
     partition, regions = partition_and_trace(gm)
+    with _REGISTRY.lock:
+        if _REGISTRY.captured is not None:
+            _REGISTRY.captured.append((kind, partition))
     fused = [FusedRegion(r, _REGISTRY.jit_for(r), region_module(gm, r)) for r in regions]
     compiled = rewrite(gm, partition, fused)
     if dump.enabled("partition"):

@@ -26,6 +26,7 @@ from mlirfuse.errors import FusionError
 from mlirfuse.torch_backend import aten_table as A
 
 DEVICES = ("cpu", "cuda")
+CONSTANT_ONLY = "computed from constants only (no tensor input): torch creates it"
 
 
 @dataclass
@@ -268,7 +269,7 @@ def partition_graph(graph: fx.Graph, forced: dict[fx.Node, str] | None = None,
         if n_compute >= min_compute and has_tensor_input:
             final.append(members)
             continue
-        why = ("no tensor input" if not has_tensor_input else
+        why = (CONSTANT_ONLY if not has_tensor_input else
                "group of a single op (MLIRFUSE_SINGLE_NODE=1 fuses it)" if n_compute == 1 else
                "group without compute (views only)")
         for n in members:

@@ -113,7 +113,7 @@ class Region:
             val = node.meta["val"]
             first = tensor_vals(val)[0]
             ctx = A.LoweringContext(to_dtype(first.dtype), lambda n=node, v=first: self._shape(n, v, sizes),
-                                    seed, offset)
+                                    seed, offset, lambda name, n=node, b=bound: self._arg_shapes(n, b[name], sizes))
             if row.kind == A.RANDOM:
                 offset += 1
             try:
@@ -143,6 +143,11 @@ class Region:
 
     def _shape(self, node: fx.Node, val: torch.Tensor, sizes: dict[sympy.Expr, Any]) -> tuple:
         return tuple(_resolve(node, size_expr(s), sizes) for s in val.shape)
+
+    def _arg_shapes(self, node: fx.Node, arg: Any, sizes: dict[sympy.Expr, Any]) -> list[tuple]:
+        args = arg if isinstance(arg, (list, tuple)) else [arg]
+        return [self._shape(node, v.meta["val"], sizes) for v in args
+                if isinstance(v, fx.Node) and isinstance(v.meta.get("val"), torch.Tensor)]
 
     def dry_trace(self) -> str:
         """Trace with the signature the metadata predicts; returns the fusion IR."""
@@ -225,6 +230,14 @@ def _resolve(node: fx.Node, expr: sympy.Expr, sizes: dict[sympy.Expr, Any]) -> A
         result = base
         for _ in range(int(expr.exp) - 1):
             result = result * base
+        return result
+    if expr.is_Add:  # a dynamic size plus a constant (pads and slices of a dynamic dim)
+        result = 0
+        for term in expr.args:
+            try:
+                result = result + _resolve(node, term, sizes)
+            except TypeError:
+                raise LoweringFailed(node, f"size {expr} is not a product of input sizes plus a constant") from None
         return result
     if isinstance(expr, FloorDiv):
         return _resolve(node, expr.args[0], sizes) // _resolve(node, expr.args[1], sizes)

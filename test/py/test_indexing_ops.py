@@ -192,3 +192,28 @@ def test_select_in_a_dynamic_dim_is_checked_at_every_call() -> None:
     with pytest.raises(FusionError, match="select of index 2 in dim 0 is out of range"):
         f(randn(2, 4))
     assert f.cache_info().compiles == 1
+
+
+def test_pads_and_shifts_of_a_dynamic_dim_compile_once() -> None:
+    """A dynamic size plus or minus a constant is a size the fusion expresses: HF's label
+    shift (pad one -100 at the end, drop the first) and x[:, :-1] serve every length."""
+    shift = mlirfuse.jit(lambda y: ops.pad(y, [0, 1], -100)[:, 1:])
+    trim = mlirfuse.jit(lambda x: x[:, :-1] * 2.0 + x[:, 1:])
+    for n in (5, 9, 2):  # (1 is another signature: a broadcast dim)
+        y = RNG.integers(0, 7, (2, n))
+        np.testing.assert_array_equal(shift(y), np.pad(y, [(0, 0), (0, 1)], constant_values=-100)[:, 1:])
+        x = randn(3, n)
+        np.testing.assert_allclose(trim(x), x[:, :-1] * 2 + x[:, 1:], rtol=1e-6)
+    assert shift.cache_info().compiles == 1 and trim.cache_info().compiles == 1
+    ir = shift.fusion_ir(y)
+    assert '"fusion.pad"' in ir and "tensor<?x?xi64>" in ir  # traced with dynamic sizes
+
+
+def test_a_crop_or_slice_longer_than_a_dynamic_dim_raises() -> None:
+    crop = mlirfuse.jit(lambda x: ops.pad(x, [-2, -1]) + 1.0)
+    np.testing.assert_allclose(crop(randn(2, 5)).shape, (2, 2))
+    with pytest.raises(FusionError, match=r"widths \[-2, -1\] make dim 1 negative"):
+        crop(randn(2, 2))
+    tail = mlirfuse.jit(lambda x: x[:, 3:] + 1.0)
+    with pytest.raises(FusionError, match="negative length"):
+        tail(randn(2, 2))
