@@ -318,6 +318,16 @@ def _arange(ctx: LoweringContext, a: dict[str, Any]) -> Any:
     return ops.iota(ctx.shape[0], start, step, ctx.dtype)
 
 
+def _truth(reduce: Callable[..., Any]) -> AtenLowering:
+    """aten.any / aten.all: whether any (all) element along dim is nonzero, as a max (min) of
+    0/1 values."""
+    def lower(ctx: LoweringContext, a: dict[str, Any]) -> Any:
+        x = a["self"]
+        nonzero = ops.cast(ops.ne(x, ops.cast(0, x.dtype)), DataType.Int32)
+        return ops.cast(reduce(nonzero, _dims(a.get("dim")), a.get("keepdim", False)), DataType.Bool)
+    return AtenLowering(lower)
+
+
 def _arg_extreme(name: str) -> AtenLowering:
     f = getattr(ops, name)
     return AtenLowering(lambda ctx, a: f(a["self"], a["dim"], a["keepdim"]))
@@ -396,6 +406,12 @@ TABLE.update({
     aten.index_select.default: AtenLowering(lambda ctx, a: ops.index_select(a["self"], a["index"], a["dim"])),
     aten.scatter.value: AtenLowering(_scatter_value),
     aten.slice_scatter.default: AtenLowering(_slice_scatter),
+    aten.any.dim: _truth(ops.max),
+    aten.any.dims: _truth(ops.max),
+    aten.any.default: _truth(ops.max),
+    aten.all.dim: _truth(ops.min),
+    aten.all.dims: _truth(ops.min),
+    aten.all.default: _truth(ops.min),
     aten.argmax.default: _arg_extreme("argmax"),
     aten.argmin.default: _arg_extreme("argmin"),
     aten.arange.start_step: AtenLowering(_arange, CREATION),

@@ -217,3 +217,28 @@ def test_a_crop_or_slice_longer_than_a_dynamic_dim_raises() -> None:
     tail = mlirfuse.jit(lambda x: x[:, 3:] + 1.0)
     with pytest.raises(FusionError, match="negative length"):
         tail(randn(2, 2))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name, fn, ref, args", CASES, ids=IDS)
+def test_gpu_backend_matches_numpy(name, fn, ref, args) -> None:
+    torch = pytest.importorskip("torch")
+    from test_gpu import to_numpy, to_torch
+
+    got = mlirfuse.jit(fn)(*[to_torch(a) for a in args])
+    assert isinstance(got, torch.Tensor) and got.is_cuda
+    want = np.asarray(ref(*args))
+    assert_close(to_numpy(got), want.astype(to_numpy(got).dtype), name, reduction_size=16)
+
+
+@pytest.mark.gpu
+def test_gpu_rotary_at_model_size_matches_numpy() -> None:
+    """Rotary embedding on a [8, 32, 2048, 128] bfloat16 tensor (Llama's shapes): one kernel."""
+    from test_gpu import to_numpy, to_torch
+
+    bf16 = ml_dtypes.bfloat16
+    x, c, s = randn(8, 32, 2048, 128, dtype=bf16), randn(2048, 128, dtype=bf16), randn(2048, 128, dtype=bf16)
+    got = to_numpy(mlirfuse.jit(_rotary)(to_torch(x), to_torch(c), to_torch(s)))
+    assert got.dtype == bf16
+    xf, cf, sf = (a.astype(np.float32) for a in (x, c, s))
+    assert_close(got, (xf * cf + _rotate_half(xf) * sf).astype(bf16), "rotary", reduction_size=4)

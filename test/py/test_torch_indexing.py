@@ -106,7 +106,9 @@ CASES = {
     "gather": (lambda x, i: x.exp().gather(1, i) * 2, [(4, 9), "index 4x3 of 9"]),
     "index_select": (lambda x, i: x.sin().index_select(0, i) * 2, [(6, 4), "index 5 of 6"]),
     "argmax": (lambda x: (x.exp().argmax(1), x.sin().argmin(0, keepdim=True)), [(5, 8)]),
-    "arange": (lambda x: x * torch.arange(2, 2 + 3 * x.shape[1], 3, dtype=x.dtype) + 1, [(4, 6)]),
+    "any_all": (lambda x: torch.where((x > 1).any(-1, keepdim=True) & (x > -2).all(0), x.exp(), x * 2)
+                + (x > 0).any() * 1.0 + (x < 3).all() * 1.0, [(5, 8)]),
+    "arange": (lambda x: x * torch.arange(2, 2 + 3 * x.shape[1], 3, dtype=x.dtype, device=x.device) + 1, [(4, 6)]),
     "slice_backward": (lambda x: (x[:, 2:5] * x[:, 1:4]).tanh(), [(3, 7)]),
 }
 
@@ -152,4 +154,34 @@ def test_backward_of_a_strided_slice_is_fused() -> None:
     """x[:, 1::3]'s backward is slice_scatter with step 3: a masked gather, one region."""
     want, got, captured = _run(lambda x: x[:, 1::3].exp() * 2, _randn(4, 11))
     _assert_same(want, got)
+    assert [(k, len(p.groups)) for k, p in captured] == [("forward", 1), ("backward", 1)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", list(CASES))
+def test_indexing_ops_on_the_gpu_match_eager(name: str) -> None:
+    fn, specs = CASES[name]
+    args = [a.detach().cuda().requires_grad_(a.requires_grad) for a in _args(specs)]
+    want, got, captured = _run(fn, *args)
+    _assert_same(want, got)
+    assert not _left(captured), _left(captured)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_cross_entropy_over_a_long_vocabulary_on_the_gpu(dtype: torch.dtype) -> None:
+    """8192 rows x 32000 classes, targets with ignored rows: one region each way, as eager."""
+    logits = torch.randn(8192, 32000, device="cuda", dtype=dtype, requires_grad=True)
+    labels = torch.randint(0, 32000, (8192,), device="cuda")
+    labels[::7] = -100
+
+    def ce(x, t):
+        return F.cross_entropy(x.float(), t, ignore_index=-100)
+    want = ce(logits, labels)
+    (gw,) = torch.autograd.grad(want, logits)
+    with torch_backend.capture_partitions() as captured:
+        got = torch.compile(ce, backend="mlirfuse")(logits, labels)
+        (gg,) = torch.autograd.grad(got, logits)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(gg.float(), gw.float(), rtol=2e-2 if dtype == torch.bfloat16 else 1e-5, atol=1e-7)
     assert [(k, len(p.groups)) for k, p in captured] == [("forward", 1), ("backward", 1)]

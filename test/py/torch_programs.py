@@ -2,7 +2,9 @@
 
 A program is a list of steps over a pool of values (its inputs first): pointwise chains,
 broadcasts, reductions over random axes, views, permutes, slices and cat between them, casts
-between dtypes, softmax / layer_norm. Each step is drawn through a `Draw` (hypothesis's
+between dtypes, softmax / layer_norm, and indexing: pads, selects, splits, rotate_half,
+gathers and index_selects (indices made from arange in the program), argmax, cross-entropy
+with ignored targets. Each step is drawn through a `Draw` (hypothesis's
 `data.draw` in pytest, so failures shrink; a seeded `random.Random` in the 10,000-program
 script) and kept only if eager torch accepts it, so every program is valid torch code.
 
@@ -110,6 +112,31 @@ def apply(name: str, xs: list[torch.Tensor], p: tuple) -> torch.Tensor:
         return torch.cat([x, xs[1]], p[0])
     if name == "cast":
         return x.to(p[0])
+    if name == "pad":
+        return F.pad(x, p[0], value=p[1])
+    if name == "select":
+        return x.select(p[0], p[1])
+    if name == "split":
+        d, sizes, k = p
+        return x.split(list(sizes), d)[k]
+    if name == "rotate_half":
+        h = x.shape[-1] // 2
+        return torch.cat((-x[..., h:], x[..., :h]), -1)
+    if name in ("gather", "index_select"):
+        d, m, k = p
+        idx = (torch.arange(m, device=x.device) * k + 1) % x.shape[d]
+        if name == "index_select":
+            return x.index_select(d, idx)
+        shape = [1] * x.dim()
+        shape[d] = m
+        return x.gather(d, idx.view(shape).expand(*[m if i == d else n for i, n in enumerate(x.shape)]))
+    if name == "argmax_gather":
+        return x.gather(p[0], x.argmax(p[0], keepdim=True))
+    if name == "cross_entropy":
+        rows, classes = x.shape
+        t = (torch.arange(rows, device=x.device) * p[0] + 1) % classes
+        t = torch.where(torch.arange(rows, device=x.device) % 3 == 0, torch.full_like(t, -100), t)
+        return F.cross_entropy(x, t, ignore_index=-100, reduction=p[1])
     raise ValueError(f"unknown step {name}")
 
 
@@ -121,7 +148,7 @@ def run(program: Program, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
 
 
 def _step(draw: Draw, values: list[torch.Tensor]) -> tuple[str, tuple[int, ...], tuple]:
-    kind = draw.choice(["unary", "unary", "binary", "binary", "reduce", "view", "slice", "cast", "norm"])
+    kind = draw.choice(["unary", "unary", "binary", "binary", "reduce", "view", "slice", "cast", "norm", "index"])
     i = draw.int(0, len(values) - 1)
     x = values[i]
     if kind == "unary":
@@ -164,7 +191,33 @@ def _step(draw: Draw, values: list[torch.Tensor]) -> tuple[str, tuple[int, ...],
         return "slice", (i,), (d, start, draw.int(start + 1, n + 1), draw.choice([1, 1, 2]))
     if kind == "cast":
         return "cast", (i,), (draw.choice(DTYPES),)
+    if kind == "index" and x.dim() > 0:
+        return _index_step(draw, i, x)
     return draw.choice(sorted(UNARY)), (i,), ()
+
+
+def _index_step(draw: Draw, i: int, x: torch.Tensor) -> tuple[str, tuple[int, ...], tuple]:
+    """Pads (negative widths crop), selects, splits, rotate_half, gathers and index_selects
+    with indices made from arange, argmax's gather, cross-entropy with ignored targets."""
+    d = draw.int(0, x.dim() - 1)
+    n = x.shape[d]
+    what = draw.choice(["pad", "select", "split", "rotate_half", "gather", "index_select", "argmax_gather",
+                        "cross_entropy"])
+    if what == "pad":
+        widths = tuple(draw.int(-1, 2) for _ in range(2 * draw.int(1, x.dim())))
+        return "pad", (i,), (widths, draw.choice([0.0, -1.5]))
+    if what == "select":
+        return "select", (i,), (d, draw.int(-n, n - 1))
+    if what == "split" and n >= 2:
+        first = draw.int(1, n - 1)
+        return "split", (i,), (d, (first, n - first), draw.int(0, 1))
+    if what == "rotate_half" and x.shape[-1] % 2 == 0:
+        return "rotate_half", (i,), ()
+    if what in ("gather", "index_select"):
+        return what, (i,), (d, draw.int(1, 4), draw.int(1, 5))
+    if what == "cross_entropy" and x.dim() == 2:
+        return "cross_entropy", (i,), (draw.int(1, 5), draw.choice(["mean", "sum", "none"]))
+    return "argmax_gather", (i,), (d,)
 
 
 def generate(draw: Draw, max_steps: int = 10) -> Program:
