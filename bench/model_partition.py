@@ -49,16 +49,12 @@ def _partitions(family: str, mode: str, device: str, widths: str, batch: int, se
                     torch.cuda.synchronize()
                 kernels = sum(e.count for e in prof.key_averages() if e.device_type.name == "CUDA"
                               and not e.key.startswith("Memcpy") and not e.key.startswith("Memset"))
-    fused, left = 0, collections.Counter()
-    reasons: dict[str, str] = {}
+    fused, left = 0, collections.Counter()  # (op, reason) -> count
     for _, partition in captured:
         fused += sum(len(g.nodes) for g in partition.groups)
         for node, reason in partition.left.items():
-            name = _target_name(node)
-            left[name] += 1
-            reasons.setdefault(name, reason)
-    return {"fused": fused, "left": left, "reasons": reasons, "regions": sum(len(p.groups) for _, p in captured),
-            "kernels": kernels}
+            left[(_target_name(node), reason)] += 1
+    return {"fused": fused, "left": left, "regions": sum(len(p.groups) for _, p in captured), "kernels": kernels}
 
 
 def main() -> None:
@@ -82,7 +78,7 @@ def main() -> None:
                   f"{r['kernels'] if r['kernels'] is not None else '-'} |", flush=True)
     for family, mode, r in rows:
         print(f"\n{family} {mode}, left to torch: " + ", ".join(
-            f"{name} x{n} ({r['reasons'][name]})" for name, n in r["left"].most_common()))
+            f"{name} x{n} ({reason})" for (name, reason), n in r["left"].most_common()))
 
 
 if __name__ == "__main__":

@@ -233,12 +233,18 @@ def test_gpu_backend_matches_numpy(name, fn, ref, args) -> None:
 
 @pytest.mark.gpu
 def test_gpu_rotary_at_model_size_matches_numpy() -> None:
-    """Rotary embedding on a [8, 32, 2048, 128] bfloat16 tensor (Llama's shapes): one kernel."""
+    """Rotary embedding on a [8, 32, 2048, 128] bfloat16 tensor (Llama's shapes) against torch
+    eager on the same tensors: each bfloat16 op rounds its result, as eager's do (a numpy
+    reference rounding once differs by an ulp of the larger terms where they cancel)."""
+    import torch
+
     from test_gpu import to_numpy, to_torch
 
     bf16 = ml_dtypes.bfloat16
-    x, c, s = randn(8, 32, 2048, 128, dtype=bf16), randn(2048, 128, dtype=bf16), randn(2048, 128, dtype=bf16)
-    got = to_numpy(mlirfuse.jit(_rotary)(to_torch(x), to_torch(c), to_torch(s)))
-    assert got.dtype == bf16
-    xf, cf, sf = (a.astype(np.float32) for a in (x, c, s))
-    assert_close(got, (xf * cf + _rotate_half(xf) * sf).astype(bf16), "rotary", reduction_size=4)
+    x, c, s = (to_torch(a) for a in (randn(8, 32, 2048, 128, dtype=bf16), randn(2048, 128, dtype=bf16),
+                                     randn(2048, 128, dtype=bf16)))
+    got = mlirfuse.jit(_rotary)(x, c, s)
+    assert got.dtype == torch.bfloat16
+    h = x.shape[-1] // 2
+    want = x * c + torch.cat((-x[..., h:], x[..., :h]), -1) * s
+    assert_close(to_numpy(got), to_numpy(want), "rotary", reduction_size=1)
