@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 from mlir import ir
 from mlir.dialects import arith, gpu, linalg, llvm, memref, scf
@@ -35,6 +35,7 @@ from mlirfuse.lowering import (
     toolchain,
 )
 from mlirfuse.lowering import linalg_builders as B
+from mlirfuse.lowering import schedule_attrs as A
 from mlirfuse.lowering.cpu import BUFFERIZE, INLINE, run_pipeline
 from mlirfuse.lowering.host_abi import ENTRY, add_entry_point, inline_scalar_operands, launches_line
 from mlirfuse.lowering.host_overrides import host_overrides
@@ -261,84 +262,163 @@ def _parallel_bounds(par: ir.Operation) -> tuple[list[ir.Value], list[ir.Value],
     return operands[:n], operands[n:2 * n], operands[2 * n:3 * n]
 
 
-def _takes_inits(g: gpu_kernels.Generic) -> bool:
-    """A reduction whose kernel can start from given initial values (a folded fill)."""
-    return not isinstance(gpu_reduction.match_inner_reduction(g), str) or \
-        not isinstance(gpu_column.match_column_reduction(g), str)
+def _block_ops(func: ir.Operation) -> list[ir.Operation]:
+    return [op.operation for op in func.regions[0].blocks[0].operations]
 
 
-def apply_schedules(func: ir.Operation, device: schedules.DeviceProperties) -> list[str]:
-    """Replace every generic a schedule matches with its kernel. Returns one line per linalg
-    op: the schedule and its parameters, or why it takes the naive path."""
-    notes = []
-    ops = [op.operation for op in func.regions[0].blocks[0].operations]
+def _operand_bytes(g: gpu_kernels.Generic) -> list[int]:
+    return [o.element_bytes for o in g.operands if o.is_memref]
+
+
+def _scheduled_kind(op: ir.Operation) -> str | None:
+    return ir.StringAttr(op.attributes[A.ATTR]["kind"]).value if A.ATTR in op.attributes else None
+
+
+def plan_schedules(func: ir.Operation, device: schedules.DeviceProperties) -> None:
+    """Run the heuristics and record each kernel's schedule on its linalg op (`mlirfuse.schedule`;
+    a normalization chain's on its last op). An op that already has one keeps it."""
+    ops = _block_ops(func)
     chains = {c.indices[-1]: c for c in gpu_normalization.find_chains(ops)}
     in_chains = {k for c in chains.values() for k in c.indices}
+    for i, op in enumerate(ops):
+        if A.ATTR in op.attributes or not op.name.startswith("linalg.") or i in in_chains and i not in chains:
+            continue
+        op.attributes[A.ATTR] = _heuristic_schedule(ops, i, chains.get(i), device)
+
+
+def _heuristic_schedule(ops: list[ir.Operation], i: int, chain: Any,
+                        device: schedules.DeviceProperties) -> ir.DictAttr:
+    if chain is not None:
+        return A.to_attr("normalization", schedules.normalization_heuristic(
+            chain.static_row(), chain.static_rows(), chain.vector_bytes(), device))
+    g = gpu_kernels.analyze(ops[i])
+    if isinstance(g, str):
+        return A.to_attr("naive", reason=g)
+    pointwise = gpu_pointwise.match_pointwise(g)
+    if isinstance(pointwise, gpu_pointwise.PointwiseMatch):
+        return A.to_attr("pointwise", schedules.pointwise_heuristic(
+            g.static_numel(), _operand_bytes(g), device, g.body_ops()))
+    transpose = gpu_transpose.match_transpose(g)
+    if isinstance(transpose, gpu_transpose.TransposeMatch):
+        return A.to_attr("transpose", schedules.transpose_heuristic(
+            _operand_bytes(g), transpose.permuted_bytes(), device))
+    reduction = gpu_reduction.match_inner_reduction(g)
+    if isinstance(reduction, gpu_reduction.InnerReductionMatch):
+        return A.to_attr("inner_reduction", schedules.inner_reduction_heuristic(
+            reduction.static_row(), reduction.static_rows(), [o.element_bytes for o in reduction.row_operands],
+            device, g.body_ops()))
+    column = gpu_column.match_column_reduction(g)
+    if isinstance(column, gpu_column.ColumnReductionMatch):
+        return A.to_attr("column_reduction", schedules.column_reduction_heuristic(
+            column.static_columns(), column.static_rows(),
+            [o.element_bytes for o in column.column_operands + column.column_invariant], device, g.body_ops()))
+    log.debug("no schedule: %s; %s; %s; %s", pointwise, transpose, reduction, column)
+    return A.to_attr("naive", reason=f"{pointwise}; {transpose}; {reduction}; {column}")
+
+
+def _fail(op: ir.Operation, message: str) -> None:
+    op.location.emit_error(f"{A.ATTR}: {message}")
+    raise A.ScheduleError(message)
+
+
+def apply_schedules(func: ir.Operation) -> list[str]:
+    """Replace every linalg op by the kernel its `mlirfuse.schedule` names (a naive one stays a
+    loop nest). Returns one line per schedule: its parameters, or why it is naive. A schedule
+    that does not fit its op is an error at that op."""
+    ops = _block_ops(func)
+    chains = {c.indices[-1]: c for c in gpu_normalization.find_chains(ops)}
+    for i, chain in list(chains.items()):  # a chain scheduled naive runs op by op
+        if _scheduled_kind(ops[i]) == "naive":
+            del chains[i]
+    in_chains = {k for c in chains.values() for k in c.indices}
+    schedule: dict[int, tuple[str, Any]] = {}
+    for i, op in enumerate(ops):
+        if op.name.startswith("linalg.") and (i not in in_chains or i in chains):
+            if A.ATTR not in op.attributes:
+                _fail(op, "no schedule (run gpu-schedule first)")
+            try:
+                schedule[i] = A.read(op.attributes[A.ATTR])
+            except A.ScheduleError as e:
+                _fail(op, str(e))
     generics = {i: g for i, op in enumerate(ops) if i not in in_chains and op.name == "linalg.generic"
                 for g in [gpu_kernels.analyze(op)] if not isinstance(g, str)}
-    folds = gpu_reduction.fold_fills(ops, generics, _takes_inits)
+
+    position = {id(g): i for i, g in generics.items()}
+
+    def takes_inits(g: gpu_kernels.Generic) -> bool:  # a reduction starting from given initial values
+        return schedule[position[id(g)]][0] in ("inner_reduction", "column_reduction")
+
+    folds = gpu_reduction.fold_fills(ops, generics, takes_inits)
     inits: dict[int, dict] = {}
     for fold in folds.values():
         inits.setdefault(fold["reduction"], {})[fold["buffer"]] = fold["value"]
+    notes = []
     for i, op in enumerate(ops):
         if i in folds:
             ops[i].erase()
-            continue
-        if i in chains:
-            chain = chains[i]
-            params = schedules.normalization_heuristic(chain.static_row(), chain.static_rows(),
-                                                       chain.vector_bytes(), device)
-            note = f"normalization ({gpu_normalization.describe(chain)}): {params}"
-            variants = gpu_normalization.emit_chain(ops, chain, params)
-            if variants == [True]:  # a static row known not to be held
-                notes.append(f"{note}; the looping variant only (rows of this length are not held)")
-            else:
-                notes += [note, "normalization: the looping variant, for rows too long to hold or unaligned"]
-            continue
-        if i in in_chains or not op.name.startswith("linalg."):
-            continue
-        g = gpu_kernels.analyze(op)
-        if isinstance(g, str):
-            notes.append(f"naive: {g}")
-            continue
-        pointwise = gpu_pointwise.match_pointwise(g)
-        if isinstance(pointwise, gpu_pointwise.PointwiseMatch):
-            params = schedules.pointwise_heuristic(
-                g.static_numel(), [o.element_bytes for o in g.operands if o.is_memref], device, g.body_ops())
-            gpu_pointwise.emit_pointwise(pointwise, params)
-            notes.append(f"pointwise: {params}")
-            continue
-        transpose = gpu_transpose.match_transpose(g)
-        if isinstance(transpose, gpu_transpose.TransposeMatch):
-            params = schedules.transpose_heuristic(
-                [o.element_bytes for o in g.operands if o.is_memref], transpose.permuted_bytes(), device)
-            gpu_transpose.emit_transpose(transpose, params)
-            notes.append(f"transpose: {params}")
-            continue
-        reduction = gpu_reduction.match_inner_reduction(g)
-        if isinstance(reduction, gpu_reduction.InnerReductionMatch):
-            params = schedules.inner_reduction_heuristic(
-                reduction.static_row(), reduction.static_rows(),
-                [o.element_bytes for o in reduction.row_operands], device, g.body_ops())
-            reduction.inits = inits.get(i, {})
-            gpu_reduction.emit_inner_reduction(reduction, params)
-            notes.append(f"inner reduction: {params}")
-            if params.split_blocks:
-                notes.append("inner reduction: chunk partials combined in chunk order (where rows were cut)")
-            continue
-        column = gpu_column.match_column_reduction(g)
-        if isinstance(column, gpu_column.ColumnReductionMatch):
-            params = schedules.column_reduction_heuristic(
-                column.static_columns(), column.static_rows(),
-                [o.element_bytes for o in column.column_operands + column.column_invariant], device, g.body_ops())
-            column.inits = inits.get(i, {})
-            gpu_column.emit_column_reduction(column, params)
-            notes += [f"column reduction: {params}",
-                      "column reduction: partials combined in a fixed order (8 threads a column)"]
-            continue
-        notes.append(f"naive: {pointwise}; {transpose}; {reduction}; {column}")
-        log.debug("no schedule: %s; %s; %s; %s", pointwise, transpose, reduction, column)
+        elif i in schedule:
+            notes += _apply(ops, i, schedule[i], chains.get(i), inits.get(i, {}))
     return notes
+
+
+def _apply(ops: list[ir.Operation], i: int, schedule: tuple[str, Any], chain: Any, inits: dict) -> list[str]:
+    kind, params = schedule
+    op = ops[i]
+    if kind == "naive":
+        return [f"naive: {params}"]
+    if chain is not None:
+        if kind != "normalization":
+            _fail(op, f"the last op of a normalization chain takes a normalization (or naive) schedule, not {kind}")
+        try:
+            A.check_vector(kind, params, chain.vector_bytes())
+        except A.ScheduleError as e:
+            _fail(op, str(e))
+        note = f"normalization ({gpu_normalization.describe(chain)}): {params}"
+        if gpu_normalization.emit_chain(ops, chain, params) == [True]:  # a static row known not to be held
+            return [f"{note}; the looping variant only (rows of this length are not held)"]
+        return [note, "normalization: the looping variant, for rows too long to hold or unaligned"]
+    g = gpu_kernels.analyze(op)
+    match = _MATCHERS.get(kind, _no_match)(g) if not isinstance(g, str) else g
+    if isinstance(match, str):
+        _fail(op, f"a {kind} schedule does not fit this op: {match}")
+    try:
+        A.check_vector(kind, params, _vector_bytes(kind, g, match))
+    except A.ScheduleError as e:
+        _fail(op, str(e))
+    if kind == "pointwise":
+        gpu_pointwise.emit_pointwise(match, params)
+        return [f"pointwise: {params}"]
+    if kind == "transpose":
+        gpu_transpose.emit_transpose(match, params)
+        return [f"transpose: {params}"]
+    if kind == "inner_reduction":
+        match.inits = inits
+        gpu_reduction.emit_inner_reduction(match, params)
+        return [f"inner reduction: {params}"] + (
+            ["inner reduction: chunk partials combined in chunk order (where rows were cut)"]
+            if params.split_blocks else [])
+    match.inits = inits
+    gpu_column.emit_column_reduction(match, params)
+    return [f"column reduction: {params}", "column reduction: partials combined in a fixed order (8 threads a column)"]
+
+
+def _vector_bytes(kind: str, g: gpu_kernels.Generic, match: Any) -> list[int]:
+    """The element sizes of the operands a schedule reads or writes in vectors (those its
+    heuristic sizes the vector for)."""
+    if kind == "inner_reduction":
+        return [o.element_bytes for o in match.row_operands]
+    if kind == "column_reduction":
+        return [o.element_bytes for o in match.column_operands + match.column_invariant]
+    return _operand_bytes(g)
+
+
+def _no_match(g: gpu_kernels.Generic) -> str:
+    return "a normalization schedule belongs on the last op of a chain of row reductions and row-wise ops"
+
+
+_MATCHERS = {"pointwise": gpu_pointwise.match_pointwise, "transpose": gpu_transpose.match_transpose,
+             "inner_reduction": gpu_reduction.match_inner_reduction,
+             "column_reduction": gpu_column.match_column_reduction}
 
 
 def drop_dead_buffers(func: ir.Operation) -> None:
@@ -517,7 +597,10 @@ def compile_gpu(fusion_ir: str, specs: Sequence[InputSpec], arch: str = "sm_90",
         add_unit_loops(_entry(module))
         if use_schedules:
             run_pipeline(module, GENERALIZE, "generalized")
-            notes = apply_schedules(_entry(module), schedules.device_properties(arch))
+            plan_schedules(_entry(module), schedules.device_properties(arch))
+            if keep_stages:
+                stages["scheduled"] = str(module)
+            notes = apply_schedules(_entry(module))
             drop_dead_buffers(_entry(module))
             if keep_stages:
                 stages["launch_params"] = "\n".join(notes)

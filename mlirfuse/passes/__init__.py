@@ -15,7 +15,8 @@ from mlir import ir, passmanager
 from mlirfuse.errors import FusionError
 
 _MODULES = ["constant_outputs_as_fills", "fusion_cse", "fusion_dce", "fusion_group", "fusion_segment",
-            "fusion_strip_bookend_views", "fusion_to_linalg", "linalg_merge_siblings", "linalg_reciprocal_divisors",
+            "fusion_strip_bookend_views", "fusion_to_linalg", "gpu_apply_schedules", "gpu_schedule",
+            "linalg_merge_siblings", "linalg_reciprocal_divisors",
             "linalg_recompute_producers", "linalg_reshape_elementwise", "linalg_unshare_inits",
             "math_expand_constant_powers", "memref_copies_to_linalg", "output_views_in_place"]
 

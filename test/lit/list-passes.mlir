@@ -16,6 +16,8 @@
 // CHECK-DAG: fusion-to-linalg
 // CHECK-DAG: constant-outputs-as-fills
 // CHECK-DAG: memref-copies-to-linalg
+// CHECK-DAG: gpu-schedule
+// CHECK-DAG: gpu-apply-schedules
 
 // Each pass with its one-line summary; options with type and default.
 // SUMMARY: mlirfuse passes
@@ -23,6 +25,8 @@
 // SUMMARY-DAG: {{^  }}fusion-dce: erase fusion ops whose results are unused
 // SUMMARY-DAG: {{^  }}fusion-to-linalg: lower every fusion op to linalg
 // SUMMARY-DAG: target=str (default cpu): cpu or gpu
+// SUMMARY-DAG: {{^  }}gpu-schedule: records each GPU kernel's schedule, as data, on its linalg op
+// SUMMARY-DAG: arch=str (default sm_90)
 
 // BAD: error: unknown pass or bad pipeline element 'no-such-pass'
 // BAD: 'no-such-pass' does not refer to a registered pass or pass pipeline
