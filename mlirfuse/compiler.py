@@ -103,6 +103,25 @@ class CompiledFusion:
         self.stages = self.kernel.stages
         self.compile_seconds = self.kernel.compile_seconds
         self._dump_stages()
+        if dump.enabled("pipeline"):
+            self._dump_gpu_pipeline()
+
+    def _dump_gpu_pipeline(self) -> None:
+        """The mlirfuse-opt command of every GPU stage, each reading the previous stage's dump
+        (`compiled.stages[name]`), and the one going from fusion IR to PTX."""
+        from mlirfuse.lowering import gpu, toolchain
+
+        key = dump.key_of(self.fusion_ir)
+        kinds = ["scalar" if s.scalar else "tensor" if s.contiguous else "strided" for s in self.fusion.specs]
+        lines = [f"GPU stages for {self.arch}; stage 'fusion' is the fusion IR with @fusion's attribute "
+                 f"mlirfuse.inputs = {kinds} (how each input is passed)"]
+        previous = "fusion"
+        for name, pipeline in gpu.gpu_stages(self.arch, "isa", toolchain.find().root):
+            lines.append(f"{name}: mlirfuse-opt {key}-{previous}.mlir --pass-pipeline='{pipeline}'")
+            previous = name
+        lines.append(f"to PTX in one go: mlirfuse-opt {key}-fusion.mlir "
+                     f"--pass-pipeline='builtin.module(mlirfuse-gpu-pipeline{{arch={self.arch}}})' --emit=ptx")
+        dump.emit("pipeline", "\n".join(lines), key)
 
     # -- the segmenter's plan: computed on first use (a warm start from the disk cache skips it)
     @property

@@ -520,6 +520,12 @@ def launch_dims(func: ir.Operation) -> list[str]:
     return lines
 
 
+def launch_counts(func: ir.Operation) -> tuple[int, int]:
+    """(kernels, launches a call makes: a kernel's alternative variants count once)."""
+    launches = _launches(func)
+    return len(launches), sum(not _is_alternative(launch) for launch in launches)
+
+
 def _launches(func: ir.Operation) -> list[ir.Operation]:
     return [op for op in gpu_kernels.walk_ops(func) if op.name == "gpu.launch"]
 
@@ -568,11 +574,47 @@ class GpuModule:
         return self.binary.decode(errors="replace").rstrip("\0")
 
 
+def _join(*pipelines: str) -> str:
+    """One `builtin.module(...)` pipeline of the elements of several."""
+    return "builtin.module(" + ", ".join(p.strip()[len("builtin.module("):-1] for p in pipelines if p) + ")"
+
+
+def gpu_stages(arch: str = "sm_90", fmt: str = "isa", toolkit: str | None = None, ptxas_options: str = "",
+               use_schedules: bool = True) -> list[tuple[str, str]]:
+    """The GPU path from fusion IR, as (stage name, pipeline of registered passes) in order:
+    what `compile_gpu` runs, what its `stages` dump holds after each, and what
+    `mlirfuse-gpu-pipeline` (mlirfuse-opt) runs in one go."""
+    features = "+ptx" + str(toolchain.ptx_version(arch))
+    stages = [("linalg", TO_LINALG),
+              ("inlined", _join("builtin.module(entry-point)", INLINE, "builtin.module(inline-scalar-operands)")),
+              ("bufferized", _join(BUFFERIZE, "builtin.module(memref-copies-to-linalg, gpu-unit-loops)"))]
+    if use_schedules:
+        stages += [("generalized", GENERALIZE),
+                   ("scheduled", f"builtin.module(gpu-schedule{{arch={arch}}})"),
+                   ("loops", _join("builtin.module(gpu-apply-schedules)", TO_LOOPS))]
+    else:
+        stages += [("loops", TO_LOOPS)]
+    return stages + [("gpu", "builtin.module(gpu-loops-to-launches)"),
+                     ("outlined", _join(OUTLINE, "builtin.module(gpu-merge-kernel-modules)")),
+                     ("llvm", _join(nvvm_pipeline(arch, features, fmt, toolkit, ptxas_options),
+                                    "builtin.module(gpu-host-overrides)"))]
+
+
+def binary_objects(module: ir.Module) -> list[bytes]:
+    """The bytes of every gpu.binary's object (PTX text where compiled with format isa)."""
+    return [bytes(gpu.ObjectAttr(op.attributes["objects"][0]).object)
+            for op in module.body.operations if op.operation.name == "gpu.binary"]
+
+
 def compile_gpu(fusion_ir: str, specs: Sequence[InputSpec], arch: str = "sm_90",
                 binary_format: str | None = None, keep_stages: bool = False,
                 use_schedules: bool = True) -> GpuModule:
-    """Lower fusion IR to a host module whose gpu.binary holds PTX (isa) or a fatbin.
-    `use_schedules=False` lowers every op the naive way (for comparisons)."""
+    """Lower fusion IR to a host module whose gpu.binary holds PTX (isa) or a fatbin, through
+    the stages of `gpu_stages`. `use_schedules=False` lowers every op the naive way (for
+    comparisons)."""
+    from mlirfuse.passes.entry_point import INPUTS_ATTR, input_kinds
+    from mlirfuse.passes.gpu_loops_to_launches import launch_params
+
     start = time.perf_counter()
     tk = toolchain.find()
     fmt = binary_format or ("fatbin" if tk.ptxas else "isa")
@@ -582,61 +624,25 @@ def compile_gpu(fusion_ir: str, specs: Sequence[InputSpec], arch: str = "sm_90",
     ctx = fusion_dialect.new_context()
     with ctx, ir.Location.unknown():
         module = fusion_dialect.parse(fusion_ir, ctx)
+        fusion_func = next(op for op in module.body.operations if op.operation.name == "func.func")
+        fusion_func.attributes[INPUTS_ATTR] = input_kinds(list(specs))
         if keep_stages:
             stages["fusion"] = str(module)
-        run_pipeline(module, TO_LINALG, "linalg")
-        if keep_stages:
-            stages["linalg"] = str(module)
-        add_entry_point(module, specs)
-        run_pipeline(module, INLINE, "inlined")
-        inline_scalar_operands(module)
-        run_pipeline(module, BUFFERIZE, "bufferized")
-        # The bindings do not track live operations: an op wrapper is a raw pointer. The entry
-        # function is looked up again after every pipeline rather than held across one.
-        copies_to_linalg(_entry(module))
-        add_unit_loops(_entry(module))
-        if use_schedules:
-            run_pipeline(module, GENERALIZE, "generalized")
-            plan_schedules(_entry(module), schedules.device_properties(arch))
+        n_kernels = n_launches = 0
+        for name, pipeline in gpu_stages(arch, fmt, tk.root, use_schedules=use_schedules):
+            if name == "llvm":  # several kernels: ptxas compiles them in parallel (10-25% off the compile)
+                ptxas_options = toolchain.ptxas_options(toolchain.ptxas_of(tk)) if fmt != "isa" and n_kernels > 1 else ""
+                pipeline = dict(gpu_stages(arch, fmt, tk.root, ptxas_options, use_schedules))[name]
+            run_pipeline(module, pipeline, name)
+            if name == "gpu":  # one line per launch: its schedule (or why naive), grid and block
+                lines, n_launches, n_kernels = launch_params(module.operation)
+                if keep_stages:
+                    stages["launch_params"] = "\n".join(lines)
             if keep_stages:
-                stages["scheduled"] = str(module)
-            notes = apply_schedules(_entry(module))
-            drop_dead_buffers(_entry(module))
-            if keep_stages:
-                stages["launch_params"] = "\n".join(notes)
-        run_pipeline(module, TO_LOOPS, "loops")
-        if keep_stages:
-            stages["loops"] = str(module)
-        entry = _entry(module)
-        loops_to_gpu(entry)
-        sink_index_constants(entry)
-        high_multiplies(entry)
-        if keep_stages:  # one line per launch: its schedule (or why naive), grid and block
-            notes, dims = stages.get("launch_params", "").splitlines(), launch_dims(entry)
-            stages["launch_params"] = "\n".join(
-                [f"{d}: {n}" for d, n in zip(dims, notes)] if len(notes) == len(dims) else notes + dims)
-        allocs_to_gpu(entry)
-        launches = _launches(entry)
-        n_kernels, n_launches = len(launches), sum(not _is_alternative(launch) for launch in launches)
-        del launches
-        del entry  # erased by the NVVM pipeline (func.func -> llvm.func)
-        module.operation.verify()
-        if keep_stages:
-            stages["gpu"] = str(module)
-        features = "+ptx" + str(toolchain.ptx_version(arch))
-        run_pipeline(module, OUTLINE, "outlined")
-        merge_kernel_modules(module)
-        # Several kernels: ptxas compiles them in parallel (H100 host, 3-5 kernels: 10-25%
-        # off the compile); one kernel gains nothing from it.
-        ptxas_options = toolchain.ptxas_options(toolchain.ptxas_of(tk)) if fmt != "isa" and n_kernels > 1 else ""
-        run_pipeline(module, nvvm_pipeline(arch, features, fmt, tk.root, ptxas_options), "nvvm")
+                stages[name] = str(module)
         # One gpu.binary holding every kernel (PTX texts of several would be kept together).
-        objects = [bytes(gpu.ObjectAttr(op.attributes["objects"][0]).object)
-                   for op in module.body.operations if op.operation.name == "gpu.binary"]
+        objects = binary_objects(module)
         binary = b"\n".join(o.rstrip(b"\0") for o in objects) if fmt == "isa" else (objects or [b""])[-1]
         if fmt == "isa" and keep_stages:
             stages["ptx"] = binary.decode(errors="replace")
-        host_overrides(module)
-        if keep_stages:
-            stages["llvm"] = str(module)
     return GpuModule(module, ctx, arch, fmt, binary, stages, time.perf_counter() - start, n_kernels, n_launches)

@@ -14,9 +14,10 @@ from mlir import ir, passmanager
 
 from mlirfuse.errors import FusionError
 
-_MODULES = ["constant_outputs_as_fills", "fusion_cse", "fusion_dce", "fusion_group", "fusion_segment",
-            "fusion_strip_bookend_views", "fusion_to_linalg", "gpu_apply_schedules", "gpu_schedule",
-            "linalg_merge_siblings", "linalg_reciprocal_divisors",
+_MODULES = ["constant_outputs_as_fills", "entry_point", "fusion_cse", "fusion_dce", "fusion_group", "fusion_segment",
+            "fusion_strip_bookend_views", "fusion_to_linalg", "gpu_apply_schedules", "gpu_host_overrides",
+            "gpu_loops_to_launches", "gpu_merge_kernel_modules", "gpu_schedule", "gpu_unit_loops",
+            "inline_scalar_operands", "linalg_merge_siblings", "linalg_reciprocal_divisors",
             "linalg_recompute_producers", "linalg_reshape_elementwise", "linalg_unshare_inits",
             "math_expand_constant_powers", "memref_copies_to_linalg", "output_views_in_place"]
 
@@ -27,6 +28,29 @@ class PassInfo:
     run: Callable[..., None]
     options: dict[str, tuple[type, Any, str]]
     doc: str
+
+
+def _gpu_pipeline(arch: str = "sm_90", stop: str = "llvm", schedules: bool = True) -> str:
+    from mlirfuse.lowering import gpu, toolchain
+
+    toolchain.check_arch(arch)
+    stages = gpu.gpu_stages(arch, "isa", toolchain.find().root, use_schedules=schedules)
+    names = [name for name, _ in stages]
+    if stop not in names:
+        raise FusionError(f"mlirfuse-gpu-pipeline: stop={stop} is not a stage ({', '.join(names)})")
+    return gpu._join(*(pipeline for _, pipeline in stages[:names.index(stop) + 1]))
+
+
+# Named pipelines: name -> (options, builder of the pipeline text from them, summary).
+PIPELINES: dict[str, tuple[dict[str, tuple[type, Any, str]], Callable[..., str], str]] = {
+    "mlirfuse-gpu-pipeline": ({"arch": (str, "sm_90", "the GPU architecture (sm_XX)"),
+                               "stop": (str, "llvm", "the last stage to run (linalg, inlined, bufferized, generalized, "
+                                        "scheduled, loops, gpu, outlined, llvm)"),
+                               "schedules": (bool, True, "false: every kernel naive (one thread an element)")},
+                              _gpu_pipeline,
+                              "fusion IR to a host module holding the kernels' PTX (the GPU path's every stage; "
+                              "mlirfuse-opt --emit=ptx prints the PTX)"),
+}
 
 
 def registry() -> dict[str, PassInfo]:
@@ -111,8 +135,16 @@ def build_pass_manager(pipeline: str, errors: list[str]) -> passmanager.PassMana
         raise FusionError(f"pipeline must be 'builtin.module(...)', got '{pipeline}'")
     passes = registry()
     pm = passmanager.PassManager("builtin.module")
-    for element in _split_top_level(text[len("builtin.module("):-1]):
+    elements = _split_top_level(text[len("builtin.module("):-1])
+    while elements:
+        element = elements.pop(0)
         name, _, rest = element.partition("{")
+        if name.strip() in PIPELINES:  # a named pipeline: its elements in its place
+            options, build, _ = PIPELINES[name.strip()]
+            info = PassInfo(name.strip(), build, options, "")
+            expanded = build(**_parse_options(info, rest.rstrip("}")))
+            elements[:0] = _split_top_level(expanded[len("builtin.module("):-1])
+            continue
         info = passes.get(name.strip())
         if info is None:
             try:

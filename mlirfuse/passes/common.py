@@ -7,6 +7,23 @@ from typing import Any, Iterator
 from mlir import ir
 
 
+class ModuleView:
+    """What a function written for an `ir.Module` reads of it (`.body`, `.operation`), for the
+    `builtin.module` operation a pass is given."""
+
+    def __init__(self, op: ir.Operation) -> None:
+        self.operation = op
+        self.body = op.regions[0].blocks[0]
+
+
+def entry_functions(module: ir.Operation, entry: str = "mlirfuse_entry") -> list[ir.Operation]:
+    """The module's entry point(s) by name; a pass that needs one raises without it."""
+    found = [f for f in functions(module) if ir.StringAttr(f.attributes["sym_name"]).value == entry]
+    if not found:
+        raise ValueError(f"no @{entry} function (this pass runs after entry-point)")
+    return found
+
+
 def functions(module: ir.Operation) -> Iterator[ir.Operation]:
     for op in module.regions[0].blocks[0].operations:
         if op.operation.name == "func.func":

@@ -7,7 +7,8 @@ the host code that picks the variant and the grid; a fill that a reduction can s
 folded into it, and buffers left unused are dropped. A `naive` schedule leaves its op, to be
 lowered to loops and one thread an element. A schedule that does not fit its op (an unknown
 kind, a kind that does not match the op, a vector width its operands cannot take, a block
-over 1024 threads) is an error at that op.
+over 1024 threads) is an error at that op. The module keeps one line per schedule applied
+(`mlirfuse.schedule_notes`: its parameters, or why it is naive).
 """
 
 from __future__ import annotations
@@ -20,12 +21,15 @@ from mlirfuse.passes.common import functions
 
 NAME = "gpu-apply-schedules"
 OPTIONS: dict = {}
+NOTES = "mlirfuse.schedule_notes"  # on the module: one line per schedule applied (the launch_params dump)
 
 
 def run(module: ir.Operation) -> None:
     entries = [f for f in functions(module) if ir.StringAttr(f.attributes["sym_name"]).value == gpu.ENTRY]
     if not entries:
         raise FusionError(f"no @{gpu.ENTRY} function: {NAME} runs on the GPU path's bufferized entry point")
+    notes = []
     for func in entries:
-        gpu.apply_schedules(func)
+        notes += gpu.apply_schedules(func)
         gpu.drop_dead_buffers(func)
+    module.attributes[NOTES] = ir.ArrayAttr.get([ir.StringAttr.get(n) for n in notes])

@@ -13,7 +13,7 @@ from mlir import ir
 
 from mlirfuse.dialects import fusion as fusion_dialect
 from mlirfuse.errors import FusionError
-from mlirfuse.passes import Pipeline, registry
+from mlirfuse.passes import PIPELINES, Pipeline, registry
 
 STDIN = "<stdin>"
 
@@ -44,7 +44,25 @@ def _pass_list() -> str:
         lines.append(f"  {info.name}: {summary.split(': ', 1)[-1]}")
         for opt, (kind, default, text) in info.options.items():
             lines.append(f"      {opt}={kind.__name__} (default {default}): {text}")
+    lines.append("pipelines:")
+    for name, (options, _, summary) in PIPELINES.items():
+        lines.append(f"  {name}: {summary}")
+        for opt, (kind, default, text) in options.items():
+            lines.append(f"      {opt}={kind.__name__} (default {default}): {text}")
     return "\n".join(lines)
+
+
+def _ptx(module: ir.Module) -> str:
+    """The PTX of the module's gpu.binary ops (compiled with format isa)."""
+    from mlirfuse.lowering.gpu import binary_objects
+
+    objects = binary_objects(module)
+    if not objects:
+        raise FusionError("--emit=ptx: the module has no gpu.binary (run mlirfuse-gpu-pipeline)")
+    texts = [o.rstrip(b"\0").decode(errors="replace") for o in objects]
+    if not all(".entry" in t or ".version" in t for t in texts):
+        raise FusionError("--emit=ptx: the gpu.binary holds no PTX (compile with format isa)")
+    return "\n".join(texts)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -55,6 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pass-pipeline", default=None, help="e.g. 'builtin.module(fusion-cse)'")
     parser.add_argument("--list-passes", action="store_true", help="list mlirfuse's passes")
     parser.add_argument("-o", dest="output", default="-", help="output file ('-' for stdout)")
+    parser.add_argument("--emit", choices=["mlir", "ptx"], default="mlir",
+                        help="print the IR (default) or the PTX of its gpu.binary ops")
     args = parser.parse_args(argv)
     if args.list_passes:
         print(_pass_list())
@@ -76,7 +96,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"{source}: error: {e}", *_located(getattr(e, "diagnostics", ()), source), sep="\n",
                       file=sys.stderr)
                 return 1
-        result = str(module)
+        try:
+            result = _ptx(module) if args.emit == "ptx" else str(module)
+        except FusionError as e:
+            print(f"{source}: error: {e}", file=sys.stderr)
+            return 1
     if args.output == "-":
         sys.stdout.write(result)
     else:

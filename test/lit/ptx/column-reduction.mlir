@@ -5,13 +5,13 @@
 // launch combines (8 threads a column, each taking every 8th slice, then in shared memory in a
 // fixed order: deterministic, no atomics), starting from the sum's initial value: the
 // output's fill is folded into it (no kernel of its own, the output never read).
-// RUN: %python %S/Inputs/gpu_stage.py %S/Inputs/column_sum.mlir launch_params | FileCheck %s --check-prefix=PARAMS
-// RUN: %python %S/Inputs/gpu_stage.py %S/Inputs/column_sum.mlir gpu | FileCheck %s --check-prefix=GPU
-// RUN: %python %S/Inputs/gpu_stage.py %S/Inputs/column_sum.mlir ptx | FileCheck %s --check-prefix=PTX
+// RUN: mlirfuse-opt %S/Inputs/column_sum.mlir --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline{stop=gpu})' | FileCheck %s --check-prefix=PARAMS
+// RUN: mlirfuse-opt %S/Inputs/column_sum.mlir --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline{stop=gpu})' | FileCheck %s --check-prefix=GPU
+// RUN: mlirfuse-opt %S/Inputs/column_sum.mlir --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline)' --emit=ptx | FileCheck %s --check-prefix=PTX
 
 // PARAMS: launch 0 gridDim=(?, 1, 1) blockDim=(256, 1, 1): column reduction: ColumnReductionParams(vector=4, unroll=4, block_x=32, block_y=8,
-// PARAMS-NEXT: launch 1 gridDim=(?, 1, 1) blockDim=(256, 1, 1): column reduction: partials combined in a fixed order (8 threads a column)
-// PARAMS-NEXT: // launches: 2
+// PARAMS-SAME: launch 1 gridDim=(?, 1, 1) blockDim=(256, 1, 1): column reduction: partials combined in a fixed order (8 threads a column)
+// PARAMS-SAME: "launches: 2"
 
 // GPU-NOT: mlirfuse.schedule = "pointwise"
 // GPU: %[[ZERO:[^ ]+]] = arith.constant 0.000000e+00 : f32

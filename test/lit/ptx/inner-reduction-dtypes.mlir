@@ -3,15 +3,15 @@
 // thread), the mean and variance written once per row.
 // float64 max: 2 x 64-bit vectors, each 64-bit shuffle split into two 32-bit ones, -inf as
 // the starting value.
-// RUN: %python %S/Inputs/gpu_stage.py %S/Inputs/var_mean.mlir launch_params | FileCheck %s --check-prefix=VAR-PARAMS
-// RUN: %python %S/Inputs/gpu_stage.py %S/Inputs/var_mean.mlir gpu | FileCheck %s --check-prefix=VAR
-// RUN: %python %S/Inputs/gpu_stage.py %S/Inputs/max_f64.mlir gpu | FileCheck %s --check-prefix=F64
-// RUN: %python %S/Inputs/gpu_stage.py %S/Inputs/max_f64.mlir ptx | FileCheck %s --check-prefix=F64-PTX
+// RUN: mlirfuse-opt %S/Inputs/var_mean.mlir --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline{stop=gpu})' | FileCheck %s --check-prefix=VAR-PARAMS
+// RUN: mlirfuse-opt %S/Inputs/var_mean.mlir --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline{stop=gpu})' | FileCheck %s --check-prefix=VAR
+// RUN: mlirfuse-opt %S/Inputs/max_f64.mlir --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline{stop=gpu})' | FileCheck %s --check-prefix=F64
+// RUN: mlirfuse-opt %S/Inputs/max_f64.mlir --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline)' --emit=ptx | FileCheck %s --check-prefix=F64-PTX
 
 // VAR-PARAMS: normalization (row, row, reduce, row, reduce, row): NormalizationParams(vector=4,
 // VAR-PARAMS-NOT: naive
-// VAR-PARAMS: // launches: 1
-// VAR-PARAMS: // kernels: 2
+// VAR-PARAMS: "launches: 1"
+// VAR-PARAMS: "kernels: 2"
 
 // VAR: gpu.launch blocks{{.*}} workgroup(
 // VAR-COUNT-4: vector.load %arg0[%{{[^ ]+}}, %{{[^ ]+}}] {alignment = 16 : i64} : memref<?x?xf32>, vector<4xf32>

@@ -8,14 +8,14 @@
 // of at least 32768 elements, a block each: the chunks' partials go to a [rows, chunks]
 // workspace (empty, so not allocated, when rows are not cut) and a second launch, only then,
 // adds each row's partials in chunk order.
-// RUN: %python %S/Inputs/gpu_stage.py %s launch_params | FileCheck %s --check-prefix=PARAMS
-// RUN: %python %S/Inputs/gpu_stage.py %s gpu | FileCheck %s --check-prefix=GPU
-// RUN: %python %S/Inputs/gpu_stage.py %s ptx | FileCheck %s --check-prefix=PTX
+// RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline{stop=gpu})' | FileCheck %s --check-prefix=PARAMS
+// RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline{stop=gpu})' | FileCheck %s --check-prefix=GPU
+// RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline)' --emit=ptx | FileCheck %s --check-prefix=PTX
 
 // PARAMS-NOT: pointwise
 // PARAMS: inner reduction: InnerReductionParams(vector=4, unroll=4, block=512, tiers=(RowTier(max_row=16, threads=1), RowTier(max_row=32, threads=2), {{.*}}, RowTier(max_row=512, threads=32), RowTier(max_row=1024, threads=64), {{.*}}, RowTier(max_row=None, threads=512)), split_blocks=264, min_chunk=32768)
 // PARAMS: inner reduction: chunk partials combined in chunk order (where rows were cut)
-// PARAMS: // launches: 2
+// PARAMS: "launches: 2"
 
 // GPU-LABEL: func.func @mlirfuse_entry(
 // GPU-NOT: mlirfuse.schedule = "pointwise"

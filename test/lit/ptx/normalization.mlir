@@ -10,15 +10,15 @@
 // temporaries (the two [rows] totals, the centred rows) are never allocated. Rows that are
 // unaligned or too long take the looping variant: a second kernel, launched instead of the
 // first (its guard is `mlirfuse.alternative`), so one launch a call and two PTX entries.
-// RUN: %python %S/Inputs/gpu_stage.py %s launch_params | FileCheck %s --check-prefix=PARAMS
-// RUN: %python %S/Inputs/gpu_stage.py %s gpu | FileCheck %s --check-prefix=GPU
-// RUN: %python %S/Inputs/gpu_stage.py %s ptx | FileCheck %s --check-prefix=PTX
+// RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline{stop=gpu})' | FileCheck %s --check-prefix=PARAMS
+// RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline{stop=gpu})' | FileCheck %s --check-prefix=GPU
+// RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline)' --emit=ptx | FileCheck %s --check-prefix=PTX
 
 // PARAMS: normalization (row, row, reduce, reduce, tile): NormalizationParams(vector=4, slots=4, block=1024, tiers=(RowTier(max_row=16, threads=1), {{.*}}, RowTier(max_row=512, threads=32), {{.*}}, RowTier(max_row=None, threads=1024)), loop_slots=1, min_block=128)
 // PARAMS: launch 0 (or) gridDim=(?, 1, 1) blockDim=(?, 1, 1): normalization: the looping variant, for rows too long to hold or unaligned
 // PARAMS-NOT: launch 1
-// PARAMS: // launches: 1
-// PARAMS: // kernels: 2
+// PARAMS: "launches: 1"
+// PARAMS: "kernels: 2"
 
 // GPU-LABEL: func.func @mlirfuse_entry(
 // GPU-NOT: gpu.alloc

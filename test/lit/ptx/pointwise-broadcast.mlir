@@ -3,12 +3,12 @@
 // column of the vector; r once per vector (its value is the same along the row). The
 // vector variant needs the inner extent to be a multiple of 8 and x, b and the output
 // 16-byte aligned; r's alignment does not matter.
-// RUN: %python %S/Inputs/gpu_stage.py %s launch_params | FileCheck %s --check-prefix=PARAMS
-// RUN: %python %S/Inputs/gpu_stage.py %s gpu | FileCheck %s --check-prefix=GPU
-// RUN: %python %S/Inputs/gpu_stage.py %s ptx | FileCheck %s --check-prefix=PTX
+// RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline{stop=gpu})' | FileCheck %s --check-prefix=PARAMS
+// RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline{stop=gpu})' | FileCheck %s --check-prefix=GPU
+// RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline)' --emit=ptx | FileCheck %s --check-prefix=PTX
 
 // PARAMS: pointwise: PointwiseParams(vector=8, unroll=4, block=256)
-// PARAMS: // launches: 1
+// PARAMS: "launches: 1"
 
 // GPU-LABEL: func.func @mlirfuse_entry(
 // GPU-SAME: %arg0: memref<?x?xbf16>, %arg1: memref<?xbf16>, %arg2: memref<?x1xbf16>, %arg3: memref<?x?xbf16>

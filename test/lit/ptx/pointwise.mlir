@@ -2,14 +2,14 @@
 // variant moves 4 x 128-bit vectors per thread (every load issued before the first store),
 // and whose scalar variant runs where pointers or the size are not multiples of 16 bytes /
 // 4 elements; the host picks the variant (and the grid) from the pointers and the size.
-// RUN: %python %S/Inputs/gpu_stage.py %s launch_params | FileCheck %s --check-prefix=PARAMS
-// RUN: %python %S/Inputs/gpu_stage.py %s gpu | FileCheck %s --check-prefix=GPU
-// RUN: %python %S/Inputs/gpu_stage.py %s ptx | FileCheck %s --check-prefix=PTX
-// RUN: %python %S/Inputs/gpu_stage.py %s ptx | FileCheck %s --check-prefix=SCALAR
-// RUN: %python %S/Inputs/gpu_stage.py %s ptx --naive | FileCheck %s --check-prefix=NAIVE
+// RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline{stop=gpu})' | FileCheck %s --check-prefix=PARAMS
+// RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline{stop=gpu})' | FileCheck %s --check-prefix=GPU
+// RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline)' --emit=ptx | FileCheck %s --check-prefix=PTX
+// RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline)' --emit=ptx | FileCheck %s --check-prefix=SCALAR
+// RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline{schedules=false})' --emit=ptx | FileCheck %s --check-prefix=NAIVE
 
 // PARAMS: pointwise: PointwiseParams(vector=4, unroll=4, block=256)
-// PARAMS: // launches: 1
+// PARAMS: "launches: 1"
 
 // GPU-LABEL: func.func @mlirfuse_entry(
 // GPU-DAG: %[[X:[^ ]+]] = memref.collapse_shape %arg0 {{\[\[}}0, 1]] : memref<?x?xf32> into memref<?xf32>

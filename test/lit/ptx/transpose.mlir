@@ -2,13 +2,13 @@
 // 32 x 32 square; each permuted input's square goes through shared memory (33 floats a row:
 // padded against bank conflicts), read along its contiguous dim with 128-bit loads and
 // written along the output's contiguous dim with 128-bit stores; a barrier between the phases.
-// RUN: %python %S/Inputs/gpu_stage.py %s launch_params | FileCheck %s --check-prefix=PARAMS
-// RUN: %python %S/Inputs/gpu_stage.py %s gpu | FileCheck %s --check-prefix=GPU
-// RUN: %python %S/Inputs/gpu_stage.py %s ptx | FileCheck %s --check-prefix=PTX
-// RUN: %python %S/Inputs/gpu_stage.py %s ptx --naive | FileCheck %s --check-prefix=NAIVE
+// RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline{stop=gpu})' | FileCheck %s --check-prefix=PARAMS
+// RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline{stop=gpu})' | FileCheck %s --check-prefix=GPU
+// RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline)' --emit=ptx | FileCheck %s --check-prefix=PTX
+// RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline{schedules=false})' --emit=ptx | FileCheck %s --check-prefix=NAIVE
 
 // PARAMS: blockDim=(256, 1, 1): transpose: TransposeParams(vector=4, tile=32, block=256)
-// PARAMS: // launches: 1
+// PARAMS: "launches: 1"
 
 // GPU-LABEL: func.func @mlirfuse_entry(
 // GPU: gpu.launch blocks
