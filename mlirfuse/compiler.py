@@ -64,9 +64,11 @@ class CompiledFusion:
     """One fusion compiled for one input signature and backend (cpu, or gpu for `arch`)."""
 
     def __init__(self, fusion: Fusion, backend: str = "cpu", keep_stages: bool = False,
-                 arch: str | None = None, binary_format: str | None = None):
+                 arch: str | None = None, binary_format: str | None = None, scheduled_ir: str | None = None):
         if backend not in BACKENDS:
             raise FusionError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
+        if scheduled_ir is not None and backend != "gpu":
+            raise FusionError("scheduled_ir: a GPU stage (compile with backend='gpu')")
         self.fusion = fusion
         self.backend = backend
         self.fusion_ir = fusion.to_mlir()
@@ -95,10 +97,12 @@ class CompiledFusion:
 
         self.arch = toolchain.check_arch(arch) if arch is not None else gpu_runtime.device_arch(0)
         if library:
+            if scheduled_ir is not None:
+                raise FusionError("scheduled_ir: this fusion runs group by group around library ops")
             self.kernel = None
             self._build_grouped(keep_stages, arch=self.arch, binary_format=binary_format)
             return
-        self.kernel = GpuKernel(self.fusion_ir, fusion.specs, self.arch, binary_format, keep_stages)
+        self.kernel = GpuKernel(self.fusion_ir, fusion.specs, self.arch, binary_format, keep_stages, scheduled_ir)
         self.n_launches = self.kernel.n_launches  # today's GPU lowering: one launch per linalg op
         self.stages = self.kernel.stages
         self.compile_seconds = self.kernel.compile_seconds

@@ -27,14 +27,15 @@ _LOADED_LOCK = threading.Lock()
 
 class GpuKernel:
     def __init__(self, fusion_ir: str, specs: Sequence[InputSpec], arch: str,
-                 binary_format: str | None = None, keep_stages: bool = False):
+                 binary_format: str | None = None, keep_stages: bool = False, scheduled_ir: str | None = None):
         from mlirfuse.lowering import gpu_runtime, toolchain
 
         self.fusion_ir = fusion_ir
         self.arch = arch
         self.scalar = [s.scalar for s in specs]
         start = time.perf_counter()
-        key = cache.make_key("gpu", fusion_ir, repr(tuple(specs)), arch, str(binary_format), str(toolchain.find()))
+        key = cache.make_key("gpu", fusion_ir, repr(tuple(specs)), arch, str(binary_format), str(toolchain.find()),
+                             scheduled_ir or "")
         self._key = key
         cached = None if keep_stages else cache.load(key)
         if cached is not None:
@@ -43,7 +44,7 @@ class GpuKernel:
         else:
             from mlirfuse.lowering.gpu import compile_gpu  # the compiler: only on a cache miss
 
-            self.module = compile_gpu(fusion_ir, specs, arch, binary_format, keep_stages)
+            self.module = compile_gpu(fusion_ir, specs, arch, binary_format, keep_stages, scheduled_ir=scheduled_ir)
             cache.store(key, self.module.host_llvm.encode())
             self._time("compiled (lowering, LLVM, ptxas)", start)
         self.n_launches = self.module.n_launches

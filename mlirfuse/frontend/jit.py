@@ -122,15 +122,18 @@ class JitFunction:
     def _signature(self, args: Sequence[Arg], static: bool) -> tuple:
         return tuple(input_spec(a, static) for a in args)
 
-    def compile(self, *args: Any, backend: str | None = None, arch: str | None = None) -> CompiledFusion:
+    def compile(self, *args: Any, backend: str | None = None, arch: str | None = None,
+                scheduled_ir: str | None = None) -> CompiledFusion:
         """Compile for these example arguments without running them; the result keeps every
-        stage's IR (`.stages`) and, for backend='gpu', the PTX (`.ptx`; no GPU needed)."""
+        stage's IR (`.stages`) and, for backend='gpu', the PTX (`.ptx`; no GPU needed).
+        `scheduled_ir` (GPU): a `stages["scheduled"]` dump, schedules edited by hand, to
+        compile from instead (`compiled(inputs)` then runs it)."""
         fusion, _ = self.trace(*args)
         if backend is None:
             where, _ = placement(classify_all(args))
             backend = "gpu" if where == "device" else self.backend or "cpu"
         return CompiledFusion(fusion, backend, keep_stages=True, arch=arch,
-                              binary_format="isa" if backend == "gpu" else None)
+                              binary_format="isa" if backend == "gpu" else None, scheduled_ir=scheduled_ir)
 
     def _key(self, args: Sequence[Arg], backend: str) -> tuple:
         """Cache key: the dynamic signature (or the full shapes where tracing needed them)."""

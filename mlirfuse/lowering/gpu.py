@@ -608,10 +608,11 @@ def binary_objects(module: ir.Module) -> list[bytes]:
 
 def compile_gpu(fusion_ir: str, specs: Sequence[InputSpec], arch: str = "sm_90",
                 binary_format: str | None = None, keep_stages: bool = False,
-                use_schedules: bool = True) -> GpuModule:
+                use_schedules: bool = True, scheduled_ir: str | None = None) -> GpuModule:
     """Lower fusion IR to a host module whose gpu.binary holds PTX (isa) or a fatbin, through
     the stages of `gpu_stages`. `use_schedules=False` lowers every op the naive way (for
-    comparisons)."""
+    comparisons); `scheduled_ir` (a `scheduled` stage, its schedules perhaps edited by hand)
+    is compiled from instead of fusion_ir's own."""
     from mlirfuse.passes.entry_point import INPUTS_ATTR, input_kinds
     from mlirfuse.passes.gpu_loops_to_launches import launch_params
 
@@ -629,7 +630,15 @@ def compile_gpu(fusion_ir: str, specs: Sequence[InputSpec], arch: str = "sm_90",
         if keep_stages:
             stages["fusion"] = str(module)
         n_kernels = n_launches = 0
-        for name, pipeline in gpu_stages(arch, fmt, tk.root, use_schedules=use_schedules):
+        stage_list = gpu_stages(arch, fmt, tk.root, use_schedules=use_schedules)
+        if scheduled_ir is not None:  # resume after the scheduled stage, from the given IR
+            if not use_schedules:
+                raise FusionError("scheduled_ir: compile with schedules")
+            module = ir.Module.parse(scheduled_ir)
+            if keep_stages:
+                stages["scheduled"] = str(module)
+            stage_list = stage_list[[name for name, _ in stage_list].index("scheduled") + 1:]
+        for name, pipeline in stage_list:
             if name == "llvm":  # several kernels: ptxas compiles them in parallel (10-25% off the compile)
                 ptxas_options = toolchain.ptxas_options(toolchain.ptxas_of(tk)) if fmt != "isa" and n_kernels > 1 else ""
                 pipeline = dict(gpu_stages(arch, fmt, tk.root, ptxas_options, use_schedules))[name]
