@@ -584,7 +584,6 @@ def gpu_stages(arch: str = "sm_90", fmt: str = "isa", toolkit: str | None = None
     """The GPU path from fusion IR, as (stage name, pipeline of registered passes) in order:
     what `compile_gpu` runs, what its `stages` dump holds after each, and what
     `mlirfuse-gpu-pipeline` (mlirfuse-opt) runs in one go."""
-    features = "+ptx" + str(toolchain.ptx_version(arch))
     stages = [("linalg", TO_LINALG),
               ("inlined", _join("builtin.module(entry-point)", INLINE, "builtin.module(inline-scalar-operands)")),
               ("bufferized", _join(BUFFERIZE, "builtin.module(memref-copies-to-linalg, gpu-unit-loops)"))]
@@ -596,14 +595,37 @@ def gpu_stages(arch: str = "sm_90", fmt: str = "isa", toolkit: str | None = None
         stages += [("loops", TO_LOOPS)]
     return stages + [("gpu", "builtin.module(gpu-loops-to-launches)"),
                      ("outlined", _join(OUTLINE, "builtin.module(gpu-merge-kernel-modules)")),
-                     ("llvm", _join(nvvm_pipeline(arch, features, fmt, toolkit, ptxas_options),
-                                    "builtin.module(gpu-host-overrides)"))]
+                     ("llvm", llvm_stage(arch, fmt, toolkit, ptxas_options))]
+
+
+def llvm_stage(arch: str, fmt: str, toolkit: str | None, ptxas_options: str = "") -> str:
+    """The last stage: NVVM, the binary (PTX or a fatbin through ptxas), the host overrides."""
+    features = "+ptx" + str(toolchain.ptx_version(arch))
+    return _join(nvvm_pipeline(arch, features, fmt, toolkit, ptxas_options), "builtin.module(gpu-host-overrides)")
+
+
+def _entry_type(module: ir.Module) -> str:
+    return str(ir.TypeAttr(_entry(module).attributes["function_type"]).value)
 
 
 def binary_objects(module: ir.Module) -> list[bytes]:
     """The bytes of every gpu.binary's object (PTX text where compiled with format isa)."""
     return [bytes(gpu.ObjectAttr(op.attributes["objects"][0]).object)
             for op in module.body.operations if op.operation.name == "gpu.binary"]
+
+
+def _edited_schedules(module: ir.Module, scheduled_ir: str) -> ir.Module:
+    """The given `scheduled` stage in place of this fusion's own, if its entry point takes the
+    same arguments (launched with another signature's, its kernels would run out of bounds)."""
+    try:
+        edited = ir.Module.parse(scheduled_ir)
+        edited_type = _entry_type(edited)
+    except (ir.MLIRError, StopIteration) as e:
+        raise FusionError(f"scheduled_ir: not a scheduled stage with @{ENTRY}: {e}") from None
+    if edited_type != _entry_type(module):
+        raise FusionError(f"scheduled_ir: its @{ENTRY} takes {edited_type}; this fusion's takes "
+                          f"{_entry_type(module)}")
+    return edited
 
 
 def compile_gpu(fusion_ir: str, specs: Sequence[InputSpec], arch: str = "sm_90",
@@ -630,19 +652,13 @@ def compile_gpu(fusion_ir: str, specs: Sequence[InputSpec], arch: str = "sm_90",
         if keep_stages:
             stages["fusion"] = str(module)
         n_kernels = n_launches = 0
-        stage_list = gpu_stages(arch, fmt, tk.root, use_schedules=use_schedules)
-        if scheduled_ir is not None:  # resume after the scheduled stage, from the given IR
-            if not use_schedules:
-                raise FusionError("scheduled_ir: compile with schedules")
-            module = ir.Module.parse(scheduled_ir)
-            if keep_stages:
-                stages["scheduled"] = str(module)
-            stage_list = stage_list[[name for name, _ in stage_list].index("scheduled") + 1:]
-        for name, pipeline in stage_list:
+        for name, pipeline in gpu_stages(arch, fmt, tk.root, use_schedules=use_schedules):
             if name == "llvm":  # several kernels: ptxas compiles them in parallel (10-25% off the compile)
                 ptxas_options = toolchain.ptxas_options(toolchain.ptxas_of(tk)) if fmt != "isa" and n_kernels > 1 else ""
-                pipeline = dict(gpu_stages(arch, fmt, tk.root, ptxas_options, use_schedules))[name]
+                pipeline = llvm_stage(arch, fmt, tk.root, ptxas_options)
             run_pipeline(module, pipeline, name)
+            if name == "scheduled" and scheduled_ir is not None:
+                module = _edited_schedules(module, scheduled_ir)
             if name == "gpu":  # one line per launch: its schedule (or why naive), grid and block
                 lines, n_launches, n_kernels = launch_params(module.operation)
                 if keep_stages:

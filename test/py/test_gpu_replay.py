@@ -106,3 +106,13 @@ def test_a_hand_edited_schedule_runs_on_the_gpu_and_matches_torch() -> None:
     xt = torch.from_numpy(x).cuda()
     (got,) = compiled([xt])
     torch.testing.assert_close(got, torch.relu(xt * 2.0 + 1.0))
+
+
+def test_a_scheduled_stage_of_another_signature_is_refused() -> None:
+    """The edited IR's entry point must take this fusion's arguments: launched with another
+    signature's, its kernels would read and write outside the tensors."""
+    f = mlirfuse.jit(lambda x: ops.relu(x * 2.0 + 1.0))
+    other = mlirfuse.jit(lambda x, y: x + y).compile(np.ones((4, 8), np.float32), np.ones((4, 8), np.float32),
+                                                    backend="gpu", arch="sm_90").stages["scheduled"]
+    with pytest.raises(mlirfuse.FusionError, match="scheduled_ir: its @mlirfuse_entry takes"):
+        f.compile(np.ones((4, 8), np.float32), backend="gpu", arch="sm_90", scheduled_ir=other)
