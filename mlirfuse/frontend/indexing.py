@@ -413,8 +413,9 @@ def cumsum(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
     return O.sum(O.where(below, xj, O.cast(0, x.dtype)), [d + 1])
 
 
-__all__ = INDEXING_NAMES = ["iota", "arange", "full", "zeros", "ones", "slice", "slice_dim", "select", "cat", "pad", "gather",
-                  "take_along_axis", "index_select", "triu", "tril", "masked_fill", "argmax", "argmin", "cumsum"]
+__all__ = INDEXING_NAMES = ["iota", "arange", "full", "zeros", "ones", "slice", "slice_dim", "select", "cat", "pad",
+                            "gather", "take_along_axis", "index_select", "triu", "tril", "masked_fill", "argmax",
+                            "argmin", "cumsum"]
 
 
 def getitem(x: Tensor, key: Any) -> Tensor:

@@ -4,8 +4,9 @@ A dynamic size is a monomial over input extents plus a constant,
 `coef * prod(input[i].shape[d]) + offset`, which covers what broadcasting, reductions and
 reshapes produce (merging dims multiplies, an inferred reshape dim divides) and what pads
 and slices of a dynamic dim do (add or remove a constant number of elements). A product of
-two sizes with offsets is not of that form: tracing it needs concrete sizes. The host evaluates it to allocate outputs and to check
-constraints; the IR emitter turns it into `fusion.size` and `arith` index ops.
+two sizes with offsets is not of that form: tracing it needs concrete sizes. The host
+evaluates a size to allocate outputs and to check constraints; the IR emitter turns it into
+`fusion.size` and `arith` index ops.
 """
 
 from __future__ import annotations

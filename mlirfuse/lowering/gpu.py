@@ -37,9 +37,7 @@ from mlirfuse.lowering import (
 from mlirfuse.lowering import linalg_builders as B
 from mlirfuse.lowering import schedule_attrs as A
 from mlirfuse.lowering.cpu import BUFFERIZE, INLINE, run_pipeline
-from mlirfuse.lowering.host_abi import ENTRY, add_entry_point, inline_scalar_operands, launches_line
-from mlirfuse.lowering.host_overrides import host_overrides
-from mlirfuse.passes.memref_copies_to_linalg import copies_to_linalg
+from mlirfuse.lowering.host_abi import ENTRY, launches_line
 
 BLOCK_SIZE = 256
 
@@ -654,8 +652,8 @@ def compile_gpu(fusion_ir: str, specs: Sequence[InputSpec], arch: str = "sm_90",
         n_kernels = n_launches = 0
         for name, pipeline in gpu_stages(arch, fmt, tk.root, use_schedules=use_schedules):
             if name == "llvm":  # several kernels: ptxas compiles them in parallel (10-25% off the compile)
-                ptxas_options = toolchain.ptxas_options(toolchain.ptxas_of(tk)) if fmt != "isa" and n_kernels > 1 else ""
-                pipeline = llvm_stage(arch, fmt, tk.root, ptxas_options)
+                options = toolchain.ptxas_options(toolchain.ptxas_of(tk)) if fmt != "isa" and n_kernels > 1 else ""
+                pipeline = llvm_stage(arch, fmt, tk.root, options)
             run_pipeline(module, pipeline, name)
             if name == "scheduled" and scheduled_ir is not None:
                 module = _edited_schedules(module, scheduled_ir)

@@ -28,7 +28,8 @@ def run(module: ir.Operation) -> None:
     from mlirfuse.passes.gpu_apply_schedules import NOTES
 
     lines = []
-    notes = [ir.StringAttr(n).value for n in ir.ArrayAttr(module.attributes[NOTES])] if NOTES in module.attributes else []
+    notes = ([ir.StringAttr(n).value for n in ir.ArrayAttr(module.attributes[NOTES])]
+             if NOTES in module.attributes else [])
     for func in entry_functions(module):
         gpu.loops_to_gpu(func)
         gpu.sink_index_constants(func)
