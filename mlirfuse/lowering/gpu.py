@@ -269,7 +269,12 @@ def _operand_bytes(g: gpu_kernels.Generic) -> list[int]:
 
 
 def _scheduled_kind(op: ir.Operation) -> str | None:
-    return ir.StringAttr(op.attributes[A.ATTR]["kind"]).value if A.ATTR in op.attributes else None
+    """The kind of the op's schedule (None where it has none, or a malformed one: the applier
+    reports that at the op)."""
+    try:
+        return A.read(op.attributes[A.ATTR])[0] if A.ATTR in op.attributes else None
+    except A.ScheduleError:
+        return None
 
 
 def plan_schedules(func: ir.Operation, device: schedules.DeviceProperties) -> None:
@@ -295,21 +300,21 @@ def _heuristic_schedule(ops: list[ir.Operation], i: int, chain: Any,
     pointwise = gpu_pointwise.match_pointwise(g)
     if isinstance(pointwise, gpu_pointwise.PointwiseMatch):
         return A.to_attr("pointwise", schedules.pointwise_heuristic(
-            g.static_numel(), _operand_bytes(g), device, g.body_ops()))
+            g.static_numel(), _vector_bytes("pointwise", g, pointwise), device, g.body_ops()))
     transpose = gpu_transpose.match_transpose(g)
     if isinstance(transpose, gpu_transpose.TransposeMatch):
         return A.to_attr("transpose", schedules.transpose_heuristic(
-            _operand_bytes(g), transpose.permuted_bytes(), device))
+            _vector_bytes("transpose", g, transpose), transpose.permuted_bytes(), device))
     reduction = gpu_reduction.match_inner_reduction(g)
     if isinstance(reduction, gpu_reduction.InnerReductionMatch):
         return A.to_attr("inner_reduction", schedules.inner_reduction_heuristic(
-            reduction.static_row(), reduction.static_rows(), [o.element_bytes for o in reduction.row_operands],
+            reduction.static_row(), reduction.static_rows(), _vector_bytes("inner_reduction", g, reduction),
             device, g.body_ops()))
     column = gpu_column.match_column_reduction(g)
     if isinstance(column, gpu_column.ColumnReductionMatch):
         return A.to_attr("column_reduction", schedules.column_reduction_heuristic(
-            column.static_columns(), column.static_rows(),
-            [o.element_bytes for o in column.column_operands + column.column_invariant], device, g.body_ops()))
+            column.static_columns(), column.static_rows(), _vector_bytes("column_reduction", g, column),
+            device, g.body_ops()))
     log.debug("no schedule: %s; %s; %s; %s", pointwise, transpose, reduction, column)
     return A.to_attr("naive", reason=f"{pointwise}; {transpose}; {reduction}; {column}")
 
@@ -367,10 +372,7 @@ def _apply(ops: list[ir.Operation], i: int, schedule: tuple[str, Any], chain: An
     if chain is not None:
         if kind != "normalization":
             _fail(op, f"the last op of a normalization chain takes a normalization (or naive) schedule, not {kind}")
-        try:
-            A.check_vector(kind, params, chain.vector_bytes())
-        except A.ScheduleError as e:
-            _fail(op, str(e))
+        _check_vector(op, kind, params, chain.vector_bytes())
         note = f"normalization ({gpu_normalization.describe(chain)}): {params}"
         if gpu_normalization.emit_chain(ops, chain, params) == [True]:  # a static row known not to be held
             return [f"{note}; the looping variant only (rows of this length are not held)"]
@@ -379,10 +381,7 @@ def _apply(ops: list[ir.Operation], i: int, schedule: tuple[str, Any], chain: An
     match = _MATCHERS.get(kind, _no_match)(g) if not isinstance(g, str) else g
     if isinstance(match, str):
         _fail(op, f"a {kind} schedule does not fit this op: {match}")
-    try:
-        A.check_vector(kind, params, _vector_bytes(kind, g, match))
-    except A.ScheduleError as e:
-        _fail(op, str(e))
+    _check_vector(op, kind, params, _vector_bytes(kind, g, match))
     if kind == "pointwise":
         gpu_pointwise.emit_pointwise(match, params)
         return [f"pointwise: {params}"]
@@ -398,6 +397,13 @@ def _apply(ops: list[ir.Operation], i: int, schedule: tuple[str, Any], chain: An
     match.inits = inits
     gpu_column.emit_column_reduction(match, params)
     return [f"column reduction: {params}", "column reduction: partials combined in a fixed order (8 threads a column)"]
+
+
+def _check_vector(op: ir.Operation, kind: str, params: Any, element_bytes: list[int]) -> None:
+    try:
+        A.check_vector(kind, params, element_bytes)
+    except A.ScheduleError as e:
+        _fail(op, str(e))
 
 
 def _vector_bytes(kind: str, g: gpu_kernels.Generic, match: Any) -> list[int]:
