@@ -26,7 +26,7 @@ def default_backend() -> str:
     from mlirfuse.compiler import BACKENDS
 
     if "gpu" in BACKENDS:
-        from mlirfuse.lowering import gpu_runtime
+        from mlirfuse.lowering.gpu import runtime as gpu_runtime
 
         if gpu_runtime.device_count() > 0:
             return "gpu"

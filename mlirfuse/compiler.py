@@ -19,9 +19,6 @@ from mlirfuse.frontend.graph import Fusion, InputSpec
 from mlirfuse.frontend.symbolic import evaluate
 
 BACKENDS = ("cpu", "gpu")
-# What the `pipeline` dump replays after grouping and segmentation: the lowering to linalg.
-LINALG_REPLAY = ("builtin.module(fusion-to-linalg, resolve-shaped-type-result-dims, canonicalize, "
-                 "func.func(linalg-fuse-elementwise-ops), canonicalize, cse)")
 
 
 def describe(spec: InputSpec) -> str:
@@ -79,52 +76,80 @@ class CompiledFusion:
         self.executor: Any = None
         self.stages: dict[str, str] = {}
         self.compile_seconds = 0.0
-        library = any(OPS[n.op].kind == "library" for n in fusion.nodes)
+        self._library = any(OPS[n.op].kind == "library" for n in fusion.nodes)
         keep_stages = keep_stages or bool(config.options().dump)
         self._planned: tuple[str, int] | None = None
+        self._plan_ir: dict[str, str] = {}
         if config.options().dump:
             self._plan()  # the plan's dumps come with the compile
-        if backend == "cpu":
-            self.arch = "host"
-            self.kernel = None
-            if library:
+        self.arch = "host"
+        self.kernel = None
+        self._build(keep_stages, arch, binary_format, scheduled_ir)
+        if keep_stages:  # every stage, the plan's too, in order
+            if self._planned is None:
+                self._plan()
+            self.stages = {"fusion": self.fusion_ir, **self._plan_ir, **self.stages}
+        if dump.enabled("pipeline"):
+            self._dump_pipeline(dump.key_of(self.fusion_ir))
+
+    def _build(self, keep_stages: bool, arch: str | None, binary_format: str | None,
+               scheduled_ir: str | None) -> None:
+        if self.backend == "cpu":
+            if self._library:
                 self._build_grouped(keep_stages)
             else:
                 self._build_direct(keep_stages)
             return
         from mlirfuse.gpu_kernel import GpuKernel
-        from mlirfuse.lowering import gpu_runtime, toolchain
+        from mlirfuse.lowering.gpu import runtime as gpu_runtime
+        from mlirfuse.lowering.gpu import toolchain
 
         self.arch = toolchain.check_arch(arch) if arch is not None else gpu_runtime.device_arch(0)
-        if library:
+        if self._library:
             if scheduled_ir is not None:
                 raise FusionError("scheduled_ir: this fusion runs group by group around library ops")
             self.kernel = None
             self._build_grouped(keep_stages, arch=self.arch, binary_format=binary_format)
             return
-        self.kernel = GpuKernel(self.fusion_ir, fusion.specs, self.arch, binary_format, keep_stages, scheduled_ir)
+        self.kernel = GpuKernel(self.fusion_ir, self.fusion.specs, self.arch, binary_format, keep_stages, scheduled_ir)
         self.n_launches = self.kernel.n_launches  # today's GPU lowering: one launch per linalg op
         self.stages = self.kernel.stages
         self.compile_seconds = self.kernel.compile_seconds
         self._dump_stages()
-        if dump.enabled("pipeline"):
-            self._dump_gpu_pipeline()
 
-    def _dump_gpu_pipeline(self) -> None:
-        """The mlirfuse-opt command of every GPU stage, each reading the previous stage's dump
-        (`compiled.stages[name]`), and the one going from fusion IR to PTX."""
-        from mlirfuse.lowering import gpu, toolchain
+    def stage_list(self) -> list:
+        """Every stage of this compile in order (`mlirfuse.stages.Stage`: name, source stage,
+        pipeline): the plan's, then the backend's. `stages[s.name]` is what mlirfuse-opt
+        makes of `stages[s.source]` with `s.pipeline` (for a fusion run group by group, the
+        backend's stages lower each group of `executor.group_ir`)."""
+        return self._grouping().plan_stages() + self._backend_stages()
 
-        key = dump.key_of(self.fusion_ir)
+    def _backend_stages(self) -> list:
+        """The stages that lower this fusion (a group's, for a fusion run group by group)."""
+        from mlirfuse import stages
+
+        if self.backend == "cpu":
+            return stages.cpu_stages()
+        from mlirfuse.lowering.gpu import toolchain
+
+        return stages.gpu_stages(self.arch, "isa", toolchain.find().root)
+
+    def _dump_pipeline(self, key: str) -> None:
+        """For every stage, the mlirfuse-opt command turning its source stage's IR (saved from
+        `compiled.stages[source]` as `<key>-<source>.mlir`) into its own; then the same in one go."""
+        from mlirfuse import stages
+
         kinds = ["scalar" if s.scalar else "tensor" if s.contiguous else "strided" for s in self.fusion.specs]
-        lines = [f"GPU stages for {self.arch}; stage 'fusion' is the fusion IR with @fusion's attribute "
-                 f"mlirfuse.inputs = {kinds} (how each input is passed)"]
-        previous = "fusion"
-        for name, pipeline in gpu.gpu_stages(self.arch, "isa", toolchain.find().root):
-            lines.append(f"{name}: mlirfuse-opt {key}-{previous}.mlir --pass-pipeline='{pipeline}'")
-            previous = name
-        lines.append(f"to PTX in one go: mlirfuse-opt {key}-fusion.mlir "
-                     f"--pass-pipeline='builtin.module(mlirfuse-gpu-pipeline{{arch={self.arch}}})' --emit=ptx")
+        lines = [f"stages of {key} ({self.backend}, {self.arch}); stage 'fusion' is the fusion IR, its @fusion "
+                 f"saying how each input is passed: mlirfuse.inputs = {kinds}"]
+        lines += stages.replay_commands(self._grouping().plan_stages(), key)
+        if self.executor is not None:  # library ops between groups: each group lowers on its own
+            lines.append("library ops run between the groups of the 'grouped' stage; each group "
+                         f"(`compiled.executor.group_ir`) lowers through the {self.backend} stages below")
+        lines += stages.replay_commands(self._backend_stages(), key)
+        one_go, emit = (("mlirfuse-cpu-pipeline", "") if self.backend == "cpu"
+                        else (f"mlirfuse-gpu-pipeline{{arch={self.arch}}}", " --emit=ptx"))
+        lines.append(f"in one go: mlirfuse-opt {key}-fusion.mlir --pass-pipeline='builtin.module({one_go})'{emit}")
         dump.emit("pipeline", "\n".join(lines), key)
 
     # -- the segmenter's plan: computed on first use (a warm start from the disk cache skips it)
@@ -145,37 +170,31 @@ class CompiledFusion:
 
     planned_kernels = n_kernels
 
+    def _grouping(self) -> config.Options:
+        """The knobs the plan groups with: on the GPU, a fusion run group by group has every
+        fusible op in a group (single-node groups too), so only library ops and views run in torch."""
+        opts = config.options()
+        return replace(opts, single_node=True) if self.backend == "gpu" and self._library else opts
+
     def _plan(self) -> None:
-        """Group, strip bookend views and segment: the kernels this fusion needs, and dumps."""
-        from mlirfuse.passes import run_pipeline
+        """Group, strip bookend views and segment (`stages.plan_stages`): the kernels this
+        fusion needs, and dumps."""
+        from mlirfuse import stages
         from mlirfuse.passes.fusion_segment import kernel_count
 
         key = dump.key_of(self.fusion_ir)
         dump.emit("fusion_ir", self.fusion_ir, key)
-        strip = f"fusion-strip-bookend-views{{max-args={config.options().max_args}}}"
         dump.emit("python_definition", dump.python_definition(self.fusion), key)
-        opts = config.options()
+        record: dict[str, str] = {}
         with fusion_dialect.context() as ctx:
-            module = fusion_dialect.parse(self.fusion_ir, ctx)
-            run_pipeline(module, "builtin.module(fusion-cse, fusion-dce)")
-            run_pipeline(module, opts.group_pipeline())
-            run_pipeline(module, f"builtin.module({strip})")
-            dump.emit("fusion_ir_presched", str(module), key)
+            module = stages.parse_fusion(self.fusion_ir, self.fusion.specs, ctx)
             with dump.capture_log("mlirfuse.segmenter") as rejected:
-                run_pipeline(module, "builtin.module(fusion-segment)")
+                stages.run(module, self._grouping().plan_stages(), record, "plan")
             self._planned = (str(module), kernel_count(module))
+        self._plan_ir = record
+        dump.emit("fusion_ir_presched", record["stripped"], key)
         dump.emit("segmented_fusion", self.segmented_ir, key)
         dump.emit("segmenter_logging", "\n".join(rejected) or "(no merge rejected)", key)
-        if dump.enabled("pipeline"):
-            group = opts.group_pipeline()[len("builtin.module("):-1]
-            lines = [f"mlirfuse-opt {key}-fusion_ir.txt --pass-pipeline='builtin.module(fusion-cse, fusion-dce, "
-                     f"{group}, {strip}, fusion-segment)'"]
-            if any(OPS[n.op].kind == "library" for n in self.fusion.nodes):
-                lines.append("(library ops run between the fusion groups: each group lowers on its own; "
-                             "its IR and command follow once the groups are built)")
-            else:
-                lines.append(f"mlirfuse-opt {key}-fusion_ir.txt --pass-pipeline='{LINALG_REPLAY}'")
-            dump.emit("pipeline", "\n".join(lines), key)
 
     def _dump_stages(self) -> None:
         key = dump.key_of(self.fusion_ir)
@@ -186,7 +205,7 @@ class CompiledFusion:
             dump.emit("launch_params", f"{self.n_launches} launch(es):\n" + self.stages["launch_params"], key)
 
     def _build_direct(self, keep_stages: bool) -> None:
-        from mlirfuse.lowering.cpu import compile_cpu
+        from mlirfuse.lowering.cpu.compile import compile_cpu
 
         try:
             self.kernel = compile_cpu(self.fusion_ir, self.fusion.specs, keep_stages=keep_stages)
@@ -200,28 +219,24 @@ class CompiledFusion:
     def _build_grouped(self, keep_stages: bool, arch: str | None = None, binary_format: str | None = None) -> None:
         """Fusion groups around library ops, run by the executor: on the GPU every fusible op
         is in a group (single-node groups too), so only library ops and views run in torch."""
+        from mlirfuse import stages
         from mlirfuse.executor import DeviceGraphExecutor, GraphExecutor
-        from mlirfuse.passes import run_pipeline
 
         start = time.perf_counter()
-        opts = config.options()
-        if self.backend == "gpu":
-            opts = replace(opts, single_node=True)
+        record: dict[str, str] = {}
         with fusion_dialect.context() as ctx:
-            module = fusion_dialect.parse(self.fusion_ir, ctx)
-            run_pipeline(module, "builtin.module(fusion-cse, fusion-dce)")
-            run_pipeline(module, opts.group_pipeline())
-            grouped = str(module)
-        self.stages = {"fusion": self.fusion_ir, "grouped": grouped}
+            module = stages.parse_fusion(self.fusion_ir, self.fusion.specs, ctx)
+            stages.run(module, self._grouping().plan_stages()[:1], record, "plan")
+        self.stages = record
         if self.backend == "gpu":
-            self.executor = DeviceGraphExecutor(grouped, arch or "sm_90", binary_format)
+            self.executor = DeviceGraphExecutor(record["grouped"], arch or "sm_90", binary_format)
         else:
-            self.executor = GraphExecutor(grouped)
+            self.executor = GraphExecutor(record["grouped"])
         if dump.enabled("pipeline"):
             key = dump.key_of(self.fusion_ir)
             for name, text in self.executor.group_ir.items():
-                dump.emit("pipeline", f"group @{name} (save as {key}-{name}.mlir):\n{text.rstrip()}\n"
-                          f"mlirfuse-opt {key}-{name}.mlir --pass-pipeline='{LINALG_REPLAY}'", key)
+                dump.emit("pipeline", f"group @{name} (the 'fusion' stage of the {self.backend} stages below: "
+                          f"save as {key}-fusion.mlir):\n{text.rstrip()}", key)
         if keep_stages:
             self.stages["linalg"] = self._groups_linalg()
             self._dump_stages()
@@ -230,14 +245,13 @@ class CompiledFusion:
     def _groups_linalg(self) -> str:
         """Each group of a grouped fusion lowered to linalg (its kernels are compiled at the
         first call, per argument layout): for the scheduled_ir/linalg dumps."""
-        from mlirfuse.lowering.cpu import TO_LINALG
-        from mlirfuse.passes import run_pipeline
+        from mlirfuse import stages
 
         texts = []
         for name, text in self.executor.group_ir.items():
             with fusion_dialect.context() as ctx:
                 module = fusion_dialect.parse(text, ctx)
-                run_pipeline(module, TO_LINALG)
+                stages.run(module, self._backend_stages()[:1])
                 texts.append(f"// group @{name}\n{module}")
         return "\n".join(texts)
 
@@ -371,7 +385,7 @@ class CompiledFusion:
     def _run_staged(self, values: list[Any], shapes: list[tuple[int, ...]]) -> list[Any]:
         """numpy in, numpy out, on the GPU: copies through the runtime, synchronized."""
         if self.executor is not None:
-            from mlirfuse.lowering.gpu_runtime import device_count
+            from mlirfuse.lowering.gpu.runtime import device_count
 
             if device_count() == 0:
                 raise FusionError("backend='gpu' needs an NVIDIA GPU and driver; none was found")

@@ -54,9 +54,11 @@ class Options:
             dump_dir=os.environ.get("MLIRFUSE_DUMP_DIR") or None,
         )
 
-    def group_pipeline(self) -> str:
-        return (f"builtin.module(fusion-group{{horizontal={str(self.horizontal).lower()} "
-                f"single-node={str(self.single_node).lower()} max-args={self.max_args}}})")
+    def plan_stages(self) -> list:
+        """Grouping, bookend-view stripping and segmentation with these knobs (`mlirfuse.stages`)."""
+        from mlirfuse.stages import plan_stages
+
+        return plan_stages(self.horizontal, self.single_node, self.max_args)
 
 
 _current = Options.from_env()  # the one explicit piece of process state: the active knobs

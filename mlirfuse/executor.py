@@ -214,7 +214,7 @@ class GraphExecutor:
 
     # -- what differs between the CPU and the GPU ----------------------------------------------
     def _compile(self, fusion_ir: str, specs: tuple[InputSpec, ...]) -> Any:
-        from mlirfuse.lowering.cpu import compile_cpu
+        from mlirfuse.lowering.cpu.compile import compile_cpu
 
         return compile_cpu(fusion_ir, specs), [s.scalar for s in specs]
 

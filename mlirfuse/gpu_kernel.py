@@ -17,7 +17,6 @@ from mlirfuse import cache, dump
 from mlirfuse.errors import FusionError
 from mlirfuse.frontend.graph import InputSpec
 
-
 # Every loaded executable, by (host module key, device), for the life of the process: GpuKernels
 # of the same fusion share one (a function jitted again does not load its module again), and no
 # module is unloaded while kernels launched from it may still run (launches are asynchronous).
@@ -28,7 +27,8 @@ _LOADED_LOCK = threading.Lock()
 class GpuKernel:
     def __init__(self, fusion_ir: str, specs: Sequence[InputSpec], arch: str,
                  binary_format: str | None = None, keep_stages: bool = False, scheduled_ir: str | None = None):
-        from mlirfuse.lowering import gpu_runtime, toolchain
+        from mlirfuse.lowering.gpu import runtime as gpu_runtime
+        from mlirfuse.lowering.gpu import toolchain
 
         self.fusion_ir = fusion_ir
         self.arch = arch
@@ -42,7 +42,7 @@ class GpuKernel:
             self.module: Any = gpu_runtime.CachedGpuModule(cached.decode())
             self._time("host module from the disk cache", start)
         else:
-            from mlirfuse.lowering.gpu import compile_gpu  # the compiler: only on a cache miss
+            from mlirfuse.lowering.gpu.compile import compile_gpu  # the compiler: only on a cache miss
 
             self.module = compile_gpu(fusion_ir, specs, arch, binary_format, keep_stages, scheduled_ir=scheduled_ir)
             cache.store(key, self.module.host_llvm.encode())
@@ -71,7 +71,7 @@ class GpuKernel:
         dump.emit("compile_time", f"{what}: {time.perf_counter() - start:.3f} s", dump.key_of(self.fusion_ir))
 
     def _load_executable(self, device: int) -> Any:
-        from mlirfuse.lowering.gpu_runtime import DeviceExecutable
+        from mlirfuse.lowering.gpu.runtime import DeviceExecutable
 
         start = time.perf_counter()
         if self._host_library is not None:
@@ -97,7 +97,7 @@ class GpuKernel:
         """The executable of `device`, its scratch memory taken from torch's caching allocator."""
         import torch
 
-        from mlirfuse.lowering.gpu_runtime import torch_allocator
+        from mlirfuse.lowering.gpu.runtime import torch_allocator
 
         exe = self.executable(device)
         with exe.lock:
@@ -131,7 +131,7 @@ class GpuKernel:
     def run_staged(self, values: Sequence[Any], outputs: Sequence[np.ndarray]) -> None:
         """numpy in, numpy out (`outputs` filled), on device 0: copies through the runtime,
         synchronized."""
-        from mlirfuse.lowering.gpu_runtime import RUNTIME_ALLOC, RUNTIME_FREE, HostStaging, device_count
+        from mlirfuse.lowering.gpu.runtime import RUNTIME_ALLOC, RUNTIME_FREE, HostStaging, device_count
 
         if device_count() == 0:
             raise FusionError("backend='gpu' needs an NVIDIA GPU and driver; none was found "

@@ -21,7 +21,7 @@ from mlir import ir
 from mlir.dialects import arith, linalg, scf, tensor
 
 from mlirfuse.lowering import linalg_builders as B
-from mlirfuse.lowering.gpu_kernels import clone_body
+from mlirfuse.lowering.gpu.kernels import clone_body
 from mlirfuse.lowering.scalar import convert
 
 INLINE_BUDGET = 96  # body ops one read may recompute; past it, the value is loaded

@@ -21,7 +21,7 @@ PHILOX_W0 = 0x9E3779B9
 PHILOX_W1 = 0xBB67AE85
 PHILOX_ROUNDS = 10
 # Discardable tags that let GPU kernels share one Philox call among 4 consecutive elements
-# (`gpu_kernels.share_philox`): the element's i64 index and the word selected for it.
+# (`gpu.philox_sharing.share_philox`): the element's i64 index and the word selected for it.
 INDEX_TAG = "mlirfuse.philox_index"
 WORD_TAG = "mlirfuse.philox_word"
 

@@ -15,9 +15,8 @@ from mlir.dialects import arith, linalg, tensor
 
 from mlirfuse.dialects.optable import OPS
 from mlirfuse.errors import FusionError
-from mlirfuse.lowering import indexing
+from mlirfuse.lowering import indexing, philox
 from mlirfuse.lowering import linalg_builders as B
-from mlirfuse.lowering import philox
 from mlirfuse.lowering.scalar import Emitter, convert
 
 

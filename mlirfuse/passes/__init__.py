@@ -30,27 +30,12 @@ class PassInfo:
     doc: str
 
 
-def _gpu_pipeline(arch: str = "sm_90", stop: str = "llvm", schedules: bool = True) -> str:
-    from mlirfuse.lowering import gpu, toolchain
+def named_pipelines() -> dict[str, tuple[dict[str, tuple[type, Any, str]], Callable[..., str], str]]:
+    """mlirfuse-opt's named pipelines (the stage lists of `mlirfuse.stages`): name ->
+    (options, builder of the pipeline text from them, summary)."""
+    from mlirfuse.stages import PIPELINES
 
-    toolchain.check_arch(arch)
-    stages = gpu.gpu_stages(arch, "isa", toolchain.find().root, use_schedules=schedules)
-    names = [name for name, _ in stages]
-    if stop not in names:
-        raise FusionError(f"mlirfuse-gpu-pipeline: stop={stop} is not a stage ({', '.join(names)})")
-    return gpu._join(*(pipeline for _, pipeline in stages[:names.index(stop) + 1]))
-
-
-# Named pipelines: name -> (options, builder of the pipeline text from them, summary).
-PIPELINES: dict[str, tuple[dict[str, tuple[type, Any, str]], Callable[..., str], str]] = {
-    "mlirfuse-gpu-pipeline": ({"arch": (str, "sm_90", "the GPU architecture (sm_XX)"),
-                               "stop": (str, "llvm", "the last stage to run (linalg, inlined, bufferized, generalized, "
-                                        "scheduled, loops, gpu, outlined, llvm)"),
-                               "schedules": (bool, True, "false: every kernel naive (one thread an element)")},
-                              _gpu_pipeline,
-                              "fusion IR to a host module holding the kernels' PTX (the GPU path's every stage; "
-                              "mlirfuse-opt --emit=ptx prints the PTX)"),
-}
+    return PIPELINES
 
 
 def registry() -> dict[str, PassInfo]:
@@ -139,8 +124,8 @@ def build_pass_manager(pipeline: str, errors: list[str]) -> passmanager.PassMana
     while elements:
         element = elements.pop(0)
         name, _, rest = element.partition("{")
-        if name.strip() in PIPELINES:  # a named pipeline: its elements in its place
-            options, build, _ = PIPELINES[name.strip()]
+        if name.strip() in named_pipelines():  # a named pipeline: its elements in its place
+            options, build, _ = named_pipelines()[name.strip()]
             info = PassInfo(name.strip(), build, options, "")
             expanded = build(**_parse_options(info, rest.rstrip("}")))
             elements[:0] = _split_top_level(expanded[len("builtin.module("):-1])

@@ -16,7 +16,8 @@ from __future__ import annotations
 from mlir import ir
 
 from mlirfuse.errors import FusionError
-from mlirfuse.lowering import gpu
+from mlirfuse.lowering.gpu import schedule as gpu
+from mlirfuse.lowering.host_abi import ENTRY
 from mlirfuse.passes.common import functions
 
 NAME = "gpu-apply-schedules"
@@ -25,9 +26,9 @@ NOTES = "mlirfuse.schedule_notes"  # on the module: one line per schedule applie
 
 
 def run(module: ir.Operation) -> None:
-    entries = [f for f in functions(module) if ir.StringAttr(f.attributes["sym_name"]).value == gpu.ENTRY]
+    entries = [f for f in functions(module) if ir.StringAttr(f.attributes["sym_name"]).value == ENTRY]
     if not entries:
-        raise FusionError(f"no @{gpu.ENTRY} function: {NAME} runs on the GPU path's bufferized entry point")
+        raise FusionError(f"no @{ENTRY} function: {NAME} runs on the GPU path's bufferized entry point")
     notes = []
     for func in entries:
         notes += gpu.apply_schedules(func)

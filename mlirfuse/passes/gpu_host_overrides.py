@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from mlir import ir
 
-from mlirfuse.lowering.host_overrides import host_overrides
+from mlirfuse.lowering.gpu.host_overrides import host_overrides
 from mlirfuse.passes.common import ModuleView
 
 NAME = "gpu-host-overrides"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from mlir import ir
 
-from mlirfuse.lowering import gpu
+from mlirfuse.lowering.gpu import launches, naive
 from mlirfuse.passes.common import entry_functions
 
 NAME = "gpu-loops-to-launches"
@@ -31,13 +31,13 @@ def run(module: ir.Operation) -> None:
     notes = ([ir.StringAttr(n).value for n in ir.ArrayAttr(module.attributes[NOTES])]
              if NOTES in module.attributes else [])
     for func in entry_functions(module):
-        gpu.loops_to_gpu(func)
-        gpu.sink_index_constants(func)
-        gpu.high_multiplies(func)
-        gpu.allocs_to_gpu(func)
-        dims = gpu.launch_dims(func)
+        naive.loops_to_gpu(func)
+        launches.sink_index_constants(func)
+        launches.high_multiplies(func)
+        naive.allocs_to_gpu(func)
+        dims = launches.launch_dims(func)
         lines += [f"{d}: {n}" for d, n in zip(dims, notes)] if len(notes) == len(dims) else notes + dims
-        n_kernels, n_launches = gpu.launch_counts(func)
+        n_kernels, n_launches = launches.launch_counts(func)
         lines += [f"launches: {n_launches}", f"kernels: {n_kernels}"]
     module.attributes[LAUNCH_PARAMS] = ir.ArrayAttr.get([ir.StringAttr.get(line) for line in lines])
     if NOTES in module.attributes:  # merged into the launch lines

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from mlir import ir
 
-from mlirfuse.lowering import gpu
+from mlirfuse.lowering.gpu import launches as gpu
 from mlirfuse.passes.common import ModuleView
 
 NAME = "gpu-merge-kernel-modules"

@@ -15,7 +15,10 @@ from __future__ import annotations
 from mlir import ir
 
 from mlirfuse.errors import FusionError
-from mlirfuse.lowering import gpu, schedules, toolchain
+from mlirfuse.lowering.gpu import heuristics as schedules
+from mlirfuse.lowering.gpu import schedule as gpu
+from mlirfuse.lowering.gpu import toolchain
+from mlirfuse.lowering.host_abi import ENTRY
 from mlirfuse.passes.common import functions
 
 NAME = "gpu-schedule"
@@ -24,8 +27,8 @@ OPTIONS = {"arch": (str, "sm_90", "the GPU architecture the heuristics size kern
 
 def run(module: ir.Operation, arch: str = "sm_90") -> None:
     toolchain.check_arch(arch)
-    entries = [f for f in functions(module) if ir.StringAttr(f.attributes["sym_name"]).value == gpu.ENTRY]
+    entries = [f for f in functions(module) if ir.StringAttr(f.attributes["sym_name"]).value == ENTRY]
     if not entries:
-        raise FusionError(f"no @{gpu.ENTRY} function: {NAME} runs on the GPU path's bufferized entry point")
+        raise FusionError(f"no @{ENTRY} function: {NAME} runs on the GPU path's bufferized entry point")
     for func in entries:
         gpu.plan_schedules(func, schedules.device_properties(arch))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from mlir import ir
 
-from mlirfuse.lowering import gpu
+from mlirfuse.lowering.gpu import naive as gpu
 from mlirfuse.passes.common import entry_functions
 
 NAME = "gpu-unit-loops"

@@ -13,7 +13,7 @@ from mlir import ir
 
 from mlirfuse.dialects import fusion as fusion_dialect
 from mlirfuse.errors import FusionError
-from mlirfuse.passes import PIPELINES, Pipeline, registry
+from mlirfuse.passes import Pipeline, named_pipelines, registry
 
 STDIN = "<stdin>"
 
@@ -45,7 +45,7 @@ def _pass_list() -> str:
         for opt, (kind, default, text) in info.options.items():
             lines.append(f"      {opt}={kind.__name__} (default {default}): {text}")
     lines.append("pipelines:")
-    for name, (options, _, summary) in PIPELINES.items():
+    for name, (options, _, summary) in named_pipelines().items():
         lines.append(f"  {name}: {summary}")
         for opt, (kind, default, text) in options.items():
             lines.append(f"      {opt}={kind.__name__} (default {default}): {text}")
@@ -54,7 +54,7 @@ def _pass_list() -> str:
 
 def _ptx(module: ir.Module) -> str:
     """The PTX of the module's gpu.binary ops (compiled with format isa)."""
-    from mlirfuse.lowering.gpu import binary_objects
+    from mlirfuse.lowering.gpu.compile import binary_objects
 
     objects = binary_objects(module)
     if not objects:

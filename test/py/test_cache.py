@@ -114,13 +114,13 @@ def test_the_second_load_links_a_library_that_later_processes_dlopen(cache_dir: 
     assert how == ["jit", "jit", "dlopen"]
 
 
-@pytest.mark.skipif(__import__("mlirfuse.lowering.toolchain", fromlist=["find"]).find().libdevice is None,
+@pytest.mark.skipif(__import__("mlirfuse.lowering.gpu.toolchain", fromlist=["find"]).find().libdevice is None,
                     reason="no libdevice")
 def test_a_gpu_entry_keeps_its_launch_count(cache_dir: Path) -> None:
     """A normalization is two kernel functions (rows held, the looping variant) and one launch
     a call: the host module's text says so, and a load from the disk cache reads it back."""
     from mlirfuse.gpu_kernel import GpuKernel
-    from mlirfuse.lowering.gpu_runtime import CachedGpuModule
+    from mlirfuse.lowering.gpu.runtime import CachedGpuModule
 
     def layer_norm(x):
         d = x - x.mean(-1, keepdim=True)

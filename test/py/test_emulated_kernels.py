@@ -14,7 +14,7 @@ from tolerances import assert_close
 import mlirfuse
 from mlirfuse import ops
 from mlirfuse.dtypes import DataType
-from mlirfuse.lowering import toolchain
+from mlirfuse.lowering.gpu import toolchain
 from mlirfuse.workloads import WORKLOADS
 
 pytestmark = pytest.mark.skipif(toolchain.find().libdevice is None,
@@ -177,7 +177,7 @@ def test_few_long_rows_are_cut_into_chunks(fn, kind, shape, misalign, monkeypatc
     that the emulator runs rows of thousands of elements as several chunks)."""
     from dataclasses import replace
 
-    from mlirfuse.lowering import schedules as S
+    from mlirfuse.lowering.gpu import heuristics as S
 
     heuristic = S.inner_reduction_heuristic
     monkeypatch.setattr(S, "inner_reduction_heuristic",
@@ -259,7 +259,7 @@ def test_reference_workloads(w) -> None:
 
 def test_the_emulator_catches_a_missing_barrier(monkeypatch) -> None:
     """Without its barrier the transpose reads shared memory before other threads wrote it."""
-    from mlirfuse.lowering import gpu_transpose
+    from mlirfuse.lowering.gpu import transpose as gpu_transpose
 
     class NoBarrier:
         barrier = staticmethod(lambda: None)

@@ -17,12 +17,12 @@ import pytest
 from mlir import ir
 
 import mlirfuse
-import mlirfuse.lowering.cpu
+import mlirfuse.lowering.cpu.compile
 from mlirfuse import DataType, FusionDefinition, ops
 from mlirfuse.config import Options
 from mlirfuse.dialects import fusion as fusion_dialect
 from mlirfuse.errors import FusionError
-from mlirfuse.lowering import toolchain
+from mlirfuse.lowering.gpu import toolchain
 from mlirfuse.passes import run_pipeline
 from mlirfuse.passes.fusion_segment import kernel_count
 from mlirfuse.reference_philox import uniform
@@ -327,7 +327,7 @@ def _broken_compile(*args, **kwargs):
 
 def test_failed_compile_warns_once_with_reproducer_and_runs_the_reference(monkeypatch, tmp_path, options) -> None:
     options(dump_dir=str(tmp_path))  # reproducers go there
-    monkeypatch.setattr(mlirfuse.lowering.cpu, "compile_cpu", _broken_compile)
+    monkeypatch.setattr(mlirfuse.lowering.cpu.compile, "compile_cpu", _broken_compile)
     f = mlirfuse.jit(chain)
     x = f32(4, 8)
     with pytest.warns(RuntimeWarning, match="injected compiler failure") as record:
@@ -343,7 +343,7 @@ def test_failed_compile_warns_once_with_reproducer_and_runs_the_reference(monkey
 def test_failed_group_compile_falls_back_too(monkeypatch, options) -> None:
     """A fusion with a library op runs group by group: a group whose compile fails runs
     through the reference, once warned."""
-    monkeypatch.setattr(mlirfuse.lowering.cpu, "compile_cpu", _broken_compile)
+    monkeypatch.setattr(mlirfuse.lowering.cpu.compile, "compile_cpu", _broken_compile)
     x, w = f32(4, 8), f32(8, 3)
     with pytest.warns(RuntimeWarning, match="injected compiler failure") as record:
         got = mlirfuse.jit(matmul_between_chains)(x, w)
@@ -358,7 +358,7 @@ def test_failed_run_warns_once_and_runs_the_reference(graph, monkeypatch, option
     def broken_run(self, *args, **kwargs):
         raise RuntimeError("injected run failure")
 
-    monkeypatch.setattr(mlirfuse.lowering.cpu.CompiledCpu, "__call__", broken_run)
+    monkeypatch.setattr(mlirfuse.lowering.cpu.compile.CompiledCpu, "__call__", broken_run)
     fn, ref, args = ((chain, chain_np, (f32(4, 8),)) if graph == "direct" else
                      (matmul_between_chains, matmul_between_chains_np, (f32(4, 8), f32(8, 3))))
     f = mlirfuse.jit(fn)
@@ -374,7 +374,7 @@ def test_failed_run_warns_once_and_runs_the_reference(graph, monkeypatch, option
 
 
 def test_disabled_fallback_raises(monkeypatch, options) -> None:
-    monkeypatch.setattr(mlirfuse.lowering.cpu, "compile_cpu", _broken_compile)
+    monkeypatch.setattr(mlirfuse.lowering.cpu.compile, "compile_cpu", _broken_compile)
     options(fallback=False)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # raising, not warning
@@ -385,11 +385,11 @@ def test_disabled_fallback_raises(monkeypatch, options) -> None:
 def test_disable_fallback_environment_variable_raises(tmp_path) -> None:
     script = tmp_path / "run.py"
     script.write_text(
-        "import numpy as np, mlirfuse, mlirfuse.lowering.cpu\n"
+        "import numpy as np, mlirfuse, mlirfuse.lowering.cpu.compile\n"
         "from mlirfuse import ops\n"
         "def broken(*a, **k):\n"
         "    raise RuntimeError('injected compiler failure')\n"
-        "mlirfuse.lowering.cpu.compile_cpu = broken\n"
+        "mlirfuse.lowering.cpu.compile.compile_cpu = broken\n"
         "try:\n"
         "    mlirfuse.jit(lambda x: ops.exp(x) + 1.0)(np.ones(4, np.float32))\n"
         "except mlirfuse.FusionError as e:\n"
@@ -415,7 +415,8 @@ def test_environment_knobs_parse(monkeypatch) -> None:
     opts = Options.from_env()
     assert (opts.horizontal, opts.single_node, opts.max_args, opts.fallback) == (False, True, 4, False)
     assert opts.dump == {"fusion_ir", "pipeline"} and opts.dump_dir == "/tmp/dumps"
-    assert opts.group_pipeline() == "builtin.module(fusion-group{horizontal=false single-node=true max-args=4})"
+    assert opts.plan_stages()[0].pipeline == ("builtin.module(fusion-cse, fusion-dce, "
+                                              "fusion-group{horizontal=false single-node=true max-args=4})")
 
 
 def test_set_options_rejects_unknown_knobs() -> None:
@@ -492,42 +493,58 @@ def test_scheduled_ir_dump_for_fusions_with_library_ops(options, capfd) -> None:
     assert "linalg.generic" in capfd.readouterr().err
 
 
+def _stage_commands(text: str) -> dict[str, str]:
+    """The pipeline dump's commands by stage ('in one go' for the whole list)."""
+    return {line.split(": ", 1)[0]: line.split(": ", 1)[1] for line in text.splitlines() if ": mlirfuse-opt " in line}
+
+
+def _mlirfuse_opt(command: str, cwd: Path) -> str:
+    argv = [sys.executable, "-m", "mlirfuse.tools.opt"] + shlex.split(command)[1:]
+    out = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=300,
+                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, (command, out.stderr)
+    return out.stdout
+
+
 def test_pipeline_dump_replays(options, tmp_path) -> None:
-    """The `pipeline` dump's mlirfuse-opt commands, run in the dump folder on the dumped
-    fusion IR, reproduce the segmented IR and lower it."""
-    options(dump="fusion_ir,pipeline", dump_dir=str(tmp_path))
-    compiled = mlirfuse.jit(two_kernels).compile(f32(4, 8))
+    """The `pipeline` dump has one mlirfuse-opt command per stage, plan and backend, in the
+    order of `compiled.stage_list()`; each, run on its source stage's IR saved under the name
+    it gives, makes that stage's IR, and the whole list in one go makes the last."""
+    options(dump="pipeline", dump_dir=str(tmp_path))
+    compiled = mlirfuse.jit(two_kernels).compile(f32(4, 8), backend="cpu")
     (pipeline_file,) = tmp_path.glob("*-pipeline.txt")
-    commands = [line for line in pipeline_file.read_text().splitlines() if line.startswith("mlirfuse-opt ")]
-    assert len(commands) == 2
-    outputs = []
-    for command in commands:
-        argv = [sys.executable, "-m", "mlirfuse.tools.opt"] + shlex.split(command)[1:]
-        out = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                             env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
-        assert out.returncode == 0, (command, out.stderr)
-        outputs.append(out.stdout)
-    with fusion_dialect.context() as ctx:
-        replayed = str(fusion_dialect.parse(outputs[0], ctx))
-    assert replayed == compiled.segmented_ir
-    assert "linalg.generic" in outputs[1] and '"fusion.' not in outputs[1]
+    key = pipeline_file.name[:-len("-pipeline.txt")]
+    commands = _stage_commands(pipeline_file.read_text())
+    assert list(commands) == [s.name for s in compiled.stage_list()] + ["in one go"]
+    assert [s.name for s in compiled.stage_list()][:4] == ["grouped", "stripped", "segmented", "linalg"]
+    for name, text in compiled.stages.items():
+        (tmp_path / f"{key}-{name}.mlir").write_text(text)
+    for name, command in commands.items():
+        got = _mlirfuse_opt(command, tmp_path)
+        assert got.strip() == compiled.stages["llvm" if name == "in one go" else name].strip(), name
+    assert compiled.stages["segmented"] == compiled.segmented_ir
 
 
 def test_pipeline_dump_replays_each_group_around_library_ops(options, tmp_path) -> None:
-    """With a matmul between groups, the dump gives each group's IR and the command that
-    lowers it (the whole fusion's IR has a library op that no lowering takes)."""
+    """With a matmul between groups, the dump gives each group's IR: the backend's stage
+    commands, run in order from it, lower it (the whole fusion's IR has a library op that
+    no lowering takes)."""
     options(dump="fusion_ir,pipeline", dump_dir=str(tmp_path))
     mlirfuse.jit(matmul_between_chains)(f32(4, 8), f32(8, 3))
     (pipeline_file,) = tmp_path.glob("*-pipeline.txt")
-    blocks = re.findall(r"group @\S+ \(save as (\S+)\):\n(.*?)\n(mlirfuse-opt [^\n]*)",
-                        pipeline_file.read_text(), re.S)
-    assert len(blocks) == 2
-    for name, ir_text, command in blocks:
-        (tmp_path / name).write_text(ir_text)
-        argv = [sys.executable, "-m", "mlirfuse.tools.opt"] + shlex.split(command)[1:]
-        out = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                             env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
-        assert out.returncode == 0 and "linalg.generic" in out.stdout, (command, out.stderr)
+    text = pipeline_file.read_text()
+    groups = re.findall(r"group @\S+ \(the 'fusion' stage of the cpu stages below: save as (\S+)\):\n(.*?)\n(?=stages of |group @)",
+                        text, re.S)
+    assert len(groups) == 2
+    commands = _stage_commands(text)
+    backend = ["linalg", "inlined", "bufferized", "llvm"]
+    assert [n for n in commands if n in backend] == backend
+    for name, group_ir in groups:
+        (tmp_path / name).write_text(group_ir)
+        for stage in backend:
+            out = _mlirfuse_opt(commands[stage], tmp_path)
+            (tmp_path / name.replace("-fusion.mlir", f"-{stage}.mlir")).write_text(out)
+        assert "llvm.func @_mlir_ciface_mlirfuse_entry" in out
 
 
 # -- one more end-to-end check: dropout + residual + LayerNorm around a linear, options on --

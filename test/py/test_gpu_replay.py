@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 
 import mlirfuse  # noqa: E402
 from mlirfuse import ops  # noqa: E402
-from mlirfuse.lowering import gpu, toolchain  # noqa: E402
+from mlirfuse.lowering.gpu import toolchain  # noqa: E402
 from mlirfuse.tools import opt  # noqa: E402
 
 pytestmark = pytest.mark.skipif(toolchain.find().libdevice is None, reason="no libdevice")
@@ -53,23 +53,36 @@ def _opt(tmp_path: Path, text: str, pipeline: str, emit: str = "mlir") -> str:
     return out.read_text()
 
 
+def _replay_every_stage(compiled, tmp_path: Path) -> None:
+    """Each stage's IR, run through its pipeline by mlirfuse-opt, gives the next stage's IR."""
+    stages = compiled.stages
+    names = [s.name for s in compiled.stage_list()]
+    assert list(stages)[0] == "fusion" and [n for n in stages if n in names] == names, list(stages)
+    for stage in compiled.stage_list():
+        got = _opt(tmp_path, stages[stage.source], stage.pipeline)
+        assert _timeless(got) == _timeless(stages[stage.name]), f"stage {stage.name} from {stage.source}"
+
+
 @pytest.mark.parametrize("case", _suite_cases(), ids=lambda c: f"{c.name} {c.dtype}".replace(" ", "_"))
 def test_every_stage_replays_with_mlirfuse_opt(case, tmp_path: Path) -> None:
     args = [_numpy(a) for a in case.make(case.small, case.dtype)]
     compiled = mlirfuse.jit(case.fused).compile(*args, backend="gpu", arch="sm_90")
     if compiled.kernel is None:  # a fusion of several groups: each group replays alike
         pytest.skip("several groups")
-    kernel = gpu.compile_gpu(compiled.fusion_ir, compiled.fusion.specs, "sm_90", "isa", keep_stages=True)
-    stages = kernel.stages
-    previous = "fusion"
-    for name, pipeline in gpu.gpu_stages("sm_90", "isa", toolchain.find().root):
-        got = _opt(tmp_path, stages[previous], pipeline)
-        assert _timeless(got) == _timeless(stages[name]), f"stage {name} from {previous}"
-        previous = name
-    ptx = _opt(tmp_path, stages["fusion"], "builtin.module(mlirfuse-gpu-pipeline{arch=sm_90})", emit="ptx")
-    assert ptx == stages["ptx"] == kernel.ptx
-    if compiled.kernel.module.binary_format == "isa":  # (a fatbin where ptxas is installed)
-        assert ptx == compiled.ptx
+    _replay_every_stage(compiled, tmp_path)
+    ptx = _opt(tmp_path, compiled.stages["fusion"], "builtin.module(mlirfuse-gpu-pipeline{arch=sm_90})", emit="ptx")
+    assert ptx == compiled.stages["ptx"] == compiled.ptx
+
+
+@pytest.mark.parametrize("case", _suite_cases()[:8], ids=lambda c: f"{c.name} {c.dtype}".replace(" ", "_"))
+def test_every_cpu_stage_replays_with_mlirfuse_opt(case, tmp_path: Path) -> None:
+    """The CPU path reads the same stage list: every stage replays, and mlirfuse-cpu-pipeline
+    gives the module the compile ran."""
+    args = [_numpy(a) for a in case.make(case.small, case.dtype)]
+    compiled = mlirfuse.jit(case.fused).compile(*args, backend="cpu")
+    _replay_every_stage(compiled, tmp_path)
+    whole = _opt(tmp_path, compiled.stages["fusion"], "builtin.module(mlirfuse-cpu-pipeline)")
+    assert whole == compiled.stages["llvm"]
 
 
 def _hand_scheduled(vector: int, block: int):

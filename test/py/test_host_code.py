@@ -13,8 +13,8 @@ import pytest
 
 import mlirfuse
 from mlirfuse import FusionError, ops
-from mlirfuse.lowering import toolchain
-from mlirfuse.lowering.gpu_runtime import ALLOC_FN, FREE_FN, DeviceExecutable
+from mlirfuse.lowering.gpu import toolchain
+from mlirfuse.lowering.gpu.runtime import ALLOC_FN, FREE_FN, DeviceExecutable
 
 pytestmark = [pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler driver (cc)"),
               pytest.mark.skipif(toolchain.find().libdevice is None, reason="no libdevice")]

@@ -17,7 +17,7 @@ from mlirfuse import ops
 from mlirfuse.dtypes import DataType
 from mlirfuse.errors import FusionError
 from mlirfuse.frontend.fusion_definition import FusionDefinition
-from mlirfuse.lowering import toolchain
+from mlirfuse.lowering.gpu import toolchain
 from mlirfuse.reference import evaluate
 
 RNG = np.random.default_rng(11)

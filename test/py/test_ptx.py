@@ -7,7 +7,7 @@ import pytest
 
 import mlirfuse
 from mlirfuse import ops
-from mlirfuse.lowering import toolchain
+from mlirfuse.lowering.gpu import toolchain
 
 pytestmark = pytest.mark.skipif(toolchain.find().libdevice is None,
                                 reason="no libdevice (CUDA toolkit or nvidia-cuda-nvcc wheel)")

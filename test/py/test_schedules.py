@@ -16,8 +16,8 @@ import pytest
 
 import mlirfuse
 from mlirfuse import ops
-from mlirfuse.lowering import toolchain
-from mlirfuse.lowering.schedules import (
+from mlirfuse.lowering.gpu import toolchain
+from mlirfuse.lowering.gpu.heuristics import (
     ColumnReductionParams,
     DeviceProperties,
     InnerReductionParams,
@@ -297,7 +297,7 @@ def test_dropout_in_a_normalization_makes_one_philox_call_per_4_elements(monkeyp
     """Rows aligned to the vector give 4 consecutive elements consecutive random indices, the
     first a multiple of 4: they share one Philox4x32 call (its 4 words). Numerics: the
     GPU test below compares with the CPU backend bit for bit on the mask."""
-    from mlirfuse.lowering import gpu_normalization
+    from mlirfuse.lowering.gpu import normalization_kernel
 
     def dropout_layer_norm(x, w):
         return _layer_norm(ops.where(ops.rand_like(x, seed=9) >= 0.1, x * 1.1, 0.0) + w, w, w)
@@ -306,7 +306,7 @@ def test_dropout_in_a_normalization_makes_one_philox_call_per_4_elements(monkeyp
         return len(re.findall(r"\bxor\.b32\b", ptx))
 
     shared = compiled(dropout_layer_norm, X.reshape(2, 2, 8), X[0])
-    monkeypatch.setattr(gpu_normalization, "share_philox", lambda cloned: None)
+    monkeypatch.setattr(normalization_kernel, "share_philox", lambda cloned: None)
     unshared = compiled(dropout_layer_norm, X.reshape(2, 2, 8), X[0])
     # held-row variant: 4 vectors of 4 -> 4 calls instead of 16; the looping variant keeps its 4
     assert rounds(shared.ptx) < 0.6 * rounds(unshared.ptx)

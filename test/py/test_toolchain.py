@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from mlirfuse import ops
-from mlirfuse.lowering import toolchain
-from mlirfuse.lowering.gpu import nvvm_pipeline
+from mlirfuse.lowering.gpu import toolchain
+from mlirfuse.stages import nvvm_pipeline
 
 
 def _fake_ptxas(folder: Path, help_text: str) -> str:
@@ -49,7 +49,7 @@ def test_ptxas_options_reach_gpu_module_to_binary() -> None:
 def test_multi_kernel_fusion_compiles_to_a_cubin_with_the_options(tmp_path: Path, monkeypatch) -> None:
     """A column sum (two kernels) through ptxas with this toolkit's options: a fatbin."""
     from mlirfuse.frontend.jit import JitFunction
-    from mlirfuse.lowering.gpu import compile_gpu
+    from mlirfuse.lowering.gpu.compile import compile_gpu
 
     monkeypatch.setenv("MLIRFUSE_CACHE_DIR", str(tmp_path))
     fusion, _ = JitFunction(lambda x: x.sum((0, 1)) + ops.exp(x).sum(-1).sum(-1)).trace(

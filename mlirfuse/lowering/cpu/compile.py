@@ -16,39 +16,12 @@ from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 
 from mlirfuse import cache
+from mlirfuse import stages as pipelines
 from mlirfuse.dialects import fusion as fusion_dialect
 from mlirfuse.errors import FusionError
 from mlirfuse.frontend.graph import InputSpec
-from mlirfuse.lowering import host_library
-from mlirfuse.lowering.host_abi import ENTRY, ArgumentSlots, add_entry_point, inline_scalar_operands
-from mlirfuse.passes import Pipeline
-
-# Stage pipelines (each replayable with mlirfuse-opt).
-# bf16 conversions are expanded into integer ops before canonicalize can fold them into
-# int<->bf16 casts that LLVM lowers to compiler-rt calls the JIT cannot resolve.
-# Shapes are resolved to the inputs' dims first: a `tensor.dim` of an intermediate counts as
-# a second use and stops elementwise fusion.
-TO_LINALG = ("builtin.module(fusion-to-linalg{target=cpu}, arith-expand{include-bf16=true}, "
-             "canonicalize, resolve-shaped-type-result-dims, canonicalize, cse, "
-             "func.func(linalg-fuse-elementwise-ops), canonicalize, cse, "
-             "math-expand-constant-powers, linalg-recompute-producers, func.func(linalg-fuse-elementwise-ops), "
-             "canonicalize, cse, "
-             "linalg-merge-siblings, linalg-reciprocal-divisors)")
-# After inlining, the entry's inputs show their layouts: linalg-reshape-elementwise moves
-# reshapes only onto contiguous ones (a strided input would need a copy).
-INLINE = ("builtin.module(inline, symbol-dce, canonicalize, cse, linalg-reshape-elementwise, "
-          "func.func(linalg-fuse-elementwise-ops), canonicalize, cse)")
-BUFFERIZE = ("builtin.module(output-views-in-place, constant-outputs-as-fills, resolve-shaped-type-result-dims, "
-             "canonicalize, "
-             "linalg-unshare-inits, eliminate-empty-tensors, "
-             "one-shot-bufferize{bufferize-function-boundaries "
-             "function-boundary-type-conversion=identity-layout-map}, "
-             "buffer-deallocation-pipeline, canonicalize, cse)")
-TO_LLVM = ("builtin.module(memref-copies-to-linalg, func.func(convert-linalg-to-loops), convert-scf-to-cf, "
-           "expand-strided-metadata, lower-affine, "
-           "finalize-memref-to-llvm, convert-math-to-llvm, convert-math-to-libm, "
-           "convert-arith-to-llvm, convert-func-to-llvm, convert-cf-to-llvm, "
-           "reconcile-unrealized-casts)")
+from mlirfuse.lowering.cpu import host_library
+from mlirfuse.lowering.host_abi import ENTRY, ArgumentSlots
 
 
 @dataclass
@@ -82,22 +55,11 @@ def buffer_of(a: np.ndarray) -> tuple[int, tuple[int, ...], list[int]]:
 
 
 def lower_cpu(fusion_ir: str, specs: Sequence[InputSpec], stages: dict[str, str] | None = None) -> str:
-    """Fusion IR -> the LLVM-dialect module text of the entry point (`stages` records IR)."""
+    """Fusion IR -> the LLVM-dialect module text of the entry point, through
+    `stages.cpu_stages` (`stages` records each stage's IR)."""
     with fusion_dialect.context() as ctx:
-        module = fusion_dialect.parse(fusion_ir, ctx)
-        if stages is not None:
-            stages["fusion"] = str(module)
-        run_pipeline(module, TO_LINALG, "linalg")
-        if stages is not None:
-            stages["linalg"] = str(module)
-        add_entry_point(module, specs)
-        run_pipeline(module, INLINE, "inlined")
-        inline_scalar_operands(module)
-        for name, pipeline in (("bufferized", BUFFERIZE), ("llvm", TO_LLVM)):
-            run_pipeline(module, pipeline, name)
-            if stages is not None:
-                stages[name] = str(module)
-        return str(module)
+        module = pipelines.parse_fusion(fusion_ir, specs, ctx, stages)
+        return str(pipelines.run(module, pipelines.cpu_stages(), stages, "CPU backend"))
 
 
 def jit_llvm(llvm_text: str) -> ExecutionEngine:
@@ -139,10 +101,3 @@ def compile_cpu(fusion_ir: str, specs: Sequence[InputSpec], keep_stages: bool = 
         if library is not None:
             cache.store(library_key, library)
     return compiled
-
-
-def run_pipeline(module: ir.Module, pipeline: str, stage: str) -> None:
-    try:
-        Pipeline(pipeline).run(module)
-    except FusionError as e:
-        raise FusionError(f"CPU backend: stage '{stage}' failed: {e}\npipeline: {pipeline}") from None

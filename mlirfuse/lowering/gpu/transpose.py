@@ -26,8 +26,9 @@ from typing import Callable
 from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf
 
-from mlirfuse.lowering import schedules as S
-from mlirfuse.lowering.gpu_kernels import (
+from mlirfuse.lowering.gpu import heuristics as S
+from mlirfuse.lowering.gpu.heuristics import LANES_ACROSS
+from mlirfuse.lowering.gpu.kernels import (
     ZERO,
     Generic,
     Operand,
@@ -43,7 +44,6 @@ from mlirfuse.lowering.gpu_kernels import (
     variants,
 )
 from mlirfuse.lowering.linalg_builders import index_const
-from mlirfuse.lowering.schedules import LANES_ACROSS
 
 
 @dataclass

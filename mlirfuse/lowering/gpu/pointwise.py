@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith, scf
 
-from mlirfuse.lowering import schedules as S
-from mlirfuse.lowering.gpu_kernels import (
+from mlirfuse.lowering.gpu import heuristics as S
+from mlirfuse.lowering.gpu.kernels import (
     Generic,
     Operand,
     aligned,

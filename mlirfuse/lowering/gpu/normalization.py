@@ -32,35 +32,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mlir import ir
-from mlir.dialects import arith, gpu, memref, scf
+from mlir.dialects import arith
 
-from mlirfuse.lowering import schedules as S
-from mlirfuse.lowering.gpu_kernels import (
+from mlirfuse.lowering.gpu import heuristics as S
+from mlirfuse.lowering.gpu.kernels import (
     ZERO,
     Generic,
     aligned,
     analyze,
-    clone_body,
     collapse,
-    combine,
-    delinearize,
     divisible,
-    element,
     flat,
     guarded_launch,
     host_only,
-    load,
-    philox_linear_in,
     product,
     set_kernel_attrs,
-    share_philox,
-    store,
 )
-from mlirfuse.lowering.gpu_reduction import butterfly, identity, match_inner_reduction, static_product
+from mlirfuse.lowering.gpu.normalization_kernel import COL, REDUCE, ROW, SCALAR, TILE, NormalizationKernel
+from mlirfuse.lowering.gpu.reduction import match_inner_reduction, static_product
 from mlirfuse.lowering.linalg_builders import index_const
 from mlirfuse.passes.common import DimClasses
-
-REDUCE, TILE, ROW, COL, SCALAR = "reduce", "tile", "row", "col", "scalar"
 
 
 # -- which loop extents are equal ---------------------------------------------------------------
@@ -330,7 +321,7 @@ def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationPar
             launches.append((body, variant))
     for body, variant in launches:
         with ir.InsertionPoint(body.operations[len(body.operations) - 1]), last.location:
-            kernel = _NormalizationKernel(chain, params, views, live_out, row_ext, col_ext, rows, row_len,
+            kernel = NormalizationKernel(chain, params, views, live_out, row_ext, col_ext, rows, row_len,
                                           threads, rows_per_block, list(body.arguments)[12:],
                                           body.arguments[0], body.arguments[3])
             if variant:
@@ -370,259 +361,6 @@ def _views(chain: Chain, temporaries: set) -> dict[tuple[ir.Value, str], ir.Valu
                 view = flat(o.value) if rank else o.value
             views[(o.value, role)] = view
     return views
-
-
-@dataclass
-class _Chunk:
-    """The row elements a thread handles at once: per slot, the column of its first element
-    and whether it is inside the row; `memo` holds what was loaded or computed for them."""
-
-    width: int
-    cols: list[ir.Value]
-    valid: list[ir.Value]
-    memo: dict = field(default_factory=dict)
-
-
-class _NormalizationKernel:
-    def __init__(self, chain: Chain, params: S.NormalizationParams, views: dict, live_out: set,
-                 row_ext: list[ir.Value], col_ext: list[ir.Value], rows: ir.Value, row_len: ir.Value,
-                 threads: ir.Value, rows_per_block: ir.Value, shared: list[ir.Value], bx: ir.Value, tx: ir.Value):
-        self.chain, self.p, self.views, self.live_out = chain, params, views, live_out
-        self.col_ext, self.row_len, self.threads, self.tx = col_ext, row_len, threads, tx
-        self.shared = shared
-        self.lane = arith.remui(tx, threads)
-        self.row = arith.addi(arith.muli(bx, rows_per_block), arith.divui(tx, threads))
-        self.row_ok = arith.cmpi(arith.CmpIPredicate.ult, self.row, rows)
-        self.safe_row = arith.select(self.row_ok, self.row, index_const(0))  # rows > 0: in bounds
-        self.row_ivs = delinearize(self.row, row_ext)
-
-    # -- the chain, member by member
-    def run(self, width: int, slots: int, looping: bool) -> None:
-        self.width, self.slots, self.looping = width, slots, looping
-        self.row_values: dict[ir.Value, ir.Value] = {}  # [rows] buffers: this row's value
-        self.row_loads: dict[tuple[ir.Value, str], ir.Value] = {}
-        self.producer: dict[ir.Value, tuple[Member, int]] = {}  # tile buffer -> member, output
-        self.env: dict[int, dict] = {}  # id(member) -> its inputs as of its place in the chain
-        self.whole_row = None if looping else self.chunk(index_const(0))
-        shared = iter(self.shared)
-        stored: list[Member] = []
-        for m in self.chain.members:
-            self.env[id(m)] = self.inputs(m)
-            if m.kind == ROW:
-                self.row_op(m)
-            elif m.kind == REDUCE:
-                self.reduce(m, [next(shared) for _ in m.generic.outputs])
-            else:
-                for k, o in enumerate(m.generic.outputs):
-                    self.producer[o.value] = (m, k)
-                if any(o.value in self.live_out for o in m.generic.outputs):
-                    if looping:
-                        stored.append(m)
-                    else:
-                        self.store_tiles(m, self.whole_row)
-        if stored:  # the looping variant's last pass: every output tile
-            self.over_chunks([], lambda chunk, accs: self.store_all(stored, chunk))
-
-    def store_all(self, members: list[Member], chunk: _Chunk) -> list[ir.Value]:
-        for m in members:
-            self.store_tiles(m, chunk)
-        return []
-
-    def inputs(self, m: Member) -> dict:
-        """Each input operand's source at the member's place: a tile's producer (or None:
-        memory), a row value, a scalar; captured values as they are."""
-        env = {}
-        for o in m.generic.inputs:
-            if not o.is_memref:
-                env[id(o)] = o.value
-                continue
-            role = m.roles[id(o)]
-            if role == TILE:
-                env[id(o)] = self.producer.get(o.value)
-            elif role == ROW:
-                env[id(o)] = self.row_value(o.value)
-            elif role == SCALAR:
-                env[id(o)] = self.row_load(o.value, SCALAR, [index_const(0)] if o.type.rank else [])
-        return env
-
-    def row_value(self, buffer: ir.Value) -> ir.Value:
-        if buffer in self.row_values:
-            return self.row_values[buffer]
-        return self.row_load(buffer, ROW, [self.safe_row])
-
-    def row_load(self, buffer: ir.Value, role: str, index: list[ir.Value]) -> ir.Value:
-        key = (buffer, role)
-        if key not in self.row_loads:
-            self.row_loads[key] = memref.load(self.views[key], index)
-        return self.row_loads[key]
-
-    def row_op(self, m: Member) -> None:
-        g = m.generic
-        mapping = {o.arg: self.env[id(m)][id(o)] for o in g.inputs}
-        results = clone_body(g.body, mapping, lambda d: self.row_index(m, d))
-        self.set_rows(m, results)
-
-    def set_rows(self, m: Member, results: list[ir.Value]) -> None:
-        """The member's row outputs; lane 0 of a valid row writes those seen outside."""
-        outs = m.generic.outputs
-        for o, v in zip(outs, results):
-            self.row_values[o.value] = v
-        escaping = [(o, v) for o, v in zip(outs, results) if o.value in self.live_out]
-        if escaping:
-            first = arith.cmpi(arith.CmpIPredicate.eq, self.lane, index_const(0))
-            write = scf.IfOp(arith.andi(self.row_ok, first))
-            with ir.InsertionPoint(write.then_block):
-                for o, v in escaping:
-                    memref.store(v, self.views[(o.value, ROW)], [self.row])
-                scf.YieldOp([])
-
-    def reduce(self, m: Member, shared: list[ir.Value]) -> None:
-        g = m.generic
-        types = [o.type.element_type for o in g.outputs]
-        start = [identity(c.name, t) for c, t in zip(m.combiners, types)]
-        accs = self.over_chunks(start, lambda chunk, accs: self.accumulate(m, chunk, accs))
-        totals = self.across_row(m.combiners, accs, shared)
-        inits = [self.row_value(o.value) for o in g.outputs]
-        self.set_rows(m, [combine(c, i, t) for c, i, t in zip(m.combiners, inits, totals)])
-
-    def accumulate(self, m: Member, chunk: _Chunk, accs: list[ir.Value]) -> list[ir.Value]:
-        g = m.generic
-        for j in range(self.slots):
-            before = accs
-            for e in range(chunk.width):
-                mapping = self.mapping(m, chunk, j, e)
-                mapping.update({o.arg: a for o, a in zip(g.outputs, accs)})
-                accs = clone_body(g.body, mapping, lambda d, e=e: self.index(m, chunk, j, e, d))
-            accs = [arith.select(chunk.valid[j], a, b) for a, b in zip(accs, before)]
-        return accs
-
-    # -- row-sized values, a chunk at a time
-    def chunk(self, base: ir.Value) -> _Chunk:
-        """Slots j < slots of the chunk starting at element `base`: slot j of lane l starts at
-        base + (j * threads + l) * width (a warp's slot j is one contiguous span)."""
-        cols, valid = [], []
-        for j in range(self.slots):
-            vectors = arith.addi(arith.muli(index_const(j), self.threads), self.lane) if j else self.lane
-            col = arith.addi(base, arith.muli(vectors, index_const(self.width)))
-            cols.append(col)
-            valid.append(arith.andi(self.row_ok, arith.cmpi(arith.CmpIPredicate.ult, col, self.row_len)))
-        return _Chunk(self.width, cols, valid)
-
-    def over_chunks(self, accs: list[ir.Value], body) -> list[ir.Value]:
-        """`body(chunk, accs)` on the whole row (held in registers), or in the looping variant
-        on each chunk in turn, carrying `accs`."""
-        if not self.looping:
-            return body(self.whole_row, accs)
-        per_chunk = arith.muli(self.threads, index_const(self.slots))
-        loop = scf.ForOp(index_const(0), arith.ceildivui(self.row_len, per_chunk), index_const(1), accs)
-        with ir.InsertionPoint(loop.body):
-            chunk = self.chunk(arith.muli(loop.induction_variable, per_chunk))
-            scf.YieldOp(body(chunk, list(loop.inner_iter_args)))
-        return list(loop.results)
-
-    def tiles(self, m: Member, chunk: _Chunk) -> list[list[list[ir.Value]]]:
-        """The tile member's outputs on the chunk: [output][slot][element]."""
-        key = ("member", id(m))
-        if key not in chunk.memo:
-            g = m.generic
-            outs: list[list[list[ir.Value]]] = [[[] for _ in range(self.slots)] for _ in g.outputs]
-            shared_calls = chunk.width % 4 == 0 and len(m.cols) == 1 and philox_linear_in(
-                g.body, m.cols[0], lambda v: self.chain.extents.class_of(v) == self.chain.col_classes[0])
-            for j in range(self.slots):
-                cloned: list[list[ir.Operation]] = []
-                for e in range(chunk.width):
-                    cloned.append([])
-                    values = clone_body(g.body, self.mapping(m, chunk, j, e),
-                                        lambda d, e=e: self.index(m, chunk, j, e, d), cloned[-1])
-                    for k, v in enumerate(values):
-                        outs[k][j].append(v)
-                if shared_calls:  # the row is aligned to the vector: so are the random indices
-                    share_philox(cloned)
-            chunk.memo[key] = outs
-        return chunk.memo[key]
-
-    def mapping(self, m: Member, chunk: _Chunk, j: int, e: int) -> dict:
-        """The body's input arguments for element e of slot j."""
-        mapping = {}
-        env = self.env[id(m)]
-        for o in m.generic.inputs:
-            role = m.roles.get(id(o))
-            if role == TILE:
-                source = env[id(o)]
-                slot = (self.load(o.value, TILE, chunk)[j] if source is None
-                        else self.tiles(source[0], chunk)[source[1]][j])
-                mapping[o.arg] = slot[e]
-            elif role == COL:
-                mapping[o.arg] = self.load(o.value, COL, chunk)[j][e]
-            else:
-                mapping[o.arg] = env[id(o)]
-        return mapping
-
-    def load(self, buffer: ir.Value, role: str, chunk: _Chunk) -> list[list[ir.Value]]:
-        """The buffer's slots on the chunk, every slot loaded at once (invalid ones at column
-        0 of a valid row, their values unused: the loads need no branch)."""
-        key = ("load", buffer, role)
-        if key not in chunk.memo:
-            view = self.views[(buffer, role)]
-            slots = []
-            for col, ok in zip(chunk.cols, chunk.valid):
-                col = arith.select(ok, col, index_const(0))
-                loaded = load(view, [self.safe_row, col] if role == TILE else [col], chunk.width)
-                slots.append([element(loaded, e) for e in range(chunk.width)])
-            chunk.memo[key] = slots
-        return chunk.memo[key]
-
-    def store_tiles(self, m: Member, chunk: _Chunk) -> None:
-        outs = self.tiles(m, chunk)
-        for o, slots in zip(m.generic.outputs, outs):
-            if o.value not in self.live_out:
-                continue
-            view = self.views[(o.value, TILE)]
-            for j, values in enumerate(slots):
-                write = scf.IfOp(chunk.valid[j])
-                with ir.InsertionPoint(write.then_block):
-                    store(values if chunk.width > 1 else values[0], view, [self.row, chunk.cols[j]])
-                    scf.YieldOp([])
-
-    # -- indices and the row's totals
-    def row_index(self, m: Member, d: int) -> ir.Value:
-        return self.row_ivs[m.rows.index(d)] if d in m.rows else index_const(0)
-
-    def index(self, m: Member, chunk: _Chunk, j: int, e: int, d: int) -> ir.Value:
-        if d in m.cols:
-            col = arith.addi(chunk.cols[j], index_const(e)) if e else chunk.cols[j]
-            return delinearize(col, self.col_ext)[m.cols.index(d)]
-        return self.row_index(m, d)
-
-    def across_row(self, combiners: list[ir.Operation], accs: list[ir.Value],
-                   shared: list[ir.Value]) -> list[ir.Value]:
-        """Every thread of the row gets the row's totals: butterflies within each warp (or
-        group of lanes), then, where a row has several warps, their totals through shared
-        memory, combined by every thread in warp order (the same order everywhere)."""
-        accs = butterfly(combiners, accs, self.threads)
-        warps = arith.divui(self.threads, index_const(S.WARP))
-        several = scf.IfOp(arith.cmpi(arith.CmpIPredicate.ugt, warps, index_const(1)),
-                           [a.type for a in accs], has_else=True)
-        with ir.InsertionPoint(several.then_block):
-            warp = arith.divui(self.tx, index_const(S.WARP))
-            lane0 = scf.IfOp(arith.cmpi(arith.CmpIPredicate.eq, arith.remui(self.tx, index_const(S.WARP)),
-                                        index_const(0)))
-            with ir.InsertionPoint(lane0.then_block):
-                for a, sh in zip(accs, shared):
-                    memref.store(a, sh, [warp])
-                scf.YieldOp([])
-            gpu.barrier()
-            first = arith.muli(arith.divui(self.tx, self.threads), warps)
-            start = [identity(c.name, a.type) for c, a in zip(combiners, accs)]
-            loop = scf.ForOp(index_const(0), warps, index_const(1), start)
-            with ir.InsertionPoint(loop.body):
-                w = arith.addi(first, loop.induction_variable)
-                scf.YieldOp([combine(c, t, memref.load(sh, [w]))
-                             for c, t, sh in zip(combiners, loop.inner_iter_args, shared)])
-            scf.YieldOp(list(loop.results))
-        with ir.InsertionPoint(several.else_block):
-            scf.YieldOp(accs)
-        return list(several.results)
 
 
 def describe(chain: Chain) -> str:

@@ -25,7 +25,7 @@ from mlir.execution_engine import ExecutionEngine
 
 from mlirfuse.dialects import fusion as fusion_dialect
 from mlirfuse.errors import FusionError
-from mlirfuse.lowering import host_library
+from mlirfuse.lowering.cpu import host_library
 from mlirfuse.lowering.host_abi import ENTRY, LAUNCHES_LINE, ArgumentSlots
 
 ALLOC_FN = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p)

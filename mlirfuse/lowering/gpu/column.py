@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf
 
-from mlirfuse.lowering import schedules as S
-from mlirfuse.lowering.gpu_kernels import (
+from mlirfuse.lowering.gpu import heuristics as S
+from mlirfuse.lowering.gpu.combiners import identity, output_combiners
+from mlirfuse.lowering.gpu.kernels import (
     ZERO,
     Generic,
     Operand,
@@ -41,7 +42,7 @@ from mlirfuse.lowering.gpu_kernels import (
     product,
     variants,
 )
-from mlirfuse.lowering.gpu_reduction import FINISH_BLOCK, identity, output_combiners, static_product
+from mlirfuse.lowering.gpu.reduction import FINISH_BLOCK, static_product
 from mlirfuse.lowering.linalg_builders import index_const
 
 FINISH_COLUMNS = 32  # columns a block of the second launch combines (a warp's width)

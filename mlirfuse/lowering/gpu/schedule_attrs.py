@@ -19,7 +19,7 @@ from typing import Any
 from mlir import ir
 
 from mlirfuse.errors import FusionError
-from mlirfuse.lowering import schedules as S
+from mlirfuse.lowering.gpu import heuristics as S
 
 ATTR = "mlirfuse.schedule"
 PARAMS: dict[str, type] = {

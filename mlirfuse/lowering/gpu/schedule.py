@@ -1,0 +1,229 @@
+"""Schedules on IR: `plan_schedules` records the heuristics' choice on each linalg op of the
+bufferized entry point (gpu-schedule); `apply_schedules` replaces each op by the kernel its
+`mlirfuse.schedule` names (gpu-apply-schedules), reporting a schedule that does not fit its op
+at that op. The heuristics themselves are pure functions (`heuristics`); the attribute's
+format is `schedule_attrs`; each kernel is built by its schedule's module.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from mlir import ir
+
+from mlirfuse.lowering import linalg_builders as B
+from mlirfuse.lowering.gpu import column as gpu_column
+from mlirfuse.lowering.gpu import combiners
+from mlirfuse.lowering.gpu import heuristics as schedules
+from mlirfuse.lowering.gpu import kernels as gpu_kernels
+from mlirfuse.lowering.gpu import normalization as gpu_normalization
+from mlirfuse.lowering.gpu import pointwise as gpu_pointwise
+from mlirfuse.lowering.gpu import reduction as gpu_reduction
+from mlirfuse.lowering.gpu import schedule_attrs as A
+from mlirfuse.lowering.gpu import transpose as gpu_transpose
+
+log = logging.getLogger("mlirfuse.schedules")
+
+
+def _block_ops(func: ir.Operation) -> list[ir.Operation]:
+    return [op.operation for op in func.regions[0].blocks[0].operations]
+
+
+def _operand_bytes(g: gpu_kernels.Generic) -> list[int]:
+    return [o.element_bytes for o in g.operands if o.is_memref]
+
+
+def _scheduled_kind(op: ir.Operation) -> str | None:
+    """The kind of the op's schedule (None where it has none, or a malformed one: the applier
+    reports that at the op)."""
+    try:
+        return A.read(op.attributes[A.ATTR])[0] if A.ATTR in op.attributes else None
+    except A.ScheduleError:
+        return None
+
+
+def plan_schedules(func: ir.Operation, device: schedules.DeviceProperties) -> None:
+    """Run the heuristics and record each kernel's schedule on its linalg op (`mlirfuse.schedule`;
+    a normalization chain's on its last op). An op that already has one keeps it."""
+    ops = _block_ops(func)
+    chains = {c.indices[-1]: c for c in gpu_normalization.find_chains(ops)}
+    in_chains = {k for c in chains.values() for k in c.indices}
+    for i, op in enumerate(ops):
+        if A.ATTR in op.attributes or not op.name.startswith("linalg.") or i in in_chains and i not in chains:
+            continue
+        op.attributes[A.ATTR] = _heuristic_schedule(ops, i, chains.get(i), device)
+
+
+def _heuristic_schedule(ops: list[ir.Operation], i: int, chain: Any,
+                        device: schedules.DeviceProperties) -> ir.DictAttr:
+    if chain is not None:
+        return A.to_attr("normalization", schedules.normalization_heuristic(
+            chain.static_row(), chain.static_rows(), chain.vector_bytes(), device))
+    g = gpu_kernels.analyze(ops[i])
+    if isinstance(g, str):
+        return A.to_attr("naive", reason=g)
+    pointwise = gpu_pointwise.match_pointwise(g)
+    if isinstance(pointwise, gpu_pointwise.PointwiseMatch):
+        return A.to_attr("pointwise", schedules.pointwise_heuristic(
+            g.static_numel(), _vector_bytes("pointwise", g, pointwise), device, g.body_ops()))
+    transpose = gpu_transpose.match_transpose(g)
+    if isinstance(transpose, gpu_transpose.TransposeMatch):
+        return A.to_attr("transpose", schedules.transpose_heuristic(
+            _vector_bytes("transpose", g, transpose), transpose.permuted_bytes(), device))
+    reduction = gpu_reduction.match_inner_reduction(g)
+    if isinstance(reduction, gpu_reduction.InnerReductionMatch):
+        return A.to_attr("inner_reduction", schedules.inner_reduction_heuristic(
+            reduction.static_row(), reduction.static_rows(), _vector_bytes("inner_reduction", g, reduction),
+            device, g.body_ops()))
+    column = gpu_column.match_column_reduction(g)
+    if isinstance(column, gpu_column.ColumnReductionMatch):
+        return A.to_attr("column_reduction", schedules.column_reduction_heuristic(
+            column.static_columns(), column.static_rows(), _vector_bytes("column_reduction", g, column),
+            device, g.body_ops()))
+    log.debug("no schedule: %s; %s; %s; %s", pointwise, transpose, reduction, column)
+    return A.to_attr("naive", reason=f"{pointwise}; {transpose}; {reduction}; {column}")
+
+
+def _fail(op: ir.Operation, message: str) -> None:
+    op.location.emit_error(f"{A.ATTR}: {message}")
+    raise A.ScheduleError(message)
+
+
+def apply_schedules(func: ir.Operation) -> list[str]:
+    """Replace every linalg op by the kernel its `mlirfuse.schedule` names (a naive one stays a
+    loop nest). Returns one line per schedule: its parameters, or why it is naive. A schedule
+    that does not fit its op is an error at that op."""
+    ops = _block_ops(func)
+    chains = {c.indices[-1]: c for c in gpu_normalization.find_chains(ops)}
+    for i, chain in list(chains.items()):  # a chain scheduled naive runs op by op
+        if _scheduled_kind(ops[i]) == "naive":
+            del chains[i]
+    in_chains = {k for c in chains.values() for k in c.indices}
+    schedule: dict[int, tuple[str, Any]] = {}
+    for i, op in enumerate(ops):
+        if op.name.startswith("linalg.") and (i not in in_chains or i in chains):
+            if A.ATTR not in op.attributes:
+                _fail(op, "no schedule (run gpu-schedule first)")
+            try:
+                schedule[i] = A.read(op.attributes[A.ATTR])
+            except A.ScheduleError as e:
+                _fail(op, str(e))
+    generics = {i: g for i, op in enumerate(ops) if i not in in_chains and op.name == "linalg.generic"
+                for g in [gpu_kernels.analyze(op)] if not isinstance(g, str)}
+
+    position = {id(g): i for i, g in generics.items()}
+
+    def takes_inits(g: gpu_kernels.Generic) -> bool:  # a reduction starting from given initial values
+        return schedule[position[id(g)]][0] in ("inner_reduction", "column_reduction")
+
+    folds = combiners.fold_fills(ops, generics, takes_inits)
+    inits: dict[int, dict] = {}
+    for fold in folds.values():
+        inits.setdefault(fold["reduction"], {})[fold["buffer"]] = fold["value"]
+    notes = []
+    for i, op in enumerate(ops):
+        if i in folds:
+            ops[i].erase()
+        elif i in schedule:
+            notes += _apply(ops, i, schedule[i], chains.get(i), inits.get(i, {}))
+    return notes
+
+
+def _apply(ops: list[ir.Operation], i: int, schedule: tuple[str, Any], chain: Any, inits: dict) -> list[str]:
+    kind, params = schedule
+    op = ops[i]
+    if kind == "naive":
+        return [f"naive: {params}"]
+    if chain is not None:
+        if kind != "normalization":
+            _fail(op, f"the last op of a normalization chain takes a normalization (or naive) schedule, not {kind}")
+        _check_vector(op, kind, params, chain.vector_bytes())
+        note = f"normalization ({gpu_normalization.describe(chain)}): {params}"
+        if gpu_normalization.emit_chain(ops, chain, params) == [True]:  # a static row known not to be held
+            return [f"{note}; the looping variant only (rows of this length are not held)"]
+        return [note, "normalization: the looping variant, for rows too long to hold or unaligned"]
+    g = gpu_kernels.analyze(op)
+    match = _MATCHERS.get(kind, _no_match)(g) if not isinstance(g, str) else g
+    if isinstance(match, str):
+        _fail(op, f"a {kind} schedule does not fit this op: {match}")
+    _check_vector(op, kind, params, _vector_bytes(kind, g, match))
+    if kind == "pointwise":
+        gpu_pointwise.emit_pointwise(match, params)
+        return [f"pointwise: {params}"]
+    if kind == "transpose":
+        gpu_transpose.emit_transpose(match, params)
+        return [f"transpose: {params}"]
+    if kind == "inner_reduction":
+        match.inits = inits
+        gpu_reduction.emit_inner_reduction(match, params)
+        return [f"inner reduction: {params}"] + (
+            ["inner reduction: chunk partials combined in chunk order (where rows were cut)"]
+            if params.split_blocks else [])
+    match.inits = inits
+    gpu_column.emit_column_reduction(match, params)
+    return [f"column reduction: {params}", "column reduction: partials combined in a fixed order (8 threads a column)"]
+
+
+def _check_vector(op: ir.Operation, kind: str, params: Any, element_bytes: list[int]) -> None:
+    try:
+        A.check_vector(kind, params, element_bytes)
+    except A.ScheduleError as e:
+        _fail(op, str(e))
+
+
+def _vector_bytes(kind: str, g: gpu_kernels.Generic, match: Any) -> list[int]:
+    """The element sizes of the operands a schedule reads or writes in vectors (those its
+    heuristic sizes the vector for)."""
+    if kind == "inner_reduction":
+        return [o.element_bytes for o in match.row_operands]
+    if kind == "column_reduction":
+        return [o.element_bytes for o in match.column_operands + match.column_invariant]
+    return _operand_bytes(g)
+
+
+def _no_match(g: gpu_kernels.Generic) -> str:
+    return "a normalization schedule belongs on the last op of a chain of row reductions and row-wise ops"
+
+
+_MATCHERS = {"pointwise": gpu_pointwise.match_pointwise, "transpose": gpu_transpose.match_transpose,
+             "inner_reduction": gpu_reduction.match_inner_reduction,
+             "column_reduction": gpu_column.match_column_reduction}
+
+
+def drop_dead_buffers(func: ir.Operation) -> None:
+    """Erase allocations whose only uses are their deallocations and size queries
+    (temporaries a kernel now keeps in registers); a `memref.dim` of one is answered from
+    the allocation's size operands."""
+    for op in list(func.regions[0].blocks[0].operations):
+        op = op.operation
+        if op.name != "memref.alloc":
+            continue
+        users = [u.owner.operation for u in op.results[0].uses]
+        if not all(u.name in ("memref.dealloc", "memref.dim") for u in users):
+            continue
+        sizes = [_alloc_size(op, u) for u in users if u.name == "memref.dim"]
+        if any(size is None for size in sizes):
+            continue
+        dims = [u for u in users if u.name == "memref.dim"]
+        for dim, size in zip(dims, sizes):
+            dim.results[0].replace_all_uses_with(size)
+        for u in users:
+            u.erase()
+        op.erase()
+
+
+def _alloc_size(alloc: ir.Operation, dim: ir.Operation) -> ir.Value | None:
+    """The size `dim` (a memref.dim of `alloc` at a constant index) asks for, as a value
+    available where the allocation is; None where the index is not constant."""
+    index = dim.operands[1].owner
+    if isinstance(index, ir.Block) or index.operation.name != "arith.constant":
+        return None
+    d = ir.IntegerAttr(index.operation.attributes["value"]).value
+    t = ir.MemRefType(alloc.results[0].type)
+    if not t.is_dynamic_dim(d):
+        with ir.InsertionPoint(alloc), alloc.location:
+            return B.index_const(t.shape[d])
+    return list(alloc.operands)[sum(t.is_dynamic_dim(k) for k in range(d))]
+
+
