@@ -189,6 +189,25 @@ def test_few_long_rows_are_cut_into_chunks(fn, kind, shape, misalign, monkeypatc
     assert "chunk partials combined in chunk order" in c.stages["launch_params"]
 
 
+@pytest.mark.parametrize("shapes", [((4, 6, 40), (1, 6, 40)), ((4, 6, 40), (4, 1, 40)), ((4, 6, 40), (1, 1, 40)),
+                                    ((3, 5, 7, 33), (5, 1, 33)), ((2, 3, 130), (1, 3, 1))],
+                         ids=["over-batch", "over-seq", "over-both", "middle-of-three", "row-invariant"])
+@pytest.mark.parametrize("misalign", [None, {1: 4}], ids=["aligned", "broadcast+4B"])
+def test_inner_reduction_reading_a_broadcast_row(shapes, misalign) -> None:
+    """A reduction over the last axis of `x + p` where p is broadcast over some leading axes
+    (GPT-2's token + position embeddings, [B, S, H] + [1, S, H]): p's row is picked by the
+    loops it has, in the same kernel (it ran one thread an element)."""
+    x_shape, p_shape = shapes
+
+    def fn(x, p):
+        y = x + p
+        return (y * y).sum(-1), ops.max(y, [-1])
+
+    c = check(fn, randn(*x_shape), randn(*p_shape), misalign=misalign, reduction_size=x_shape[-1])
+    assert "naive" not in c.stages["launch_params"], c.stages["launch_params"]
+    assert any(s.startswith(("inner reduction", "normalization")) for s in schedules(c))
+
+
 def test_inner_reduction_of_empty_rows() -> None:
     """Rows of no elements: one (empty) chunk each, the output its initial value."""
     c = check(lambda t: (t * 2.0).sum(-1), np.zeros((3, 0), np.float32))

@@ -46,6 +46,7 @@ class InnerReductionMatch:
     reduced: list[int]  # the reduction loops: they index within a row
     row_operands: list[Operand]  # inputs read along the row (their own, or one for all rows)
     row_invariant: list[Operand]  # inputs read once per row
+    row_loops: dict[int, list[int]]  # id(operand) -> the kept loops that pick its row (a broadcast: fewer)
     combiners: list[ir.Operation]  # per output: the op combining its accumulator with a value
     inits: dict = field(default_factory=dict)  # output buffer -> its initial value (a folded fill)
 
@@ -71,7 +72,7 @@ def match_inner_reduction(g: Generic) -> InnerReductionMatch | str:
         return "not a reduction over the innermost loops"
     kept = [d for d in range(n_par) if g.static[d] != 1]
     reduced = list(range(n_par, g.n_loops))
-    rows, invariant = [], []
+    rows, invariant, row_loops = [], [], {}
     for i, o in enumerate(g.operands):
         if not o.is_memref:
             continue
@@ -79,10 +80,13 @@ def match_inner_reduction(g: Generic) -> InnerReductionMatch | str:
         if o.is_output:
             if dims != kept:
                 return f"output {i} is not indexed by the kept loops ({o.results})"
-        elif dims in (kept + reduced, reduced):  # a row, or one row shared by all (weights)
-            rows.append(o)
-        elif dims == kept:
-            invariant.append(o)
+            row_loops[id(o)] = kept
+        elif dims[len(dims) - len(reduced):] == reduced and _in_order(dims[:len(dims) - len(reduced)], kept):
+            rows.append(o)  # its row, or a row broadcast over some kept loops (all: weights)
+            row_loops[id(o)] = dims[:len(dims) - len(reduced)]
+        elif _in_order(dims, kept):
+            invariant.append(o)  # a value per row, or broadcast over some kept loops
+            row_loops[id(o)] = dims
         else:
             return f"operand {i} is not a contiguous row ({o.results})"
     if not rows:
@@ -90,7 +94,13 @@ def match_inner_reduction(g: Generic) -> InnerReductionMatch | str:
     combiners = output_combiners(g)
     if isinstance(combiners, str):
         return combiners
-    return InnerReductionMatch(g, kept, reduced, rows, invariant, combiners)
+    return InnerReductionMatch(g, kept, reduced, rows, invariant, row_loops, combiners)
+
+
+def _in_order(dims: list[int], loops: list[int]) -> bool:
+    """`dims` are some of `loops`, in their order (an operand broadcast over the others)."""
+    position = [loops.index(d) for d in dims if d in loops]
+    return len(position) == len(dims) and position == sorted(set(position))
 
 
 def _threads_per_row(row_len: ir.Value, params: S.InnerReductionParams) -> ir.Value:
@@ -113,14 +123,14 @@ def emit_inner_reduction(m: InnerReductionMatch, params: S.InnerReductionParams)
         ext = g.extents()
         rows = product([ext[d] for d in m.kept])
         row_len = product([ext[d] for d in m.reduced])
-        views = {}
+        views = {}  # id(operand) -> (its view, the kept loops picking its row, or None: no row index)
         for o in m.row_operands:
             split = next(p for p, r in enumerate(o.results) if r != ZERO and r >= m.reduced[0])
             rank = o.type.rank
             groups = [list(range(split)), list(range(split, rank))] if split else [list(range(rank))]
-            views[id(o)] = (collapse(o.value, groups), split > 0)
+            views[id(o)] = (collapse(o.value, groups), m.row_loops[id(o)] if split else None)
         for o in m.row_invariant + g.outputs:
-            views[id(o)] = (flat(o.value) if o.type.rank else o.value, o.type.rank > 0)
+            views[id(o)] = (flat(o.value) if o.type.rank else o.value, m.row_loops[id(o)] if o.type.rank else None)
         threads = _threads_per_row(row_len, params)
         block = index_const(params.block)
         rows_per_block = arith.divui(block, threads)
@@ -184,7 +194,7 @@ def _finish_chunks(m: InnerReductionMatch, views: dict, rows: ir.Value, when: ir
         inside = scf.IfOp(arith.cmpi(arith.CmpIPredicate.ult, r, rows))
         with ir.InsertionPoint(inside.then_block):
             outs = [views[id(o)] for o in g.outputs]
-            index = [[r] if has_row else [] for _, has_row in outs]
+            index = [[r] if loops is not None else [] for _, loops in outs]
             inits = [_initial(m, o, v, i) for o, (v, _), i in zip(g.outputs, outs, index)]
             loop = scf.ForOp(index_const(0), splits, index_const(1), inits)
             with ir.InsertionPoint(loop.body):
@@ -226,15 +236,17 @@ class _ReductionKernel:
             self.begin = arith.minui(arith.muli(self.chunk, chunk), row_len)
             self.end = arith.minui(arith.addi(self.begin, chunk), row_len)
         self.row = arith.addi(arith.muli(bx, rows_per_block), arith.divui(tx, threads))
+        self.row_indices: dict[tuple[int, ...], ir.Value] = {}  # broadcast rows' indices (`row_index`)
 
     def identities(self) -> list[ir.Value]:
         return [identity(c.name, t) for c, t in zip(self.m.combiners, self.types)]
 
     def emit(self, vector_ok: ir.Value | None) -> None:
+        self.broadcast_rows()
         valid = arith.cmpi(arith.CmpIPredicate.ult, self.row, self.rows)
         partial = scf.IfOp(valid, self.types, has_else=True)
         with ir.InsertionPoint(partial.then_block):
-            invariant = {id(o): load(self.views[id(o)][0], [self.row] if self.views[id(o)][1] else [], 1)
+            invariant = {id(o): load(self.views[id(o)][0], self.row_index(self.views[id(o)][1]), 1)
                          for o in self.m.row_invariant}
             if vector_ok is None:
                 scf.YieldOp(self.row_loop(1, invariant))
@@ -280,8 +292,8 @@ class _ReductionKernel:
     def loads(self, col: ir.Value, width: int) -> dict:
         out = {}
         for o in self.m.row_operands:
-            view, has_row = self.views[id(o)]
-            out[id(o)] = load(view, [self.row, col] if has_row else [col], width)
+            view, loops = self.views[id(o)]
+            out[id(o)] = load(view, self.row_index(loops) + [col], width)
         return out
 
     def accumulate(self, accs: list[ir.Value], col: ir.Value, width: int, loaded: dict,
@@ -294,6 +306,29 @@ class _ReductionKernel:
             mapping.update({o.arg: a for o, a in zip(g.outputs, accs)})
             accs = clone_body(g.body, mapping, lambda d, e=e: self.index_of(d, col, e))
         return accs
+
+    def row_index(self, loops: list[int] | None) -> list[ir.Value]:
+        """The index of the row an operand indexed by these kept loops reads ([] for none):
+        the row itself where it has every kept loop, else its broadcast row's (0 for none)."""
+        if loops is None:
+            return []
+        if loops == self.m.kept:
+            return [self.row]
+        return [self.row_indices[tuple(loops)]]
+
+    def broadcast_rows(self) -> None:
+        """The row index of every operand broadcast over some kept loops, computed once per
+        thread at the kernel's top (a row past the last one computes garbage, never read)."""
+        ivs = None
+        for _, loops in self.views.values():
+            if loops is None or loops == self.m.kept or tuple(loops) in self.row_indices:
+                continue
+            if ivs is None:
+                ivs = delinearize(self.row, [self.extents[k] for k in self.m.kept])
+            linear = index_const(0)
+            for d in loops:
+                linear = arith.addi(arith.muli(linear, self.extents[d]), ivs[self.m.kept.index(d)])
+            self.row_indices[tuple(loops)] = linear
 
     def index_of(self, d: int, col: ir.Value, e: int) -> ir.Value:
         if d in self.m.reduced:
@@ -354,6 +389,6 @@ class _ReductionKernel:
 
     def write_outputs(self, totals: list[ir.Value]) -> None:
         for o, c, total in zip(self.g.outputs, self.m.combiners, totals):
-            view, has_row = self.views[id(o)]
-            index = [self.row] if has_row else []
+            view, loops = self.views[id(o)]
+            index = self.row_index(loops)
             memref.store(combine(c, _initial(self.m, o, view, index), total), view, index)
