@@ -208,6 +208,22 @@ def test_inner_reduction_reading_a_broadcast_row(shapes, misalign) -> None:
     assert any(s.startswith(("inner reduction", "normalization")) for s in schedules(c))
 
 
+@pytest.mark.parametrize("p_shape", [(1, 6, 40), (4, 1, 40), (1, 1, 40)], ids=["over-batch", "over-seq", "over-both"])
+@pytest.mark.parametrize("misalign", [None, {1: 4}], ids=["aligned", "broadcast+4B"])
+def test_column_reduction_reading_a_broadcast_row(p_shape, misalign) -> None:
+    """GPT-2's LayerNorm weight and bias gradients over (batch, seq) where the normalized
+    input is token + position embeddings ([B, S, H] + [1, S, H]) and a per-row rstd: the
+    broadcast operand's row is picked by the reduced loops it has (it ran one thread an element)."""
+    def fn(g, x, p, rstd):
+        return (g * ((x + p) * rstd)).sum((0, 1)), g.sum((0, 1))
+
+    x_shape = (4, 6, 40)
+    c = check(fn, randn(*x_shape), randn(*x_shape), randn(*p_shape), randn(4, 6, 1), misalign=misalign,
+              reduction_size=24)
+    assert "naive" not in c.stages["launch_params"], c.stages["launch_params"]
+    assert "column reduction" in schedules(c)
+
+
 def test_inner_reduction_of_empty_rows() -> None:
     """Rows of no elements: one (empty) chunk each, the output its initial value."""
     c = check(lambda t: (t * 2.0).sum(-1), np.zeros((3, 0), np.float32))

@@ -58,6 +58,8 @@ class ColumnReductionMatch:
     combiners: list[ir.Operation]  # per output: the op combining its accumulator with a value
     inits: dict = field(default_factory=dict)  # output buffer -> its initial value (a folded fill)
     row_operands: list[Operand] = field(default_factory=list)  # inputs read at [row] (per-row scalars)
+    # id(operand) -> the reduced loops picking its row, where it is broadcast over the others
+    broadcast_rows: dict[int, list[int]] = field(default_factory=dict)
 
     def static_columns(self) -> int | None:
         return static_product(self.generic, self.kept)
@@ -79,33 +81,40 @@ def match_column_reduction(g: Generic) -> ColumnReductionMatch | str:
     kept = dims(g.outputs[0])
     if sorted(kept) != kept_loops or any(dims(o) != kept for o in g.outputs):
         return "the outputs are not indexed by the kept loops alike"
-    reduced: list[int] | None = None
-    columns, invariant, per_row = [], [], []
-    n_red = len(reduced_loops)
-    for i, o in enumerate(g.operands):
-        if not o.is_memref or o.is_output:
-            continue
+    inputs = [(i, o) for i, o in enumerate(g.operands) if o.is_memref and not o.is_output]
+    n_red, n_kept = len(reduced_loops), len(kept)
+    # The rows' order: the operands read at every row say it (all alike).
+    orders = {tuple(dims(o)[:n_red]) for _, o in inputs
+              if dims(o)[n_red:] == kept and sorted(dims(o)[:n_red]) == reduced_loops}
+    if len(orders) != 1:
+        return "operands order the reduced loops differently" if orders else "no operand is read by column"
+    reduced = list(orders.pop())
+    columns, invariant, per_row, broadcast = [], [], [], {}
+    for i, o in inputs:
         ds = dims(o)
         if ds == kept:
             invariant.append(o)
-        elif ds[n_red:] == kept and sorted(ds[:n_red]) == reduced_loops:
-            if reduced is not None and ds[:n_red] != reduced:
-                return f"operand {i} orders the reduced loops differently"
-            reduced = ds[:n_red]
-            columns.append(o)
-        elif sorted(ds) == reduced_loops:
-            per_row.append((i, o))
+        elif ds[len(ds) - n_kept:] == kept and _in_order(ds[:len(ds) - n_kept], reduced):
+            columns.append(o)  # read at [row, column]: its own row, or one broadcast over some reduced loops
+            if ds[:len(ds) - n_kept] != reduced:
+                broadcast[id(o)] = ds[:len(ds) - n_kept]
+        elif _in_order(ds, reduced):
+            per_row.append(o)
+            if ds != reduced:
+                broadcast[id(o)] = ds
         else:
             return f"operand {i} is not read by column ({o.results})"
-    if reduced is None:
-        return "no operand is read by column"
-    for i, o in per_row:
-        if dims(o) != reduced:
-            return f"operand {i} orders the reduced loops differently"
     combiners = output_combiners(g)
     if isinstance(combiners, str):
         return combiners
-    return ColumnReductionMatch(g, kept, reduced, columns, invariant, combiners, row_operands=[o for _, o in per_row])
+    return ColumnReductionMatch(g, kept, reduced, columns, invariant, combiners, row_operands=per_row,
+                                broadcast_rows=broadcast)
+
+
+def _in_order(dims: list[int], loops: list[int]) -> bool:
+    """`dims` are some of `loops`, in their order."""
+    position = [loops.index(d) for d in dims if d in loops]
+    return len(position) == len(dims) and position == sorted(set(position))
 
 
 def emit_column_reduction(m: ColumnReductionMatch, params: S.ColumnReductionParams) -> ir.Operation:
@@ -279,10 +288,26 @@ class _ColumnKernel:
         return list(tail.results)
 
     def loads(self, row: ir.Value, col0: ir.Value, width: int) -> dict:
-        """The column operands' vectors of this row, and the per-row operands' scalars."""
-        loaded = {id(o): load(self.views[id(o)], [row, col0], width) for o in self.m.column_operands}
-        loaded.update({id(o): memref.load(self.views[id(o)], [row]) for o in self.m.row_operands})
+        """The column operands' vectors of this row, and the per-row operands' scalars (of the
+        row an operand broadcast over some reduced loops has there)."""
+        rows = self.broadcast_rows(row)
+        loaded = {id(o): load(self.views[id(o)], [rows.get(id(o), row), col0], width) for o in self.m.column_operands}
+        loaded.update({id(o): memref.load(self.views[id(o)], [rows.get(id(o), row)]) for o in self.m.row_operands})
         return loaded
+
+    def broadcast_rows(self, row: ir.Value) -> dict[int, ir.Value]:
+        """id(operand) -> its row index at `row`, for operands broadcast over some reduced loops."""
+        if not self.m.broadcast_rows:
+            return {}
+        ivs = delinearize(row, [self.extents[r] for r in self.m.reduced])
+        found: dict[tuple[int, ...], ir.Value] = {}
+        for loops in map(tuple, self.m.broadcast_rows.values()):
+            if loops not in found:
+                linear = index_const(0)
+                for d in loops:
+                    linear = arith.addi(arith.muli(linear, self.extents[d]), ivs[self.m.reduced.index(d)])
+                found[loops] = linear
+        return {key: found[tuple(loops)] for key, loops in self.m.broadcast_rows.items()}
 
     def accumulate(self, accs: list[ir.Value], row: ir.Value, col0: ir.Value, width: int,
                    loaded: dict, invariant: dict) -> list[ir.Value]:
