@@ -86,8 +86,11 @@ def match_column_reduction(g: Generic) -> ColumnReductionMatch | str:
     # The rows' order: the operands read at every row say it (all alike).
     orders = {tuple(dims(o)[:n_red]) for _, o in inputs
               if dims(o)[n_red:] == kept and sorted(dims(o)[:n_red]) == reduced_loops}
-    if len(orders) != 1:
-        return "operands order the reduced loops differently" if orders else "no operand is read by column"
+    if len(orders) > 1:
+        return "operands order the reduced loops differently"
+    if not orders:
+        i, o = next(((i, o) for i, o in inputs if dims(o) != kept), (None, None))
+        return f"operand {i} is not read by column ({o.results})" if o else "no operand is read by column"
     reduced = list(orders.pop())
     columns, invariant, per_row, broadcast = [], [], [], {}
     for i, o in inputs:
