@@ -128,6 +128,20 @@ def of_array(a: np.ndarray, misalign_bytes: int = 0) -> MemRef:
                   0, list(a.shape), contiguous_strides(list(a.shape)) if a.ndim else [])
 
 
+def of_view(a: np.ndarray) -> MemRef | None:
+    """A memref with the strides of a strided view of a C-contiguous array (a permuted or
+    sliced input, as torch passes one), over that array's storage; None for other arrays."""
+    base = a
+    while isinstance(base.base, np.ndarray):
+        base = base.base
+    if base is a or not base.flags.c_contiguous or any(s < 0 or s % a.itemsize for s in a.strides):
+        return None
+    _next_address[0] += (base.nbytes + 511) // 256 * 256
+    offset = (a.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // a.itemsize
+    return MemRef(base.reshape(-1).view(a.dtype), _next_address[0], offset, list(a.shape),
+                  [s // a.itemsize for s in a.strides])
+
+
 # -- memory ops ---------------------------------------------------------------------------------
 def _get_global(p, vals):
     """A constant global's value (a reshape's shape): read from its memref.global."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import numpy as np
-from emulator_rules import IN_KERNEL, RULES, EmulationError, Kind, MemRef, fresh, kind_of, maybe_kind, of_array
+from emulator_rules import IN_KERNEL, RULES, EmulationError, Kind, MemRef, fresh, kind_of, maybe_kind, of_array, of_view
 from mlir import ir
 
 from mlirfuse.dialects import fusion as fusion_dialect
@@ -214,7 +214,8 @@ def emulate(gpu_stage: str, inputs: list[Any], outputs: list[np.ndarray],
     args, written = [], []
     for i, a in enumerate(list(inputs) + list(outputs)):
         if isinstance(a, np.ndarray):
-            m = of_array(np.ascontiguousarray(a), misalign.get(i, 0))
+            view = of_view(a) if i < len(inputs) and not a.flags.c_contiguous else None
+            m = view or of_array(np.ascontiguousarray(a), misalign.get(i, 0))
             args.append(m)
             if i >= len(inputs):
                 written.append((a, m))

@@ -224,6 +224,25 @@ def test_column_reduction_reading_a_broadcast_row(p_shape, misalign) -> None:
     assert "column reduction" in schedules(c)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("inner", [64, 5], ids=["inner-64", "inner-5"])
+def test_pointwise_on_strided_inputs(dtype, inner) -> None:
+    """Attention's heads are permuted views ([B, S, heads, d] seen as [B, heads, S, d]); a
+    pointwise op on them (a rotary embedding, a scale, a mask) reads them element by element
+    at their strides, in the vectorized kernel with the contiguous operands (it ran one
+    thread an element: 'operand 0 ... is not contiguous')."""
+    q = randn(2, 6, 3, inner, dtype=dtype).transpose(0, 2, 1, 3)  # a strided view
+    k = randn(2, 6, 4, inner, dtype=dtype)[:, :, 1:, :].transpose(0, 2, 1, 3)  # sliced, then permuted
+    cos = randn(1, 1, 6, inner, dtype=dtype)
+
+    def fn(q, k, cos):
+        return q * cos + k, ops.exp(q)
+
+    c = check(fn, q, k, cos)
+    assert not q.flags.c_contiguous and c.fusion.specs[0].contiguous is False
+    assert schedules(c) == ["pointwise"], c.stages["launch_params"]
+
+
 def test_inner_reduction_of_empty_rows() -> None:
     """Rows of no elements: one (empty) chunk each, the output its initial value."""
     c = check(lambda t: (t * 2.0).sum(-1), np.zeros((3, 0), np.float32))

@@ -36,6 +36,7 @@ class Operand:
     arg: ir.Value  # the body's block argument
     results: list[int]  # per map result: the loop dim, or ZERO (a constant 0 on a size-1 dim)
     is_output: bool
+    strided: bool = False  # an input memref of any layout (analyze(..., strided_inputs=True) only)
 
     @property
     def is_memref(self) -> bool:
@@ -124,8 +125,10 @@ def _identity_layout(t: ir.MemRefType) -> bool:
             and layout.value == ir.AffineMap.get_identity(t.rank))
 
 
-def analyze(op: ir.Operation) -> Generic | str:
-    """The generic as data, or why no schedule can take it."""
+def analyze(op: ir.Operation, strided_inputs: bool = False) -> Generic | str:
+    """The generic as data, or why no schedule can take it. With `strided_inputs`, inputs of
+    any strided layout are taken (marked `strided`: only the pointwise kernel reads them,
+    element by element at their multi-dimensional indices)."""
     if op.name != "linalg.generic":
         return f"{op.name} is not a linalg.generic"
     iterators = [str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
@@ -147,7 +150,9 @@ def analyze(op: ir.Operation) -> Generic | str:
         if operand.is_memref:
             t = operand.type
             if not _identity_layout(t):
-                return f"operand {i} ({t}) is not contiguous"
+                if not strided_inputs or operand.is_output or t.memory_space is not None:
+                    return f"operand {i} ({t}) is not contiguous"
+                operand.strided = True
             if isinstance(t.element_type, (ir.IndexType, ir.ComplexType)):
                 return f"operand {i} has {t.element_type} elements"
             for pos, r in enumerate(results):

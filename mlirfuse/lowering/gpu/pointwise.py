@@ -1,5 +1,7 @@
 """The pointwise kernel: a linalg.generic with only parallel loops whose memrefs are
-contiguous and indexed by the identity or by a broadcast (a subset of the loops, in order).
+contiguous and indexed by the identity or by a broadcast (a subset of the loops, in order),
+or are inputs of any strided layout (a permuted view: attention's heads), read element by
+element at their multi-dimensional indices.
 
 Thread t of block b handles vectors (b * unroll + u) * block + t, u < unroll, of `vector`
 elements each: 128-bit `vector.load`/`vector.store` with `alignment = 16` (4 x f32, 8 x
@@ -17,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlir import ir
-from mlir.dialects import arith, scf
+from mlir.dialects import arith, memref, scf
 
 from mlirfuse.lowering.gpu import heuristics as S
 from mlirfuse.lowering.gpu.kernels import (
@@ -43,6 +45,7 @@ from mlirfuse.lowering.linalg_builders import ZERO, index_const
 class PointwiseMatch:
     generic: Generic
     flat: bool  # every memref indexed by identity and no linalg.index: one linear index
+    strided: list[Operand]  # inputs of a strided layout: read element by element
 
 
 def match_pointwise(g: Generic) -> PointwiseMatch | str:
@@ -57,8 +60,9 @@ def match_pointwise(g: Generic) -> PointwiseMatch | str:
         if not monotone(o.results) and not _vector_access(o, g.n_loops):
             return f"operand {i} is transposed ({o.results})"
     memrefs = [o for o in g.operands if o.is_memref]
-    is_flat = all(o.results == identity for o in memrefs) and not g.has_index_ops()
-    return PointwiseMatch(g, is_flat)
+    strided = [o for o in memrefs if o.strided]
+    is_flat = all(o.results == identity for o in memrefs) and not g.has_index_ops() and not strided
+    return PointwiseMatch(g, is_flat, strided)
 
 
 def emit_pointwise(m: PointwiseMatch, params: S.PointwiseParams) -> ir.Operation:
@@ -67,12 +71,12 @@ def emit_pointwise(m: PointwiseMatch, params: S.PointwiseParams) -> ir.Operation
     with ir.InsertionPoint(g.op), g.op.location:
         extents = g.extents()
         total = product(extents)
-        views = {id(o): (flat(o.value) if o.results == list(range(g.n_loops)) else o.value)
+        views = {id(o): (flat(o.value) if o.results == list(range(g.n_loops)) and not o.strided else o.value)
                  for o in g.operands if o.is_memref}
         vec = params.vector
         vector_ok = None
         if vec > 1:
-            vectored = [o for o in g.operands if o.is_memref and _vector_access(o, g.n_loops)]
+            vectored = [o for o in g.operands if o.is_memref and _vector_access(o, g.n_loops) and not o.strided]
             vector_ok = arith.andi(divisible(total if m.flat else extents[-1], vec),
                                    aligned([o.value for o in vectored], [vec * o.element_bytes for o in vectored]))
         per_block = params.unroll * params.block
@@ -87,6 +91,11 @@ def emit_pointwise(m: PointwiseMatch, params: S.PointwiseParams) -> ir.Operation
         variants(vector_ok, vec, kernel.variant)
     g.op.erase()
     return guard.operation
+
+
+def _element(loaded: ir.Value | list[ir.Value], e: int) -> ir.Value:
+    """Element e of what was loaded: a vector, a scalar (any e), or a strided input's list."""
+    return loaded[e] if isinstance(loaded, list) else element(loaded, e)
 
 
 def _vector_access(o: Operand, n_loops: int) -> bool:
@@ -147,12 +156,16 @@ class _PointwiseKernel:
             if o.is_output and not list(o.arg.uses):
                 continue
             view = self.views[id(o)]
-            if o.results == list(range(g.n_loops)):
-                values[id(o)] = load(view, [linear], width)
-                continue
             zero = index_const(0)
-            indices = [zero if r == ZERO else ivs[r] for r in o.results]
-            values[id(o)] = load(o.value, indices, width if _vector_access(o, g.n_loops) else 1)
+            indices = None if self.m.flat else [zero if r == ZERO else ivs[r] for r in o.results]
+            if o.strided:  # element by element: the layout is only known at run time
+                inner = g.n_loops - 1
+                values[id(o)] = [memref.load(o.value, [arith.addi(i, index_const(e)) if e and r == inner else i
+                                                       for i, r in zip(indices, o.results)]) for e in range(width)]
+            elif o.results == list(range(g.n_loops)):
+                values[id(o)] = load(view, [linear], width)
+            else:
+                values[id(o)] = load(o.value, indices, width if _vector_access(o, g.n_loops) else 1)
         return linear, ivs, values
 
     def compute_and_store(self, chunk: ir.Value, width: int, loaded) -> None:
@@ -160,7 +173,7 @@ class _PointwiseKernel:
         linear, ivs, values = loaded
         results: list[list[ir.Value]] = [[] for _ in g.outputs]
         for e in range(width):
-            mapping = {o.arg: (element(values[id(o)], e) if id(o) in values else o.value)
+            mapping = {o.arg: (_element(values[id(o)], e) if id(o) in values else o.value)
                        for o in g.operands if id(o) in values or not o.is_memref}
 
             def index_of(d: int, e: int = e) -> ir.Value:

@@ -61,8 +61,12 @@ def _heuristic_schedule(ops: list[ir.Operation], i: int, chain: Any,
         return A.to_attr("normalization", schedules.normalization_heuristic(
             chain.static_row(), chain.static_rows(), chain.vector_bytes(), device))
     g = gpu_kernels.analyze(ops[i])
-    if isinstance(g, str):
-        return A.to_attr("naive", reason=g)
+    if isinstance(g, str):  # strided inputs: the pointwise kernel reads them element by element
+        strided = gpu_kernels.analyze(ops[i], strided_inputs=True)
+        if isinstance(strided, str) or isinstance(gpu_pointwise.match_pointwise(strided), str):
+            return A.to_attr("naive", reason=g)
+        return A.to_attr("pointwise", schedules.pointwise_heuristic(
+            strided.static_numel(), _operand_bytes(strided), device, strided.body_ops()))
     pointwise = gpu_pointwise.match_pointwise(g)
     if isinstance(pointwise, gpu_pointwise.PointwiseMatch):
         return A.to_attr("pointwise", schedules.pointwise_heuristic(
@@ -143,7 +147,7 @@ def _apply(ops: list[ir.Operation], i: int, schedule: tuple[str, Any], chain: An
         if gpu_normalization.emit_chain(ops, chain, params) == [True]:  # a static row known not to be held
             return [f"{note}; the looping variant only (rows of this length are not held)"]
         return [note, "normalization: the looping variant, for rows too long to hold or unaligned"]
-    g = gpu_kernels.analyze(op)
+    g = gpu_kernels.analyze(op, strided_inputs=kind == "pointwise")
     match = _MATCHERS.get(kind, _no_match)(g) if not isinstance(g, str) else g
     if isinstance(match, str):
         _fail(op, f"a {kind} schedule does not fit this op: {match}")
