@@ -1,0 +1,265 @@
+"""Real models, one step each: torch eager vs Inductor vs mlirfuse (torch.compile backends).
+
+    python bench/models.py [--models gpt2,llama,bert] [--modes f32,bf16_autocast,bf16]
+                           [--batch 8] [--seq 512] [--rounds 5] [--steps 5] [--json out.json] [--no-regions]
+
+HuggingFace GPT-2, Llama and BERT from configs (test/py/hf_models.py at real widths, 2 layers,
+random weights, nothing downloaded). Modes: `f32` (a float32 training step), `bf16_autocast`
+(a training step under bfloat16 autocast), `bf16` (a bfloat16 inference forward). Per model x
+mode: ms per step (median over `--rounds` interleaved rounds of `--steps` steps each, the
+order of the three rotating every round; spread = max - min over the rounds), GPU kernel ms
+and kernels per step (torch.profiler, one step; memcpy/memset not counted), the loss (or
+logits) difference to eager, and each compiler's first-step time (the compile) less a step.
+
+Then, for mlirfuse, one step with `MLIRFUSE_DUMP=eff_bandwidth,launch_params` (each region
+compiled again, its kernels timed with events one call at a time): per fused region, its
+calls in the step, launches per call and each launch's schedule, bytes moved per call, us
+per call (median), GB/s and % of the copy bandwidth measured in the same run. A launch on
+the naive path (one thread an element) makes the run exit with status 1, listing it.
+
+Markdown to stdout; --json writes the rows (the suite's header fields: gpu, driver, torch,
+date, copy_gbps, complete).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Callable
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parent / "test" / "py"))
+
+import torch  # noqa: E402
+
+MODES = {"f32": (True, None, torch.float32), "bf16_autocast": (True, torch.bfloat16, torch.float32),
+         "bf16": (False, None, torch.bfloat16)}  # mode -> (training, autocast dtype, parameter dtype)
+IMPLEMENTATIONS = ("eager", "inductor", "mlirfuse")
+BIG_REGION = 8 << 20  # bytes: regions moving this much must run near the copy bandwidth
+
+
+def make_step(model: torch.nn.Module, run: Callable[..., Any], ids: torch.Tensor, mode: str) -> Callable[[], Any]:
+    training, autocast, _ = MODES[mode]
+
+    def step() -> torch.Tensor:
+        if not training:
+            with torch.no_grad():
+                return run(input_ids=ids).logits
+        model.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=autocast or torch.bfloat16, enabled=autocast is not None):
+            out = run(input_ids=ids, labels=ids)
+        out.loss.backward()
+        return out.loss.detach()
+    return step
+
+
+def kernels_per_step(step: Callable[[], Any]) -> tuple[float, int]:
+    """(GPU kernel ms, kernels) of one step, from torch.profiler."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        step()
+        torch.cuda.synchronize()
+    kernels = [e for e in prof.events() if e.device_type.name == "CUDA"
+               and not e.name.startswith("Memcpy") and not e.name.startswith("Memset")]
+    return sum(e.device_time_total for e in kernels) / 1e3, len(kernels)
+
+
+def timed_rounds(steps: dict[str, Callable[[], Any]], rounds: int, per_round: int) -> dict[str, list[float]]:
+    """ms per step of each implementation in each round, the order rotating every round."""
+    names = list(steps)
+    times: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            for _ in range(per_round):
+                steps[name]()
+            torch.cuda.synchronize()
+            times[name].append((time.perf_counter() - start) * 1e3 / per_round)
+    return times
+
+
+def difference(expected: torch.Tensor, got: torch.Tensor) -> float:
+    """Largest difference relative to the largest magnitude of the eager value."""
+    e, g = expected.double(), got.double()
+    return float((e - g).abs().max() / e.abs().max().clamp_min(1e-30))
+
+
+def run_row(family: str, mode: str, batch: int, seq: int, rounds: int, per_round: int) -> dict:
+    import torch._dynamo as dynamo
+    from hf_models import build
+
+    dynamo.reset()
+    training, _, dtype = MODES[mode]
+    torch.manual_seed(0)
+    base = build(family, "real").to("cuda", dtype)
+    if not training:
+        base = base.eval()
+    ids = torch.randint(0, base.config.vocab_size, (batch, seq), device="cuda")
+    steps, first_step_s, outputs = {}, {}, {}
+    for name in IMPLEMENTATIONS:
+        model = copy.deepcopy(base)
+        run = model if name == "eager" else torch.compile(model, backend=name)
+        steps[name] = make_step(model, run, ids, mode)
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        outputs[name] = steps[name]()
+        torch.cuda.synchronize()
+        first_step_s[name] = time.perf_counter() - start
+        steps[name]()  # a second step: recompiles, if any, happen here
+    times = timed_rounds(steps, rounds, per_round)
+    row: dict[str, Any] = {"model": family, "mode": mode, "batch": batch, "seq": seq}
+    for name in IMPLEMENTATIONS:
+        gpu_ms, kernels = kernels_per_step(steps[name])
+        median = statistics.median(times[name])
+        row[name] = {"ms": median, "spread_ms": max(times[name]) - min(times[name]), "rounds_ms": times[name],
+                     "gpu_kernel_ms": gpu_ms, "kernels": kernels,
+                     "compile_s": max(first_step_s[name] - median / 1e3, 0.0),
+                     "difference_to_eager": difference(outputs["eager"], outputs[name])}
+    row["vs_eager"] = row["eager"]["ms"] / row["mlirfuse"]["ms"]
+    row["vs_inductor"] = row["inductor"]["ms"] / row["mlirfuse"]["ms"]
+    return row
+
+
+_EFF = re.compile(r"GPU kernel \((\d+) launch\(es\)\): (\d+) bytes in ([\d.]+) us")
+_KINDS = ("normalization", "inner reduction", "column reduction", "pointwise", "transpose", "naive")
+
+
+def region_table(family: str, mode: str, batch: int, seq: int, copy_gbps: float) -> list[dict]:
+    """One mlirfuse step with the eff_bandwidth and launch_params dumps: per fused region
+    (a fusion's hash), its calls, launches and their schedules, bytes and time per call."""
+    import torch._dynamo as dynamo
+    from hf_models import build
+
+    import mlirfuse
+    from mlirfuse import torch_backend
+
+    training, _, dtype = MODES[mode]
+    with tempfile.TemporaryDirectory() as folder:
+        previous = mlirfuse.set_options(dump="eff_bandwidth,launch_params", dump_dir=folder)
+        try:
+            dynamo.reset()
+            torch_backend.reset()  # every region compiled again: the compile writes launch_params
+            torch.manual_seed(0)
+            model = build(family, "real").to("cuda", dtype)
+            model = model if training else model.eval()
+            ids = torch.randint(0, model.config.vocab_size, (batch, seq), device="cuda")
+            make_step(model, torch.compile(model, backend="mlirfuse"), ids, mode)()
+            torch.cuda.synchronize()
+        finally:
+            mlirfuse.restore_options(previous)
+            dynamo.reset()
+            torch_backend.reset()
+        regions = []
+        for path in sorted(Path(folder).glob("*-eff_bandwidth.txt")):
+            key = path.name[:-len("-eff_bandwidth.txt")]
+            calls = [m.groups() for m in map(_EFF.search, path.read_text().splitlines()) if m]
+            params = Path(folder) / f"{key}-launch_params.txt"
+            lines = params.read_text().split(" launch(es):")[1].strip().splitlines() if params.exists() else []
+            launches = [line for line in lines if line.startswith("launch ")]
+            moved = int(calls[0][1])
+            us = statistics.median(float(c[2]) for c in calls)
+            regions.append({"region": key, "calls": len(calls), "launches": int(calls[0][0]),
+                            "schedules": [_kind(line) for line in launches] or ["?"],
+                            "naive": [line for line in launches if _kind(line) == "naive"],
+                            "bytes": moved, "us": us, "gbps": moved / us / 1e3,
+                            "pct_copy": 100 * moved / us / 1e3 / copy_gbps})
+    return sorted(regions, key=lambda r: -r["us"] * r["calls"])
+
+
+def _kind(launch_line: str) -> str:
+    schedule = launch_line.split("): ", 1)[-1]
+    return next((k for k in _KINDS if schedule.startswith(k)), schedule.split(":")[0])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="gpt2,llama,bert")
+    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--seq", type=int, default=512)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=5, help="steps per implementation per round")
+    parser.add_argument("--json", help="write the rows here")
+    parser.add_argument("--no-regions", action="store_true", help="skip the per-region table")
+    opts = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    import suite
+
+    gpu = torch.cuda.get_device_name()
+    driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                            capture_output=True, text=True).stdout.strip()
+    copy_gbps = suite.copy_bandwidth_gbps()
+    print(f"GPU: {gpu}; driver {driver}; torch {torch.__version__}; copy bandwidth {copy_gbps:.0f} GB/s; "
+          f"batch {opts.batch} x seq {opts.seq}\n")
+    wanted = [(f, m) for f in opts.models.split(",") for m in opts.modes.split(",")]
+    rows: list[dict] = []
+
+    def write_json() -> None:
+        if opts.json:
+            Path(opts.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(opts.json).write_text(json.dumps({"gpu": gpu, "driver": driver, "torch": torch.__version__,
+                                                   "date": time.strftime("%Y-%m-%d"), "copy_gbps": copy_gbps,
+                                                   "complete": len(rows) == len(wanted), "rows": rows}, indent=2))
+
+    print("| model, mode | ms per step e / i / m (spread m) | GPU kernel ms e / i / m | kernels e / i / m "
+          "| vs eager / Inductor | compile s i / m | diff to eager i / m |\n" + "|---" * 7 + "|")
+    for family, mode in wanted:
+        try:
+            row = run_row(family, mode, opts.batch, opts.seq, opts.rounds, opts.steps)
+        except Exception as e:  # noqa: BLE001 - a row that fails is reported, the others still run
+            row = {"model": family, "mode": mode, "error": f"{type(e).__name__}: {str(e)[:300]}"}
+            rows.append(row)
+            print(f"| {family}, {mode} | failed: {row['error'][:160]} |", flush=True)
+            write_json()
+            continue
+        e, i, m = (row[n] for n in IMPLEMENTATIONS)
+        print(f"| {family}, {mode} | {e['ms']:.2f} / {i['ms']:.2f} / {m['ms']:.2f} ({m['spread_ms']:.2f}) | "
+              f"{e['gpu_kernel_ms']:.2f} / {i['gpu_kernel_ms']:.2f} / {m['gpu_kernel_ms']:.2f} | "
+              f"{e['kernels']} / {i['kernels']} / {m['kernels']} | "
+              f"{row['vs_eager']:.2f}x / {row['vs_inductor']:.2f}x | "
+              f"{i['compile_s']:.1f} / {m['compile_s']:.1f} | {i['difference_to_eager']:.1e} / "
+              f"{m['difference_to_eager']:.1e} |", flush=True)
+        rows.append(row)
+        write_json()
+    ok = [r for r in rows if "error" not in r]
+    if ok:
+        geo = math.exp(sum(math.log(r["vs_inductor"]) for r in ok) / len(ok))
+        print(f"\ngeometric mean vs Inductor: {geo:.2f}x over {len(ok)} rows ({len(rows) - len(ok)} failed); "
+              f"min {min(r['vs_inductor'] for r in ok):.2f}x; vs eager min {min(r['vs_eager'] for r in ok):.2f}x")
+    naive = []
+    if not opts.no_regions:
+        for row in ok:
+            regions = region_table(row["model"], row["mode"], opts.batch, opts.seq, copy_gbps)
+            row["regions"] = regions
+            write_json()
+            print(f"\n### mlirfuse regions: {row['model']}, {row['mode']}\n\n| region | calls | launches | schedules "
+                  "| MB | us | GB/s | % copy BW |\n" + "|---" * 8 + "|")
+            for r in regions:
+                slow = " (below 75%)" if r["bytes"] >= BIG_REGION and r["pct_copy"] < 75 else ""
+                print(f"| {r['region']} | {r['calls']} | {r['launches']} | {', '.join(r['schedules'])} | "
+                      f"{r['bytes'] / 1e6:.1f} | {r['us']:.1f} | {r['gbps']:.0f} | {r['pct_copy']:.0f}%{slow} |")
+            naive += [f"{row['model']} {row['mode']} region {r['region']}: {line}"
+                      for r in regions for line in r["naive"]]
+    write_json()
+    if naive:
+        print(f"\nNAIVE KERNELS ({len(naive)}): every launch below runs one thread an element\n" + "\n".join(naive))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
