@@ -243,6 +243,24 @@ def test_pointwise_on_strided_inputs(dtype, inner) -> None:
     assert schedules(c) == ["pointwise"], c.stages["launch_params"]
 
 
+@pytest.mark.parametrize("p_shape", [(1, 6, 40), (4, 1, 40), (1, 6, 1)], ids=["tile-over-batch", "tile-over-seq",
+                                                                       "row-over-batch"])
+@pytest.mark.parametrize("row", [40, 3000], ids=["held", "looping"])
+def test_normalization_reading_a_broadcast_tile(p_shape, row) -> None:
+    """GPT-2's first LayerNorm normalizes token + position embeddings ([B, S, H] + [1, S, H]):
+    one normalization kernel, the broadcast operand's row picked by the row loops it has
+    (it was 9 launches: the sum written out, then each reduction its own kernel)."""
+    def fn(x, p, w, b):
+        y = x + p
+        mean = y.mean(-1, keepdim=True)
+        d = y - mean
+        return d * ops.rsqrt((d * d).mean(-1, keepdim=True) + 1e-5) * w + b, y
+
+    p_shape = p_shape[:2] + (row if p_shape[2] != 1 else 1,)
+    c = check(fn, randn(4, 6, row), randn(*p_shape), randn(row), randn(row), reduction_size=row)
+    assert [s.split(" (")[0] for s in schedules(c)] == ["normalization"], c.stages["launch_params"]
+
+
 def test_inner_reduction_of_empty_rows() -> None:
     """Rows of no elements: one (empty) chunk each, the output its initial value."""
     c = check(lambda t: (t * 2.0).sum(-1), np.zeros((3, 0), np.float32))

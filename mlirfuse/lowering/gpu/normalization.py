@@ -104,6 +104,9 @@ class Member:
     cols: list[int]  # the loop dims within a row (none for a row op)
     roles: dict[int, str]  # id(operand) -> TILE, COL, ROW or SCALAR, for memref operands
     combiners: list[ir.Operation] = field(default_factory=list)  # a reduction's, per output
+    # id(operand) -> positions in `rows` of the row loops it has, where it is broadcast over
+    # the others (a [1, S, H] tile of [B, S, H] rows: GPT-2's position embeddings)
+    broadcast: dict[int, list[int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -113,6 +116,10 @@ class Chain:
     row_classes: list[Any]
     col_classes: list[Any]
     extents: "_Extents"
+
+    def broadcast_rows(self) -> dict[ir.Value, list[int]]:
+        """Buffer -> the positions of the row loops it has, for buffers broadcast over others."""
+        return {o.value: m.broadcast[id(o)] for m in self.members for o in m.generic.operands if id(o) in m.broadcast}
 
     @property
     def reductions(self) -> list[Member]:
@@ -149,12 +156,18 @@ def _member(g: Generic, extents: _Extents, row_classes: list[Any], col_classes: 
     else:
         return None
     unit = {d for d in range(g.n_loops) if g.static[d] == 1}
-    roles = {}
+    roles, broadcast = {}, {}
     for o in g.operands:
         if not o.is_memref:
             continue
         dims = [r for r in o.results if r != ZERO and r not in unit]
         role = {tuple(rows + cols): TILE, tuple(cols): COL, tuple(rows): ROW, (): SCALAR}.get(tuple(dims))
+        if role is None and not o.is_output:  # broadcast over some row loops
+            prefix = dims[:len(dims) - len(cols)] if cols and dims[len(dims) - len(cols):] == cols else dims
+            if prefix and all(d in rows for d in prefix) and [rows.index(d) for d in prefix] == \
+                    sorted(rows.index(d) for d in prefix):
+                role = TILE if prefix is not dims else ROW
+                broadcast[id(o)] = [rows.index(d) for d in prefix]
         if role is None or (o.is_output and role != (TILE if kind == TILE else ROW)):
             return None
         if o.is_output and kind != REDUCE and list(o.arg.uses):
@@ -162,7 +175,7 @@ def _member(g: Generic, extents: _Extents, row_classes: list[Any], col_classes: 
         roles[id(o)] = role
     if kind == ROW and any(r in (TILE, COL) for r in roles.values()):
         return None
-    return Member(g, kind, rows, cols, roles, combiners)
+    return Member(g, kind, rows, cols, roles, combiners, broadcast)
 
 
 def find_chains(ops: list[ir.Operation]) -> list[Chain]:

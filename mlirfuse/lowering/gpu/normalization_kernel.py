@@ -54,6 +54,15 @@ class NormalizationKernel:
         self.row_ok = arith.cmpi(arith.CmpIPredicate.ult, self.row, rows)
         self.safe_row = arith.select(self.row_ok, self.row, index_const(0))  # rows > 0: in bounds
         self.row_ivs = delinearize(self.row, row_ext)
+        # Buffers broadcast over some row loops: their row at this (safe) row, once per thread.
+        self.broadcast_rows: dict[ir.Value, ir.Value] = {}
+        safe_ivs = None
+        for buffer, positions in chain.broadcast_rows().items():
+            safe_ivs = safe_ivs or delinearize(self.safe_row, row_ext)
+            linear = index_const(0)
+            for p in positions:
+                linear = arith.addi(arith.muli(linear, row_ext[p]), safe_ivs[p])
+            self.broadcast_rows[buffer] = linear
 
     # -- the chain, member by member
     def run(self, width: int, slots: int, looping: bool) -> None:
@@ -107,7 +116,7 @@ class NormalizationKernel:
     def row_value(self, buffer: ir.Value) -> ir.Value:
         if buffer in self.row_values:
             return self.row_values[buffer]
-        return self.row_load(buffer, ROW, [self.safe_row])
+        return self.row_load(buffer, ROW, [self.broadcast_rows.get(buffer, self.safe_row)])
 
     def row_load(self, buffer: ir.Value, role: str, index: list[ir.Value]) -> ir.Value:
         key = (buffer, role)
@@ -226,7 +235,8 @@ class NormalizationKernel:
             slots = []
             for col, ok in zip(chunk.cols, chunk.valid):
                 col = arith.select(ok, col, index_const(0))
-                loaded = load(view, [self.safe_row, col] if role == TILE else [col], chunk.width)
+                row = self.broadcast_rows.get(buffer, self.safe_row)
+                loaded = load(view, [row, col] if role == TILE else [col], chunk.width)
                 slots.append([element(loaded, e) for e in range(chunk.width)])
             chunk.memo[key] = slots
         return chunk.memo[key]
