@@ -235,10 +235,12 @@ def test_pointwise_on_strided_inputs(dtype, inner) -> None:
     k = randn(2, 6, 4, inner, dtype=dtype)[:, :, 1:, :].transpose(0, 2, 1, 3)  # sliced, then permuted
     cos = randn(1, 1, 6, inner, dtype=dtype)
 
-    def fn(q, k, cos):
-        return q * cos + k, ops.exp(q)
+    kt = randn(2, 3, inner, 6, dtype=dtype)  # contiguous, read transposed beside them
 
-    c = check(fn, q, k, cos)
+    def fn(q, k, cos, kt):
+        return q * cos + k, ops.exp(q) * ops.permute(kt, [0, 1, 3, 2])
+
+    c = check(fn, q, k, cos, kt)
     assert not q.flags.c_contiguous and c.fusion.specs[0].contiguous is False
     assert schedules(c) == ["pointwise"], c.stages["launch_params"]
 

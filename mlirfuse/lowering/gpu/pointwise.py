@@ -1,7 +1,8 @@
 """The pointwise kernel: a linalg.generic with only parallel loops whose memrefs are
 contiguous and indexed by the identity or by a broadcast (a subset of the loops, in order),
 or are inputs of any strided layout (a permuted view: attention's heads), read element by
-element at their multi-dimensional indices.
+element at their multi-dimensional indices (so are transposed inputs of such a generic,
+which the transpose kernel cannot take for the strided one).
 
 Thread t of block b handles vectors (b * unroll + u) * block + t, u < unroll, of `vector`
 elements each: 128-bit `vector.load`/`vector.store` with `alignment = 16` (4 x f32, 8 x
@@ -45,24 +46,26 @@ from mlirfuse.lowering.linalg_builders import ZERO, index_const
 class PointwiseMatch:
     generic: Generic
     flat: bool  # every memref indexed by identity and no linalg.index: one linear index
-    strided: list[Operand]  # inputs of a strided layout: read element by element
+    elementwise: list[Operand]  # strided inputs (and transposed ones beside them): read element by element
 
 
 def match_pointwise(g: Generic) -> PointwiseMatch | str:
     if any(g.reduction) or g.n_loops == 0:
         return "not all loops are parallel"
     identity = list(range(g.n_loops))
+    memrefs = [o for o in g.operands if o.is_memref]
+    elementwise = [o for o in memrefs if o.strided]
     for i, o in enumerate(g.operands):
         if not o.is_memref:
             continue
         if o.is_output and o.results != identity:
             return f"output {i} is not indexed by the identity"
-        if not monotone(o.results) and not _vector_access(o, g.n_loops):
-            return f"operand {i} is transposed ({o.results})"
-    memrefs = [o for o in g.operands if o.is_memref]
-    strided = [o for o in memrefs if o.strided]
-    is_flat = all(o.results == identity for o in memrefs) and not g.has_index_ops() and not strided
-    return PointwiseMatch(g, is_flat, strided)
+        if not monotone(o.results) and not _vector_access(o, g.n_loops) and not o.strided:
+            if not elementwise or o.is_output:
+                return f"operand {i} is transposed ({o.results})"
+            elementwise.append(o)
+    is_flat = all(o.results == identity for o in memrefs) and not g.has_index_ops() and not elementwise
+    return PointwiseMatch(g, is_flat, elementwise)
 
 
 def emit_pointwise(m: PointwiseMatch, params: S.PointwiseParams) -> ir.Operation:
@@ -75,8 +78,10 @@ def emit_pointwise(m: PointwiseMatch, params: S.PointwiseParams) -> ir.Operation
                  for o in g.operands if o.is_memref}
         vec = params.vector
         vector_ok = None
+        one_by_one = {id(o) for o in m.elementwise}
         if vec > 1:
-            vectored = [o for o in g.operands if o.is_memref and _vector_access(o, g.n_loops) and not o.strided]
+            vectored = [o for o in g.operands if o.is_memref and _vector_access(o, g.n_loops)
+                        and id(o) not in one_by_one]
             vector_ok = arith.andi(divisible(total if m.flat else extents[-1], vec),
                                    aligned([o.value for o in vectored], [vec * o.element_bytes for o in vectored]))
         per_block = params.unroll * params.block
@@ -158,7 +163,7 @@ class _PointwiseKernel:
             view = self.views[id(o)]
             zero = index_const(0)
             indices = None if self.m.flat else [zero if r == ZERO else ivs[r] for r in o.results]
-            if o.strided:  # element by element: the layout is only known at run time
+            if any(o is e for e in self.m.elementwise):  # element by element: a run-time layout, or transposed
                 inner = g.n_loops - 1
                 values[id(o)] = [memref.load(o.value, [arith.addi(i, index_const(e)) if e and r == inner else i
                                                        for i, r in zip(indices, o.results)]) for e in range(width)]
