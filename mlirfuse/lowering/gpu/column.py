@@ -38,6 +38,7 @@ from mlirfuse.lowering.gpu.kernels import (
     element,
     flat,
     guarded_launch,
+    in_order,
     load,
     product,
     variants,
@@ -97,11 +98,11 @@ def match_column_reduction(g: Generic) -> ColumnReductionMatch | str:
         ds = dims(o)
         if ds == kept:
             invariant.append(o)
-        elif ds[len(ds) - n_kept:] == kept and _in_order(ds[:len(ds) - n_kept], reduced):
+        elif ds[len(ds) - n_kept:] == kept and in_order(ds[:len(ds) - n_kept], reduced):
             columns.append(o)  # read at [row, column]: its own row, or one broadcast over some reduced loops
             if ds[:len(ds) - n_kept] != reduced:
                 broadcast[id(o)] = ds[:len(ds) - n_kept]
-        elif _in_order(ds, reduced):
+        elif in_order(ds, reduced):
             per_row.append(o)
             if ds != reduced:
                 broadcast[id(o)] = ds
@@ -113,11 +114,6 @@ def match_column_reduction(g: Generic) -> ColumnReductionMatch | str:
     return ColumnReductionMatch(g, kept, reduced, columns, invariant, combiners, row_operands=per_row,
                                 broadcast_rows=broadcast)
 
-
-def _in_order(dims: list[int], loops: list[int]) -> bool:
-    """`dims` are some of `loops`, in their order."""
-    position = [loops.index(d) for d in dims if d in loops]
-    return len(position) == len(dims) and position == sorted(set(position))
 
 
 def emit_column_reduction(m: ColumnReductionMatch, params: S.ColumnReductionParams) -> ir.Operation:

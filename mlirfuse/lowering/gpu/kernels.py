@@ -172,6 +172,12 @@ def _n_outputs(op: ir.Operation) -> int:
     return sizes[1]
 
 
+def in_order(dims: Sequence[int], loops: Sequence[int]) -> bool:
+    """`dims` are some of `loops`, in their order: an operand broadcast over the others."""
+    position = [loops.index(d) for d in dims if d in loops]
+    return len(position) == len(dims) and position == sorted(set(position))
+
+
 def monotone(results: Sequence[int]) -> bool:
     """The loop dims (constants aside) appear in increasing order: no transpose."""
     dims = [r for r in results if r != ZERO]

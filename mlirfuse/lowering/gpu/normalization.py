@@ -45,6 +45,7 @@ from mlirfuse.lowering.gpu.kernels import (
     flat,
     guarded_launch,
     host_only,
+    in_order,
     product,
     set_kernel_attrs,
 )
@@ -164,8 +165,7 @@ def _member(g: Generic, extents: _Extents, row_classes: list[Any], col_classes: 
         role = {tuple(rows + cols): TILE, tuple(cols): COL, tuple(rows): ROW, (): SCALAR}.get(tuple(dims))
         if role is None and not o.is_output:  # broadcast over some row loops
             prefix = dims[:len(dims) - len(cols)] if cols and dims[len(dims) - len(cols):] == cols else dims
-            if prefix and all(d in rows for d in prefix) and [rows.index(d) for d in prefix] == \
-                    sorted(rows.index(d) for d in prefix):
+            if prefix and in_order(prefix, rows):
                 role = TILE if prefix is not dims else ROW
                 broadcast[id(o)] = [rows.index(d) for d in prefix]
         if role is None or (o.is_output and role != (TILE if kind == TILE else ROW)):

@@ -32,6 +32,7 @@ from mlirfuse.lowering.gpu.kernels import (
     element,
     flat,
     guarded_launch,
+    in_order,
     load,
     product,
 )
@@ -81,10 +82,10 @@ def match_inner_reduction(g: Generic) -> InnerReductionMatch | str:
             if dims != kept:
                 return f"output {i} is not indexed by the kept loops ({o.results})"
             row_loops[id(o)] = kept
-        elif dims[len(dims) - len(reduced):] == reduced and _in_order(dims[:len(dims) - len(reduced)], kept):
+        elif dims[len(dims) - len(reduced):] == reduced and in_order(dims[:len(dims) - len(reduced)], kept):
             rows.append(o)  # its row, or a row broadcast over some kept loops (all: weights)
             row_loops[id(o)] = dims[:len(dims) - len(reduced)]
-        elif _in_order(dims, kept):
+        elif in_order(dims, kept):
             invariant.append(o)  # a value per row, or broadcast over some kept loops
             row_loops[id(o)] = dims
         else:
@@ -96,11 +97,6 @@ def match_inner_reduction(g: Generic) -> InnerReductionMatch | str:
         return combiners
     return InnerReductionMatch(g, kept, reduced, rows, invariant, row_loops, combiners)
 
-
-def _in_order(dims: list[int], loops: list[int]) -> bool:
-    """`dims` are some of `loops`, in their order (an operand broadcast over the others)."""
-    position = [loops.index(d) for d in dims if d in loops]
-    return len(position) == len(dims) and position == sorted(set(position))
 
 
 def _threads_per_row(row_len: ir.Value, params: S.InnerReductionParams) -> ir.Value:
