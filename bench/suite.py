@@ -49,7 +49,8 @@ import torch  # noqa: E402
 from gpu_bench import copy_bandwidth_gbps, gelu_backward_t, gelu_bookend_t, host_us_per_call, ideal_bytes, kernel_us  # noqa: E402
 
 import mlirfuse  # noqa: E402
-from mlirfuse import gpu_kernel, ops  # noqa: E402
+from mlirfuse import DataType, gpu_kernel, ops  # noqa: E402
+from mlirfuse.frontend.indexing import iota_like  # noqa: E402
 
 P, EPS = 0.1, 1e-5
 ROUNDS = 3  # median kernel times per implementation, interleaved; the best is reported
@@ -176,6 +177,73 @@ CASES += [
          lambda a, b: ops.exp(a + b), lambda a, b: torch.exp(a + b)),
     Case("column sum over (0,1)", (16, 512, 4096), (2, 3, 64), lambda s, d: [_randn(s)],
          lambda x: x.sum((0, 1)), lambda x: x.sum((0, 1))),
+]
+
+
+# -- what real models showed (bench/models.py): the real-model issue's rows -------------------
+def cross_entropy(logits, target):
+    """Mean cross-entropy in float32 of bf16 logits and its gradient (softmax - one-hot) / N,
+    both ways in one function (HF's loss upcasts the logits)."""
+    x = ops.cast(logits, DataType.Float)
+    logp = ops.log_softmax(x, -1)
+    picked = ops.take_along_axis(logp, ops.unsqueeze(target, 1), 1)
+    n = x.shape[0]
+    loss = -(picked.sum() / n)
+    onehot = ops.cast(ops.eq(iota_like(x, 1), ops.unsqueeze(target, 1)), DataType.Float)
+    grad = (ops.exp(logp) - onehot) / n
+    return loss, ops.cast(grad, DataType.BFloat16)
+
+
+def cross_entropy_t(logits, target):
+    x = logits.float()
+    logp = torch.log_softmax(x, -1)
+    n = x.shape[0]
+    loss = -(logp.gather(1, target[:, None]).sum() / n)
+    onehot = torch.nn.functional.one_hot(target, x.shape[1]).float()
+    return loss, ((logp.exp() - onehot) / n).to(torch.bfloat16)
+
+
+def rotary(x, cos, sin):
+    half = x.shape[-1] // 2
+    x1, x2 = ops.slice_dim(x, -1, 0, half), ops.slice_dim(x, -1, half, x.shape[-1])
+    return x * cos + ops.cat([-x2, x1], -1) * sin
+
+
+def rotary_t(x, cos, sin):
+    x1, x2 = x.chunk(2, -1)
+    return x * cos + torch.cat((-x2, x1), -1) * sin
+
+
+def bias_gelu_dropout(x, b, seed):
+    h = ops.gelu(x + b)
+    return ops.where(ops.rand_like(h, seed=seed) >= P, h * (1 / (1 - P)), 0.0)
+
+
+def bias_gelu_dropout_t(x, b, seed):
+    return torch.nn.functional.dropout(torch.nn.functional.gelu(x + b), P)
+
+
+def _ce_inputs(shape, dtype):
+    logits = _randn(shape, dtype)
+    return [logits, torch.randint(0, shape[1], (shape[0],), device=logits.device)]
+
+
+def _rotary_inputs(shape, dtype):
+    return [_randn(shape, dtype), _randn((1, 1) + shape[2:], dtype), _randn((1, 1) + shape[2:], dtype)]
+
+
+CASES += [
+    Case("cross-entropy fwd+bwd", (8192, 32000), (64, 300), _ce_inputs, cross_entropy, cross_entropy_t,
+         torch.bfloat16),
+    Case("cross-entropy fwd+bwd", (8192, 128256), (64, 300), _ce_inputs, cross_entropy, cross_entropy_t,
+         torch.bfloat16),
+    Case("rotary embedding", (8, 32, 2048, 128), (2, 3, 16, 8), _rotary_inputs, rotary, rotary_t, torch.bfloat16),
+    Case("silu(a) * b", (16384, 11008), (64, 96), lambda s, d: [_randn(s, d), _randn(s, d)],
+         lambda a, b: ops.silu(a) * b, lambda a, b: torch.nn.functional.silu(a) * b, torch.bfloat16),
+    Case("middle-axis sum", (64, 1024, 256), (2, 30, 16), lambda s, d: [_randn(s)],
+         lambda x: x.sum(1), lambda x: x.sum(1)),
+    Case("bias+GELU+dropout", (8192, 3072), (64, 96), lambda s, d: [_randn(s, d), _randn(s[-1:], d), 7],
+         bias_gelu_dropout, bias_gelu_dropout_t, torch.bfloat16),
 ]
 
 WARM = """

@@ -189,7 +189,7 @@ class CompiledFusion:
         with fusion_dialect.context() as ctx:
             module = stages.parse_fusion(self.fusion_ir, self.fusion.specs, ctx)
             with dump.capture_log("mlirfuse.segmenter") as rejected:
-                stages.run(module, self._grouping().plan_stages(), record, "plan")
+                module = stages.run(module, self._grouping().plan_stages(), record, "plan")
             self._planned = (str(module), kernel_count(module))
         self._plan_ir = record
         dump.emit("fusion_ir_presched", record["stripped"], key)
@@ -251,7 +251,7 @@ class CompiledFusion:
         for name, text in self.executor.group_ir.items():
             with fusion_dialect.context() as ctx:
                 module = fusion_dialect.parse(text, ctx)
-                stages.run(module, self._backend_stages()[:1])
+                module = stages.run(module, self._backend_stages()[:1])
                 texts.append(f"// group @{name}\n{module}")
         return "\n".join(texts)
 

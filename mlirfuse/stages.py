@@ -125,15 +125,21 @@ def run(module: ir.Module, stages: list[Stage], record: dict[str, str] | None = 
     to go on from. A failing stage is a FusionError naming it and its pipeline."""
     from mlirfuse.passes import Pipeline
 
-    for stage in stages:
+    for k, stage in enumerate(stages):
         try:
             Pipeline(stage.pipeline).run(module)
         except FusionError as e:
             raise FusionError(f"{backend}: stage '{stage.name}' failed: {e}\npipeline: {stage.pipeline}") from None
         if after is not None:
             module = after(stage.name, module) or module
+        text = str(module) if record is not None or k + 1 < len(stages) else None
         if record is not None:
-            record[stage.name] = str(module)
+            record[stage.name] = text
+        if k + 1 < len(stages):
+            # The next stage reads the printed IR, as its mlirfuse-opt replay does: printing
+            # keeps no use-list order, on which one-shot bufferization's choices can depend
+            # (a cross-entropy's fwd+bwd bufferized to one more buffer in process than replayed).
+            module = ir.Module.parse(text, module.context)
     return module
 
 
