@@ -13,7 +13,7 @@ output, which keeps its linalg meaning (it was filled with the initial value), s
 threads a column each taking every few slices, then in a fixed order: deterministic, no
 atomics. The vector variant needs the column count a multiple
 of the vector and the pointers 16-byte aligned (checked on the host), else the scalar one
-runs. Parameters come from `schedules.column_reduction_heuristic`.
+runs. Parameters come from `heuristics.column_reduction_heuristic`.
 """
 
 from __future__ import annotations

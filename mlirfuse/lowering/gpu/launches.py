@@ -17,7 +17,7 @@ def merge_kernel_modules(module: ir.Module) -> None:
     and point the launches at it. Outlining makes one gpu.module per launch; each would be
     linked with libdevice, optimized and compiled (ptxas) on its own and loaded on its own at
     run time: one module does each of these once. Kernels given attributes by
-    `gpu_kernels.set_kernel_attrs` get them here."""
+    `kernels.set_kernel_attrs` get them here."""
     requested = gpu_kernels.requested_kernel_attrs(module.operation)
     modules = [op.operation for op in module.body.operations if op.operation.name == "gpu.module"]
     if not modules:

@@ -23,7 +23,7 @@ values from global memory, and a last pass writing the outputs. The two variants
 kernels (the host picks one per call, `gpu_kernels.ALTERNATIVE_ATTR`): ptxas compiles them
 in parallel, and the held rows do not share a register budget with the looping code
 (bias-dropout-add-LayerNorm: 68 bytes of spills in one kernel, none in the held variant's).
-Parameters come from `schedules.normalization_heuristic`.
+Parameters come from `heuristics.normalization_heuristic`.
 """
 
 from __future__ import annotations

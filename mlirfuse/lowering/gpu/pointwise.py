@@ -12,7 +12,7 @@ own indices: a vector where they run along the innermost loop, one scalar per ve
 they do not. The vector variant needs every vector-accessed pointer 16-byte aligned and the
 size (or the inner extent, with broadcasts) a multiple of the vector: the host checks and
 passes the choice in; otherwise the kernel runs its scalar variant. Parameters come from
-`schedules.pointwise_heuristic`.
+`heuristics.pointwise_heuristic`.
 """
 
 from __future__ import annotations
@@ -78,10 +78,9 @@ def emit_pointwise(m: PointwiseMatch, params: S.PointwiseParams) -> ir.Operation
                  for o in g.operands if o.is_memref}
         vec = params.vector
         vector_ok = None
-        one_by_one = {id(o) for o in m.elementwise}
         if vec > 1:
             vectored = [o for o in g.operands if o.is_memref and _vector_access(o, g.n_loops)
-                        and id(o) not in one_by_one]
+                        and not any(o is e for e in m.elementwise)]
             vector_ok = arith.andi(divisible(total if m.flat else extents[-1], vec),
                                    aligned([o.value for o in vectored], [vec * o.element_bytes for o in vectored]))
         per_block = params.unroll * params.block

@@ -7,7 +7,7 @@ ones: the tier is picked on the host from the row length), each accumulating eve
 butterflies within each warp (or group of lanes), then shared memory across the warps of a
 row. Lane 0 of the row writes
 `out[row] = combine(out[row], total)`, so the output keeps its linalg meaning (it was
-filled with the initial value before). Parameters come from `schedules`.
+filled with the initial value before). Parameters come from `heuristics`.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ the other (batch) loops, and both global sides are coalesced:
 The vector variant needs both extents multiples of the vector and the vector-accessed
 pointers aligned (checked on the host); the scalar variant reads and writes the same
 positions element by element, each guarded. Parameters come from
-`schedules.transpose_heuristic`.
+`heuristics.transpose_heuristic`.
 """
 
 from __future__ import annotations
