@@ -108,6 +108,7 @@ def compile_gpu(fusion_ir: str, specs: Sequence[InputSpec], arch: str = "sm_90",
         module = pipelines.parse_fusion(fusion_ir, specs, ctx, stages)
         path = pipelines.gpu_stages(arch, fmt, tk.root, use_schedules=use_schedules)
         module = pipelines.run(module, path[:-1], stages, "GPU backend", after)
+        module = ir.Module.parse(str(module), ctx)  # the last stage reads the printed IR too (stages.run)
         # Several kernels: ptxas compiles them in parallel (10-25% off the compile).
         options = toolchain.ptxas_options(toolchain.ptxas_of(tk)) if fmt != "isa" and counts["kernels"] > 1 else ""
         last = path[-1]._replace(pipeline=pipelines.gpu_llvm_stage(arch, fmt, tk.root, options))
