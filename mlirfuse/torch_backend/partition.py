@@ -27,6 +27,7 @@ from mlirfuse.torch_backend import aten_table as A
 
 DEVICES = ("cpu", "cuda")
 CONSTANT_ONLY = "computed from constants only (no tensor input): torch creates it"
+COPY_AT_EDGE = "copy at the end of a group, of a value the group does not write only for it"
 
 
 @dataclass
@@ -283,7 +284,9 @@ def _strip_edges(members: list[fx.Node], deps: dict[fx.Node, list[fx.Node]],
                  left: dict[fx.Node, str]) -> list[fx.Node]:
     """Views whose inputs all come from outside the group (leading) or whose users are all
     outside (trailing) run in torch, where they cost nothing; repeated until none is left.
-    A getitem goes with the op it reads."""
+    A getitem goes with the op it reads. Copies (clone) are views inside a group but a kernel
+    in torch: one leaves a group only at its end, and only where the group writes (or reads)
+    the value it copies anyway."""
     inside = set(members)
     changed = True
     while changed:
@@ -293,6 +296,12 @@ def _strip_edges(members: list[fx.Node], deps: dict[fx.Node, list[fx.Node]],
                 continue
             if n.target is operator.getitem:
                 strip, why = n.args[0] not in inside, "getitem of an op that runs in torch"
+            elif n.target in A.COPIES:  # a copy kernel in torch; inside, an identity
+                # Left to torch only where the group would have to write its input as well.
+                source = n.args[0]
+                strip = source not in inside or any(u not in inside and u is not n for u in source.users)
+                strip = strip and all(u not in inside for u in n.users)
+                why = COPY_AT_EDGE
             else:
                 strip = all(d not in inside for d in deps[n]) or all(u not in inside for u in n.users)
                 why = "view at the edge of a group (free in torch)"

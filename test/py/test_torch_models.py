@@ -24,7 +24,7 @@ from hf_models import FAMILIES, Step, build, exact_float64, grad_errors, train_s
 import mlirfuse  # noqa: E402
 from mlirfuse import torch_backend  # noqa: E402
 from mlirfuse.torch_backend.aten_table import NO_SCAN  # noqa: E402
-from mlirfuse.torch_backend.partition import CONSTANT_ONLY  # noqa: E402
+from mlirfuse.torch_backend.partition import CONSTANT_ONLY, COPY_AT_EDGE  # noqa: E402
 
 # What may stay with torch in a model: library calls (matmul, attention, embedding), views at
 # group edges (free in torch), getitems of library results, size arithmetic, and tensors made
@@ -32,7 +32,7 @@ from mlirfuse.torch_backend.partition import CONSTANT_ONLY  # noqa: E402
 # serves yet (OPT's position ids from the attention mask; the issue lets it stay, said why).
 # Single-op groups too, by default: one kernel either way (the strict test fuses them with
 # single_node=True).
-GLUE = ("library op, runs in torch", "view at the edge of a group (free in torch)",
+GLUE = ("library op, runs in torch", "view at the edge of a group (free in torch)", COPY_AT_EDGE,
         "getitem of an op that runs in torch", "scalar (size) arithmetic, runs in Python", CONSTANT_ONLY, NO_SCAN)
 SINGLE_OP = "group of a single op (MLIRFUSE_SINGLE_NODE=1 fuses it)"
 
