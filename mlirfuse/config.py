@@ -40,6 +40,7 @@ class Options:
     single_node: bool = False
     max_args: int = 128
     fallback: bool = True
+    pad_matmuls: str = "auto"  # torch backend: "auto" (CUDA half precision), "always", "off"
     dump: frozenset[str] = field(default_factory=frozenset)
     dump_dir: str | None = None
 
@@ -50,6 +51,7 @@ class Options:
             single_node=_flag("MLIRFUSE_SINGLE_NODE", False),
             max_args=_int("MLIRFUSE_MAX_ARGS", 128),
             fallback=not _flag("MLIRFUSE_DISABLE_FALLBACK", False),
+            pad_matmuls=os.environ.get("MLIRFUSE_PAD_MATMULS", "auto").strip().lower(),
             dump=frozenset(d.strip() for d in os.environ.get("MLIRFUSE_DUMP", "").split(",") if d.strip()),
             dump_dir=os.environ.get("MLIRFUSE_DUMP_DIR") or None,
         )
@@ -82,6 +84,8 @@ def set_options(**changes: object) -> Options:
         kind = _KINDS.get(name)
         if kind is not None and type(value) is not kind:  # bool is no int here, nor a string a bool
             raise FusionError(f"option {name}: expected {kind.__name__}, got {value!r}")
+    if changes.get("pad_matmuls", "auto") not in PAD_MATMULS:
+        raise FusionError(f"option pad_matmuls: expected one of {PAD_MATMULS}, got {changes['pad_matmuls']!r}")
     if changes.get("max_args", 1) < 1:  # type: ignore[operator]
         raise FusionError(f"option max_args: expected at least 1, got {changes['max_args']!r}")
     if "dump" in changes:
@@ -95,7 +99,8 @@ def set_options(**changes: object) -> Options:
     return previous
 
 
-_KINDS = {"horizontal": bool, "single_node": bool, "fallback": bool, "max_args": int}
+_KINDS = {"horizontal": bool, "single_node": bool, "fallback": bool, "max_args": int, "pad_matmuls": str}
+PAD_MATMULS = ("auto", "always", "off")
 
 
 def restore_options(previous: Options) -> None:

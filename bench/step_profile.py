@@ -1,0 +1,159 @@
+"""Where one real-model step spends its time: the top GPU kernels of each implementation
+(torch.profiler) and, for mlirfuse, the host functions (cProfile over several steps).
+
+    python bench/step_profile.py --model llama --mode bf16 [--impls eager,inductor,mlirfuse] [--top 15]
+
+The model x mode pairs are bench/models.py's. Markdown to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import cProfile
+import io
+import pstats
+import sys
+import time
+import warnings
+from collections import defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "test" / "py"))
+
+import torch  # noqa: E402
+from models import MODES, make_step  # noqa: E402
+
+
+def top_kernels(step, top: int) -> list[tuple[str, int, float]]:
+    """(kernel name, launches, total us) of one step, largest total first."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        step()
+        torch.cuda.synchronize()
+    totals: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+    for e in prof.events():
+        if e.device_type.name == "CUDA":
+            totals[e.name][0] += 1
+            totals[e.name][1] += e.device_time_total
+    rows = sorted(((name, int(n), us) for name, (n, us) in totals.items()), key=lambda r: -r[2])
+    return rows[:top]
+
+
+def host_ops(step, top: int) -> list[tuple[str, int, float]]:
+    """(op, calls, self CPU us) of one step, largest first: where the host time goes."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        step()
+        torch.cuda.synchronize()
+    rows = sorted(((e.key, e.count, e.self_cpu_time_total) for e in prof.key_averages()), key=lambda r: -r[2])
+    return rows[:top]
+
+
+def region_host_us(step, steps: int) -> tuple[float, int]:
+    """Host us per step spent inside mlirfuse's fused-region calls, and the calls per step."""
+    from mlirfuse.torch_backend import runtime
+
+    spent, calls, original = [0.0], [0], runtime.FusedRegion.__call__
+
+    def timed(self, *args):
+        start = time.perf_counter()
+        try:
+            return original(self, *args)
+        finally:
+            spent[0] += time.perf_counter() - start
+            calls[0] += 1
+    runtime.FusedRegion.__call__ = timed
+    try:
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    finally:
+        runtime.FusedRegion.__call__ = original
+    return spent[0] * 1e6 / steps, calls[0] // steps
+
+
+def syncs(step) -> int:
+    """Synchronizing torch calls in one step (torch's sync debug mode)."""
+    import warnings as w
+
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with w.catch_warnings(record=True) as caught:
+            w.simplefilter("always")
+            step()
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    for c in caught[:5]:
+        print(f"sync: {c.message}")
+    return len(caught)
+
+
+def host_profile(step, steps: int, top: int) -> str:
+    profiler = cProfile.Profile()
+    torch.cuda.synchronize()
+    profiler.enable()
+    for _ in range(steps):
+        step()
+    torch.cuda.synchronize()
+    profiler.disable()
+    out = io.StringIO()
+    stats = pstats.Stats(profiler, stream=out)
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+    return out.getvalue()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="llama")
+    parser.add_argument("--mode", default="bf16", choices=list(MODES))
+    parser.add_argument("--impls", default="eager,inductor,mlirfuse")
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--seq", type=int, default=512)
+    parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--host-steps", type=int, default=10)
+    opts = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    from hf_models import build
+
+    training, _, dtype = MODES[opts.mode]
+    torch.manual_seed(0)
+    base = build(opts.model, "real").to("cuda", dtype)
+    base = base if training else base.eval()
+    ids = torch.randint(0, base.config.vocab_size, (opts.batch, opts.seq), device="cuda")
+    for name in opts.impls.split(","):
+        model = copy.deepcopy(base)
+        step = make_step(model, model if name == "eager" else torch.compile(model, backend=name), ids, opts.mode)
+        for _ in range(3):
+            step()
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(10):
+            step()
+        torch.cuda.synchronize()
+        ms = (time.perf_counter() - start) * 100
+        rows = top_kernels(step, opts.top)
+        print(f"\n## {opts.model}, {opts.mode}, {name}: {ms:.2f} ms per step\n")
+        print("| kernel | launches | us |\n|---|---|---|")
+        for kernel, n, us in rows:
+            print(f"| {kernel[:110]} | {n} | {us:.1f} |")
+        print(f"\nsynchronizing calls per step: {syncs(step)}\n")
+        print("| host op | calls | self CPU us |\n|---|---|---|")
+        for op, n, us in host_ops(step, opts.top):
+            print(f"| {op[:90]} | {n} | {us:.1f} |")
+        if name == "mlirfuse":
+            us, calls = region_host_us(step, opts.host_steps)
+            print(f"\nfused-region calls: {calls} per step, {us:.0f} us host per step inside them")
+            print("\n```\n" + host_profile(step, opts.host_steps, 40) + "```")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
