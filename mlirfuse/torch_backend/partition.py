@@ -25,6 +25,8 @@ from mlirfuse.dtypes import to_dtype
 from mlirfuse.errors import FusionError
 from mlirfuse.torch_backend import aten_table as A
 
+aten = torch.ops.aten
+
 DEVICES = ("cpu", "cuda")
 CONSTANT_ONLY = "computed from constants only (no tensor input): torch creates it"
 COPY_AT_EDGE = "copy at the end of a group, of a value the group does not write only for it"
@@ -280,11 +282,23 @@ def partition_graph(graph: fx.Graph, forced: dict[fx.Node, str] | None = None,
     return Partition([Group(f"fused_{i}", ms) for i, ms in enumerate(final)], left)
 
 
+def _strides_rows(n: fx.Node) -> bool:
+    """A slice that makes a contiguous tensor's rows strided (a padded matmul's result cut back
+    to its true width): the group reads the contiguous tensor and slices it as index
+    arithmetic, where given the slice its kernels would read an operand of runtime strides."""
+    if n.target is not aten.slice.Tensor or not isinstance(n.args[0], fx.Node):
+        return False
+    source, result = n.args[0].meta.get("val"), n.meta.get("val")
+    return (isinstance(source, torch.Tensor) and isinstance(result, torch.Tensor)
+            and source.is_contiguous() and not result.is_contiguous())
+
+
 def _strip_edges(members: list[fx.Node], deps: dict[fx.Node, list[fx.Node]],
                  left: dict[fx.Node, str]) -> list[fx.Node]:
     """Views whose inputs all come from outside the group (leading) or whose users are all
     outside (trailing) run in torch, where they cost nothing; repeated until none is left.
-    A getitem goes with the op it reads. Copies (clone) are views inside a group but a kernel
+    A getitem goes with the op it reads; a slice that would hand the group strided rows stays
+    in it. Copies (clone) are views inside a group but a kernel
     in torch: one leaves a group only at its end, and only where the group writes (or reads)
     the value it copies anyway."""
     inside = set(members)
@@ -303,7 +317,8 @@ def _strip_edges(members: list[fx.Node], deps: dict[fx.Node, list[fx.Node]],
                 strip = strip and all(u not in inside for u in n.users)
                 why = COPY_AT_EDGE
             else:
-                strip = all(d not in inside for d in deps[n]) or all(u not in inside for u in n.users)
+                leading = all(d not in inside for d in deps[n])
+                strip = (leading and not _strides_rows(n)) or all(u not in inside for u in n.users)
                 why = "view at the edge of a group (free in torch)"
             if strip:
                 inside.discard(n)

@@ -112,7 +112,31 @@ def _compare_steps(family: str, mode: str, device: str, widths: str, batch: int,
         model.train()
         autocast = {"bf16_autocast": torch.bfloat16, "fp16_autocast": torch.float16}.get(mode)
         expected, got = train_step(model, model, ids, autocast), train_step(model, compiled, ids, autocast)
+        if autocast is not None:
+            _assert_close_or_more_accurate(model, ids, expected, got, mode)
+            return
     _assert_close_steps(expected, got, mode, grads=mode != "bf16")
+
+
+def _assert_close_or_more_accurate(model, ids, expected: Step, got: Step, mode: str) -> None:
+    """Under autocast, eager's own rounding is not the truth: GPT-2's 50257-wide output
+    projection runs cuBLAS's unaligned bf16 kernel in eager, whose gradients are up to 3% off
+    float64's where the padded (aligned) matmul mlirfuse and Inductor run is 0.4% off. A
+    gradient further from eager's than the tolerance passes only where it is no further from
+    a float64 step's than eager's is (25% and 1e-3 of slack). Logits and loss: eager's."""
+    _assert_close_steps(expected, got, mode, grads=False)
+    try:
+        _assert_close_steps(expected, got, mode)
+        return
+    except AssertionError as far_from_eager:
+        import copy
+
+        exact = copy.deepcopy(model).double()
+        truth = train_step(exact, exact, ids, None)
+        eager_err, got_err = grad_errors(truth, expected), grad_errors(truth, got)
+        worse = {name: f"{got_err[name][0]:.3g} vs eager's {eager_err[name][0]:.3g}" for name in truth.grads
+                 if got_err[name][0] > 1.25 * eager_err[name][0] + 1e-3}
+        assert not worse, f"{far_from_eager}; and less accurate than eager against float64: {worse}"
 
 
 @pytest.mark.parametrize("mode", ["f64", "f32", "bf16_autocast", "fp16_autocast", "bf16"])
