@@ -11,10 +11,10 @@ from mlirfuse.config import options, restore_options, set_options
 from mlirfuse.dtypes import DataType
 from mlirfuse.errors import FusionError
 from mlirfuse.frontend import ops
-from mlirfuse.frontend.fusion_definition import FusionDefinition
+from mlirfuse.frontend.fusion_definition import FusionDefinition, compute_tensor_descriptor
 from mlirfuse.frontend.graph import Tensor
 from mlirfuse.frontend.jit import jit
 
 __version__ = "0.1.0"
-__all__ = ["DataType", "FusionDefinition", "FusionError", "Tensor", "jit", "ops", "options",
+__all__ = ["DataType", "FusionDefinition", "FusionError", "compute_tensor_descriptor", "Tensor", "jit", "ops", "options",
            "reference", "restore_options", "set_options"]

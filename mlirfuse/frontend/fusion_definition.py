@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import Any, Sequence
+
+import numpy as np
 
 from mlirfuse.arrays import classify_all, placement
 from mlirfuse.compiler import CompiledFusion
 from mlirfuse.dtypes import DataType, to_dtype
 from mlirfuse.errors import FusionError
+from mlirfuse.frontend import nvfuser_ops
 from mlirfuse.frontend import ops as ops_module
 from mlirfuse.frontend.graph import Fusion, InputSpec, Tensor, tracing
+
+
+NVFUSER_NAMES = nvfuser_ops.NVFUSER_NAMES
 
 
 class _Ops:
@@ -20,8 +27,9 @@ class _Ops:
         self._fd = fd
 
     def __getattr__(self, name: str) -> Any:
-        fn = getattr(ops_module, name, None)
-        if fn is None or name.startswith("_") or not callable(fn) or name not in ops_module.__all__:
+        module = nvfuser_ops if name in nvfuser_ops.NVFUSER_NAMES else ops_module
+        fn = getattr(module, name, None)
+        if fn is None or name.startswith("_") or not callable(fn) or name not in module.__all__:
             raise AttributeError(f"fd.ops has no op {name!r}")
 
         @functools.wraps(fn)
@@ -32,7 +40,7 @@ class _Ops:
         return recorded
 
     def __dir__(self) -> list[str]:
-        return list(ops_module.__all__)
+        return list(ops_module.__all__) + NVFUSER_NAMES
 
 
 class FusionDefinition:
@@ -44,6 +52,7 @@ class FusionDefinition:
         self._compiled: dict[tuple[str, bool], CompiledFusion] = {}  # (backend, keeps stages)
         self._tracing = None
         self._finalized = False
+        self._aliases: dict[int, int] = {}  # output position -> the input it is written into
 
     def __enter__(self) -> "FusionDefinition":
         if self._finalized:
@@ -107,8 +116,41 @@ class FusionDefinition:
 
     define_constant = define_scalar
 
-    def add_output(self, t: Tensor) -> None:
+    def from_pytorch(self, tensor: Any, static_sizes: bool = False) -> Tensor:
+        """An input laid out as `tensor` (torch or numpy): its dtype, its rank with size-1 dims
+        as broadcast dims, its contiguity; its sizes fixed with `static_sizes`, else symbolic."""
+        self._check_open("from_pytorch")
+        shape = getattr(tensor, "shape", None)
+        if shape is None or not hasattr(tensor, "dtype"):
+            raise FusionError(f"from_pytorch: expected a tensor, got {type(tensor).__name__}")
+        sizes = [int(s) for s in shape]
+        strides = _element_strides(tensor)
+        dims = sizes if static_sizes else [1 if s == 1 else -1 for s in sizes]
+        return self.define_tensor(dims, dtype=tensor.dtype, contiguity=_is_contiguous(sizes, strides),
+                                  is_cpu=str(getattr(tensor, "device", "cpu")).startswith("cpu") and not sizes)
+
+    def define_vector(self, values: Any, dtype: Any = DataType.Int) -> list[Any]:
+        """nvFuser's vector of scalars, for shapes: a list of ints and scalars (runtime sizes
+        included); `define_vector(n)` makes n runtime int scalar inputs."""
+        self._check_open("define_vector")
+        if isinstance(values, int) and not isinstance(values, bool):
+            return [self.define_scalar(dtype=dtype) for _ in range(values)]
+        if not isinstance(values, (list, tuple)) or not all(isinstance(v, (int, Tensor)) for v in values):
+            raise FusionError(f"define_vector: expected a list of ints and scalars, or a length, got {values!r}")
+        return list(values)
+
+    def add_output(self, t: Tensor, alias_input: Tensor | None = None) -> None:
+        """An output; with `alias_input`, written into that input in place (nvFuser's in-place
+        update) and not returned by `execute`."""
         self._check_open("add_output")
+        if alias_input is not None:
+            position = next((i for i, x in enumerate(self.fusion.inputs) if x is alias_input), None)
+            if position is None or self.fusion.specs[position].scalar:
+                raise FusionError("add_output: alias_input must be a tensor input of this definition")
+            if alias_input.dtype != t.dtype or alias_input.ndim != t.ndim:
+                raise FusionError(f"add_output: cannot write a {t.dtype.value} tensor of rank {t.ndim} into the "
+                                  f"{alias_input.dtype.value} input {position} of rank {alias_input.ndim}")
+            self._aliases[len(self.fusion.outputs)] = position
         self.fusion.add_output(t)
 
     def compile(self, backend: str = "cpu") -> CompiledFusion:
@@ -130,16 +172,57 @@ class FusionDefinition:
             compiled = self._compiled[(backend, keep_stages)] = CompiledFusion(self.fusion, backend, keep_stages)
         return compiled
 
-    def execute(self, inputs: Sequence[Any], backend: str | None = None) -> list[Any]:
+    def execute(self, inputs: Sequence[Any], backend: str | None = None, *, device: Any = None,
+                **nvfuser_options: Any) -> list[Any]:
         """Run on `inputs` (tensors and runtime scalars in definition order).
 
-        GPU arrays run on the GPU, host arrays on the CPU unless backend='gpu'.
+        GPU arrays run on the GPU, host arrays on the CPU unless backend='gpu' (or a CUDA
+        `device`, nvFuser's argument). Outputs given an `alias_input` are written into it and
+        not returned. nvFuser's other options (profile, _enable_options, ...) have no effect
+        here: each warns once.
         """
         if not isinstance(inputs, (list, tuple)):
             raise FusionError("execute: inputs must be a list, in definition order")
+        for name in nvfuser_options:
+            if name not in _WARNED:
+                _WARNED.add(name)
+                warnings.warn(f"FusionDefinition.execute: nvFuser option {name!r} has no effect in mlirfuse",
+                              UserWarning, stacklevel=2)
         args = classify_all(inputs)
         where, _ = placement(args)
-        return self._compile("gpu" if where == "device" else backend or "cpu", keep_stages=False).run(args)
+        wanted = _backend_of(device)
+        if wanted == "cpu" and where == "device":
+            raise FusionError(f"execute: device={device!r} but the inputs are on the GPU")
+        backend = "gpu" if where == "device" else wanted or backend or "cpu"
+        outputs = self._compile(backend, keep_stages=False).run(args)
+        if not self._aliases:
+            return outputs
+        for out, position in self._aliases.items():
+            _write_into(inputs[position], outputs[out])
+        return [o for i, o in enumerate(outputs) if i not in self._aliases]
+
+    def validate(self, inputs: Sequence[Any], reference_outputs: Sequence[Any] | None = None) -> None:
+        """Run, and check every output against `reference_outputs` or, without them, against
+        mlirfuse's reference evaluator on the same inputs (as nvFuser checks against eager),
+        with dtype-aware tolerances; raises FusionError naming the first output that differs."""
+        from mlirfuse import reference
+
+        if reference_outputs is None:  # before execute, which may update inputs in place
+            arrays = [_to_numpy(x) if hasattr(x, "shape") else x for x in inputs]
+            expected = reference.evaluate(self._compile("cpu", keep_stages=False).fusion_ir, arrays)
+            reference_outputs = [o for i, o in enumerate(expected) if i not in self._aliases]
+        got = self.execute(inputs)
+        if len(got) != len(reference_outputs):
+            raise FusionError(f"validate: {len(got)} outputs, {len(reference_outputs)} reference outputs")
+        for i, (g, want) in enumerate(zip(got, reference_outputs)):
+            g, want = _to_numpy(g), _to_numpy(want)
+            rtol, atol = _TOLERANCE.get(str(g.dtype), (0.0, 0.0))
+            try:
+                np.testing.assert_allclose(g.astype(np.float64) if g.dtype.kind == "V" or rtol else g,
+                                           want.astype(np.float64) if want.dtype.kind == "V" or rtol else want,
+                                           rtol=rtol, atol=atol, equal_nan=True)
+            except AssertionError as e:
+                raise FusionError(f"validate: output {i} differs from the reference:{e}") from None
 
     def __str__(self) -> str:
         return self.fusion.to_mlir()
@@ -154,3 +237,75 @@ def _is_contiguous(sizes: Sequence[int], strides: Sequence[int]) -> bool:
             return False
         expected *= size
     return True
+
+
+_WARNED: set[str] = set()  # nvFuser execute options already warned about
+_TOLERANCE = {"float64": (1e-7, 1e-9), "float32": (1e-4, 1e-5), "float16": (1e-2, 1e-3), "bfloat16": (2e-2, 1e-2)}
+
+
+def _backend_of(device: Any) -> str | None:
+    """nvFuser's `device` argument (an index, 'cuda:N', a torch.device) as a backend."""
+    if device is None:
+        return None
+    text = str(device)
+    if text == "cpu":
+        return "cpu"
+    if isinstance(device, int) or text.startswith("cuda"):
+        return "gpu"
+    raise FusionError(f"execute: unknown device {device!r} (an index, 'cuda:N' or 'cpu')")
+
+
+def _element_strides(tensor: Any) -> list[int]:
+    stride = getattr(tensor, "stride", None)
+    if callable(stride):  # torch
+        return list(stride())
+    itemsize = getattr(getattr(tensor, "dtype", None), "itemsize", 1) or 1
+    return [s // itemsize for s in getattr(tensor, "strides", ())]
+
+
+def _to_numpy(x: Any) -> np.ndarray:
+    if hasattr(x, "detach"):  # torch
+        import torch
+
+        x = x.detach().cpu()
+        return (x.float() if x.dtype in (torch.bfloat16,) else x).numpy()
+    return np.asarray(x)
+
+
+def _write_into(target: Any, value: Any) -> None:
+    """An in-place update of an input (torch or numpy) with an output."""
+    if hasattr(target, "copy_"):
+        import torch
+
+        target.copy_(value if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value)))
+    else:
+        np.copyto(target, np.asarray(value))
+
+
+def compute_tensor_descriptor(sizes: Sequence[int], strides: Sequence[int]) -> tuple[list[Any], list[int]]:
+    """nvFuser's `compute_tensor_descriptor(sizes, strides)`: (contiguity, stride_order).
+
+    stride_order[d] ranks dim d's stride (0 the innermost); dims of stride 0 keep their own
+    position in that order. Contiguity is listed in memory order (outermost first): None for
+    a broadcast dim (size 1 or stride 0), else whether the dim's stride is the extent of the
+    next non-broadcast dim inside it (1 for the innermost)."""
+    if len(sizes) != len(strides):
+        raise FusionError(f"compute_tensor_descriptor: {len(sizes)} sizes but {len(strides)} strides")
+    if any(s < 0 for s in strides):
+        raise FusionError(f"compute_tensor_descriptor: negative strides {list(strides)} are not supported")
+    rank = len(sizes)
+    order = sorted((d for d in range(rank) if strides[d] != 0), key=lambda d: -strides[d])  # stable
+    for d in range(rank):
+        if strides[d] == 0:
+            order.insert(d, d)
+    stride_order = [0] * rank
+    for position, d in enumerate(order):
+        stride_order[d] = rank - 1 - position
+    dense = [d for d in order if sizes[d] != 1 and strides[d] != 0]
+    contiguity: list[Any] = [None] * rank
+    for position, d in enumerate(order):
+        if d in dense:
+            k = dense.index(d)
+            inner = dense[k + 1] if k + 1 < len(dense) else None
+            contiguity[position] = strides[d] == (1 if inner is None else strides[inner] * sizes[inner])
+    return contiguity, stride_order

@@ -1,0 +1,79 @@
+"""nvFuser frontend ops with no mlirfuse op of their own, built from mlirfuse ops: `fd.ops`
+finds them here after `mlirfuse.frontend.ops` (they are not `mlirfuse.ops` names)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from mlirfuse.dtypes import DataType
+from mlirfuse.errors import FusionError
+from mlirfuse.frontend import ops as O
+from mlirfuse.frontend.graph import Tensor
+from mlirfuse.frontend.symbolic import product
+
+NVFUSER_NAMES = ["broadcast", "truediv", "signbit", "welford", "embedding_fwd"]
+__all__ = NVFUSER_NAMES
+
+
+def broadcast(x: Tensor, is_broadcast_dim: Sequence[bool]) -> Tensor:
+    """nvFuser's `broadcast(t, [bool, ...])`: a size-1 dim inserted wherever the flag is True;
+    the False entries are x's dims, in order."""
+    flags = [bool(f) for f in is_broadcast_dim]
+    if flags.count(False) != x.ndim:
+        raise FusionError(f"broadcast: {flags.count(False)} non-broadcast entries in {flags} for a tensor "
+                          f"of rank {x.ndim}")
+    for d, flag in enumerate(flags):
+        if flag:
+            x = O.unsqueeze(x, d)
+    return x
+
+
+def truediv(a: Any, b: Any) -> Tensor:
+    """Division that is true for integers too (nvFuser's `truediv`: int / int gives float)."""
+    def as_float(v: Any) -> Any:
+        if isinstance(v, Tensor):
+            return O.cast(v, DataType.Float) if not v.dtype.is_float else v
+        return float(v) if isinstance(v, (bool, int)) else v
+    if not any(isinstance(v, Tensor) and v.dtype.is_float for v in (a, b)):
+        a, b = as_float(a), as_float(b)
+    return O.div(a, b)
+
+
+def signbit(x: Tensor) -> Tensor:
+    """Whether the sign bit is set: x < 0, and for floats -0.0 too (1 / -0.0 is -inf)."""
+    negative = O.lt(x, 0)
+    if not x.dtype.is_float:
+        return negative
+    return O.logical_or(negative, O.logical_and(O.eq(x, 0), O.lt(O.reciprocal(x), 0)))
+
+
+def welford(x: Tensor, axes: Any) -> tuple[Tensor, Tensor, Tensor]:
+    """nvFuser's `welford(t, dims)`: (mean, sum of squared deviations from it, element count),
+    the count an int64 tensor of the mean's shape."""
+    dims = [O.normalize_dim(d, x.ndim, "welford") for d in ([axes] if isinstance(axes, int) else axes)]
+    mean = O.mean(x, dims, keepdim=True)
+    var_sum = O.sum(O.square(O.sub(x, mean)), dims)
+    avg = O.squeeze(mean, dims) if dims else mean
+    count = product([x.size(d) for d in dims]) if dims else 1
+    if isinstance(count, int):
+        return avg, var_sum, O.full(list(avg.shape), count, DataType.Int)
+    return avg, var_sum, O.sum(O.full(list(x.shape), 1, DataType.Int), dims)  # a runtime size
+
+
+def embedding_fwd(indices: Tensor, weight: Tensor, padding_idx: Any = None, max_norm: Any = None,
+                  norm_type: Any = None, scale_grad_by_freq: Any = None, sparse: Any = None) -> Tensor:
+    """torch.nn.functional.embedding's forward: weight's rows at `indices` (shape indices.shape
+    + [embedding dim]), rows whose `norm_type`-norm exceeds `max_norm` scaled down to it.
+    padding_idx, scale_grad_by_freq and sparse change only the gradient. torch also renorms
+    those rows of `weight` in place: here only the output is."""
+    if weight.ndim != 2:
+        raise FusionError(f"embedding_fwd: weight must be 2-D, got rank {weight.ndim}")
+    rows = O.index_select(weight, O.reshape(indices, [-1]), 0)
+    if max_norm is not None:
+        p = 2.0 if norm_type is None else norm_type
+        compute = DataType.Double if weight.dtype is DataType.Double else DataType.Float
+        norm = O.pow(O.sum(O.pow(O.abs(O.cast(rows, compute)), p), [-1], keepdim=True), O.div(1.0, p))
+        scale = O.where(O.gt(norm, max_norm), O.div(max_norm, O.add(norm, 1e-7)), 1.0)
+        rows = O.cast(O.mul(rows, scale), weight.dtype)
+    return O.reshape(rows, list(indices.shape) + [weight.shape[1]])

@@ -1,0 +1,169 @@
+"""nvFuser's FusionDefinition surface, from its documented behaviour: inputs from tensors
+(`from_pytorch`), vectors of sizes, in-place outputs (`add_output(t, alias_input=...)`),
+`execute(device=..., **options)`, `validate`, `compute_tensor_descriptor`, and the ops with
+nvFuser's names (`broadcast`, `truediv`, `signbit`, `welford`, `embedding_fwd`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import mlirfuse  # noqa: E402
+from mlirfuse import DataType, FusionDefinition, FusionError, compute_tensor_descriptor  # noqa: E402
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+FLOATS = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
+TOL = {torch.float32: 1e-5, torch.float64: 1e-12, torch.bfloat16: 2e-2, torch.float16: 2e-3}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_from_pytorch_defines_inputs_like_the_tensor(device) -> None:
+    x = torch.randn(3, 1, 5, device=device, dtype=torch.float64)
+    y = torch.randn(5, 3, device=device).t()  # transposed: not contiguous
+    with FusionDefinition() as fd:
+        a, b = fd.from_pytorch(x), fd.from_pytorch(y)
+        fd.add_output(fd.ops.add(a, fd.ops.cast(fd.ops.broadcast(b, [False, True, False]), DataType.Double)))
+    assert a.dtype is DataType.Double and a.shape[1] == 1  # size-1 dims are broadcast dims
+    (out,) = fd.execute([x, y])
+    torch.testing.assert_close(out, x + y.double()[:, None, :])
+    with FusionDefinition() as fd:
+        s = fd.from_pytorch(x, static_sizes=True)
+        fd.add_output(fd.ops.mul(s, 2.0))
+    assert s.shape == (3, 1, 5)
+    with pytest.raises(FusionError, match="expected a tensor"):
+        with FusionDefinition() as fd:
+            fd.from_pytorch([1, 2])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_an_output_aliased_to_an_input_updates_it_in_place_and_is_not_returned(device) -> None:
+    x = torch.ones(4, 4, device=device)
+    with FusionDefinition() as fd:
+        t0 = fd.from_pytorch(x)
+        t1 = fd.ops.add(t0, fd.define_scalar(1.0))
+        t2 = fd.ops.add(t1, fd.define_scalar(2.0))
+        fd.add_output(t1, alias_input=t0)
+        fd.add_output(t2)
+    out = fd.execute([x])
+    assert len(out) == 1
+    torch.testing.assert_close(out[0], torch.full((4, 4), 4.0, device=device))
+    torch.testing.assert_close(x, torch.full((4, 4), 2.0, device=device))
+    array = np.ones((2, 3), np.float32)  # numpy inputs are updated likewise
+    with FusionDefinition() as fd:
+        t = fd.define_tensor([-1, -1])
+        fd.add_output(fd.ops.mul(t, 3.0), alias_input=t)
+    assert fd.execute([array]) == [] and (array == 3.0).all()
+
+
+def test_alias_input_must_be_a_matching_tensor_input() -> None:
+    with pytest.raises(FusionError, match="alias_input must be a tensor input"):
+        with FusionDefinition() as fd:
+            t = fd.define_tensor([-1])
+            fd.add_output(fd.ops.mul(t, 2.0), alias_input=fd.ops.mul(t, 1.0))
+    with pytest.raises(FusionError, match="cannot write a float64"):
+        with FusionDefinition() as fd:
+            t = fd.define_tensor([-1])
+            fd.add_output(fd.ops.cast(t, DataType.Double), alias_input=t)
+
+
+def test_execute_honours_device_and_warns_once_per_nvfuser_option() -> None:
+    x = torch.randn(8)
+    with FusionDefinition() as fd:
+        fd.add_output(fd.ops.exp(fd.from_pytorch(x)))
+    with pytest.warns(UserWarning, match="'profile' has no effect"):
+        (out,) = fd.execute([x], device="cpu", profile=True)
+    torch.testing.assert_close(out, x.exp())
+    with pytest.raises(FusionError, match="unknown device"):
+        fd.execute([x], device="tpu")
+
+
+def test_validate_checks_against_the_reference_evaluator() -> None:
+    x = torch.randn(4, 6, dtype=torch.float64)
+    with FusionDefinition() as fd:
+        t = fd.from_pytorch(x)
+        fd.add_output(fd.ops.sum(fd.ops.tanh(t), [-1], False, DataType.Double))  # dtype positional
+    fd.validate([x])
+    fd.validate([x], [torch.tanh(x).sum(-1)])
+    with pytest.raises(FusionError, match="output 0 differs"):
+        fd.validate([x], [torch.tanh(x).sum(-1) + 1.0])
+
+
+def test_define_vector_gives_shapes() -> None:
+    x = torch.randn(2, 3, 4)
+    with FusionDefinition() as fd:
+        t = fd.from_pytorch(x)
+        fd.add_output(fd.ops.reshape(t, fd.define_vector([6, 4])))
+    (out,) = fd.execute([x])
+    torch.testing.assert_close(out, x.reshape(6, 4))
+    with pytest.raises(FusionError, match="define_vector"):
+        with FusionDefinition() as fd:
+            fd.define_vector([1.5])
+
+
+@pytest.mark.parametrize(("sizes", "strides", "contiguity", "order"), [
+    ([2, 4, 8], [32, 8, 1], [True, True, True], [2, 1, 0]),
+    ([2, 4], [1, 2], [True, True], [0, 1]),  # a transpose
+    ([2, 3, 1, 5, 4], [28, 4, 14, 0, 1], [False, None, True, None, True], [4, 2, 3, 1, 0]),
+    ([2, 2, 2, 2], [8, 4, 0, 2], [True, True, None, False], [3, 2, 1, 0]),  # stride 0 keeps its place
+])
+def test_compute_tensor_descriptor(sizes, strides, contiguity, order) -> None:
+    assert compute_tensor_descriptor(sizes, strides) == (contiguity, order)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_welford_broadcast_signbit(device, dtype) -> None:
+    x = torch.randn(5, 33, device=device).to(dtype)
+    x[0, :3] = torch.tensor([-0.0, 0.0, float("-inf")])
+    with FusionDefinition() as fd:
+        t = fd.from_pytorch(x)
+        avg, var_sum, n = fd.ops.welford(t, [1])
+        fd.add_output(avg)
+        fd.add_output(var_sum)
+        fd.add_output(n)
+        fd.add_output(fd.ops.signbit(t))
+    avg, var_sum, n, sign = fd.execute([x])
+    xf = x[1:].double()
+    torch.testing.assert_close(avg[1:].double(), xf.mean(1), rtol=TOL[dtype], atol=TOL[dtype])
+    torch.testing.assert_close(var_sum[1:].double(), xf.var(1, unbiased=False) * 33, rtol=TOL[dtype] * 4,
+                               atol=TOL[dtype] * 4)
+    assert n.dtype == torch.int64 and (n == 33).all()
+    assert torch.equal(sign, torch.signbit(x))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_truediv_of_integers_is_float(device) -> None:
+    i = torch.tensor([7, -7, 3], dtype=torch.int32, device=device)
+    with FusionDefinition() as fd:
+        t = fd.from_pytorch(i)
+        q = fd.ops.truediv(t, fd.define_scalar(2, DataType.Int))
+        fd.add_output(q)
+    assert q.dtype is DataType.Float
+    torch.testing.assert_close(fd.execute([i])[0], torch.tensor([3.5, -3.5, 1.5], device=device))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("max_norm", [None, 1.0])
+def test_embedding_fwd_matches_torch(device, dtype, max_norm) -> None:
+    g = torch.Generator().manual_seed(0)
+    idx = torch.randint(0, 10, (3, 5), generator=g).to(device)
+    w = torch.randn(10, 8, generator=g).to(device, dtype)
+    with FusionDefinition() as fd:
+        a, b = fd.from_pytorch(idx), fd.from_pytorch(w)
+        norm = None if max_norm is None else fd.define_scalar(max_norm)
+        fd.add_output(fd.ops.embedding_fwd(a, b, None, norm, None, None, None))
+    (out,) = fd.execute([idx, w])
+    want = F.embedding(idx, w.clone(), max_norm=max_norm)
+    torch.testing.assert_close(out, want, rtol=TOL[dtype], atol=TOL[dtype])
+
+
+def test_nvfuser_op_names_are_listed() -> None:
+    with FusionDefinition() as fd:
+        assert {"embedding_fwd", "welford", "broadcast", "signbit", "truediv", "exp"} <= set(dir(fd.ops))
+    assert "compute_tensor_descriptor" in mlirfuse.__all__
