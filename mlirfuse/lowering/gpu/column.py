@@ -61,6 +61,9 @@ class ColumnReductionMatch:
     row_operands: list[Operand] = field(default_factory=list)  # inputs read at [row] (per-row scalars)
     # id(operand) -> the reduced loops picking its row, where it is broadcast over the others
     broadcast_rows: dict[int, list[int]] = field(default_factory=dict)
+    # Kept loops outside the reduced ones in memory order (x.sum(1) of [B, R, C]: B), a batch of
+    # column reductions of the inner kept loops; empty for a reduction over the outer dims.
+    outer: list[int] = field(default_factory=list)
 
     def static_columns(self) -> int | None:
         return static_product(self.generic, self.kept)
@@ -90,8 +93,12 @@ def match_column_reduction(g: Generic) -> ColumnReductionMatch | str:
     if len(orders) > 1:
         return "operands order the reduced loops differently"
     if not orders:
+        batched = _match_batched(g, inputs, dims, kept, reduced_loops)
+        if not isinstance(batched, str):
+            return batched
         i, o = next(((i, o) for i, o in inputs if dims(o) != kept), (None, None))
-        return f"operand {i} is not read by column ({o.results})" if o else "no operand is read by column"
+        reason = f"operand {i} is not read by column ({o.results})" if o else "no operand is read by column"
+        return f"{reason}; as a batch of column reductions: {batched}"
     reduced = list(orders.pop())
     columns, invariant, per_row, broadcast = [], [], [], {}
     for i, o in inputs:
@@ -116,18 +123,55 @@ def match_column_reduction(g: Generic) -> ColumnReductionMatch | str:
 
 
 
+def _match_batched(g: Generic, inputs: list, dims, kept: list[int],
+                   reduced_loops: list[int]) -> ColumnReductionMatch | str:
+    """Reduced loops between kept ones in every operand's memory order ([outer, rows, inner]):
+    a column reduction of the inner kept loops for each index of the outer ones. Operands are
+    read at [outer, row, inner] or at the output's index."""
+    n_red = len(reduced_loops)
+    layouts, columns, invariant = set(), [], []
+    for i, o in inputs:
+        ds = dims(o)
+        if ds == kept:
+            invariant.append(o)
+            continue
+        start = next((k for k, d in enumerate(ds) if d in reduced_loops), None)
+        if start is None or len(ds) != len(kept) + n_red or sorted(ds[start:start + n_red]) != reduced_loops \
+                or ds[:start] + ds[start + n_red:] != kept:
+            return f"operand {i} is not read at [outer, row, inner] ({o.results})"
+        layouts.add((start, tuple(ds[start:start + n_red])))
+        columns.append(o)
+    if len(layouts) != 1:
+        return "operands order the loops differently" if layouts else "no operand is read by row"
+    start, reduced = layouts.pop()
+    if start == 0 or start == len(kept):
+        return "no kept loops on both sides of the reduced ones"
+    combiners = output_combiners(g)
+    if isinstance(combiners, str):
+        return combiners
+    return ColumnReductionMatch(g, kept, list(reduced), columns, invariant, combiners, outer=kept[:start])
+
+
 def emit_column_reduction(m: ColumnReductionMatch, params: S.ColumnReductionParams) -> ir.Operation:
     """Replace the generic with the two launches (and their workspace)."""
     g, p = m.generic, params
     with ir.InsertionPoint(g.op), g.op.location:
         ext = g.extents()
         one = index_const(1)
-        columns = product([ext[d] for d in m.kept])
+        inner = m.kept[len(m.outer):]
+        columns = product([ext[d] for d in inner])  # of one batch
+        batch = product([ext[d] for d in m.outer]) if m.outer else one
         rows = product([ext[d] for d in m.reduced])
         views = {}
         for o in m.column_operands:
-            split = next(pos for pos, r in enumerate(o.results) if r in m.kept)
-            views[id(o)] = collapse(o.value, [list(range(split)), list(range(split, o.type.rank))])
+            if m.outer:  # [outer, rows, inner]
+                first = next(pos for pos, r in enumerate(o.results) if r in m.reduced)
+                split = next(pos for pos in range(first, o.type.rank) if o.results[pos] in inner)
+                groups = [list(range(first)), list(range(first, split)), list(range(split, o.type.rank))]
+            else:
+                split = next(pos for pos, r in enumerate(o.results) if r in m.kept)
+                groups = [list(range(split)), list(range(split, o.type.rank))]
+            views[id(o)] = collapse(o.value, groups)
         for o in m.column_invariant + m.row_operands + g.outputs:
             views[id(o)] = flat(o.value)
         vectored = m.column_operands + m.column_invariant
@@ -139,28 +183,30 @@ def emit_column_reduction(m: ColumnReductionMatch, params: S.ColumnReductionPara
             width = arith.select(vector_ok, index_const(p.vector), one)
         col_blocks = arith.maxui(arith.ceildivui(columns, arith.muli(width, index_const(p.block_x))), one)
         most = arith.ceildivui(rows, index_const(p.block_y * p.min_rows_per_thread))
-        splits = arith.maxui(arith.minui(arith.ceildivui(index_const(p.target_blocks), col_blocks), most), one)
+        blocks = arith.muli(col_blocks, batch)
+        splits = arith.maxui(arith.minui(arith.ceildivui(index_const(p.target_blocks), blocks), most), one)
         rows_per_split = arith.ceildivui(rows, splits)
+        all_columns = arith.muli(columns, batch)  # the outputs' elements
         types = [o.type.element_type for o in g.outputs]
         dyn = ir.ShapedType.get_dynamic_size()
-        workspaces = [memref.alloc(ir.MemRefType.get([dyn, dyn], t), [splits, arith.maxui(columns, one)], [])
+        workspaces = [memref.alloc(ir.MemRefType.get([dyn, dyn], t), [splits, arith.maxui(all_columns, one)], [])
                       for t in types]
         workgroup = ir.Attribute.parse("#gpu.address_space<workgroup>")
         shared = [ir.MemRefType.get([p.block * p.vector], t, memory_space=workgroup) for t in types]
-        nonempty = arith.cmpi(arith.CmpIPredicate.ugt, columns, index_const(0))
-        body, guard = guarded_launch(g, "column-reduction", nonempty, arith.muli(col_blocks, splits),
+        nonempty = arith.cmpi(arith.CmpIPredicate.ugt, all_columns, index_const(0))
+        body, guard = guarded_launch(g, "column-reduction", nonempty, arith.muli(blocks, splits),
                                      index_const(p.block), shared)
     with ir.InsertionPoint(body.operations[len(body.operations) - 1]), g.op.location:
-        kernel = _ColumnKernel(m, p, views, ext, columns, rows, col_blocks, rows_per_split, workspaces,
+        kernel = _ColumnKernel(m, p, views, ext, columns, rows, col_blocks, splits, rows_per_split, workspaces,
                                list(body.arguments)[12:], body.arguments[0], body.arguments[3])
         variants(vector_ok, p.vector, kernel.variant)
     with ir.InsertionPoint(g.op), g.op.location:
-        grid = arith.ceildivui(columns, index_const(FINISH_COLUMNS))
+        grid = arith.ceildivui(all_columns, index_const(FINISH_COLUMNS))
         finish_shared = [ir.MemRefType.get([FINISH_BLOCK], t, memory_space=workgroup) for t in types]
         body, _ = guarded_launch(g, "column-reduction-finish", nonempty, grid, index_const(FINISH_BLOCK),
                                  finish_shared)
         with ir.InsertionPoint(body.operations[len(body.operations) - 1]):
-            _finish(m, views, columns, splits, workspaces, list(body.arguments)[12:], body.arguments[0],
+            _finish(m, views, all_columns, splits, workspaces, list(body.arguments)[12:], body.arguments[0],
                     body.arguments[3])
         for ws in workspaces:
             memref.dealloc(ws)
@@ -212,18 +258,28 @@ def _finish(m: ColumnReductionMatch, views: dict, columns: ir.Value, splits: ir.
 class _ColumnKernel:
     def __init__(self, m: ColumnReductionMatch, params: S.ColumnReductionParams, views: dict,
                  extents: list[ir.Value], columns: ir.Value, rows: ir.Value, col_blocks: ir.Value,
-                 rows_per_split: ir.Value, workspaces: list[ir.Value], shared: list[ir.Value],
+                 splits: ir.Value, rows_per_split: ir.Value, workspaces: list[ir.Value], shared: list[ir.Value],
                  bx: ir.Value, tx: ir.Value):
+        """Block bx: column block bx % col_blocks of slice (bx / col_blocks) % splits of batch
+        bx / (col_blocks * splits) (a batch of one without outer loops)."""
         self.m, self.g, self.p, self.views, self.extents = m, m.generic, params, views, extents
         self.columns, self.rows, self.workspaces, self.shared, self.tx = columns, rows, workspaces, shared, tx
         self.types = [o.type.element_type for o in self.g.outputs]
         self.col_block = arith.remui(bx, col_blocks)
         self.split = arith.divui(bx, col_blocks)
+        self.batch = None
+        if m.outer:
+            self.batch = arith.divui(self.split, splits)
+            self.split = arith.remui(self.split, splits)
         self.lane = arith.remui(tx, index_const(params.block_x))
         self.ty = arith.divui(tx, index_const(params.block_x))
         begin = arith.minui(arith.muli(self.split, rows_per_split), rows)
         self.row_begin = begin
         self.row_end = arith.minui(rows, arith.addi(begin, rows_per_split))
+
+    def flat(self, col: ir.Value) -> ir.Value:
+        """The output element of this batch's column `col`."""
+        return col if self.batch is None else arith.addi(arith.muli(self.batch, self.columns), col)
 
     def identities(self) -> list[ir.Value]:
         return [identity(c.name, t) for c, t in zip(self.m.combiners, self.types)]
@@ -258,14 +314,14 @@ class _ColumnKernel:
                         value = memref.load(self.shared[k], [at])
                         total = value if total is None else combine(self.m.combiners[k], total, value)
                     col = arith.addi(col0, index_const(e)) if e else col0
-                    memref.store(total, self.workspaces[k], [self.split, col])
+                    memref.store(total, self.workspaces[k], [self.split, self.flat(col)])
             scf.YieldOp([])
 
     def rows_loop(self, col0: ir.Value, width: int) -> list[ir.Value]:
         """Rows row_begin + ty, + block_y, ... of the slice, `unroll` at a time, then the rest
         one by one. Returns the accumulators, output-major ([k * width + e])."""
         p = self.p
-        invariant = {id(o): load(self.views[id(o)], [col0], width) for o in self.m.column_invariant}
+        invariant = {id(o): load(self.views[id(o)], [self.flat(col0)], width) for o in self.m.column_invariant}
         accs = [i for i in self.identities() for _ in range(width)]
         step = index_const(p.block_y * p.unroll)
         trips = arith.divui(arith.subi(self.row_end, self.row_begin), step)
@@ -290,7 +346,9 @@ class _ColumnKernel:
         """The column operands' vectors of this row, and the per-row operands' scalars (of the
         row an operand broadcast over some reduced loops has there)."""
         rows = self.broadcast_rows(row)
-        loaded = {id(o): load(self.views[id(o)], [rows.get(id(o), row), col0], width) for o in self.m.column_operands}
+        at = [] if self.batch is None else [self.batch]
+        loaded = {id(o): load(self.views[id(o)], at + [rows.get(id(o), row), col0], width)
+                  for o in self.m.column_operands}
         loaded.update({id(o): memref.load(self.views[id(o)], [rows.get(id(o), row)]) for o in self.m.row_operands})
         return loaded
 
@@ -325,5 +383,5 @@ class _ColumnKernel:
         if d in self.m.reduced:
             return delinearize(row, [self.extents[r] for r in self.m.reduced])[self.m.reduced.index(d)]
         if d in self.m.kept:
-            return delinearize(col, [self.extents[k] for k in self.m.kept])[self.m.kept.index(d)]
+            return delinearize(self.flat(col), [self.extents[k] for k in self.m.kept])[self.m.kept.index(d)]
         return index_const(0)  # a loop of extent 1
