@@ -16,5 +16,5 @@ from mlirfuse.frontend.graph import Tensor
 from mlirfuse.frontend.jit import jit
 
 __version__ = "0.1.0"
-__all__ = ["DataType", "FusionDefinition", "FusionError", "compute_tensor_descriptor", "Tensor", "jit", "ops", "options",
-           "reference", "restore_options", "set_options"]
+__all__ = ["DataType", "FusionDefinition", "FusionError", "compute_tensor_descriptor", "Tensor", "jit", "ops",
+           "options", "reference", "restore_options", "set_options"]

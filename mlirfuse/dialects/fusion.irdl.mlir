@@ -244,6 +244,21 @@ irdl.dialect @fusion {
     irdl.operands(lhs: %T, rhs: %T)
     irdl.results(result: %T)
   }
+  irdl.operation @bitwise_left_shift {
+    %T = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %T, rhs: %T)
+    irdl.results(result: %T)
+  }
+  irdl.operation @bitwise_right_shift {
+    %T = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %T, rhs: %T)
+    irdl.results(result: %T)
+  }
+  irdl.operation @logical_right_shift {
+    %T = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %T, rhs: %T)
+    irdl.results(result: %T)
+  }
   irdl.operation @where {
     %condition = irdl.base "!builtin.tensor"
     %T = irdl.base "!builtin.tensor"

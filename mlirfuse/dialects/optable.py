@@ -77,6 +77,24 @@ def _int_identity(fn: Callable) -> Callable:
     return lambda x: fn(x) if x.dtype.kind == "f" else x
 
 
+def _ref_shift(kind: str) -> Callable:
+    """Shifts as torch defines them for counts outside [0, bits) (0, or the sign)."""
+    def ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
+        bits = a.dtype.itemsize * 8
+        over = (b < 0) | (b >= bits)
+        if kind == "right":
+            return np.right_shift(a, np.where(over, bits - 1, b).astype(a.dtype))
+        count = np.where(over, 0, b)
+        if kind == "left":
+            shifted = np.left_shift(a, count.astype(a.dtype))
+        else:
+            unsigned = np.dtype(f"u{a.dtype.itemsize}")
+            shifted = np.right_shift(a.astype(unsigned), count.astype(unsigned)).astype(a.dtype)
+        return np.where(over, np.zeros((), a.dtype), shifted)
+    return ref
+
+
 def _ref_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype.kind == "f":
         return np.power(a, b)
@@ -140,6 +158,11 @@ ELEMENTWISE = [
     _ew("bitwise_and", 2, BITWISE, np.bitwise_and, lambda e, a, b: S.arith.andi(a, b)),
     _ew("bitwise_or", 2, BITWISE, np.bitwise_or, lambda e, a, b: S.arith.ori(a, b)),
     _ew("bitwise_xor", 2, BITWISE, np.bitwise_xor, lambda e, a, b: S.arith.xori(a, b)),
+    _ew("bitwise_left_shift", 2, BITWISE, _ref_shift("left"), S.shift("left"), bool_ok=False),
+    _ew("bitwise_right_shift", 2, BITWISE, _ref_shift("right"), S.shift("right"), bool_ok=False,
+        doc="arithmetic (sign-filling) right shift"),
+    _ew("logical_right_shift", 2, BITWISE, _ref_shift("logical"), S.shift("logical"), bool_ok=False,
+        doc="right shift of the bits as unsigned (zero-filling)"),
     _ew("where", 3, WHERE, np.where, S.where),
     _ew("clamp", 3, SAME, lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi), S.clamp),
     _ew("lerp", 3, FLOAT, _ref_lerp, S.lerp),

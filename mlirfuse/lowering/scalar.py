@@ -120,6 +120,19 @@ def remainder(e: Emitter, a: ir.Value, b: ir.Value) -> ir.Value:
     return e.select(fix, arith.addf(r, b) if e.is_float else arith.addi(r, b), r)
 
 
+def shift(kind: str) -> Lowering:
+    """Integer shifts with torch's meaning of counts outside [0, bits): a left or logical
+    right shift gives 0, an arithmetic right shift the sign (LLVM's shifts are poison there)."""
+    def lower(e: Emitter, a: ir.Value, b: ir.Value) -> ir.Value:
+        bits = ir.IntegerType(e.type).width
+        over = arith.ori(e.cmp("lt", b, e.const(0)), e.cmp("ge", b, e.const(bits)))
+        if kind == "right":
+            return arith.shrsi(a, e.select(over, e.const(bits - 1), b))
+        shifted = (arith.shli if kind == "left" else arith.shrui)(a, e.select(over, e.const(0), b))
+        return e.select(over, e.const(0), shifted)
+    return lower
+
+
 def div(e: Emitter, a: ir.Value, b: ir.Value) -> ir.Value:
     return arith.divf(a, b)
 

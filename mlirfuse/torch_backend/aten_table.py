@@ -345,6 +345,8 @@ for _name in ("mul", "div", "fmod", "remainder", "eq", "ne", "lt", "le", "gt", "
     TABLE.update(_binary(_name))
 for _name in ("maximum", "minimum", "atan2", "logical_and", "logical_or"):
     TABLE.update(_binary(_name, overloads=("default",)))
+for _name in ("bitwise_left_shift", "bitwise_right_shift"):
+    TABLE.update(_binary(_name, overloads=("Tensor", "Tensor_Scalar")))
 TABLE.update(_binary("logical_xor", lambda x, y: ops.ne(ops.cast(x, DataType.Bool), ops.cast(y, DataType.Bool)),
                      overloads=("default",)))
 TABLE.update(_add_sub("add"))

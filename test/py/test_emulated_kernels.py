@@ -524,3 +524,13 @@ def test_full_reductions_with_index_dependent_bodies(fn) -> None:
     """A full reduction gets a unit parallel loop d0 on the GPU; the body's `linalg.index`
     must follow its loop to d1 (it read the unit loop: every index 0)."""
     check(fn, randn(37), reduction_size=37)
+
+
+def test_shifts_on_the_emulated_gpu() -> None:
+    """The shifts' GPU code (counts past the width selected away: LLVM's shifts are poison
+    there) against the numpy reference."""
+    a = np.array([5, -5, 1, -1, 100, -128, 7, -3] * 4, np.int32)
+    b = np.array([0, 1, 2, 31, 32, 35, -1, 3] * 4, np.int32)
+    c = check(lambda x, y: (ops.bitwise_left_shift(x, y), ops.bitwise_right_shift(x, y),
+                            ops.logical_right_shift(x, y)), a, b)
+    assert schedules(c) == ["pointwise"]

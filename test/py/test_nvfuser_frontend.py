@@ -167,3 +167,35 @@ def test_nvfuser_op_names_are_listed() -> None:
     with FusionDefinition() as fd:
         assert {"embedding_fwd", "welford", "broadcast", "signbit", "truediv", "exp"} <= set(dir(fd.ops))
     assert "compute_tensor_descriptor" in mlirfuse.__all__
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_shifts_match_torch_with_counts_past_the_width(device, dtype) -> None:
+    """bitwise_left_shift / bitwise_right_shift as torch (counts past the width: 0, or the
+    sign), logical_right_shift as a zero-filling shift of the bits."""
+    bits = torch.iinfo(dtype).bits
+    a = torch.tensor([5, -5, 1, -1, 100, -128, 7, -3] * 2, dtype=dtype, device=device)
+    b = torch.tensor([0, 1, 2, bits - 1, bits, bits + 3, -1, 3] * 2, dtype=dtype, device=device)
+    with FusionDefinition() as fd:
+        x, y = fd.from_pytorch(a), fd.from_pytorch(b)
+        fd.add_output(fd.ops.bitwise_left_shift(x, y))
+        fd.add_output(fd.ops.bitwise_right_shift(x, y))
+        fd.add_output(fd.ops.logical_right_shift(x, y))
+    left, right, logical = fd.execute([a, b])
+    over = (b < 0) | (b >= bits)
+    safe = torch.where(over, torch.zeros_like(b), b)
+    torch.testing.assert_close(left, torch.where(over, torch.zeros_like(a), a << safe))
+    torch.testing.assert_close(right, torch.where(over, torch.where(a < 0, -1, 0).to(dtype), a >> safe))
+    mask = (1 << bits) - 1
+    want = [0 if o else ((int(x) & mask) >> int(s)) for x, s, o in zip(a.tolist(), b.tolist(), over.tolist())]
+    want = [w - (1 << bits) if w >= 1 << (bits - 1) else w for w in want]
+    assert logical.tolist() == want
+
+
+def test_torch_shifts_fuse() -> None:
+    a = torch.randint(-1000, 1000, (64,), dtype=torch.int32)
+    b = torch.randint(0, 12, (64,), dtype=torch.int32)
+    fn = torch.compile(lambda x, y: ((x << y) + 1, (x >> y) * 2), backend="mlirfuse")
+    for got, want in zip(fn(a, b), ((a << b) + 1, (a >> b) * 2)):
+        torch.testing.assert_close(got, want)
