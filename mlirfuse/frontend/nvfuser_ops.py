@@ -3,16 +3,18 @@ finds them here after `mlirfuse.frontend.ops` (they are not `mlirfuse.ops` names
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
-from mlirfuse.dtypes import DataType
+from mlirfuse.dtypes import DataType, to_dtype
 from mlirfuse.errors import FusionError
+from mlirfuse.frontend import indexing as I
 from mlirfuse.frontend import ops as O
 from mlirfuse.frontend.graph import Tensor
 from mlirfuse.frontend.symbolic import product
 
-NVFUSER_NAMES = ["broadcast", "truediv", "signbit", "welford", "embedding_fwd"]
+NVFUSER_NAMES = ["broadcast", "truediv", "signbit", "welford", "embedding_fwd", "normal", "segment_set"]
 __all__ = NVFUSER_NAMES
 
 
@@ -77,3 +79,27 @@ def embedding_fwd(indices: Tensor, weight: Tensor, padding_idx: Any = None, max_
         scale = O.where(O.gt(norm, max_norm), O.div(max_norm, O.add(norm, 1e-7)), 1.0)
         rows = O.cast(O.mul(rows, scale), weight.dtype)
     return O.reshape(rows, list(indices.shape) + [weight.shape[1]])
+
+
+def normal(mean: Any, std: Any, shape: Any, rng_seed: Any = 0, rng_offset: Any = 0,
+           dtype: Any = DataType.Float) -> Tensor:
+    """nvFuser's `normal(mean, std, shape, rng_seed, rng_offset, dtype)`: Gaussian numbers
+    from the Philox stream `uniform` draws from (Box-Muller on a pair of its uniforms per
+    element: one `uniform` of shape + [2], so no second stream is taken), computed in float32
+    (float64 for a float64 result)."""
+    dt = DataType.Float if dtype is None else to_dtype(dtype)
+    if not dt.is_float:
+        raise FusionError(f"normal: dtype must be floating point, got {dt.value}")
+    compute = DataType.Double if dt is DataType.Double else DataType.Float
+    sizes = O._sizes_arg(shape, "normal")
+    pairs = O.uniform(0.0, 1.0, list(sizes) + [2], rng_seed, rng_offset, compute)
+    u1 = O.sub(1.0, I.select(pairs, 0, len(sizes)))  # (0, 1]: its log is finite
+    u2 = I.select(pairs, 1, len(sizes))
+    z = O.mul(O.sqrt(O.mul(-2.0, O.log(u1))), O.cos(O.mul(2.0 * math.pi, u2)))
+    return O.cast(O.add(O.mul(z, std), mean), dt)
+
+
+def segment_set(x: Tensor) -> Tensor:
+    """nvFuser's segmentation hint (a copy where it cuts the fusion into kernels): accepted,
+    and a copy here as `set`; mlirfuse's segmenter places the kernel boundaries itself."""
+    return O.set(x)
