@@ -216,11 +216,14 @@ class FusionDefinition:
             raise FusionError(f"validate: {len(got)} outputs, {len(reference_outputs)} reference outputs")
         for i, (g, want) in enumerate(zip(got, reference_outputs)):
             g, want = _to_numpy(g), _to_numpy(want)
-            rtol, atol = _TOLERANCE.get(str(g.dtype), (0.0, 0.0))
+            # The looser of the two dtypes' tolerances; integers and bools exactly.
+            rtol, atol = max(_TOLERANCE.get(str(g.dtype), (0.0, 0.0)), _TOLERANCE.get(str(want.dtype), (0.0, 0.0)))
             try:
-                np.testing.assert_allclose(g.astype(np.float64) if g.dtype.kind == "V" or rtol else g,
-                                           want.astype(np.float64) if want.dtype.kind == "V" or rtol else want,
-                                           rtol=rtol, atol=atol, equal_nan=True)
+                if rtol:
+                    np.testing.assert_allclose(g.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=atol,
+                                               equal_nan=True)
+                else:
+                    np.testing.assert_array_equal(g, want)
             except AssertionError as e:
                 raise FusionError(f"validate: output {i} differs from the reference:{e}") from None
 
@@ -268,7 +271,9 @@ def _to_numpy(x: Any) -> np.ndarray:
         import torch
 
         x = x.detach().cpu()
-        return (x.float() if x.dtype in (torch.bfloat16,) else x).numpy()
+        if x.dtype is torch.bfloat16:  # numpy has no bfloat16: ml_dtypes' (exact from float32)
+            return x.float().numpy().astype(DataType.BFloat16.np)
+        return x.numpy()
     return np.asarray(x)
 
 

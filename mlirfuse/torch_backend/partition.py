@@ -29,7 +29,7 @@ aten = torch.ops.aten
 
 DEVICES = ("cpu", "cuda")
 CONSTANT_ONLY = "computed from constants only (no tensor input): torch creates it"
-COPY_AT_EDGE = "copy at the end of a group, of a value the group does not write only for it"
+COPY_AT_EDGE = "copy at the end of a group of a value it does not hold alone (read from or also written outside)"
 
 
 @dataclass
@@ -282,7 +282,7 @@ def partition_graph(graph: fx.Graph, forced: dict[fx.Node, str] | None = None,
     return Partition([Group(f"fused_{i}", ms) for i, ms in enumerate(final)], left)
 
 
-def _strides_rows(n: fx.Node) -> bool:
+def _hands_strided_rows(n: fx.Node) -> bool:
     """A slice that makes a contiguous tensor's rows strided (a padded matmul's result cut back
     to its true width): the group reads the contiguous tensor and slices it as index
     arithmetic, where given the slice its kernels would read an operand of runtime strides."""
@@ -298,9 +298,9 @@ def _strip_edges(members: list[fx.Node], deps: dict[fx.Node, list[fx.Node]],
     """Views whose inputs all come from outside the group (leading) or whose users are all
     outside (trailing) run in torch, where they cost nothing; repeated until none is left.
     A getitem goes with the op it reads; a slice that would hand the group strided rows stays
-    in it. Copies (clone) are views inside a group but a kernel
-    in torch: one leaves a group only at its end, and only where the group writes (or reads)
-    the value it copies anyway."""
+    in it. Copies (clone) are identities inside a group but a kernel in torch: one leaves a
+    group only at its end, and only where the value it copies is read from or also written
+    outside the group anyway."""
     inside = set(members)
     changed = True
     while changed:
@@ -318,7 +318,7 @@ def _strip_edges(members: list[fx.Node], deps: dict[fx.Node, list[fx.Node]],
                 why = COPY_AT_EDGE
             else:
                 leading = all(d not in inside for d in deps[n])
-                strip = (leading and not _strides_rows(n)) or all(u not in inside for u in n.users)
+                strip = (leading and not _hands_strided_rows(n)) or all(u not in inside for u in n.users)
                 why = "view at the edge of a group (free in torch)"
             if strip:
                 inside.discard(n)

@@ -228,3 +228,18 @@ def test_segment_set_is_accepted_as_a_copy() -> None:
         t = fd.from_pytorch(x)
         fd.add_output(fd.ops.exp(fd.ops.segment_set(fd.ops.mul(t, 2.0))))
     torch.testing.assert_close(fd.execute([x])[0], (x * 2.0).exp())
+
+
+def test_validate_uses_the_tolerance_of_the_dtype() -> None:
+    """bf16 results checked at bf16's tolerance, integers exactly."""
+    x = torch.randn(64, dtype=torch.bfloat16)
+    with FusionDefinition() as fd:
+        fd.add_output(fd.ops.exp(fd.from_pytorch(x)))
+    fd.validate([x])
+    fd.validate([x], [x.float().exp().bfloat16()])
+    i = torch.arange(6, dtype=torch.int64)
+    with FusionDefinition() as fd:
+        fd.add_output(fd.ops.mul(fd.from_pytorch(i), 3))
+    fd.validate([i])
+    with pytest.raises(FusionError, match="differs"):
+        fd.validate([i], [i * 3 + 1])
