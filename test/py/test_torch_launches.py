@@ -129,3 +129,47 @@ def test_the_slice_back_to_the_true_width_is_read_inside_the_group() -> None:
     slices = [n for n in gm.graph.nodes if n.target is aten.slice.Tensor]
     assert slices and all(n not in partition.left for n in slices), partition.left
     torch.testing.assert_close(out, fn(*args))
+
+
+@pytest.mark.parametrize("family", ["gpt2", "bert"])
+def test_a_model_with_an_odd_vocabulary_trains_as_eager_with_padded_matmuls(family) -> None:
+    """GPT-2 and BERT with a 509-word vocabulary (misaligned, as 50257 and 30522 are), padding
+    forced on for the CPU in float64: one training step matches eager parameter by parameter
+    (the output projection, its weight gradient through the tied embedding, and the sliced
+    logits inside the cross-entropy region)."""
+    import copy
+
+    import transformers as T
+
+    from hf_models import Step, exact_float64, grad_errors
+
+    def train_step(m, run, ids, _):  # the loss in float64 (HF's rounds the logits to float32)
+        m.zero_grad(set_to_none=True)
+        logits = run(input_ids=ids).logits
+        torch.nn.functional.cross_entropy(logits.flatten(0, 1), ids.flatten()).backward()
+        return Step(None, logits.detach(), {n: p.grad.clone() for n, p in m.named_parameters() if p.grad is not None})
+
+    torch.manual_seed(0)
+    if family == "gpt2":
+        model = T.GPT2LMHeadModel(T.GPT2Config(n_layer=1, n_embd=32, n_head=4, vocab_size=509, n_positions=64,
+                                               resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
+    else:
+        model = T.BertForMaskedLM(T.BertConfig(num_hidden_layers=1, hidden_size=32, intermediate_size=64,
+                                               num_attention_heads=4, vocab_size=509, hidden_dropout_prob=0.0,
+                                               attention_probs_dropout_prob=0.0))
+    model = exact_float64(model).train()
+    ids = torch.randint(0, 509, (2, 16), generator=torch.Generator().manual_seed(1))
+    eager = copy.deepcopy(model)
+    previous = mlirfuse.set_options(pad_matmuls="always")
+    try:
+        with torch_backend.capture_partitions() as captured:
+            got = train_step(model, torch.compile(model, backend="mlirfuse"), ids, None)
+    finally:
+        mlirfuse.restore_options(previous)
+    pads = [n for _, p in captured for n in [*p.left, *(m for g in p.groups for m in g.nodes)]
+            if n.target is aten.constant_pad_nd.default]
+    assert len(pads) >= 2, "the forward's and the backward's matmuls were padded"
+    want = train_step(eager, eager, ids, None)
+    torch.testing.assert_close(got.logits, want.logits, rtol=1e-9, atol=1e-9)
+    errors = {name: err for name, (err, norm) in grad_errors(want, got).items() if norm > 1e-12 and err > 1e-9}
+    assert not errors, errors
