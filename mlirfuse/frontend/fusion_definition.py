@@ -126,8 +126,7 @@ class FusionDefinition:
         sizes = [int(s) for s in shape]
         strides = _element_strides(tensor)
         dims = sizes if static_sizes else [1 if s == 1 else -1 for s in sizes]
-        return self.define_tensor(dims, dtype=tensor.dtype, contiguity=_is_contiguous(sizes, strides),
-                                  is_cpu=str(getattr(tensor, "device", "cpu")).startswith("cpu") and not sizes)
+        return self.define_tensor(dims, dtype=tensor.dtype, contiguity=_is_contiguous(sizes, strides))
 
     def define_vector(self, values: Any, dtype: Any = DataType.Int) -> list[Any]:
         """nvFuser's vector of scalars, for shapes: a list of ints and scalars (runtime sizes
