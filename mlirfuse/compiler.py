@@ -607,7 +607,8 @@ class TorchLauncher:
                 env[f"class{i}"], env[f"dt{i}"], env[f"sizes{i}"] = type(t), t.dtype, tuple(t.shape)
                 env[f"st{i}"], env[f"dev{i}"] = tuple(t.stride()), t.get_device()
                 checks.append(f"a{i}.__class__ is class{i} and a{i}.dtype is dt{i} and a{i}.shape == sizes{i} "
-                              f"and a{i}.stride() == st{i} and a{i}.get_device() == dev{i}")
+                              f"and a{i}.stride() == st{i} and a{i}.get_device() == dev{i} "
+                              f"and not a{i}.requires_grad")
         for i, _, _ in self._scalars:
             env[f"type{i}"] = type(example[i])
             checks.append(f"a{i}.__class__ is type{i}")

@@ -1,8 +1,9 @@
 """The op table: one row per `fusion` op, and everything derived from it.
 
 A row says how the frontends type the op (`rule`), how the numpy reference computes it
-(`ref`), how it lowers to one element's arith/math code (`lower`, elementwise ops), and its
-IRDL signature (`operands`, `results`, `attributes`). `fusion.irdl.mlir` is generated from
+(`ref`), how it lowers to one element's arith/math code (`lower`, elementwise ops), its
+vector-Jacobian product written with fusion ops (`vjp`; see dialects/derivatives.py) or why it
+has none (`no_grad`), and its IRDL signature (`operands`, `results`, `attributes`). `fusion.irdl.mlir` is generated from
 these rows (`python -m mlirfuse.dialects.gen_irdl`); a test keeps the two in sync. Adding an
 elementwise op is adding one row.
 """
@@ -15,6 +16,7 @@ from typing import Callable
 
 import numpy as np
 
+from mlirfuse.dialects import derivatives as D
 from mlirfuse.lowering import scalar as S
 
 # Typing rules for elementwise ops (see frontend/ops.py).
@@ -44,14 +46,24 @@ class OpDef:
     doc: str = ""
     same_type: tuple[str, ...] = field(default=())
     optional: tuple[str, ...] = ()  # operands that may be absent (IRDL `optional`)
+    # vjp(ops, g, y, *operands, **attributes) -> one gradient (or None) per operand.
+    vjp: Callable | None = None
+    no_grad: str = ""  # why the op has no gradient (then vjp is None)
 
     @property
     def arity(self) -> int:
         return len(self.operands)
 
 
+# Why ops give no gradient (torch gives none, or zeros, for the same ops).
+BOOL_RESULT = "bool result"
+INTEGER_OP = "integer op"
+STEPS = "piecewise constant: zero gradient"
+GENERATED = "values made from nothing differentiable (indices, random numbers, constants)"
+
+
 def _ew(name: str, arity: int, rule: str, ref: Callable, lower: S.Lowering,
-        bool_ok: bool = True, doc: str = "") -> OpDef:
+        bool_ok: bool = True, doc: str = "", vjp: Callable | None = None, no_grad: str = "") -> OpDef:
     operands = {1: ("x",), 2: ("lhs", "rhs"), 3: ("a", "b", "c")}[arity]
     if name == "where":
         operands = ("condition", "lhs", "rhs")
@@ -61,8 +73,12 @@ def _ew(name: str, arity: int, rule: str, ref: Callable, lower: S.Lowering,
         same = ("lhs", "rhs", "result")
     else:
         same = operands + ("result",)
+    if rule in (COMPARE, PREDICATE, LOGICAL):
+        no_grad = BOOL_RESULT
+    elif rule == BITWISE:
+        no_grad = INTEGER_OP
     return OpDef(name, "elementwise", operands, rule=rule, ref=ref, lower=lower,
-                 bool_ok=bool_ok, same_type=same, doc=doc)
+                 bool_ok=bool_ok, same_type=same, doc=doc, vjp=vjp, no_grad=no_grad)
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
@@ -111,42 +127,74 @@ def _ref_not(x: np.ndarray) -> np.ndarray:
 
 
 ELEMENTWISE = [
-    _ew("neg", 1, SAME, np.negative, S.by_kind(lambda e, x: S.arith.negf(x), S.neg_int), bool_ok=False),
-    _ew("abs", 1, SAME, np.abs, S.by_kind(lambda e, x: S.math.absf(x), S.abs_int, lambda e, x: x)),
-    _ew("exp", 1, FLOAT, np.exp, S.transcendental("exp")),
-    _ew("exp2", 1, FLOAT, np.exp2, S.transcendental("exp2")),
-    _ew("expm1", 1, FLOAT, np.expm1, S.transcendental("expm1")),
-    _ew("log", 1, FLOAT, np.log, S.transcendental("log")),
-    _ew("log2", 1, FLOAT, np.log2, S.transcendental("log2")),
-    _ew("log1p", 1, FLOAT, np.log1p, S.transcendental("log1p")),
-    _ew("sqrt", 1, FLOAT, np.sqrt, lambda e, x: S.math.sqrt(x)),
-    _ew("rsqrt", 1, FLOAT, lambda x: 1 / np.sqrt(x), S.rsqrt),
-    _ew("reciprocal", 1, FLOAT, lambda x: 1 / x, S.reciprocal),
-    _ew("sin", 1, FLOAT, np.sin, S.transcendental("sin")),
-    _ew("cos", 1, FLOAT, np.cos, S.transcendental("cos")),
-    _ew("tanh", 1, FLOAT, np.tanh, S.transcendental("tanh")),
-    _ew("sigmoid", 1, FLOAT, _sigmoid, S.transcendental("sigmoid")),
-    _ew("erf", 1, FLOAT, _erf, S.transcendental("erf")),
-    _ew("relu", 1, SAME, lambda x: np.maximum(x, np.zeros((), x.dtype)), S.relu),
-    _ew("silu", 1, FLOAT, lambda x: x * _sigmoid(x), S.silu),
-    _ew("floor", 1, SAME, _int_identity(np.floor), S.by_kind(lambda e, x: S.math.floor(x), lambda e, x: x)),
-    _ew("ceil", 1, SAME, _int_identity(np.ceil), S.by_kind(lambda e, x: S.math.ceil(x), lambda e, x: x)),
-    _ew("round", 1, SAME, _int_identity(np.round), S.round_even),
-    _ew("sign", 1, SAME, lambda x: x if x.dtype == np.bool_ else np.sign(x), S.sign),
+    _ew("neg", 1, SAME, np.negative, S.by_kind(lambda e, x: S.arith.negf(x), S.neg_int), bool_ok=False,
+        vjp=lambda ops, g, y, x: (ops.neg(g),)),
+    _ew("abs", 1, SAME, np.abs, S.by_kind(lambda e, x: S.math.absf(x), S.abs_int, lambda e, x: x),
+        vjp=lambda ops, g, y, x: (ops.mul(g, ops.sign(x)),)),
+    _ew("exp", 1, FLOAT, np.exp, S.transcendental("exp"),
+        vjp=lambda ops, g, y, x: (ops.mul(g, y),)),
+    _ew("exp2", 1, FLOAT, np.exp2, S.transcendental("exp2"),
+        vjp=lambda ops, g, y, x: (ops.mul(g, ops.mul(y, D.LN2)),)),
+    _ew("expm1", 1, FLOAT, np.expm1, S.transcendental("expm1"),
+        vjp=lambda ops, g, y, x: (ops.mul(g, ops.add(y, 1)),)),
+    _ew("log", 1, FLOAT, np.log, S.transcendental("log"),
+        vjp=lambda ops, g, y, x: (ops.div(g, x),)),
+    _ew("log2", 1, FLOAT, np.log2, S.transcendental("log2"),
+        vjp=lambda ops, g, y, x: (ops.div(g, ops.mul(x, D.LN2)),)),
+    _ew("log1p", 1, FLOAT, np.log1p, S.transcendental("log1p"),
+        vjp=lambda ops, g, y, x: (ops.div(g, ops.add(x, 1)),)),
+    _ew("sqrt", 1, FLOAT, np.sqrt, lambda e, x: S.math.sqrt(x),
+        vjp=lambda ops, g, y, x: (ops.div(g, ops.mul(y, 2)),)),
+    _ew("rsqrt", 1, FLOAT, lambda x: 1 / np.sqrt(x), S.rsqrt,
+        vjp=lambda ops, g, y, x: (ops.mul(ops.mul(g, -0.5), ops.mul(ops.mul(y, y), y)),)),
+    _ew("reciprocal", 1, FLOAT, lambda x: 1 / x, S.reciprocal,
+        vjp=lambda ops, g, y, x: (ops.mul(ops.neg(g), ops.mul(y, y)),)),
+    _ew("sin", 1, FLOAT, np.sin, S.transcendental("sin"),
+        vjp=lambda ops, g, y, x: (ops.mul(g, ops.cos(x)),)),
+    _ew("cos", 1, FLOAT, np.cos, S.transcendental("cos"),
+        vjp=lambda ops, g, y, x: (ops.mul(g, ops.neg(ops.sin(x))),)),
+    _ew("tanh", 1, FLOAT, np.tanh, S.transcendental("tanh"),
+        vjp=lambda ops, g, y, x: (ops.mul(g, ops.sub(1, ops.mul(y, y))),)),
+    _ew("sigmoid", 1, FLOAT, _sigmoid, S.transcendental("sigmoid"),
+        vjp=lambda ops, g, y, x: (ops.mul(g, ops.mul(ops.sub(1, y), y)),)),
+    _ew("erf", 1, FLOAT, _erf, S.transcendental("erf"),
+        vjp=lambda ops, g, y, x: (ops.mul(ops.mul(g, D.TWO_OVER_SQRT_PI), ops.exp(ops.neg(ops.mul(x, x)))),)),
+    _ew("relu", 1, SAME, lambda x: np.maximum(x, np.zeros((), x.dtype)), S.relu,
+        vjp=lambda ops, g, y, x: (ops.where(ops.gt(y, 0), g, 0),)),
+    _ew("silu", 1, FLOAT, lambda x: x * _sigmoid(x), S.silu,
+        vjp=D.silu),
+    _ew("floor", 1, SAME, _int_identity(np.floor), S.by_kind(lambda e, x: S.math.floor(x), lambda e, x: x),
+        no_grad=STEPS),
+    _ew("ceil", 1, SAME, _int_identity(np.ceil), S.by_kind(lambda e, x: S.math.ceil(x), lambda e, x: x),
+        no_grad=STEPS),
+    _ew("round", 1, SAME, _int_identity(np.round), S.round_even,
+        no_grad=STEPS),
+    _ew("sign", 1, SAME, lambda x: x if x.dtype == np.bool_ else np.sign(x), S.sign,
+        no_grad=STEPS),
     _ew("isnan", 1, PREDICATE, np.isnan, S.isnan),
     _ew("isinf", 1, PREDICATE, np.isinf, S.isinf),
     _ew("logical_not", 1, LOGICAL, np.logical_not, S.invert),
     _ew("bitwise_not", 1, BITWISE, _ref_not, S.invert),
-    _ew("add", 2, SAME, np.add, S.binary(S.arith.addf, S.arith.addi, S.arith.ori)),
-    _ew("sub", 2, SAME, np.subtract, S.binary(S.arith.subf, S.arith.subi), bool_ok=False),
-    _ew("mul", 2, SAME, np.multiply, S.binary(S.arith.mulf, S.arith.muli, S.arith.andi)),
-    _ew("div", 2, FLOAT, np.true_divide, S.div),
-    _ew("pow", 2, SAME, _ref_pow, S.power, bool_ok=False),
-    _ew("fmod", 2, SAME, np.fmod, S.by_kind(lambda e, a, b: S.arith.remf(a, b), S.fmod_int), bool_ok=False),
-    _ew("remainder", 2, SAME, np.remainder, S.remainder, bool_ok=False),
-    _ew("maximum", 2, SAME, np.maximum, S.maximum),
-    _ew("minimum", 2, SAME, np.minimum, S.minimum),
-    _ew("atan2", 2, FLOAT, np.arctan2, lambda e, a, b: S.math.atan2(a, b)),
+    _ew("add", 2, SAME, np.add, S.binary(S.arith.addf, S.arith.addi, S.arith.ori),
+        vjp=lambda ops, g, y, a, b: (g, g)),
+    _ew("sub", 2, SAME, np.subtract, S.binary(S.arith.subf, S.arith.subi), bool_ok=False,
+        vjp=lambda ops, g, y, a, b: (g, ops.neg(g))),
+    _ew("mul", 2, SAME, np.multiply, S.binary(S.arith.mulf, S.arith.muli, S.arith.andi),
+        vjp=lambda ops, g, y, a, b: (ops.mul(g, b), ops.mul(g, a))),
+    _ew("div", 2, FLOAT, np.true_divide, S.div,
+        vjp=lambda ops, g, y, a, b: (ops.div(g, b), ops.mul(ops.neg(g), ops.div(ops.div(a, b), b)))),
+    _ew("pow", 2, SAME, _ref_pow, S.power, bool_ok=False,
+        vjp=D.pow_),
+    _ew("fmod", 2, SAME, np.fmod, S.by_kind(lambda e, a, b: S.arith.remf(a, b), S.fmod_int), bool_ok=False,
+        vjp=lambda ops, g, y, a, b: (g, ops.mul(ops.neg(g), D.trunc(ops, ops.div(a, b))))),
+    _ew("remainder", 2, SAME, np.remainder, S.remainder, bool_ok=False,
+        vjp=lambda ops, g, y, a, b: (g, ops.mul(ops.neg(g), ops.floor(ops.div(a, b))))),
+    _ew("maximum", 2, SAME, np.maximum, S.maximum,
+        vjp=D.extreme_of_two(+1)),
+    _ew("minimum", 2, SAME, np.minimum, S.minimum,
+        vjp=D.extreme_of_two(-1)),
+    _ew("atan2", 2, FLOAT, np.arctan2, lambda e, a, b: S.math.atan2(a, b),
+        vjp=D.atan2),
     _ew("eq", 2, COMPARE, np.equal, S.compare("eq")),
     _ew("ne", 2, COMPARE, np.not_equal, S.compare("ne")),
     _ew("lt", 2, COMPARE, np.less, S.compare("lt")),
@@ -163,34 +211,40 @@ ELEMENTWISE = [
         doc="arithmetic (sign-filling) right shift"),
     _ew("logical_right_shift", 2, BITWISE, _ref_shift("logical"), S.shift("logical"), bool_ok=False,
         doc="right shift of the bits as unsigned (zero-filling)"),
-    _ew("where", 3, WHERE, np.where, S.where),
-    _ew("clamp", 3, SAME, lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi), S.clamp),
-    _ew("lerp", 3, FLOAT, _ref_lerp, S.lerp),
+    _ew("where", 3, WHERE, np.where, S.where,
+        vjp=lambda ops, g, y, c, a, b: (None, ops.where(c, g, 0), ops.where(c, 0, g))),
+    _ew("clamp", 3, SAME, lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi), S.clamp,
+        vjp=D.clamp),
+    _ew("lerp", 3, FLOAT, _ref_lerp, S.lerp,
+        vjp=lambda ops, g, y, a, b, w: (ops.mul(g, ops.sub(1, w)), ops.mul(g, w), ops.mul(g, ops.sub(b, a)))),
 ]
 
 _REDUCE_ATTRS = ("axes", "keepdim")
 REDUCTIONS = [
-    OpDef("sum", "reduction", ("input",), attributes=_REDUCE_ATTRS, doc="sum over axes"),
-    OpDef("prod", "reduction", ("input",), attributes=_REDUCE_ATTRS, doc="product over axes"),
-    OpDef("max", "reduction", ("input",), attributes=_REDUCE_ATTRS, doc="maximum (NaN propagates)"),
-    OpDef("min", "reduction", ("input",), attributes=_REDUCE_ATTRS, doc="minimum (NaN propagates)"),
-    OpDef("mean", "reduction", ("input",), attributes=_REDUCE_ATTRS, doc="arithmetic mean"),
+    OpDef("sum", "reduction", ("input",), attributes=_REDUCE_ATTRS, doc="sum over axes", vjp=D.sum_),
+    OpDef("prod", "reduction", ("input",), attributes=_REDUCE_ATTRS, doc="product over axes", vjp=D.prod),
+    OpDef("max", "reduction", ("input",), attributes=_REDUCE_ATTRS, doc="maximum (NaN propagates)",
+          vjp=D.extreme),
+    OpDef("min", "reduction", ("input",), attributes=_REDUCE_ATTRS, doc="minimum (NaN propagates)",
+          vjp=D.extreme),
+    OpDef("mean", "reduction", ("input",), attributes=_REDUCE_ATTRS, doc="arithmetic mean", vjp=D.mean),
     OpDef("var", "reduction", ("input",), attributes=_REDUCE_ATTRS + ("correction",),
-          doc="variance with Bessel-style correction"),
+          doc="variance with Bessel-style correction", vjp=D.var),
     OpDef("var_mean", "reduction", ("input",), results=("var", "mean"),
-          attributes=_REDUCE_ATTRS + ("correction",), doc="(var, mean) as torch.var_mean"),
+          attributes=_REDUCE_ATTRS + ("correction",), doc="(var, mean) as torch.var_mean", vjp=D.var_mean),
 ]
 
 SHAPE_OPS = [
     OpDef("broadcast_in_dim", "shape", ("input",), attributes=("shape", "broadcast_dims"),
-          variadic_sizes=True, doc="place input dims at broadcast_dims of a larger shape"),
+          variadic_sizes=True, doc="place input dims at broadcast_dims of a larger shape",
+          vjp=D.broadcast_in_dim),
     OpDef("expand", "shape", ("input",), attributes=("shape",), variadic_sizes=True,
-          doc="broadcast size-1 dims to the given sizes (same rank)"),
+          doc="broadcast size-1 dims to the given sizes (same rank)", vjp=D.expand),
     OpDef("reshape", "shape", ("input",), attributes=("shape",), variadic_sizes=True,
-          doc="row-major reshape to new_shape"),
-    OpDef("permute", "shape", ("input",), attributes=("dims",), doc="dimension permutation"),
-    OpDef("squeeze", "shape", ("input",), attributes=("dims",), doc="drop size-1 dims"),
-    OpDef("unsqueeze", "shape", ("input",), attributes=("dim",), doc="insert a size-1 dim"),
+          doc="row-major reshape to new_shape", vjp=D.reshape),
+    OpDef("permute", "shape", ("input",), attributes=("dims",), doc="dimension permutation", vjp=D.permute),
+    OpDef("squeeze", "shape", ("input",), attributes=("dims",), doc="drop size-1 dims", vjp=D.squeeze),
+    OpDef("unsqueeze", "shape", ("input",), attributes=("dim",), doc="insert a size-1 dim", vjp=D.unsqueeze),
 ]
 
 # Data movement with computed indices: each result element reads its operands at indices
@@ -198,27 +252,27 @@ SHAPE_OPS = [
 # indices, so that they fuse both ways).
 INDEXING_OPS = [
     OpDef("iota", "indexing", (), attributes=("shape", "dim", "start", "step"), variadic_sizes=True,
-          doc="start + step * (index along dim), in the result's type"),
+          doc="start + step * (index along dim), in the result's type", no_grad=GENERATED),
     OpDef("slice", "indexing", ("input",), attributes=("shape", "starts", "steps"), variadic_sizes=True,
-          doc="result[i] = input[starts + i * steps] (shape: the result's)"),
+          doc="result[i] = input[starts + i * steps] (shape: the result's)", vjp=D.slice_),
     # Binary: IRDL types every value of a variadic operand alike, and cat's operands differ in
     # shape. n tensors are a chain of n - 1 cats (one loop after lowering).
-    OpDef("cat", "indexing", ("lhs", "rhs"), attributes=("dim",), doc="lhs then rhs along dim"),
+    OpDef("cat", "indexing", ("lhs", "rhs"), attributes=("dim",), doc="lhs then rhs along dim", vjp=D.cat),
     OpDef("pad", "indexing", ("input", "value"), attributes=("low", "high"),
-          doc="input surrounded by low[d] / high[d] copies of the 0-d value (negative: cropped)"),
+          doc="input surrounded by low[d] / high[d] copies of the 0-d value (negative: cropped)", vjp=D.pad),
     OpDef("gather", "indexing", ("input", "index"), attributes=("dim",),
-          doc="result[i] = input[i with i[dim] = index[i]] (torch.gather); shape of index"),
+          doc="result[i] = input[i with i[dim] = index[i]] (torch.gather); shape of index", vjp=D.gather),
 ]
 
 OTHER_OPS = [
-    OpDef("cast", "cast", ("input",), doc="element type conversion (result type says to what)"),
-    OpDef("constant", "constant", (), attributes=("value",), doc="a 0-d tensor constant"),
+    OpDef("cast", "cast", ("input",), doc="element type conversion (result type says to what)", vjp=D.cast),
+    OpDef("constant", "constant", (), attributes=("value",), doc="a 0-d tensor constant", no_grad=GENERATED),
     OpDef("uniform", "random", ("minval", "maxval", "seed", "offset"), attributes=("shape",),
-          variadic_sizes=True, doc="Philox4x32-10 uniform numbers in [minval, maxval)"),
+          variadic_sizes=True, doc="Philox4x32-10 uniform numbers in [minval, maxval)", no_grad=GENERATED),
     OpDef("rand_like", "random", ("input", "seed", "offset"),
-          doc="uniform [0, 1) numbers shaped like input"),
+          doc="uniform [0, 1) numbers shaped like input", no_grad=GENERATED),
     OpDef("size", "size", ("input",), results=("result",), attributes=("dim",),
-          doc="extent of one dim, as an index"),
+          doc="extent of one dim, as an index", no_grad=GENERATED),
 ]
 
 def _ref_linear(x: np.ndarray, w: np.ndarray, *bias: np.ndarray) -> np.ndarray:
@@ -229,9 +283,9 @@ def _ref_linear(x: np.ndarray, w: np.ndarray, *bias: np.ndarray) -> np.ndarray:
 # Not fused: run by a library (numpy on the CPU, torch for torch tensors), as nvFuser hands
 # matmuls to ATen. Fusion groups form around them.
 LIBRARY_OPS = [
-    OpDef("matmul", "library", ("lhs", "rhs"), ref=np.matmul, doc="numpy.matmul semantics"),
+    OpDef("matmul", "library", ("lhs", "rhs"), ref=np.matmul, doc="numpy.matmul semantics", vjp=D.matmul),
     OpDef("linear", "library", ("input", "weight", "bias"), ref=_ref_linear,
-          doc="x @ w.T + bias (PyTorch's linear); bias optional", optional=("bias",)),
+          doc="x @ w.T + bias (PyTorch's linear); bias optional", optional=("bias",), vjp=D.linear),
 ]
 
 OPS: dict[str, OpDef] = {op.name: op for op in

@@ -12,9 +12,11 @@ from typing import Any, Callable, Iterator, Sequence
 
 from mlirfuse import config
 from mlirfuse.arrays import Arg, classify_all, placement
+from mlirfuse.autodiff import differentiate
 from mlirfuse.compiler import MISS, CompiledFusion
 from mlirfuse.errors import FusionError
 from mlirfuse.frontend.graph import Fusion, InputSpec, Tensor, tracing
+from mlirfuse.frontend.grad import Differentiated, fused_function, wants_grad
 from mlirfuse.frontend.symbolic import ConcreteSizeNeeded
 
 CacheInfo = namedtuple("CacheInfo", ["hits", "misses", "compiles"])
@@ -72,6 +74,10 @@ class JitFunction:
         self._hot: Callable[[Sequence[Any]], Any] | None = None
         self._lock = threading.Lock()
         self._hits = self._misses = self._compiles = 0
+        # Calls under autograd: (signature, inputs needing gradients) -> Differentiated, and
+        # the same by exact torch layouts (the repeated call's lookup).
+        self._derivatives: dict[tuple, Any] = {}
+        self._derivatives_exact: dict[tuple, Any] = {}
         functools.update_wrapper(self, fn)
 
     # -- tracing ---------------------------------------------------------------------------
@@ -79,15 +85,19 @@ class JitFunction:
         """Trace `fn` on `args`; returns the fusion and the structure of its result."""
         return self._trace_infos(classify_all(args))
 
-    def _trace_infos(self, args: Sequence[Arg]) -> tuple[Fusion, Any]:
+    def _trace_infos(self, args: Sequence[Arg], then: Callable[[Fusion], Any] | None = None) -> Any:
+        """(fusion, structure), or (fusion, structure, then(fusion)): traced with dynamic sizes,
+        again with static ones where tracing (or `then`) needs concrete sizes."""
         static = not self.dynamic or self._signature(args, static=False) in self._static_signatures
-        try:
-            return self._trace(args, static)
-        except ConcreteSizeNeeded:
-            if static:
-                raise
-            self._static_signatures.add(self._signature(args, static=False))
-            return self._trace(args, True)
+        for attempt in (static, True):
+            try:
+                fusion, structure = self._trace(args, attempt)
+                return (fusion, structure) if then is None else (fusion, structure, then(fusion))
+            except ConcreteSizeNeeded:
+                if attempt:
+                    raise
+                self._static_signatures.add(self._signature(args, static=False))
+        raise AssertionError("unreachable")
 
     def _check_arity(self, n: int) -> None:
         try:
@@ -155,6 +165,41 @@ class JitFunction:
             self._cache[self._key(args, backend)] = (compiled, structure)
             return compiled, structure
 
+    # -- autograd --------------------------------------------------------------------------
+    def differentiated(self, args: Sequence[Arg], wrt: Sequence[int] | None = None) -> Differentiated:
+        """The forward and backward fusions for these arguments and the inputs at `wrt`
+        (default: every floating-point tensor), compiled and cached."""
+        where, _ = placement(args)
+        backend = "gpu" if where == "device" else (self.backend or "cpu")
+        if wrt is None:
+            wrt = [i for i, a in enumerate(args) if a.kind != "scalar" and a.dtype.is_float]
+        with self._lock:
+            key = self._key(args, backend) + (tuple(wrt),)
+            entry = self._derivatives.get(key)
+            if entry is None:
+                fusion, structure, derivative = self._trace_infos(args, lambda f: differentiate(f, wrt))
+                entry = Differentiated(fusion, structure, derivative, wrt, backend)
+                self._compiles += 1
+                self._derivatives[self._key(args, backend) + (tuple(wrt),)] = entry
+            return entry
+
+    def _call_with_grad(self, args: Sequence[Any]) -> Any:
+        """A call torch autograd sees: the fused forward now, the fused backward later."""
+        import torch
+
+        wrt = tuple(i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.requires_grad)
+        key = _exact_key(args)
+        entry = self._derivatives_exact.get(key + wrt) if key is not None else None
+        if entry is None:
+            detached = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
+            entry = self.differentiated(classify_all(detached), wrt)
+            if key is not None:
+                if len(self._derivatives_exact) >= MAX_LAUNCHERS:
+                    self._derivatives_exact.clear()
+                self._derivatives_exact[key + wrt] = entry
+        outputs = fused_function().apply(entry, *args)
+        return _unflatten(entry.structure, iter(outputs))
+
     def __call__(self, *args: Any) -> Any:
         hot = self._hot
         if hot is not None:
@@ -162,6 +207,8 @@ class JitFunction:
             if result is not MISS:
                 self._hits += 1
                 return result
+        if wants_grad(args):
+            return self._call_with_grad(args)
         key = _exact_key(args)
         if key is not None:
             entry = self._launchers.get(key)
@@ -169,8 +216,10 @@ class JitFunction:
                 self._hits += 1
                 launcher, rebuild, result_code = entry
                 result = rebuild(launcher.call(args))
-                # Later calls with these layouts: one generated function checks and launches.
-                self._hot = launcher.guarded(args, result_code, rebuild)
+                # Later calls with these layouts: one generated function checks and launches
+                # (never for tensors requiring grad: torch.no_grad() may be left later).
+                if not any(getattr(a, "requires_grad", False) for a in args):
+                    self._hot = launcher.guarded(args, result_code, rebuild)
                 return result
         infos = classify_all(args)
         where, _ = placement(infos)
@@ -192,6 +241,8 @@ class JitFunction:
         with self._lock:
             self._cache.clear()
             self._launchers.clear()
+            self._derivatives.clear()
+            self._derivatives_exact.clear()
             self._hot = None
             self._hits = self._misses = self._compiles = 0
 
@@ -205,6 +256,16 @@ def _flatten(result: Any, leaves: list[Tensor], where: str) -> Any:
         return type(result), [_flatten(r, leaves, where) for r in result]
     raise FusionError(f"{where}: returned {result!r}; a jitted function must return traced "
                       "tensors (or tuples/lists of them)")
+
+
+def _flatten_values(values: Any, structure: Any, where: str) -> list[Any]:
+    """The leaves of `values`, nested as a result of `structure` (cotangents, say)."""
+    if structure is None:
+        return [values]
+    kind, children = structure
+    if not isinstance(values, (tuple, list)) or len(values) != len(children):
+        raise FusionError(f"{where}: expected {len(children)} values nested as the function's result, got {values!r}")
+    return [leaf for v, c in zip(values, children) for leaf in _flatten_values(v, c, where)]
 
 
 def _rebuilder(structure: Any) -> Callable[[list[Any]], Any]:
