@@ -36,16 +36,61 @@ class SavePolicy:
     everything else (elementwise, casts, views, indexing, random numbers from the same seed
     and offset, hence the same dropout mask), from the primals and the saved values, inside
     the backward's kernels, so that the forward writes nothing but its outputs and those
-    small results. This is AOTAutograd's min-cut answer for
+    small results. Elementwise work on reduction results alone (`is_statistic`: rstd) is
+    saved too, not the reduction result under it; and a reduction's operand computed from
+    two or more full-size values (`is_normalized_input`). This is AOTAutograd's min-cut answer for
     pointwise chains around reductions, and what nvFuser's tutorial saves for LayerNorm.
     """
 
     saved_kinds: frozenset[str] = frozenset({"reduction", "library"})
     compared_by: frozenset[str] = frozenset({"max", "min"})
+    statistic_kinds: frozenset[str] = frozenset({"elementwise", "cast"})
 
     def saves(self, node: Node, users: Sequence[Node]) -> bool:
         """Whether to save the results of `node` (whose results `users` read)."""
-        return OPS[node.op].kind in self.saved_kinds or any(u.op in self.compared_by for u in users)
+        return (OPS[node.op].kind in self.saved_kinds or any(u.op in self.compared_by for u in users)
+                or self.is_statistic(node) or self.is_normalized_input(node, users))
+
+    def is_normalized_input(self, node: Node, users: Sequence[Node]) -> bool:
+        """A reduction's operand computed from two or more full-size values (LayerNorm after
+        dropout and a residual add): a normalization's backward reads it in two kernels (its
+        row sums and the weight gradient's column reduction), where recomputing it would read
+        all those values twice; saved, it is written once and read back."""
+        if not any(OPS[u.op].kind == "reduction" for u in users):
+            return False
+        shape = node.outputs[0].shape
+        leaves: set[int] = set()
+        stack, seen = list(node.inputs), set()
+        while stack:
+            t = stack.pop()
+            if t.id in seen:
+                continue
+            seen.add(t.id)
+            n = t.node
+            if n is None or OPS[n.op].kind in self.saved_kinds:
+                if t.shape == shape:
+                    leaves.add(t.id)
+            elif n.op not in ("broadcast_in_dim", "expand"):  # a broadcast reads little
+                stack.extend(n.inputs)
+        return len(leaves) >= 2
+
+    def is_statistic(self, node: Node) -> bool:
+        """Elementwise work on reduction results alone (LayerNorm's rstd = rsqrt(var + eps)):
+        saved as it stands, as small as the reduction's result, so that the backward reads
+        it where it is needed instead of recomputing it in a kernel of its own."""
+        if OPS[node.op].kind not in self.statistic_kinds:
+            return False
+        sources = [t.node for t in node.inputs if not _constant_like(t)]
+        return bool(sources) and all(
+            n is not None and (OPS[n.op].kind == "reduction" or self.is_statistic(n)) for n in sources)
+
+
+def _constant_like(t: Tensor) -> bool:
+    """A 0-d value, or one broadcast from 0-d values: the same number everywhere."""
+    if not t.shape:
+        return True
+    node = t.node
+    return node is not None and node.op in ("broadcast_in_dim", "expand") and all(map(_constant_like, node.inputs))
 
 
 DEFAULT_POLICY = SavePolicy()

@@ -21,6 +21,7 @@ from mlirfuse.errors import FusionError
 from mlirfuse.frontend.graph import Fusion
 
 MAX_LAUNCHERS = 64
+MISSING: Any = object()
 
 
 class _Runner:
@@ -30,13 +31,16 @@ class _Runner:
         self.compiled = compiled
         self._launchers: dict[tuple, Any] = {}
 
-    def __call__(self, values: Sequence[Any]) -> list[Any]:
-        from mlirfuse.frontend.jit import _exact_key
+    def __call__(self, values: Sequence[Any], key: tuple | None = MISSING) -> list[Any]:
+        """Run on `values` (`key`: their `_exact_key`, where the caller has it)."""
+        if key is MISSING:
+            from mlirfuse.frontend.jit import _exact_key
 
-        key = _exact_key(values)
+            key = _exact_key(values)
         launcher = self._launchers.get(key) if key is not None else None
         if launcher is not None:
             return launcher.call(values)
+        values = [v.detach() if getattr(v, "requires_grad", False) else v for v in values]
         infos = classify_all(values)
         outputs = self.compiled.run(infos)
         if key is not None:
@@ -59,6 +63,11 @@ class Differentiated:
         self.wrt = list(wrt)
         self.backend = backend
         self.forward = _Runner(CompiledFusion(derivative.forward, backend))
+        specs = fusion.specs
+        self.tensor_args = [i for i, spec in enumerate(specs) if not spec.scalar]
+        self.scalars = len(self.tensor_args) < len(specs)
+        flowing = set(derivative.cotangents)
+        self.constant_outputs = [k for k in range(derivative.n_outputs) if k not in flowing]
         self._backwards: dict[tuple[bool, ...], _Runner] = {}
         self._lock = threading.Lock()
 
@@ -116,17 +125,16 @@ def fused_function() -> Any:
         Differentiated entry, then the jitted function's arguments."""
 
         @staticmethod
-        def forward(ctx: Any, entry: Differentiated, *args: Any) -> Any:
+        def forward(ctx: Any, entry: Differentiated, key: tuple | None, *args: Any) -> Any:
             d = entry.derivative
-            values = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
-            outputs = entry.forward(values)
+            outputs = entry.forward(args, key)
             ctx.entry = entry
-            ctx.tensor_args = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
-            ctx.scalars = [None if isinstance(a, torch.Tensor) else a for a in args]
-            ctx.save_for_backward(*[args[i] for i in ctx.tensor_args], *[outputs[k] for k in d.residuals])
+            ctx.tensor_args = entry.tensor_args
+            ctx.scalars = [None if i in entry.tensor_args else a for i, a in enumerate(args)] if entry.scalars else args
+            ctx.save_for_backward(*[args[i] for i in entry.tensor_args], *[outputs[k] for k in d.residuals])
             returned = outputs[:d.n_outputs]
-            flowing = set(d.cotangents)
-            ctx.mark_non_differentiable(*[t for k, t in enumerate(returned) if k not in flowing])
+            if entry.constant_outputs:
+                ctx.mark_non_differentiable(*[returned[k] for k in entry.constant_outputs])
             return tuple(returned)
 
         @staticmethod
@@ -144,14 +152,15 @@ def fused_function() -> Any:
             n = len(ctx.tensor_args)
             primals = list(ctx.scalars)
             for i, t in zip(ctx.tensor_args, saved[:n]):
-                primals[i] = t.detach()
+                primals[i] = t
             cotangents = [grads[k] for k in d.cotangents]  # zeros where unused (materialize_grads)
-            result: list[Any] = [None] * (1 + len(primals))
-            if not any(ctx.needs_input_grad[1 + i] for i in d.gradients):
+            result: list[Any] = [None] * (2 + len(primals))
+            needs = ctx.needs_input_grad
+            if not any(needs[2 + i] for i in d.gradients):
                 return tuple(result)
             for i, g in zip(d.gradients, entry.run_backward(primals, cotangents, saved[n:])):
-                if ctx.needs_input_grad[1 + i]:
-                    result[1 + i] = g
+                if needs[2 + i]:
+                    result[2 + i] = g
             return tuple(result)
 
     _FUNCTION = FusedFunction

@@ -197,7 +197,7 @@ class JitFunction:
                 if len(self._derivatives_exact) >= MAX_LAUNCHERS:
                     self._derivatives_exact.clear()
                 self._derivatives_exact[key + wrt] = entry
-        outputs = fused_function().apply(entry, *args)
+        outputs = fused_function().apply(entry, key, *args)
         return _unflatten(entry.structure, iter(outputs))
 
     def __call__(self, *args: Any) -> Any:
