@@ -7,7 +7,8 @@ size-1 dims, reductions over random axes (negative ones too, keepdim true/false)
 (-1 included), permutes, squeeze/unsqueeze/expand/broadcast_in_dim and casts, over
 float32 (mostly), float64, int32/int64 and bool, with shapes that have size-1 and size-0 dims.
 
-Each program runs three ways:
+Each program runs three ways (and, widened to float64, through `mlirfuse.vjp` against finite
+differences):
   * `mlirfuse.jit` (traced with symbolic sizes, compiled for the CPU);
   * `mlirfuse.reference.evaluate` of the same fusion IR (the oracle);
   * the same source over `NumpyOps` below, a plain-numpy model of the ops written for this
@@ -1046,6 +1047,56 @@ def test_random_program_two_shapes_one_compile(prog: Program) -> None:
     run_all_ways(prog, f, prog.make_inputs(1), 1)
     info = f.cache_info()
     assert info.compiles == 1 and info.misses == 1 and info.hits == 1, info
+
+
+def _float64_program(prog: Program) -> Any:
+    """The program with float32 widened to float64 (casts included): the same ops and
+    structure, precise enough for finite differences."""
+    scope = {"ops": ops, "DataType": DataType}
+    exec(prog.source.replace("DataType.Float", "DataType.Double"), scope)  # noqa: S102 (generated here)
+    return scope["fn"]
+
+
+def _dot(cotangents: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> float:
+    return float(sum(np.sum(c * np.asarray(o, np.float64)) for c, o in zip(cotangents, outputs)))
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=HEALTH)
+@given(programs())
+def test_random_program_gradients(prog: Program) -> None:
+    """mlirfuse.vjp of a generated program (widened to float64) against central finite
+    differences along a random direction: <vjp(c), v> = d/dh <c, f(x + h v)>."""
+    if prog.nan_input is not None:
+        return
+    args = [a.astype(np.float64) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else a
+            for a in prog.make_inputs()]
+    wrt = [k for k, a in enumerate(args) if isinstance(a, np.ndarray) and a.dtype.kind == "f" and a.size]
+    if not wrt:
+        return
+    fn = _float64_program(prog)
+    f = mlirfuse.jit(fn)
+    outputs, vjp_fn = mlirfuse.vjp(f, *args)
+    outputs = _as_tuple(outputs)
+    if not all(np.all(np.isfinite(o)) for o in outputs if o.dtype.kind == "f"):
+        return
+    rng = np.random.default_rng(prog.seed)
+    cotangents = [rng.standard_normal(o.shape) if o.dtype.kind == "f" else np.zeros(o.shape, o.dtype)
+                  for o in outputs]
+    grads = vjp_fn(tuple(cotangents) if len(prog.outputs) > 1 else cotangents[0])
+    directions = {k: rng.standard_normal(args[k].shape) for k in wrt}
+    h = 1e-6
+
+    def shifted(sign: float) -> float:
+        moved = [np.asarray(a + sign * h * directions[k]) if k in directions else a for k, a in enumerate(args)]
+        return _dot(cotangents, _as_tuple(f(*moved)))
+
+    up, down = shifted(1.0), shifted(-1.0)
+    if not (np.isfinite(up) and np.isfinite(down)):
+        return
+    numeric = (up - down) / (2 * h)
+    analytic = sum(float(np.sum(grads[k] * directions[k])) for k in wrt)
+    scale = max(1.0, abs(numeric), abs(analytic), prog.max_bound)
+    assert abs(numeric - analytic) <= 1e-5 * scale, (numeric, analytic, prog)
 
 
 # Programs the generator found failing once (shrunk), kept as plain regression cases.
