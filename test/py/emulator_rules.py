@@ -248,6 +248,28 @@ def _reshape(p, vals):
     return [m.view(sizes)]
 
 
+def _memset(p, vals):
+    """gpu.memset (async: its dependencies first): every element of the destination."""
+    m, value = vals[-2], vals[-1]
+    for idx in np.ndindex(*m.sizes):
+        m.data[m.at(list(idx))] = _to_storage(value, m.data.dtype)
+    return [None] * len(p.op.results)
+
+
+def _atomic_rmw(p, vals):
+    """memref.atomic_rmw: the blocks of a launch run one after another here, so the
+    read-modify-write is atomic by construction; returns the old value."""
+    value, m, *idx = vals
+    kind = ir.IntegerAttr(p.op.attributes["kind"]).value  # arith::AtomicRMWKind: 0 addf, 1 addi
+    at = m.at(idx)
+    old = p.kind.of(m.data[at])
+    if kind not in (0, 1):
+        raise EmulationError(f"atomic_rmw of kind {kind} is not emulated")
+    new = old + value
+    m.data[at] = _to_storage(p.kind.of(new), m.data.dtype)
+    return [old]
+
+
 _HANDLERS: dict[str, Callable] = {
     "memref.alloc": _alloc, "gpu.alloc": _alloc, "memref.alloca": _alloc, "memref.get_global": _get_global,
     "memref.dealloc": lambda p, vals: [], "gpu.dealloc": lambda p, vals: [],
@@ -259,6 +281,8 @@ _HANDLERS: dict[str, Callable] = {
     "vector.from_elements": lambda p, vals: [tuple(vals)],
     "vector.broadcast": lambda p, vals: [(vals[0],) * ir.VectorType(p.op.results[0].type).shape[0]],
     "gpu.thread_id": lambda p, vals: _fail("gpu.thread_id outside a launch's arguments"),
+    "gpu.memset": _memset, "gpu.wait": lambda p, vals: [None] * len(p.op.results),
+    "memref.atomic_rmw": _atomic_rmw, "nvvm.memory.barrier": lambda p, vals: [],
 }
 
 

@@ -41,6 +41,12 @@ void mgpuSetDefaultDevice(int32_t device) {}
 void *mgpuMemAlloc(uint64_t size, void *stream, _Bool shared) { return 0; }
 void mgpuMemFree(void *ptr, void *stream) {}
 void mgpuMemcpy(void *dst, void *src, size_t size, void *stream) {}
+int64_t memsets[16][2];
+int n_memsets = 0;
+void mgpuMemset32(void *dst, uint32_t value, size_t count, void *stream) {
+  if (n_memsets < 16) { memsets[n_memsets][0] = (int64_t)dst; memsets[n_memsets][1] = (int64_t)count; }
+  n_memsets++;
+}
 void *mgpuStreamCreate(void) { return 0; }
 void mgpuStreamSynchronize(void *stream) {}
 void mgpuStreamDestroy(void *stream) {}
@@ -100,12 +106,19 @@ def _two_column_sums(x):
 def test_scratch_comes_from_the_arena_once_its_size_is_known(stub) -> None:
     host = Host(stub, _two_column_sums, np.ones((2, 3, 64), np.float32))
     shapes_in, shapes_out = [(16, 512, 4096)], [(4096,), (4096,)]
+    ctypes.c_int.in_dll(host.lib, "n_memsets").value = 0
     need = host.call(shapes_in, shapes_out)  # no arena: every workspace from the allocator
     host.allocs_of_last_cold = list(host.allocs)
-    assert len(host.allocs) == 2 and sorted(host.frees) == sorted(set(host.frees)) and len(host.frees) == 2
+    # the two workspaces and the column blocks' counters
+    assert len(host.allocs) == 3 and sorted(host.frees) == sorted(set(host.frees)) and len(host.frees) == 3
     assert need == sum((size + 255) // 256 * 256 for size in host.allocs)
     first = host.launches()
-    assert len(first) == 2  # the sibling column reductions merged: slices, then the finish
+    assert len(first) == 1  # the sibling column reductions merged, their last blocks combining the partials
+    col_blocks = 4096 // (32 * 4)
+    assert first[0][0] % col_blocks == 0 and host.allocs[2] == col_blocks * 4
+    # the counters zeroed before the launch: a memset (no kernel), one counter a column block
+    assert ctypes.c_int.in_dll(host.lib, "n_memsets").value == 1
+    assert (ctypes.c_int64 * 2 * 16).in_dll(host.lib, "memsets")[0][1] == col_blocks
 
     arena = 0x500000000000
     assert host.call(shapes_in, shapes_out, arena, need) == need
@@ -113,8 +126,9 @@ def test_scratch_comes_from_the_arena_once_its_size_is_known(stub) -> None:
     assert host.launches() == first
 
     first_slice = (host.allocs_of_last_cold[0] + 255) // 256 * 256
-    assert host.call(shapes_in, shapes_out, arena, first_slice) == need  # the second does not fit
-    assert len(host.allocs) == 1 and len(host.frees) == 1 and not arena <= host.frees[0] < arena + first_slice
+    assert host.call(shapes_in, shapes_out, arena, first_slice) == need  # the others do not fit
+    assert len(host.allocs) == 2 and len(host.frees) == 2
+    assert not any(arena <= f < arena + first_slice for f in host.frees)
 
 
 def test_grids_follow_the_sizes_of_each_call(stub) -> None:
@@ -183,11 +197,11 @@ def test_torch_launcher_sizes_its_arena_after_the_first_call(stub) -> None:
             ctypes.c_int.in_dll(host.lib, "n_launches").value = 0
             outs = launcher([x])
             assert [tuple(o.shape) for o in outs] == [s for s, _ in outputs]
-            assert len(host.launches()) == (2 if n_out == 2 else 1)
+            assert len(host.launches()) == 1
             if not scratch:
                 assert allocations == [shape] and host.allocs == [] and launcher._scratch == 0
-            elif call == 0:  # no arena yet: the workspaces come from the allocator
-                assert len(host.allocs) == 2 and launcher._scratch >= sum(host.allocs)
+            elif call == 0:  # no arena yet: the workspaces and counters come from the allocator
+                assert len(host.allocs) == 3 and launcher._scratch >= sum(host.allocs)
             else:  # one arena, sized by the first call, holds them
                 assert host.allocs == [] and allocations == [(4096,), (4096,), (launcher._scratch,)]
         if scratch:  # an arena too small: the allocator serves the rest, the next arena is larger

@@ -223,14 +223,17 @@ def test_a_row_shared_by_all_rows_is_a_row_operand() -> None:
 
 @needs_libdevice
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int32, np.int64])
-def test_column_reduction_splits_rows_and_combines_partials_in_a_second_launch(dtype) -> None:
+def test_column_reduction_splits_rows_and_its_last_blocks_combine_the_partials(dtype) -> None:
     c = compiled(lambda x: ops.max(x, [0]), X.astype(dtype))
     lines = c.stages["launch_params"].splitlines()
     sixteen_bit = np.dtype(dtype).itemsize == 2  # accumulates in float32: then a cast back
-    # the output's fill is folded into the finishing launch: no kernel of its own
-    assert c.n_launches == 2 + sixteen_bit and ": column reduction: ColumnReductionParams(" in lines[0]
-    assert "partials combined in a fixed order" in lines[1]
-    assert "bar.sync" in c.ptx and c.stages["gpu"].count("gpu.alloc") == 1 + sixteen_bit  # workspace (+ f32 result)
+    # one launch: the output's fill folded in, the partials combined by each column block's
+    # last block (counted with an atomic after a fence; the counters zeroed by a memset)
+    assert c.n_launches == 1 + sixteen_bit and ": column reduction: ColumnReductionParams(" in lines[0]
+    assert "the last block of each column block combines its partials in a fixed order" in lines[0]
+    assert "membar.gl" in c.ptx and "atom.global.add.u32" in c.ptx and "mgpuMemset32" in c.stages["llvm"]
+    # workspace and counters (+ f32 result)
+    assert "bar.sync" in c.ptx and c.stages["gpu"].count("gpu.alloc") == 2 + sixteen_bit
     if np.dtype(dtype).itemsize <= 4:
         assert re.search(r"ld\.global\.v4\.[bf]32", c.ptx)
 
@@ -317,8 +320,8 @@ def test_every_kernel_of_a_fusion_is_in_one_gpu_module() -> None:
     """One module: libdevice linked, LLVM and ptxas run, and the binary loaded once a fusion."""
     c = compiled(lambda x, w: ((x * w).sum((0, 1)), ops.exp(x).sum(-1)), X.reshape(2, 2, 8), X[0])
     entries = re.findall(r"\.entry (\w+)\(", c.ptx)
-    # column reduction + its finish, inner reduction + its chunks' finish (both outputs' fills folded in)
-    assert entries == [f"mlirfuse_entry_kernel_{k}" for k in range(c.n_launches)] and c.n_launches == 4
+    # column reduction, inner reduction + its chunks' finish (both outputs' fills folded in)
+    assert entries == [f"mlirfuse_entry_kernel_{k}" for k in range(c.n_launches)] and c.n_launches == 3
     assert c.stages["llvm"].count("gpu.binary @") == 1
     launched = re.findall(r"gpu\.launch_func .*?@(\w+)::@(\w+)", c.stages["llvm"])
     assert launched == [("mlirfuse_entry_kernel", name) for name in entries]

@@ -3,16 +3,19 @@ dims of its inputs and whose kept loops their contiguous inner dims (x.sum(0), a
 gradient's sum over (0, 1)): out[c] = combine over rows r of f(x[r, c], ..., s[r], ...),
 where per-row operands s (an RMSNorm backward's rstd) are read once per row as scalars.
 
-Two launches. The first cuts the rows into `splits` slices (the columns alone give too few
-blocks to fill the device); a block covers `block_x * vector` adjacent columns of one slice
-with `block_y` rows of threads, each accumulating every `block_y`-th row of the slice
-(`unroll` rows in flight, 128-bit loads along the columns). The block's rows of threads are
-combined through shared memory in a fixed order and the slice's partial goes to a
-workspace [splits, columns]. The second launch combines each column's partials into the
-output, which keeps its linalg meaning (it was filled with the initial value), several
-threads a column each taking every few slices, then in a fixed order: deterministic, no
-atomics. The vector variant needs the column count a multiple
-of the vector and the pointers 16-byte aligned (checked on the host), else the scalar one
+One launch. The rows are cut into `splits` slices (the columns alone give too few blocks to
+fill the device); a block covers `block_x * vector` adjacent columns of one slice with
+`block_y` rows of threads, each accumulating every `block_y`-th row of the slice (`unroll`
+rows in flight, 128-bit loads along the columns). The block's rows of threads are combined
+through shared memory in a fixed order and the slice's partial goes to a workspace
+[splits, columns]. Then the block counts itself done on its columns' counter (an atomic add
+after a device-wide fence; the counters are zeroed by a memset before the launch, not a
+kernel): the last of the column block's `splits` blocks combines the partials of its
+columns, every `block_y`-th slice per row of threads and those rows in order, into the
+output (which keeps its linalg meaning: it was filled with the initial value). Whichever
+block comes last, the combination order is the same: deterministic, the output written
+once, no floating-point atomics. The vector variant needs the column count a multiple of
+the vector and the pointers 16-byte aligned (checked on the host), else the scalar one
 runs. Parameters come from `heuristics.column_reduction_heuristic`.
 """
 
@@ -21,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mlir import ir
-from mlir.dialects import arith, gpu, memref, scf
+from mlir.dialects import arith, gpu, memref, nvvm, scf
 
 from mlirfuse.lowering.gpu import heuristics as S
 from mlirfuse.lowering.gpu.combiners import identity, output_combiners
@@ -43,10 +46,8 @@ from mlirfuse.lowering.gpu.kernels import (
     product,
     variants,
 )
-from mlirfuse.lowering.gpu.reduction import FINISH_BLOCK, static_product
+from mlirfuse.lowering.gpu.reduction import static_product
 from mlirfuse.lowering.linalg_builders import index_const
-
-FINISH_COLUMNS = 32  # columns a block of the second launch combines (a warp's width)
 
 
 @dataclass
@@ -153,7 +154,7 @@ def _match_batched(g: Generic, inputs: list, dims, kept: list[int],
 
 
 def emit_column_reduction(m: ColumnReductionMatch, params: S.ColumnReductionParams) -> ir.Operation:
-    """Replace the generic with the two launches (and their workspace)."""
+    """Replace the generic with the launch (and its workspace and counters)."""
     g, p = m.generic, params
     with ir.InsertionPoint(g.op), g.op.location:
         ext = g.extents()
@@ -191,86 +192,48 @@ def emit_column_reduction(m: ColumnReductionMatch, params: S.ColumnReductionPara
         dyn = ir.ShapedType.get_dynamic_size()
         workspaces = [memref.alloc(ir.MemRefType.get([dyn, dyn], t), [splits, arith.maxui(all_columns, one)], [])
                       for t in types]
+        i32 = ir.IntegerType.get_signless(32)
+        counters = memref.alloc(ir.MemRefType.get([dyn], i32), [blocks], [])  # one per column block
+        token = gpu.AsyncTokenType.get()
+        cleared = gpu.MemsetOp(token, [gpu.WaitOp(token, []).result], counters, arith.constant(i32, 0)).result
+        gpu.WaitOp(None, [cleared])
         workgroup = ir.Attribute.parse("#gpu.address_space<workgroup>")
         shared = [ir.MemRefType.get([p.block * p.vector], t, memory_space=workgroup) for t in types]
+        shared.append(ir.MemRefType.get([1], i32, memory_space=workgroup))  # "this block is the last"
         nonempty = arith.cmpi(arith.CmpIPredicate.ugt, all_columns, index_const(0))
         body, guard = guarded_launch(g, "column-reduction", nonempty, arith.muli(blocks, splits),
                                      index_const(p.block), shared)
     with ir.InsertionPoint(body.operations[len(body.operations) - 1]), g.op.location:
+        arguments = list(body.arguments)[12:]
         kernel = _ColumnKernel(m, p, views, ext, columns, rows, col_blocks, splits, rows_per_split, workspaces,
-                               list(body.arguments)[12:], body.arguments[0], body.arguments[3])
+                               arguments[:-1], body.arguments[0], body.arguments[3], counters, arguments[-1])
         variants(vector_ok, p.vector, kernel.variant)
     with ir.InsertionPoint(g.op), g.op.location:
-        grid = arith.ceildivui(all_columns, index_const(FINISH_COLUMNS))
-        finish_shared = [ir.MemRefType.get([FINISH_BLOCK], t, memory_space=workgroup) for t in types]
-        body, _ = guarded_launch(g, "column-reduction-finish", nonempty, grid, index_const(FINISH_BLOCK),
-                                 finish_shared)
-        with ir.InsertionPoint(body.operations[len(body.operations) - 1]):
-            _finish(m, views, all_columns, splits, workspaces, list(body.arguments)[12:], body.arguments[0],
-                    body.arguments[3])
-        for ws in workspaces:
+        for ws in workspaces + [counters]:
             memref.dealloc(ws)
     g.op.erase()
     return guard.operation
-
-
-def _finish(m: ColumnReductionMatch, views: dict, columns: ir.Value, splits: ir.Value,
-            workspaces: list[ir.Value], shared: list[ir.Value], bx: ir.Value, tx: ir.Value) -> None:
-    """out[c] = combine(out[c], partials of column c) (out[c]: the initial value where a fill
-    was folded in). A block takes FINISH_COLUMNS adjacent columns (a warp's loads of one
-    slice are one contiguous span); its FINISH_BLOCK // FINISH_COLUMNS rows of threads each
-    combine every such slice (row y: slices y, y + rows, ...), and the rows' results are
-    combined through shared memory in row order. A fixed order: deterministic. One thread per
-    column walking every slice would wait for each load in turn (6-7 us for 128 slices of
-    1024 columns on an H100)."""
-    types = [o.type.element_type for o in m.generic.outputs]
-    groups = FINISH_BLOCK // FINISH_COLUMNS
-    lane = arith.remui(tx, index_const(FINISH_COLUMNS))
-    group = arith.divui(tx, index_const(FINISH_COLUMNS))
-    c = arith.addi(arith.muli(bx, index_const(FINISH_COLUMNS)), lane)
-    valid = arith.cmpi(arith.CmpIPredicate.ult, c, columns)
-    ids = [identity(comb.name, t) for comb, t in zip(m.combiners, types)]
-    partial = scf.IfOp(valid, types, has_else=True)
-    with ir.InsertionPoint(partial.then_block):
-        loop = scf.ForOp(group, splits, index_const(groups), ids)
-        with ir.InsertionPoint(loop.body):
-            s = loop.induction_variable
-            scf.YieldOp([combine(comb, acc, memref.load(ws, [s, c]))
-                         for comb, acc, ws in zip(m.combiners, loop.inner_iter_args, workspaces)])
-        scf.YieldOp(list(loop.results))
-    with ir.InsertionPoint(partial.else_block):
-        scf.YieldOp(ids)
-    for sh, value in zip(shared, partial.results):
-        memref.store(value, sh, [tx])
-    gpu.barrier()
-    first = scf.IfOp(arith.andi(valid, arith.cmpi(arith.CmpIPredicate.eq, group, index_const(0))))
-    with ir.InsertionPoint(first.then_block):
-        outs = [views[id(o)] for o in m.generic.outputs]
-        for o, v, comb, sh in zip(m.generic.outputs, outs, m.combiners, shared):
-            total = memref.load(v, [c]) if m.inits.get(o.value) is None else m.inits[o.value]
-            for y in range(groups):
-                at = arith.addi(lane, index_const(y * FINISH_COLUMNS)) if y else lane
-                total = combine(comb, total, memref.load(sh, [at]))
-            memref.store(total, v, [c])
-        scf.YieldOp([])
 
 
 class _ColumnKernel:
     def __init__(self, m: ColumnReductionMatch, params: S.ColumnReductionParams, views: dict,
                  extents: list[ir.Value], columns: ir.Value, rows: ir.Value, col_blocks: ir.Value,
                  splits: ir.Value, rows_per_split: ir.Value, workspaces: list[ir.Value], shared: list[ir.Value],
-                 bx: ir.Value, tx: ir.Value):
+                 bx: ir.Value, tx: ir.Value, counters: ir.Value, last_flag: ir.Value):
         """Block bx: column block bx % col_blocks of slice (bx / col_blocks) % splits of batch
         bx / (col_blocks * splits) (a batch of one without outer loops)."""
         self.m, self.g, self.p, self.views, self.extents = m, m.generic, params, views, extents
         self.columns, self.rows, self.workspaces, self.shared, self.tx = columns, rows, workspaces, shared, tx
+        self.splits, self.counters, self.last_flag = splits, counters, last_flag
         self.types = [o.type.element_type for o in self.g.outputs]
         self.col_block = arith.remui(bx, col_blocks)
         self.split = arith.divui(bx, col_blocks)
         self.batch = None
+        self.counter = self.col_block  # the blocks of this column block and batch count here
         if m.outer:
             self.batch = arith.divui(self.split, splits)
             self.split = arith.remui(self.split, splits)
+            self.counter = arith.addi(arith.muli(self.batch, col_blocks), self.col_block)
         self.lane = arith.remui(tx, index_const(params.block_x))
         self.ty = arith.divui(tx, index_const(params.block_x))
         begin = arith.minui(arith.muli(self.split, rows_per_split), rows)
@@ -315,6 +278,72 @@ class _ColumnKernel:
                         total = value if total is None else combine(self.m.combiners[k], total, value)
                     col = arith.addi(col0, index_const(e)) if e else col0
                     memref.store(total, self.workspaces[k], [self.split, self.flat(col)])
+            scf.YieldOp([])
+        last = self.arrive()
+        finishing = scf.IfOp(last)
+        with ir.InsertionPoint(finishing.then_block):
+            self.finish(col0, width, valid)
+            scf.YieldOp([])
+
+    def arrive(self) -> ir.Value:
+        """Count this block done on its column block's counter; whether it came last (the
+        same answer for all its threads). Every thread fences (its partial stores before
+        anything after), then the barrier, then one thread counts: the pattern of ATen's
+        and CUB's last-block reductions."""
+        i32 = ir.IntegerType.get_signless(32)
+        nvvm.MembarOp(ir.Attribute.parse("#nvvm.mem_scope<gpu>"))
+        gpu.barrier()
+        first = scf.IfOp(arith.cmpi(arith.CmpIPredicate.eq, self.tx, index_const(0)))
+        with ir.InsertionPoint(first.then_block):
+            before = memref.AtomicRMWOp(arith.AtomicRMWKind.addi, arith.constant(i32, 1), self.counters,
+                                        [self.counter]).result
+            done = arith.index_cast(ir.IndexType.get(), before)
+            last = arith.cmpi(arith.CmpIPredicate.eq, arith.addi(done, index_const(1)), self.splits)
+            memref.store(arith.extui(i32, last), self.last_flag, [index_const(0)])
+            scf.YieldOp([])
+        gpu.barrier()
+        return arith.cmpi(arith.CmpIPredicate.ne, memref.load(self.last_flag, [index_const(0)]),
+                          arith.constant(i32, 0))
+
+    def finish(self, col0: ir.Value, width: int, valid: ir.Value) -> None:
+        """In the last block: out[c] = combine(out[c], partials of column c) for its columns
+        (out[c]: the initial value where a fill was folded in). Row of threads ty combines
+        slices ty, ty + block_y, ...; the rows are combined through shared memory in order."""
+        p, n_out = self.p, len(self.types)
+        nvvm.MembarOp(ir.Attribute.parse("#nvvm.mem_scope<gpu>"))
+        flat_types = [t for t in self.types for _ in range(width)]
+        partial = scf.IfOp(valid, flat_types, has_else=True)
+        with ir.InsertionPoint(partial.then_block):
+            loop = scf.ForOp(self.ty, self.splits, index_const(p.block_y), [i for i in self.identities()
+                                                                            for _ in range(width)])
+            with ir.InsertionPoint(loop.body):
+                s, accs = loop.induction_variable, list(loop.inner_iter_args)
+                for k in range(n_out):
+                    for e in range(width):
+                        col = arith.addi(col0, index_const(e)) if e else col0
+                        value = memref.load(self.workspaces[k], [s, self.flat(col)])
+                        accs[k * width + e] = combine(self.m.combiners[k], accs[k * width + e], value)
+                scf.YieldOp(accs)
+            scf.YieldOp(list(loop.results))
+        with ir.InsertionPoint(partial.else_block):
+            scf.YieldOp([i for i in self.identities() for _ in range(width)])
+        slot = arith.muli(self.tx, index_const(width))
+        for k, sh in enumerate(self.shared):
+            for e in range(width):
+                memref.store(partial.results[k * width + e], sh, [arith.addi(slot, index_const(e)) if e else slot])
+        gpu.barrier()
+        first = scf.IfOp(arith.andi(valid, arith.cmpi(arith.CmpIPredicate.eq, self.ty, index_const(0))))
+        with ir.InsertionPoint(first.then_block):
+            lane_slot = arith.muli(self.lane, index_const(width))
+            for k, o in enumerate(self.g.outputs):
+                view = self.views[id(o)]
+                for e in range(width):
+                    col = self.flat(arith.addi(col0, index_const(e)) if e else col0)
+                    total = memref.load(view, [col]) if self.m.inits.get(o.value) is None else self.m.inits[o.value]
+                    for y in range(p.block_y):
+                        at = arith.addi(lane_slot, index_const(y * p.block_x * width + e))
+                        total = combine(self.m.combiners[k], total, memref.load(self.shared[k], [at]))
+                    memref.store(total, view, [col])
             scf.YieldOp([])
 
     def rows_loop(self, col0: ir.Value, width: int) -> list[ir.Value]:

@@ -166,7 +166,7 @@ def _apply(ops: list[ir.Operation], i: int, schedule: tuple[str, Any], chain: An
             if params.split_blocks else [])
     match.inits = inits
     gpu_column.emit_column_reduction(match, params)
-    return [f"column reduction: {params}", "column reduction: partials combined in a fixed order (8 threads a column)"]
+    return [f"column reduction: {params}; the last block of each column block combines its partials in a fixed order"]
 
 
 def _check_vector(op: ir.Operation, kind: str, params: Any, element_bytes: list[int]) -> None:
