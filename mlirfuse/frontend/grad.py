@@ -82,9 +82,16 @@ class Differentiated:
                 runner = self._backwards.setdefault(contiguous, _Runner(CompiledFusion(d.backward, self.backend)))
         return runner
 
-    def run_backward(self, primals: Sequence[Any], cotangents: Sequence[Any], residuals: Sequence[Any]) -> list[Any]:
+    def run_backward(self, primals: Sequence[Any], cotangents: Sequence[Any], residuals: Sequence[Any],
+                     key: tuple | None = None) -> list[Any]:
+        """The gradients; `key`: the forward call's exact argument layout, which with the
+        cotangents' strides fixes every backward argument's (the residuals are the forward's
+        fresh outputs), so that the backward's launcher is found without checking them."""
         layout = tuple(_is_contiguous(c) for c in cotangents)
-        return self.backward(layout)([*primals, *cotangents, *residuals])
+        values = [*primals, *cotangents, *residuals]
+        if key is None:
+            return self.backward(layout)(values)
+        return self.backward(layout)(values, (key, tuple(c.stride() for c in cotangents)))
 
 
 def _is_contiguous(value: Any) -> bool:
@@ -128,7 +135,7 @@ def fused_function() -> Any:
         def forward(ctx: Any, entry: Differentiated, key: tuple | None, *args: Any) -> Any:
             d = entry.derivative
             outputs = entry.forward(args, key)
-            ctx.entry = entry
+            ctx.entry, ctx.key = entry, key
             ctx.tensor_args = entry.tensor_args
             ctx.scalars = [None if i in entry.tensor_args else a for i, a in enumerate(args)] if entry.scalars else args
             ctx.save_for_backward(*[args[i] for i in entry.tensor_args], *[outputs[k] for k in d.residuals])
@@ -158,7 +165,7 @@ def fused_function() -> Any:
             needs = ctx.needs_input_grad
             if not any(needs[2 + i] for i in d.gradients):
                 return tuple(result)
-            for i, g in zip(d.gradients, entry.run_backward(primals, cotangents, saved[n:])):
+            for i, g in zip(d.gradients, entry.run_backward(primals, cotangents, saved[n:], ctx.key)):
                 if needs[2 + i]:
                     result[2 + i] = g
             return tuple(result)

@@ -541,3 +541,15 @@ def test_imported_ir_computes_what_the_ir_does(name: str) -> None:
         again = import_fusion(func).to_mlir()
     for a, b in zip(mlirfuse.reference.evaluate(text, [x, y]), mlirfuse.reference.evaluate(again, [x, y])):
         np.testing.assert_array_equal(a, b)
+
+
+def test_strided_inputs_and_scalar_arguments_under_autograd() -> None:
+    f = mlirfuse.jit(lambda x, w, k: ops.tanh(x * w) * k)
+    base = _data("any", (8, 4), 1)
+    x = base.t().requires_grad_()  # a non-contiguous leaf
+    w = _data("any", (8,), 2).requires_grad_()
+    (f(x, w, 1.5) ** 2).sum().backward()
+    xr, wr = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    ((torch.tanh(xr * wr) * 1.5) ** 2).sum().backward()
+    torch.testing.assert_close(x.grad, xr.grad)
+    torch.testing.assert_close(w.grad, wr.grad)
