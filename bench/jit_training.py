@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import mlirfuse  # noqa: E402
 from mlirfuse import ops  # noqa: E402
+from models import kernels_per_step, timed_rounds  # noqa: E402 (bench/models.py: the same measurements)
 
 P = 0.1
 SEED = 1234
@@ -83,19 +84,6 @@ def _iteration(fn: Callable[..., Any], inputs: list[torch.Tensor], grad: torch.T
     return step
 
 
-def _profile(step: Callable[[], None]) -> tuple[float, int]:
-    from torch.profiler import ProfilerActivity, profile
-
-    step()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        step()
-        torch.cuda.synchronize()
-    kernels = [e for e in prof.events() if e.device_type.name == "CUDA"
-               and not e.name.startswith("Memcpy") and not e.name.startswith("Memset")]
-    return sum(e.device_time_total for e in kernels), len(kernels)
-
-
 def _gradient_difference(step: Callable[[], None], inputs: list[torch.Tensor], reference: list[torch.Tensor]) -> float:
     step()
     return max((t.grad.float() - r.float()).abs().max().item() / max(r.float().abs().max().item(), 1e-30)
@@ -110,21 +98,14 @@ def run_row(block: str, shape: tuple[int, ...], dtype: torch.dtype, rounds: int,
         for _ in range(3):
             step()
     torch.cuda.synchronize()
-    times: dict[str, list[float]] = {n: [] for n in steps}
-    names = list(steps)
-    for r in range(rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            torch.cuda.synchronize()
-            start = time.perf_counter()
-            for _ in range(iters):
-                steps[name]()
-            torch.cuda.synchronize()
-            times[name].append(iters / (time.perf_counter() - start))
+    times = {name: [1e3 / ms for ms in per_round] for name, per_round in timed_rounds(steps, rounds, iters).items()}
     row: dict[str, Any] = {"block": block, "shape": list(shape), "dtype": str(dtype).replace("torch.", "")}
     steps["eager"]()
     reference = [t.grad.clone() for t in inputs]
     for name, step in steps.items():
-        kernel_us, launches = _profile(step)
+        step()  # warm (the profiled step must not be a first call)
+        kernel_ms, launches = kernels_per_step(step)
+        kernel_us = kernel_ms * 1e3
         # dropout masks differ between implementations (each its own RNG): compare RMSNorm only
         diff = _gradient_difference(step, inputs, reference) if block == "rms" else None
         row[name] = {"it_per_s": statistics.median(times[name]), "spread": max(times[name]) - min(times[name]),
