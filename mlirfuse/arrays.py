@@ -82,18 +82,55 @@ def _import_torch() -> Any:
 
 
 def _torch_cpu_to_numpy(t: Any, torch: Any) -> np.ndarray:
-    """A zero-copy numpy view of a CPU tensor (bfloat16 through its bits: numpy has no bf16)."""
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.int16).numpy().view(DataType.BFloat16.np)
-    return t.numpy()
+    """A zero-copy numpy view of a CPU tensor (bfloat16 through its bits: numpy has no bf16),
+    through the array interface: `Tensor.numpy()` would fix the size of the tensor's storage
+    for good (FSDP2 then cannot free a parameter that went through a fusion)."""
+    bf16 = t.dtype == torch.bfloat16
+    if t.numel() == 0:
+        return np.empty(tuple(t.shape), DataType.BFloat16.np if bf16 else _numpy_dtype(t, torch))
+    view = np.asarray(_TorchMemory(t, np.dtype(np.int16) if bf16 else _numpy_dtype(t, torch)))
+    return view.view(DataType.BFloat16.np) if bf16 else view
+
+
+def _numpy_dtype(t: Any, torch: Any) -> np.dtype:
+    return torch.empty(0, dtype=t.dtype).numpy().dtype
 
 
 def numpy_to_torch(a: np.ndarray) -> Any:
-    """The inverse: a torch CPU tensor sharing `a`'s memory."""
+    """The inverse: a torch CPU tensor sharing `a`'s memory; for `torch_empty`'s arrays, the
+    tensor torch allocated, so that the result's storage is torch's own (resizable: FSDP2
+    frees parameters' storage by resizing it; `Tensor.numpy()` would make it fixed)."""
     torch = _torch()
+    owner = a.base
+    while isinstance(owner, np.ndarray):
+        owner = owner.base
+    if isinstance(owner, _TorchMemory) and a.flags.c_contiguous and a.ctypes.data == owner.tensor.data_ptr() \
+            and a.nbytes == owner.tensor.numel() * owner.tensor.element_size():
+        return owner.tensor.view(a.shape)
     if a.dtype == DataType.BFloat16.np:
         return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
     return torch.from_numpy(a)
+
+
+class _TorchMemory:
+    """A CPU tensor's memory seen by numpy through the array interface (not `.numpy()`,
+    which would fix the storage's size); numpy arrays over it keep it (and the tensor) alive."""
+
+    def __init__(self, tensor: Any, dtype: np.dtype):
+        self.tensor = tensor
+        self.__array_interface__ = {"shape": tuple(tensor.shape), "typestr": dtype.str,
+                                    "data": (tensor.data_ptr(), False), "version": 3,
+                                    "strides": tuple(s * dtype.itemsize for s in tensor.stride())}
+
+
+def torch_empty(shape: tuple[int, ...], dtype: DataType) -> np.ndarray:
+    """An uninitialized numpy array in memory torch allocated (a CPU tensor's, its storage
+    left resizable), for results handed back to torch by `numpy_to_torch`."""
+    torch = _torch()
+    tensor = torch.empty(shape, dtype=getattr(torch, dtype.value))
+    if dtype is DataType.BFloat16:  # numpy's bf16 is ml_dtypes': seen through its 16 bits
+        return np.asarray(_TorchMemory(tensor, np.dtype(np.int16))).view(dtype.np)
+    return np.asarray(_TorchMemory(tensor, np.dtype(dtype.np)))
 
 
 def classify_all(values: Any) -> list[Arg]:

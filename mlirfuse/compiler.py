@@ -10,7 +10,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from mlirfuse import config, dump, reference
-from mlirfuse.arrays import Arg, classify_all, numpy_to_torch, placement, wrap_output
+from mlirfuse.arrays import Arg, classify_all, numpy_to_torch, placement, torch_empty, wrap_output
 from mlirfuse.dialects import fusion as fusion_dialect
 from mlirfuse.dialects.optable import OPS
 from mlirfuse.errors import FusionError
@@ -306,12 +306,14 @@ class CompiledFusion:
         if self.backend == "cpu":
             if where == "device":
                 raise FusionError("GPU arrays given to a fusion compiled for the CPU; use backend='gpu'")
+            for_torch = any(a.kind == "host" and a.origin == "torch" for a in args)
             if self.executor is not None:
-                outputs = self.executor.run(values)
+                outputs = self.executor.run(values, for_torch)
             elif self.kernel is None:  # the fallback path
                 outputs = reference.evaluate(self.fusion_ir, values)
             else:
-                outputs = [np.empty(s, dtype=dt.np) for s, dt in zip(shapes, self._output_dtypes)]
+                empty = torch_empty if for_torch else lambda s, dt: np.empty(s, dtype=dt.np)
+                outputs = [empty(s, dt) for s, dt in zip(shapes, self._output_dtypes)]
                 start = time.perf_counter()
                 try:
                     self.kernel(values, outputs, self._scalar)

@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from mlir import ir
 
+from mlirfuse.arrays import torch_empty
 from mlirfuse.dialects import fusion as fusion_dialect
 from mlirfuse.dialects.optable import OPS
 from mlirfuse.dtypes import DataType
@@ -84,6 +85,7 @@ class GraphExecutor:
     """Runs a grouped fusion on the CPU: numpy arrays, groups compiled by the CPU backend."""
 
     def __init__(self, module_text: str):
+        self._for_torch = threading.local()
         self.context = fusion_dialect.new_context()
         with self.context, ir.Location.unknown():
             self.module = ir.Module.parse(module_text)
@@ -229,6 +231,8 @@ class GraphExecutor:
         return value
 
     def _empty(self, shape: tuple[int, ...], dtype: DataType) -> Any:
+        if getattr(self._for_torch, "value", False):
+            return torch_empty(shape, dtype)
         return np.empty(shape, dtype=dtype.np)
 
     def _launch(self, kernel: Any, values: Sequence[Any], outputs: Sequence[Any]) -> None:
@@ -304,7 +308,10 @@ class GraphExecutor:
             results = _Evaluator().run(group.func, [self._to_host(v) for v in values])
         return [self._from_host(r) for r in results]
 
-    def run(self, inputs: Sequence[Any]) -> list[Any]:
+    def run(self, inputs: Sequence[Any], for_torch: bool = False) -> list[Any]:
+        """The graph's results for `inputs`; `for_torch`: results are handed to torch, so
+        kernels write them into memory torch allocated (see `arrays.torch_empty`)."""
+        self._for_torch.value = for_torch
         env: list[Any] = [None] * self._n_slots
         for (slot, param), value in zip(self._params, inputs):
             env[slot] = self._input(value, param)

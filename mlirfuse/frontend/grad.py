@@ -101,7 +101,7 @@ def _is_contiguous(value: Any) -> bool:
 
 
 def _double_backward_error() -> FusionError:
-    return FusionError("mlirfuse.jit: double backward (create_graph=True, or differentiating a gradient) "
+    return FusionError("mlirfuse.jit: double backward (differentiating a gradient taken with create_graph=True) "
                        "is not supported; the backward kernels are not differentiable themselves")
 
 
