@@ -49,8 +49,8 @@ def _train(loss_of, params) -> list[float]:
     return losses
 
 
-def _worker(rank: int, port: int, wrapping: str, out: str) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+def _worker(rank: int, port: int, wrapping: str, out: str, cache: str) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), MLIRFUSE_CACHE_DIR=cache)
     dist.init_process_group("gloo", rank=rank, world_size=WORLD)
     try:
         from torch.nn.parallel import DistributedDataParallel as DDP
@@ -84,6 +84,24 @@ def _worker(rank: int, port: int, wrapping: str, out: str) -> None:
         dist.destroy_process_group()
 
 
+def _check_cache(folder: Path) -> None:
+    """The ranks compiled the same fusions at once into one disk cache: every entry whole
+    (its checksum holds), no temporary file left."""
+    from mlirfuse import cache
+
+    entries = list(folder.glob("*.entry"))
+    assert entries and not list(folder.glob(".tmp-*"))
+    previous = os.environ.get("MLIRFUSE_CACHE_DIR")
+    os.environ["MLIRFUSE_CACHE_DIR"] = str(folder)
+    try:
+        assert all(cache.load(e.stem) is not None for e in entries)
+    finally:
+        if previous is None:
+            del os.environ["MLIRFUSE_CACHE_DIR"]
+        else:
+            os.environ["MLIRFUSE_CACHE_DIR"] = previous
+
+
 def _eager_reference() -> tuple[dict, list[float]]:
     model = _model()
     losses = _train(lambda ids: model(input_ids=ids, labels=ids).loss, model.parameters())
@@ -95,11 +113,14 @@ def test_two_ranks_train_as_one_process_does(wrapping: str, tmp_path: Path) -> N
     """Each rank takes half of every global batch; the ranks' gradients are averaged (DDP's
     all-reduce, FSDP2's reduce-scatter), which is the gradient of the global batch's mean
     loss (equal token counts per rank): after three SGD steps, the same parameters as one
-    eager process training on the whole batches."""
+    eager process training on the whole batches. The ranks compile into one empty disk
+    cache at the same time."""
     if wrapping == "FSDP2":
         pytest.importorskip("torch.distributed.fsdp", reason="no FSDP2 in this torch")
-    out = str(tmp_path / "rank0.pt")
-    mp.start_processes(_worker, args=(_free_port(), wrapping, out), nprocs=WORLD, join=True, start_method="spawn")
+    out, cache = str(tmp_path / "rank0.pt"), tmp_path / "cache"  # both ranks start on an empty disk cache
+    mp.start_processes(_worker, args=(_free_port(), wrapping, out, str(cache)), nprocs=WORLD, join=True,
+                       start_method="spawn")
+    _check_cache(cache)
     got = torch.load(out)
     expected, expected_losses = _eager_reference()
     rank0_losses = got["losses"]  # rank 0's half: close to, not equal to, the global loss
