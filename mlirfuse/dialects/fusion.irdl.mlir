@@ -259,6 +259,16 @@ irdl.dialect @fusion {
     irdl.operands(lhs: %T, rhs: %T)
     irdl.results(result: %T)
   }
+  irdl.operation @gcd {
+    %T = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %T, rhs: %T)
+    irdl.results(result: %T)
+  }
+  irdl.operation @nextafter {
+    %T = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %T, rhs: %T)
+    irdl.results(result: %T)
+  }
   irdl.operation @where {
     %condition = irdl.base "!builtin.tensor"
     %T = irdl.base "!builtin.tensor"

@@ -27,6 +27,7 @@ PREDICATE = "predicate"  # one operand, not promoted; result bool
 LOGICAL = "logical"      # operands converted to bool; result bool
 BITWISE = "bitwise"      # integer/bool operands promoted together
 WHERE = "where"          # condition converted to bool, other operands promoted
+FLOATING = "floating"    # operands promoted together, must be float32 or float64
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,11 @@ def _ref_shift(kind: str) -> Callable:
             shifted = np.right_shift(a.astype(unsigned), count.astype(unsigned)).astype(a.dtype)
         return np.where(over, np.zeros((), a.dtype), shifted)
     return ref
+
+
+def _ref_gcd(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
+    return np.gcd(a, b).astype(np.result_type(a, b))
 
 
 def _ref_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -211,6 +217,9 @@ ELEMENTWISE = [
         doc="arithmetic (sign-filling) right shift"),
     _ew("logical_right_shift", 2, BITWISE, _ref_shift("logical"), S.shift("logical"), bool_ok=False,
         doc="right shift of the bits as unsigned (zero-filling)"),
+    _ew("gcd", 2, BITWISE, _ref_gcd, S.gcd, bool_ok=False, doc="greatest common divisor of |lhs| and |rhs|"),
+    _ew("nextafter", 2, FLOATING, np.nextafter, S.nextafter,
+        doc="the next representable float after lhs toward rhs", no_grad=STEPS),
     _ew("where", 3, WHERE, np.where, S.where,
         vjp=lambda ops, g, y, c, a, b: (None, ops.where(c, g, 0), ops.where(c, 0, g))),
     _ew("clamp", 3, SAME, lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi), S.clamp,

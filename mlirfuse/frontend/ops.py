@@ -232,6 +232,8 @@ def elementwise(name: str, *args: Operand) -> Tensor:
         if op.rule == T.BITWISE and common.is_float:
             raise FusionError(f"{name}: needs integer or bool operands, got "
                               f"{[d.value for d, _ in typed]}")
+        if op.rule == T.FLOATING and common not in (DataType.Float, DataType.Double):
+            raise FusionError(f"{name}: needs float32 or float64 operands, got {[d.value for d, _ in typed]}")
         if common.is_bool and not op.bool_ok:
             raise FusionError(f"{name}: not defined for bool tensors; cast them first")
         operand_dtypes = [common] * len(args)

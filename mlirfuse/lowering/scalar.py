@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Callable
 
 from mlir import ir
-from mlir.dialects import arith, math
+from mlir.dialects import arith, math, scf
 
 F = arith.CmpFPredicate
 IP = arith.CmpIPredicate
@@ -131,6 +131,35 @@ def shift(kind: str) -> Lowering:
         shifted = (arith.shli if kind == "left" else arith.shrui)(a, e.select(over, e.const(0), b))
         return e.select(over, e.const(0), shifted)
     return lower
+
+
+def gcd(e: Emitter, a: ir.Value, b: ir.Value) -> ir.Value:
+    """torch.gcd: Euclid's algorithm on |a| and |b| (a loop per element; gcd(0, 0) = 0)."""
+    t = e.type
+    loop = scf.WhileOp([t, t], [abs_int(e, a), abs_int(e, b)])
+    before = loop.before.blocks.append(t, t)
+    with ir.InsertionPoint(before):
+        x, y = before.arguments
+        scf.condition(e.cmp("ne", x, e.const(0)), [x, y])
+    after = loop.after.blocks.append(t, t)
+    with ir.InsertionPoint(after):
+        x, y = after.arguments
+        scf.yield_([arith.remsi(y, x), x])  # (a, b) <- (b % a, a)
+    return loop.results[1]
+
+
+def nextafter(e: Emitter, a: ir.Value, b: ir.Value) -> ir.Value:
+    """The float after `a` toward `b` (C's nextafter): one step of a's bits away from or
+    toward zero; b when they are equal (so the sign of a zero b), NaN when either is."""
+    bits_t = ir.IntegerType.get_signless(ir.FloatType(e.type).width)
+    bits = arith.bitcast(bits_t, a)
+    one = arith.constant(bits_t, ir.IntegerAttr.get(bits_t, 1))
+    away_from_zero = arith.xori(arith.cmpf(F.OLT, a, b), arith.cmpf(F.OLT, a, e.const(0.0)))
+    stepped = arith.bitcast(e.type, e.select(away_from_zero, arith.addi(bits, one), arith.subi(bits, one)))
+    tiny = math.copysign(arith.bitcast(e.type, one), b)  # the smallest subnormal, signed as b
+    stepped = e.select(arith.cmpf(F.OEQ, a, e.const(0.0)), tiny, stepped)
+    result = e.select(arith.cmpf(F.OEQ, a, b), b, stepped)
+    return e.select(arith.cmpf(F.UNO, a, b), arith.addf(a, b), result)
 
 
 def div(e: Emitter, a: ir.Value, b: ir.Value) -> ir.Value:

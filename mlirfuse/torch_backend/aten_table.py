@@ -343,8 +343,18 @@ TABLE.update(_unary("sgn", ops.sign))
 for _name in ("mul", "div", "fmod", "remainder", "eq", "ne", "lt", "le", "gt", "ge", "bitwise_and",
               "bitwise_or", "bitwise_xor"):
     TABLE.update(_binary(_name))
-for _name in ("maximum", "minimum", "atan2", "logical_and", "logical_or"):
+for _name in ("maximum", "minimum", "atan2", "logical_and", "logical_or", "gcd"):
     TABLE.update(_binary(_name, overloads=("default",)))
+
+
+def _float32_or_64(a: dict[str, Any]) -> str | None:
+    dtypes = [getattr(v.meta.get("val"), "dtype", None) for v in (a["self"], a["other"]) if hasattr(v, "meta")]
+    if any(str(d) not in ("torch.float32", "torch.float64") for d in dtypes if d is not None):
+        return "nextafter of a 16-bit float (mlirfuse's steps float32 and float64 bits)"
+    return None
+
+
+TABLE[aten.nextafter.default] = AtenLowering(lambda ctx, a: ops.nextafter(a["self"], a["other"]), check=_float32_or_64)
 for _name in ("bitwise_left_shift", "bitwise_right_shift"):
     TABLE.update(_binary(_name, overloads=("Tensor", "Tensor_Scalar")))
 TABLE.update(_binary("logical_xor", lambda x, y: ops.ne(ops.cast(x, DataType.Bool), ops.cast(y, DataType.Bool)),

@@ -48,7 +48,7 @@ class Op:
         self.regions = [[emu.prepare(b) for b in r.blocks] for r in op.regions]
         self.syncing = _SYNCING.get(self.name)
         self.handler = RULES.get(self.name)
-        self.ends = self.name in ("scf.yield", "gpu.terminator", "func.return")
+        self.ends = self.name in ("scf.yield", "scf.condition", "gpu.terminator", "func.return")
         if self.handler is None and self.syncing is None and not self.ends and not self.regions:
             raise EmulationError(f"the emulator has no rule for {self.name}")
         self.cache: dict[str, Any] = {}
@@ -192,6 +192,19 @@ def _for(emu: Emulator, p: Op, env: dict) -> Iterator[_Sync]:
     return carried
 
 
+def _while(emu: Emulator, p: Op, env: dict) -> Iterator[_Sync]:
+    """scf.while: the before region ends in scf.condition(flag, values...)."""
+    before, after = p.regions[0][0], p.regions[1][0]
+    carried = [env[v] for v in p.ins]
+    while True:
+        env.update(zip(before.args, carried))
+        flag, *carried = yield from emu.block(before, env)
+        if not flag:
+            return carried
+        env.update(zip(after.args, carried))
+        carried = yield from emu.block(after, env)
+
+
 def _if(emu: Emulator, p: Op, env: dict) -> Iterator[_Sync]:
     region = p.regions[0] if env[p.ins[0]] else p.regions[1]
     if not region:
@@ -200,7 +213,7 @@ def _if(emu: Emulator, p: Op, env: dict) -> Iterator[_Sync]:
 
 
 _SYNCING: dict[str, Callable] = {"gpu.launch": _launch, "gpu.barrier": _barrier, "gpu.shuffle": _shuffle,
-                                 "scf.for": _for, "scf.if": _if}
+                                 "scf.for": _for, "scf.if": _if, "scf.while": _while}
 
 
 # -- the entry point ----------------------------------------------------------------------------

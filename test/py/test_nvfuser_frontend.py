@@ -243,3 +243,51 @@ def test_validate_uses_the_tolerance_of_the_dtype() -> None:
     fd.validate([i])
     with pytest.raises(FusionError, match="differs"):
         fd.validate([i], [i * 3 + 1])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_gcd_matches_torch(device, dtype) -> None:
+    """Signs, zeros (gcd(0, 0) = 0) and broadcasting, against torch.gcd."""
+    a = torch.tensor([12, -18, 0, 7, 0, 2 ** 30, -36, 1, 97 * 89], dtype=dtype, device=device)
+    b = torch.tensor([[18], [-4]], dtype=dtype, device=device)
+    with FusionDefinition() as fd:
+        x, y = fd.from_pytorch(a), fd.define_tensor([-1, 1], dtype=dtype)
+        fd.add_output(fd.ops.gcd(x, y))
+        fd.add_output(fd.ops.gcd(x, fd.ops.mul(x, 3)))
+    got, same = fd.execute([a, b])
+    assert torch.equal(got, torch.gcd(a, b)) and torch.equal(same, torch.gcd(a, a * 3))
+    with pytest.raises(FusionError, match="integer"):
+        with FusionDefinition() as fd:
+            fd.add_output(fd.ops.gcd(fd.define_tensor([-1]), fd.define_tensor([-1])))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_nextafter_matches_torch_bit_for_bit(device, dtype) -> None:
+    """Toward larger, smaller, equal (the second's sign of zero), from zero (the smallest
+    subnormal), from the largest finite to infinity, NaN."""
+    info = torch.finfo(dtype)
+    a = torch.tensor([1.0, -1.0, 0.0, -0.0, 0.0, info.max, float("inf"), float("nan"), 1.0, 3.0, info.tiny, -2.5],
+                     dtype=dtype, device=device)
+    b = torch.tensor([2.0, 0.0, -1.0, 1.0, -0.0, float("inf"), 0.0, 1.0, float("nan"), -float("inf"), 0.0, -2.5],
+                     dtype=dtype, device=device)
+    with FusionDefinition() as fd:
+        fd.add_output(fd.ops.nextafter(fd.from_pytorch(a), fd.from_pytorch(b)))
+    (got,) = fd.execute([a, b])
+    want = torch.nextafter(a, b)
+    bits = torch.int32 if dtype is torch.float32 else torch.int64
+    same = (got.view(bits) == want.view(bits)) | (got.isnan() & want.isnan())
+    assert same.all(), (got, want)
+    with pytest.raises(FusionError, match="float32 or float64"):
+        with FusionDefinition() as fd:
+            t = fd.define_tensor([-1], dtype=DataType.BFloat16)
+            fd.add_output(fd.ops.nextafter(t, t))
+
+
+def test_torch_gcd_and_nextafter_fuse() -> None:
+    a, b = torch.randint(-500, 500, (64,)), torch.randint(-500, 500, (64,))
+    x, y = torch.randn(64), torch.randn(64)
+    fn = torch.compile(lambda a, b, x, y: (torch.gcd(a, b) + 1, torch.nextafter(x, y) * 2), backend="mlirfuse")
+    g, n = fn(a, b, x, y)
+    assert torch.equal(g, torch.gcd(a, b) + 1) and torch.equal(n, torch.nextafter(x, y) * 2)

@@ -47,6 +47,8 @@ def _valid(op: optable.OpDef, dtype) -> bool:
     dt = np.dtype(dtype)
     if op.rule == optable.BITWISE and mlirfuse.dtypes.to_dtype(dt).is_float:
         return False
+    if op.rule == optable.FLOATING and dt not in (np.float32, np.float64):
+        return False
     if dt == np.bool_ and not op.bool_ok:
         return False
     return True

@@ -77,3 +77,13 @@ def test_host_module_translates_to_llvm_ir_with_stream_launches() -> None:
     launches = re.findall(r"call void @mgpuLaunchKernel\(.*\)", result.stdout)
     assert len(launches) == 3  # the reduction (its fill folded in), its chunks' finish (few long rows), the scaling
     assert "@mgpuModuleLoad" in result.stdout  # the binary is loaded by a global constructor
+
+
+def test_gcd_is_a_loop_and_nextafter_steps_the_bits() -> None:
+    """gcd: Euclid's loop (a remainder inside a backward branch) in the kernel; nextafter: an
+    integer add/sub on the float's bits, no libdevice call."""
+    i = np.arange(8, dtype=np.int64)
+    ptx = compile_gpu(lambda a, b: ops.gcd(a, b), i, i).ptx
+    assert "rem.s64" in ptx and ptx.count("bra") >= 2
+    ptx = compile_gpu(lambda a, b: ops.nextafter(a, b), X, X).ptx
+    assert ("add.s32" in ptx or "sub.s32" in ptx) and "call" not in ptx
