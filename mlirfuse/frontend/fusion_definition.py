@@ -15,6 +15,7 @@ from mlirfuse.errors import FusionError
 from mlirfuse.frontend import nvfuser_ops
 from mlirfuse.frontend import ops as ops_module
 from mlirfuse.frontend.graph import Fusion, InputSpec, Tensor, tracing
+from mlirfuse.frontend.symbolic import ConcreteSizeNeeded
 
 
 NVFUSER_NAMES = nvfuser_ops.NVFUSER_NAMES
@@ -34,17 +35,32 @@ class _Ops:
 
         @functools.wraps(fn)
         def recorded(*args: Any, **kwargs: Any) -> Any:
-            self._fd._check_open(f"fd.ops.{name}")
-            with tracing(self._fd.fusion):
-                return fn(*args, **kwargs)
+            fd = self._fd
+            fd._check_open(f"fd.ops.{name}")
+            return fd._record(("ops", name), args, kwargs, lambda: fn(*args, **kwargs))
         return recorded
 
     def __dir__(self) -> list[str]:
         return list(ops_module.__all__) + NVFUSER_NAMES
 
 
+def _logged(method: Any) -> Any:
+    """A definition method whose calls are logged (for traces per call signature)."""
+    @functools.wraps(method)
+    def wrapper(self: "FusionDefinition", *args: Any, **kwargs: Any) -> Any:
+        return self._record(("fd", method.__name__), args, kwargs, lambda: method(self, *args, **kwargs))
+    return wrapper
+
+
 class FusionDefinition:
-    """Define a fusion op by op, then execute it (inputs in definition order)."""
+    """Define a fusion op by op, then execute it (inputs in definition order).
+
+    Sizes are symbolic unless given: one compiled fusion serves every shape. Where an op
+    needs a concrete size (a slice, cat or scatter across dynamic sizes, a reshape to sizes
+    held in runtime scalars) the definition is kept as the log of its calls and traced again
+    with the inputs' sizes (and those scalars' values) when it is executed, once per distinct
+    signature; values it defines after that point are `Deferred` until then.
+    """
 
     def __init__(self) -> None:
         self.fusion = Fusion()
@@ -53,6 +69,12 @@ class FusionDefinition:
         self._tracing = None
         self._finalized = False
         self._aliases: dict[int, int] = {}  # output position -> the input it is written into
+        # Every definition call, in order, so that a definition that needs concrete sizes
+        # can be traced again per call signature (see _record and _replay).
+        self._log: list[_Call] = []
+        self._deferred: str | None = None  # why this definition waits for its inputs' sizes
+        self._replays: dict[tuple, FusionDefinition] = {}
+        self.fusion.recorder = lambda name, *operands: getattr(self.ops, name)(*operands)
 
     def __enter__(self) -> "FusionDefinition":
         if self._finalized:
@@ -71,6 +93,7 @@ class FusionDefinition:
         if self._finalized:
             raise FusionError(f"{what}: the definition is closed (define ops inside its `with` block)")
 
+    @_logged
     def define_tensor(self, shape: Sequence[int] | None = None, contiguity: Any = None,
                       dtype: Any = DataType.Float, is_cpu: bool = False, *,
                       symbolic_sizes: Sequence[int] | None = None, contiguous: Any = None,
@@ -103,6 +126,7 @@ class FusionDefinition:
         dt = DataType.Float if dtype is None else to_dtype(dtype)  # nvFuser's default dtype
         return self.fusion.add_input(InputSpec(dt, tuple(dims), contiguous))
 
+    @_logged
     def define_scalar(self, value: Any = None, dtype: Any = DataType.Double) -> Tensor:
         """A runtime scalar input when value is None, else a constant."""
         self._check_open("define_scalar")
@@ -116,6 +140,7 @@ class FusionDefinition:
 
     define_constant = define_scalar
 
+    @_logged
     def from_pytorch(self, tensor: Any, static_sizes: bool = False) -> Tensor:
         """An input laid out as `tensor` (torch or numpy): its dtype, its rank with size-1 dims
         as broadcast dims, its contiguity; its sizes fixed with `static_sizes`, else symbolic."""
@@ -128,6 +153,7 @@ class FusionDefinition:
         dims = sizes if static_sizes else [1 if s == 1 else -1 for s in sizes]
         return self.define_tensor(dims, dtype=tensor.dtype, contiguity=_is_contiguous(sizes, strides))
 
+    @_logged
     def define_vector(self, values: Any, dtype: Any = DataType.Int) -> list[Any]:
         """nvFuser's vector of scalars, for shapes: a list of ints and scalars (runtime sizes
         included); `define_vector(n)` makes n runtime int scalar inputs."""
@@ -138,6 +164,7 @@ class FusionDefinition:
             raise FusionError(f"define_vector: expected a list of ints and scalars, or a length, got {values!r}")
         return list(values)
 
+    @_logged
     def add_output(self, t: Tensor, alias_input: Tensor | None = None) -> None:
         """An output; with `alias_input`, written into that input in place (nvFuser's in-place
         update) and not returned by `execute`."""
@@ -152,8 +179,86 @@ class FusionDefinition:
             self._aliases[len(self.fusion.outputs)] = position
         self.fusion.add_output(t)
 
+    # -- the call log: traces per call signature -----------------------------------------
+    _replaying = False  # a trace of the log with concrete sizes: needing one more is an error
+
+    _depth = 0  # calls of definition methods within a logged call are not logged
+
+    def _record(self, key: tuple[str, str], args: tuple, kwargs: dict[str, Any], run: Any) -> Any:
+        if self._depth:
+            return run()
+        call = _Call(key, args, kwargs)
+        self._log.append(call)
+        if self._deferred is not None and _holds_deferred((args, kwargs)):
+            call.result = _deferred_result(self, call)
+            return call.result
+        self._depth += 1
+        try:
+            with tracing(self.fusion):
+                call.result = run()
+        except ConcreteSizeNeeded as e:
+            if self._replaying or key[0] != "ops":
+                raise
+            self._deferred = self._deferred or str(e)
+            call.result = _deferred_result(self, call)
+        finally:
+            self._depth -= 1
+        return call.result
+
+    def _replay_for(self, inputs: Sequence[Any]) -> "FusionDefinition":
+        """This definition traced with the sizes of `inputs` (and the values of the runtime
+        scalars it uses as sizes): built once per signature."""
+        positions = {id(x): i for i, x in enumerate(self.fusion.inputs)}
+        sized = sorted({positions[id(v)] for call in self._log for v in _in_lists((call.args, call.kwargs))
+                        if isinstance(v, Tensor) and id(v) in positions and self.fusion.specs[positions[id(v)]].scalar})
+        if len(inputs) != len(self.fusion.inputs):
+            raise FusionError(f"execute: {len(inputs)} inputs for a definition of {len(self.fusion.inputs)}")
+        key = (tuple(tuple(getattr(x, "shape", ())) for x in inputs), tuple(int(inputs[i]) for i in sized))
+        replay = self._replays.get(key)
+        if replay is None:
+            replay = self._replays[key] = self._replay(inputs, positions)
+        return replay
+
+    def _replay(self, inputs: Sequence[Any], positions: dict[int, int]) -> "FusionDefinition":
+        fd = FusionDefinition()
+        fd._replaying = True
+        table: dict[int, Any] = {}
+
+        def value(v: Any, in_list: bool = False) -> Any:
+            if isinstance(v, (Tensor, Deferred)):
+                if in_list and id(v) in positions and self.fusion.specs[positions[id(v)]].scalar:
+                    return int(inputs[positions[id(v)]])  # a runtime scalar used as a size
+                if id(v) not in table:
+                    raise FusionError(f"execute: this definition needs concrete sizes ({self._deferred}), and "
+                                      f"{v!r} was built outside fd.ops, fd.define_* and Python operators (by a "
+                                      "tensor method such as t.sum()?), so it cannot be traced again: use fd.ops")
+                return table[id(v)]
+            if isinstance(v, (list, tuple)):
+                return type(v)(value(x, True) for x in v)
+            if isinstance(v, dict):
+                return {k: value(x, in_list) for k, x in v.items()}
+            return v
+
+        with fd:
+            for call in self._log:
+                kind, name = call.key
+                if (kind, name) in (("fd", "define_tensor"), ("fd", "from_pytorch")):
+                    position = positions[id(call.result)]
+                    spec = self.fusion.specs[position]
+                    result = fd.define_tensor([int(s) for s in getattr(inputs[position], "shape", ())],
+                                              contiguity=spec.contiguous, dtype=spec.dtype)
+                else:
+                    args, kwargs = value(call.args), value(call.kwargs)
+                    target = getattr(fd.ops, name) if kind == "ops" else getattr(fd, name)
+                    result = target(*args, **kwargs)
+                _bind(call.result, result, table)
+        return fd
+
     def compile(self, backend: str = "cpu") -> CompiledFusion:
         """Compile for `backend` (cached); the result keeps every stage's IR."""
+        if self._deferred is not None:
+            raise FusionError(f"compile: this definition needs concrete sizes ({self._deferred}); it is traced "
+                              "and compiled per input signature when executed")
         if not isinstance(backend, str):
             raise FusionError(f"compile: backend must be 'cpu' or 'gpu', got a {type(backend).__name__} "
                               "(a definition compiles for its defined inputs: no example inputs)")
@@ -182,6 +287,8 @@ class FusionDefinition:
         """
         if not isinstance(inputs, (list, tuple)):
             raise FusionError("execute: inputs must be a list, in definition order")
+        if self._deferred is not None:
+            return self._replay_for(inputs).execute(inputs, backend, device=device, **nvfuser_options)
         for name in nvfuser_options:
             if name not in _WARNED:
                 _WARNED.add(name)
@@ -206,6 +313,8 @@ class FusionDefinition:
         with dtype-aware tolerances; raises FusionError naming the first output that differs."""
         from mlirfuse import reference
 
+        if self._deferred is not None:
+            return self._replay_for(inputs).validate(inputs, reference_outputs)
         if reference_outputs is None:  # before execute, which may update inputs in place
             arrays = [_to_numpy(x) if hasattr(x, "shape") else x for x in inputs]
             expected = reference.evaluate(self._compile("cpu", keep_stages=False).fusion_ir, arrays)
@@ -227,9 +336,94 @@ class FusionDefinition:
                 raise FusionError(f"validate: output {i} differs from the reference:{e}") from None
 
     def __str__(self) -> str:
+        if self._deferred is not None:
+            return f"// traced per input signature when executed: {self._deferred}\n" + "\n".join(
+                str(fd.fusion.to_mlir()) for fd in self._replays.values())
         return self.fusion.to_mlir()
 
     __repr__ = __str__
+
+
+class _Call:
+    """One logged definition call: ("ops" | "fd", name), its arguments and its result."""
+
+    def __init__(self, key: tuple[str, str], args: tuple, kwargs: dict[str, Any]):
+        self.key, self.args, self.kwargs = key, args, kwargs
+        self.result: Any = None
+
+
+class Deferred:
+    """A value of a definition that waits for its inputs' sizes (see `FusionDefinition`):
+    it can be passed to `fd.ops`, combined with Python operators and added as an output; its
+    shape and dtype are known once the definition is traced with the inputs' sizes."""
+
+    def __init__(self, fd: FusionDefinition, call: _Call, index: int | None):
+        self._fd, self._call, self._index = fd, call, index
+
+    def _unknown(self, what: str) -> Any:
+        raise FusionError(f"{what} of a deferred value: the definition needs concrete sizes ({self._fd._deferred}), "
+                          "so it is traced when executed")
+
+    dtype = property(lambda self: self._unknown("the dtype"))
+    shape = property(lambda self: self._unknown("the shape"))
+    ndim = property(lambda self: self._unknown("the rank"))
+
+    def __repr__(self) -> str:
+        which = "" if self._index is None else f"[{self._index}]"
+        return f"Deferred(fd.ops.{self._call.key[1]}{which})"
+
+
+def _deferred_binary(name: str, reflected: bool = False) -> Any:
+    if reflected:
+        return lambda self, other: getattr(self._fd.ops, name)(other, self)
+    return lambda self, other: getattr(self._fd.ops, name)(self, other)
+
+
+for _dunder, _name in {"add": "add", "sub": "sub", "mul": "mul", "truediv": "div", "pow": "pow",
+                       "mod": "remainder", "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor"}.items():
+    setattr(Deferred, f"__{_dunder}__", _deferred_binary(_name))
+    setattr(Deferred, f"__r{_dunder}__", _deferred_binary(_name, reflected=True))
+for _name in ("lt", "le", "gt", "ge", "eq", "ne"):
+    setattr(Deferred, f"__{_name}__", _deferred_binary(_name))
+Deferred.__hash__ = object.__hash__  # type: ignore[method-assign]
+Deferred.__neg__ = lambda self: self._fd.ops.neg(self)  # type: ignore[attr-defined]
+
+_RESULTS = {"welford": 3, "var_mean": 2}  # ops with several results
+
+
+def _deferred_result(fd: FusionDefinition, call: _Call) -> Any:
+    n = _RESULTS.get(call.key[1], 1) if call.key[0] == "ops" else 1
+    if call.key == ("fd", "add_output"):
+        return None
+    return Deferred(fd, call, None) if n == 1 else tuple(Deferred(fd, call, i) for i in range(n))
+
+
+def _holds_deferred(value: Any) -> bool:
+    if isinstance(value, Deferred):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(_holds_deferred(v) for v in value)
+    if isinstance(value, dict):
+        return any(_holds_deferred(v) for v in value.values())
+    return False
+
+
+def _in_lists(value: Any, in_list: bool = False) -> list[Any]:
+    """The values found inside lists and tuples of call arguments (shapes)."""
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in _in_lists(v, True)]
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in _in_lists(v, in_list)]
+    return [value] if in_list else []
+
+
+def _bind(old: Any, new: Any, table: dict[int, Any]) -> None:
+    """Record that the traced-again `new` stands for `old` (matching tuples element-wise)."""
+    if isinstance(old, (Tensor, Deferred)):
+        table[id(old)] = new
+    elif isinstance(old, (list, tuple)) and isinstance(new, (list, tuple)) and len(old) == len(new):
+        for o, n in zip(old, new):
+            _bind(o, n, table)
 
 
 def _is_contiguous(sizes: Sequence[int], strides: Sequence[int]) -> bool:

@@ -47,6 +47,10 @@ class Node:
 class Fusion:
     """A graph of fusion ops with inputs, outputs and runtime shape constraints."""
 
+    # Python operators on its tensors call recorder(op name, *operands) when set (a
+    # FusionDefinition logs them as it logs fd.ops calls).
+    recorder: Any = None
+
     def __init__(self) -> None:
         self.inputs: list[Tensor] = []
         self.specs: list[InputSpec] = []

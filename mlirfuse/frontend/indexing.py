@@ -1,7 +1,8 @@
 """Indexing ops: `iota`, `slice`, `cat`, `pad` and `gather` (fusion ops, lowered to loops that
 read their operands at computed indices), and what torch and nvFuser build from them:
 `arange`, `full`/`zeros`/`ones`, `select`, `index_select`, `take_along_axis`, `triu`/`tril`,
-`masked_fill`, `argmax`/`argmin` and `cumsum`.
+`masked_fill`, `argmax`/`argmin`, `scatter` and the scans (`cumsum`, `cumprod`, `cummax`,
+`cummin`).
 
 Sizes follow the frontend's symbolic rule (a dynamic size is a product of input extents):
 an op whose result size would be a sum or difference of dynamic sizes (a slice that cuts a
@@ -15,7 +16,9 @@ from __future__ import annotations
 
 import builtins
 import math
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
+
+import numpy as np
 
 from mlirfuse.dtypes import DataType, result_type, to_dtype
 from mlirfuse.errors import FusionError
@@ -331,6 +334,48 @@ def index_select(x: Tensor, index: Tensor, dim: int) -> Tensor:
     return gather(x, O.broadcast_in_dim(index, shape, [d]), d)
 
 
+def scatter(x: Tensor, index: Tensor, src: Operand, dim: int) -> Tensor:
+    """torch.scatter / nvFuser's `scatter(x, index, src, dim)`: x with x[i with i[dim] =
+    index[i]] = src[i] for every position i of index (index.size(d) <= src.size(d), and <=
+    x.size(d) for d != dim; src may be a number). Of several writes to one place the last
+    along `dim` wins (torch's CPU order); indices outside [0, x.size(dim)) write nothing
+    (torch raises). Computed as a gather: each result element finds the last index entry
+    that names it, so the work is x.size(dim) * index.size(dim) per row."""
+    what = "scatter"
+    x, index = _tensor(x, what), _index_tensor(index, what)
+    if index.ndim != x.ndim:
+        raise FusionError(f"{what}: index of rank {index.ndim} for an input of rank {x.ndim}")
+    d = O.normalize_dim(dim, x.ndim, what)
+    if not isinstance(src, Tensor):
+        src = O.expand(O._materialize(src, x.dtype, x.fusion), list(index.shape))
+    if src.ndim != x.ndim or src.dtype != x.dtype:
+        raise FusionError(f"{what}: src must be a {x.dtype.value} tensor of rank {x.ndim}, got a "
+                          f"{src.dtype.value} tensor of rank {src.ndim}")
+    widths: list[int] = []  # pads index-shaped results up to x's extents, last dim first
+    for i in reversed(range(x.ndim)):
+        ext, have, room = x.fusion.canonical(index.shape[i]), x.fusion.canonical(x.shape[i]), src.shape[i]
+        if isinstance(ext, int) and isinstance(room, int) and ext > room:
+            raise FusionError(f"{what}: index shape {O._fmt(index.shape)} exceeds src's {O._fmt(src.shape)} in dim {i}")
+        if i == d or ext == have:
+            widths += [0, 0]
+        elif isinstance(ext, int) and isinstance(have, int):
+            if ext > have:
+                raise FusionError(f"{what}: index shape {O._fmt(index.shape)} exceeds the input's "
+                                  f"{O._fmt(x.shape)} in dim {i}")
+            widths += [0, have - ext]
+        else:
+            raise ConcreteSizeNeeded(f"{what}: index dim {i} ({ext}) and the input's ({have}) are different "
+                                     "dynamic sizes; define them with static sizes")
+    pairs = list(index.shape[:d]) + [x.shape[d], index.shape[d]] + list(index.shape[d + 1:])  # (.., c, k, ..)
+    names = O.eq(O.expand(O.unsqueeze(O.cast(index, DataType.Int), d), pairs),
+                 _iota(pairs, d, 0, 1, DataType.Int, x.fusion))
+    last = O.max(O.where(names, _iota(pairs, d + 1, 0, 1, DataType.Int, x.fusion), -1), [d + 1])
+    value = gather(src, O.maximum(last, 0), d)
+    if any(widths):
+        last, value = pad(last, widths, -1), pad(value, widths, 0)
+    return O.where(O.ge(last, 0), value, x)
+
+
 # -- masks -------------------------------------------------------------------------------
 def _positions(x: Tensor, dim: int) -> Tensor:
     return _iota(x.shape, dim, 0, 1, DataType.Int, x.fusion)
@@ -393,16 +438,16 @@ def argmin(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
     return _arg_extreme(x, dim, keepdim, "argmin")
 
 
-def cumsum(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
-    """torch.cumsum as a masked sum: result[i] = sum(x[j] for j <= i) along `dim`. The work is
-    quadratic in the dim's length (no scan schedule yet): fine for masks and position ids,
-    not for long rows; the torch backend leaves `aten.cumsum` to torch for that reason."""
-    what = "cumsum"
+def _scan(x: Tensor, dim: int, what: str, dtype: Any = None) -> Tensor:
+    """An inclusive scan as a masked reduction: result[i] = op(x[j] for j <= i) along `dim`,
+    the other x[j] replaced by the op's identity. The work is quadratic in the dim's length
+    (no scan schedule yet): fine for masks, position ids and short rows, not for long rows;
+    the torch backend leaves aten's scans to torch for that reason."""
     x = _tensor(x, what)
     if dtype is not None:
         x = O.cast(x, dtype)
-    elif not x.dtype.is_float:
-        x = O.cast(x, DataType.Int)
+    elif what in ("cumsum", "cumprod") and not x.dtype.is_float:
+        x = O.cast(x, DataType.Int)  # torch: integer and bool sums and products are int64
     if x.ndim == 0:
         return x
     d = O.normalize_dim(dim, x.ndim, what)
@@ -410,12 +455,48 @@ def cumsum(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
     square = list(x.shape[:d]) + [n] + list(x.shape[d:])  # (.., i, j, ..)
     xj = O.expand(O.unsqueeze(x, d), square)
     below = O.le(_iota(square, d + 1, 0, 1, DataType.Int, x.fusion), _iota(square, d, 0, 1, DataType.Int, x.fusion))
-    return O.sum(O.where(below, xj, O.cast(0, x.dtype)), [d + 1])
+    reduce, identity = _SCANS[what]
+    return reduce(O.where(below, xj, O.cast(identity(x.dtype), x.dtype)), [d + 1])
+
+
+def _lowest(dt: DataType) -> Any:
+    return False if dt.is_bool else -math.inf if dt.is_float else int(np.iinfo(dt.np).min)
+
+
+def _highest(dt: DataType) -> Any:
+    return True if dt.is_bool else math.inf if dt.is_float else int(np.iinfo(dt.np).max)
+
+
+_SCANS: dict[str, tuple[Callable, Callable]] = {
+    "cumsum": (O.sum, lambda dt: 0), "cumprod": (O.prod, lambda dt: 1),
+    "cummax": (O.max, _lowest), "cummin": (O.min, _highest),
+}
+
+
+def cumsum(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
+    """torch.cumsum: result[i] = sum(x[j] for j <= i) along `dim` (integers and bools give int64)."""
+    return _scan(x, dim, "cumsum", dtype)
+
+
+def cumprod(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
+    """torch.cumprod: result[i] = prod(x[j] for j <= i) along `dim` (integers and bools give int64)."""
+    return _scan(x, dim, "cumprod", dtype)
+
+
+def cummax(x: Tensor, dim: int) -> Tensor:
+    """The running maximum along `dim` (NaN, once met, stays): torch.cummax's values (nvFuser's
+    `cummax` gives the values alone; torch's indices are not computed)."""
+    return _scan(x, dim, "cummax")
+
+
+def cummin(x: Tensor, dim: int) -> Tensor:
+    """The running minimum along `dim` (NaN, once met, stays): torch.cummin's values."""
+    return _scan(x, dim, "cummin")
 
 
 __all__ = INDEXING_NAMES = ["iota", "arange", "full", "zeros", "ones", "slice", "slice_dim", "select", "cat", "pad",
-                            "gather", "take_along_axis", "index_select", "triu", "tril", "masked_fill", "argmax",
-                            "argmin", "cumsum"]
+                            "gather", "take_along_axis", "index_select", "scatter", "triu", "tril", "masked_fill",
+                            "argmax", "argmin", "cumsum", "cumprod", "cummax", "cummin"]
 
 
 def getitem(x: Tensor, key: Any) -> Tensor:

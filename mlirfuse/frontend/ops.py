@@ -342,6 +342,8 @@ def _sizes_arg(shape: Any, what: str) -> list[Size]:
     except TypeError:
         raise FusionError(f"{what}: shape must be a sequence of sizes, got {shape!r}") from None
     for s in sizes:
+        if isinstance(s, Tensor) and s.ndim == 0 and s.dtype.is_int:  # FusionDefinition then specializes on it
+            raise ConcreteSizeNeeded(f"{what}: the runtime scalar {s!r} used as a size needs its value")
         if isinstance(s, bool) or not isinstance(s, (int, SymSize)):
             raise FusionError(f"{what}: shape entries must be ints or sizes, got {s!r} in {sizes}")
     return sizes
@@ -567,9 +569,11 @@ def _attach_tensor_methods() -> None:
     g = globals()
 
     def binary(name: str, reflected: bool = False):
-        if reflected:
-            return lambda self, other: g[name](other, self)
-        return lambda self, other: g[name](self, other)
+        def operator(self: Tensor, other: Any) -> Any:
+            args = (other, self) if reflected else (self, other)
+            record = self.fusion.recorder  # a FusionDefinition logs its operators as fd.ops calls
+            return record(name, *args) if record is not None else g[name](*args)
+        return operator
 
     operators = {
         "add": "add", "sub": "sub", "mul": "mul", "truediv": "div", "pow": "pow",
@@ -581,8 +585,8 @@ def _attach_tensor_methods() -> None:
         setattr(Tensor, f"__r{dunder}__", binary(name, reflected=True))
     for dunder in ("lt", "le", "gt", "ge", "eq", "ne"):
         setattr(Tensor, f"__{dunder}__", binary(dunder))
-    Tensor.__neg__ = lambda self: g["neg"](self)
-    Tensor.__abs__ = lambda self: g["abs"](self)
+    Tensor.__neg__ = lambda self: self.fusion.recorder("neg", self) if self.fusion.recorder else g["neg"](self)
+    Tensor.__abs__ = lambda self: self.fusion.recorder("abs", self) if self.fusion.recorder else g["abs"](self)
     Tensor.__pos__ = lambda self: self
     Tensor.__invert__ = lambda self: g["logical_not" if self.dtype is DataType.Bool else "bitwise_not"](self)
     for name in ELEMENTWISE_NAMES + REDUCTION_NAMES + ["squeeze", "unsqueeze"]:

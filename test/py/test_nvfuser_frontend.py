@@ -291,3 +291,120 @@ def test_torch_gcd_and_nextafter_fuse() -> None:
     fn = torch.compile(lambda a, b, x, y: (torch.gcd(a, b) + 1, torch.nextafter(x, y) * 2), backend="mlirfuse")
     g, n = fn(a, b, x, y)
     assert torch.equal(g, torch.gcd(a, b) + 1) and torch.equal(n, torch.nextafter(x, y) * 2)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int32, torch.int64, torch.bool])
+@pytest.mark.parametrize("name", ["cumsum", "cumprod", "cummax", "cummin"])
+def test_scans_match_torch(device, dtype, name) -> None:
+    """Along the first and the last dim; NaN, once met, stays in cummax/cummin; integer and
+    bool cumsum/cumprod give int64 as torch's."""
+    if dtype.is_floating_point:
+        x = torch.randn(5, 9, dtype=torch.float64).to(dtype)
+        if name == "cumprod":
+            x = x.abs() * 0.3 + 0.8
+        x[2, 4] = float("nan")
+    elif dtype is torch.bool:
+        x = torch.rand(5, 9) < 0.7
+        if name in ("cummax", "cummin"):
+            pytest.skip("torch.cummax/cummin have no bool kernel")
+    else:
+        x = torch.randint(-4, 5, (5, 9), dtype=dtype)
+    x = x.to(device)
+    for dim in (0, -1):
+        with FusionDefinition() as fd:
+            fd.add_output(getattr(fd.ops, name)(fd.from_pytorch(x), dim))
+        (got,) = fd.execute([x])
+        want = getattr(torch, name)(x, dim)
+        want = want if isinstance(want, torch.Tensor) else want.values
+        assert got.dtype == want.dtype
+        tol = TOL.get(dtype, 0) * (10 if dtype is torch.bfloat16 else 1)
+        torch.testing.assert_close(got, want, rtol=tol, atol=tol, equal_nan=True)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_scatter_matches_torch(device, dim) -> None:
+    """An index smaller than the input and src in the other dims (dynamic sizes), writes to
+    distinct places (torch leaves colliding ones unspecified on the GPU), a number as src."""
+    x = torch.randn(5, 6, dtype=torch.float64, device=device)
+    src = torch.randn(7, 8, dtype=torch.float64, device=device)
+    n = x.shape[dim]
+    index = torch.stack([torch.randperm(n)[:4] for _ in range(3)], 1 if dim == 0 else 0).to(device)
+    with FusionDefinition() as fd:
+        a, i, s = fd.from_pytorch(x), fd.from_pytorch(index), fd.from_pytorch(src)
+        fd.add_output(fd.ops.scatter(a, i, s, dim))
+        fd.add_output(fd.ops.scatter(a, i, 2.5, dim))
+    got, filled = fd.execute([x, index, src])
+    assert torch.equal(got, torch.scatter(x, dim, index, src))
+    assert torch.equal(filled, torch.scatter(x, dim, index, 2.5))
+
+
+def test_scatter_collisions_keep_the_last_write_and_static_shapes_trace_once() -> None:
+    x = torch.zeros(2, 4, dtype=torch.int64)
+    index = torch.tensor([[1, 1, 3], [0, 0, 0]])
+    src = torch.tensor([[10, 20, 30], [40, 50, 60]])
+    with FusionDefinition() as fd:
+        a, i, s = (fd.from_pytorch(t, static_sizes=True) for t in (x, index, src))
+        fd.add_output(fd.ops.scatter(a, i, s, 1))
+    assert fd._deferred is None
+    (got,) = fd.execute([x, index, src])
+    assert got.tolist() == [[0, 20, 0, 30], [60, 0, 0, 0]]  # torch's CPU order: the last write
+    with pytest.raises(FusionError, match="src must be a int64"):
+        with FusionDefinition() as fd:
+            a, i = fd.from_pytorch(x), fd.from_pytorch(index)
+            fd.ops.scatter(a, i, fd.from_pytorch(src.float()), 1)
+
+
+def test_a_definition_needing_concrete_sizes_is_traced_per_signature() -> None:
+    """slice and cat of dynamic dims, a reshape to runtime scalars: the definition runs for
+    each input shape and scalar value, traced again per signature, not per call."""
+    with FusionDefinition() as fd:
+        t = fd.define_tensor([-1, -1])
+        s0, s1 = fd.define_vector(2)
+        head = fd.ops.slice(t, [0, 1], [2, 3])              # needs t's sizes: deferred from here
+        both = fd.ops.cat([head, head], 1) * 2.0             # an operator on a deferred value
+        fd.add_output(fd.ops.exp(both))
+        fd.add_output(fd.ops.reshape(fd.ops.add(t, 1.0), [s0, s1]))
+        assert fd.ops.exp(t).ndim == 2                       # values not depending on them stay traced
+    with pytest.raises(FusionError, match="the rank of a deferred value"):
+        head.ndim
+    for shape, sizes in [((4, 6), (3, 8)), ((4, 6), (8, 3)), ((3, 5), (15, 1)), ((4, 6), (3, 8))]:
+        x = torch.randn(*shape)
+        cat, reshaped = fd.execute([x, *sizes])
+        torch.testing.assert_close(cat, torch.cat([x[:2, 1:3]] * 2, 1).mul(2.0).exp())
+        torch.testing.assert_close(reshaped, (x + 1.0).reshape(sizes))
+    assert len(fd._replays) == 3
+    fd.validate([torch.randn(4, 6), 2, 12])
+    assert "traced per input signature" in str(fd)
+    with pytest.raises(FusionError, match="needs concrete sizes"):
+        fd.compile()
+
+
+def test_a_deferred_definition_keeps_in_place_outputs_and_several_results() -> None:
+    x = torch.randn(4, 6)
+    with FusionDefinition() as fd:
+        t = fd.from_pytorch(x)
+        part = fd.ops.slice(t, [1, 0], [3, 6])
+        avg, var_sum, n = fd.ops.welford(part, [1])
+        fd.add_output(avg)
+        fd.add_output(fd.ops.pad(part, [0, 0, 1, 1]), alias_input=t)
+    y = torch.randn(4, 6)
+    want_mean, want_x = y[1:3].mean(1), torch.nn.functional.pad(y[1:3], [0, 0, 1, 1])
+    (got,) = fd.execute([y])
+    torch.testing.assert_close(got, want_mean)
+    torch.testing.assert_close(y, want_x)
+
+
+def test_operators_are_logged_and_tensor_methods_in_a_deferred_definition_refused_clearly() -> None:
+    with FusionDefinition() as fd:
+        t = fd.define_tensor([-1])
+        doubled = -(t * 2.0) + 1  # Python operators on traced tensors are logged as fd.ops calls
+        fd.add_output(fd.ops.cat([doubled, t], 0))
+    x = torch.randn(3)
+    torch.testing.assert_close(fd.execute([x])[0], torch.cat([-(x * 2.0) + 1, x]))
+    with FusionDefinition() as fd:
+        t = fd.define_tensor([-1])
+        fd.add_output(fd.ops.cat([t.exp(), t], 0))  # a method: not in the definition's log
+    with pytest.raises(FusionError, match="built outside fd.ops"):
+        fd.execute([x])
