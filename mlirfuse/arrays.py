@@ -81,19 +81,21 @@ def _import_torch() -> Any:
     return torch
 
 
+# dtypes numpy has only through ml_dtypes, which torch's numpy bridge does not know: their
+# tensors are seen through integers of their width.
+_BITS = {DataType.BFloat16: np.dtype(np.int16), DataType.Float8_e4m3fn: np.dtype(np.uint8),
+         DataType.Float8_e5m2: np.dtype(np.uint8)}
+
+
 def _torch_cpu_to_numpy(t: Any, torch: Any) -> np.ndarray:
-    """A zero-copy numpy view of a CPU tensor (bfloat16 through its bits: numpy has no bf16),
+    """A zero-copy numpy view of a CPU tensor (bfloat16 and float8 through their bits),
     through the array interface: `Tensor.numpy()` would fix the size of the tensor's storage
     for good (FSDP2 then cannot free a parameter that went through a fusion)."""
-    bf16 = t.dtype == torch.bfloat16
+    dt = to_dtype(t.dtype)
     if t.numel() == 0:
-        return np.empty(tuple(t.shape), DataType.BFloat16.np if bf16 else _numpy_dtype(t, torch))
-    view = np.asarray(_TorchMemory(t, np.dtype(np.int16) if bf16 else _numpy_dtype(t, torch)))
-    return view.view(DataType.BFloat16.np) if bf16 else view
-
-
-def _numpy_dtype(t: Any, torch: Any) -> np.dtype:
-    return torch.empty(0, dtype=t.dtype).numpy().dtype
+        return np.empty(tuple(t.shape), dt.np)
+    view = np.asarray(_TorchMemory(t, _BITS.get(dt, dt.np)))
+    return view.view(dt.np) if dt in _BITS else view
 
 
 def numpy_to_torch(a: np.ndarray) -> Any:
@@ -107,8 +109,9 @@ def numpy_to_torch(a: np.ndarray) -> Any:
     if isinstance(owner, _TorchMemory) and a.flags.c_contiguous and a.ctypes.data == owner.tensor.data_ptr() \
             and a.nbytes == owner.tensor.numel() * owner.tensor.element_size():
         return owner.tensor.view(a.shape)
-    if a.dtype == DataType.BFloat16.np:
-        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    dt = to_dtype(a.dtype)
+    if dt in _BITS:
+        return torch.from_numpy(a.view(_BITS[dt])).view(getattr(torch, dt.value))
     return torch.from_numpy(a)
 
 
@@ -128,8 +131,8 @@ def torch_empty(shape: tuple[int, ...], dtype: DataType) -> np.ndarray:
     left resizable), for results handed back to torch by `numpy_to_torch`."""
     torch = _torch()
     tensor = torch.empty(shape, dtype=getattr(torch, dtype.value))
-    if dtype is DataType.BFloat16:  # numpy's bf16 is ml_dtypes': seen through its 16 bits
-        return np.asarray(_TorchMemory(tensor, np.dtype(np.int16))).view(dtype.np)
+    if dtype in _BITS:  # numpy's bf16 and float8 are ml_dtypes': seen through their bits
+        return np.asarray(_TorchMemory(tensor, _BITS[dtype])).view(dtype.np)
     return np.asarray(_TorchMemory(tensor, np.dtype(dtype.np)))
 
 

@@ -20,6 +20,8 @@ class DataType(enum.Enum):
     Int = "int64"
     Int32 = "int32"
     Bool = "bool"
+    Float8_e4m3fn = "float8_e4m3fn"  # storage types: computed in float32, converted on load and store
+    Float8_e5m2 = "float8_e5m2"
     Null = "null"  # nvFuser's "no dtype given": means the op's default
 
     @property
@@ -32,7 +34,11 @@ class DataType(enum.Enum):
 
     @property
     def is_float(self) -> bool:
-        return self in (DataType.Float, DataType.Double, DataType.Half, DataType.BFloat16)
+        return self in (DataType.Float, DataType.Double, DataType.Half, DataType.BFloat16) or self.is_float8
+
+    @property
+    def is_float8(self) -> bool:
+        return self in (DataType.Float8_e4m3fn, DataType.Float8_e5m2)
 
     @property
     def is_int(self) -> bool:
@@ -44,8 +50,8 @@ class DataType(enum.Enum):
 
     @property
     def is_low_precision(self) -> bool:
-        """16-bit floats: computed in float32, rounded on output."""
-        return self in (DataType.Half, DataType.BFloat16)
+        """16- and 8-bit floats: computed in float32, rounded on output."""
+        return self in (DataType.Half, DataType.BFloat16) or self.is_float8
 
     @property
     def itemsize(self) -> int:
@@ -63,6 +69,8 @@ _NUMPY = {
     DataType.Int: np.dtype(np.int64),
     DataType.Int32: np.dtype(np.int32),
     DataType.Bool: np.dtype(np.bool_),
+    DataType.Float8_e4m3fn: np.dtype(ml_dtypes.float8_e4m3fn),
+    DataType.Float8_e5m2: np.dtype(ml_dtypes.float8_e5m2),
 }
 _MLIR = {
     DataType.Float: "f32",
@@ -72,6 +80,8 @@ _MLIR = {
     DataType.Int: "i64",
     DataType.Int32: "i32",
     DataType.Bool: "i1",
+    DataType.Float8_e4m3fn: "f8E4M3FN",
+    DataType.Float8_e5m2: "f8E5M2",
 }
 _FROM_MLIR = {v: k for k, v in _MLIR.items()}
 _BY_NUMPY = {v: k for k, v in _NUMPY.items()}
@@ -83,6 +93,8 @@ _ALIASES = {
     "int": DataType.Int, "int64": DataType.Int, "long": DataType.Int, "i64": DataType.Int,
     "int32": DataType.Int32, "i32": DataType.Int32,
     "bool": DataType.Bool, "i1": DataType.Bool,
+    "float8_e4m3fn": DataType.Float8_e4m3fn, "f8e4m3fn": DataType.Float8_e4m3fn,
+    "float8_e5m2": DataType.Float8_e5m2, "f8e5m2": DataType.Float8_e5m2,
 }
 
 
@@ -140,10 +152,28 @@ def promote_pair(a: DataType, b: DataType) -> DataType:
     if ca != cb:
         return a if ca > cb else b
     if a.is_float:
+        if a.is_float8 or b.is_float8:  # as torch: no float8 promotion
+            raise FusionError(f"no type promotion between {a.value} and {b.value}: cast one of them first")
         if {a, b} == {DataType.Half, DataType.BFloat16}:
             return DataType.Float
         return max(a, b, key=_FLOAT_ORDER.index)
     return max(a, b, key=_INT_ORDER.index)
+
+
+# float8_e4m3fn has no infinity: conversions saturate to its largest finite value (448), as
+# torch's and PTX's cvt.satfinite do (ml_dtypes would give NaN); float8_e5m2 overflows to inf.
+FLOAT8_E4M3FN_MAX = 448.0
+
+
+def to_storage(values: np.ndarray, dt: DataType) -> np.ndarray:
+    """numpy values converted to dt as the backends convert them (float8 through float32,
+    float8_e4m3fn saturating)."""
+    if not dt.is_float8 or values.dtype == dt.np:
+        return values.astype(dt.np, copy=False)
+    f32 = values.astype(np.float32)
+    if dt is DataType.Float8_e4m3fn:
+        f32 = np.where(np.isnan(f32), f32, np.clip(f32, -FLOAT8_E4M3FN_MAX, FLOAT8_E4M3FN_MAX))
+    return f32.astype(dt.np)
 
 
 DEFAULT_FLOAT = DataType.Float

@@ -14,7 +14,7 @@ from mlir import ir
 from mlirfuse import reference_philox
 from mlirfuse.dialects import fusion as fusion_dialect
 from mlirfuse.dialects.optable import OPS
-from mlirfuse.dtypes import DataType, from_mlir
+from mlirfuse.dtypes import DataType, from_mlir, to_storage
 from mlirfuse.errors import FusionError
 
 
@@ -120,7 +120,7 @@ class _Evaluator:
         for r, v in zip(op.results, results):
             if isinstance(r.type, ir.RankedTensorType):
                 dt = element_dtype(r.type)
-                v = np.asarray(v).astype(dt.np, copy=False)
+                v = to_storage(np.asarray(v), dt)
             self.env[r] = v
 
     @staticmethod

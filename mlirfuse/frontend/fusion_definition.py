@@ -436,7 +436,8 @@ def _is_contiguous(sizes: Sequence[int], strides: Sequence[int]) -> bool:
 
 
 _WARNED: set[str] = set()  # nvFuser execute options already warned about
-_TOLERANCE = {"float64": (1e-7, 1e-9), "float32": (1e-4, 1e-5), "float16": (1e-2, 1e-3), "bfloat16": (2e-2, 1e-2)}
+_TOLERANCE = {"float64": (1e-7, 1e-9), "float32": (1e-4, 1e-5), "float16": (1e-2, 1e-3), "bfloat16": (2e-2, 1e-2),
+              "float8_e4m3fn": (1.25e-1, 1e-2), "float8_e5m2": (2.5e-1, 1e-2)}
 
 
 def _backend_of(device: Any) -> str | None:
@@ -466,6 +467,8 @@ def _to_numpy(x: Any) -> np.ndarray:
         x = x.detach().cpu()
         if x.dtype is torch.bfloat16:  # numpy has no bfloat16: ml_dtypes' (exact from float32)
             return x.float().numpy().astype(DataType.BFloat16.np)
+        if x.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):  # ml_dtypes', through the bits
+            return x.view(torch.uint8).numpy().view(to_dtype(x.dtype).np)
         return x.numpy()
     return np.asarray(x)
 

@@ -29,7 +29,8 @@ def empty(shape: Sequence[int], dims: Sequence[ir.Value], element: ir.Type) -> i
 
 
 def is_low_precision(t: ir.Type) -> bool:
-    return isinstance(t, (ir.F16Type, ir.BF16Type))
+    """16- and 8-bit floats: computed in float32."""
+    return isinstance(t, (ir.F16Type, ir.BF16Type, ir.Float8E4M3FNType, ir.Float8E5M2Type))
 
 
 def is_bool_storage(t: ir.Type) -> bool:
@@ -43,7 +44,7 @@ def storage_type(t: ir.Type) -> ir.Type:
 
 
 def compute_type(t: ir.Type) -> ir.Type:
-    """float16/bfloat16 compute in float32; bool bytes as i1."""
+    """float16/bfloat16/float8 compute in float32; bool bytes as i1."""
     if is_bool_storage(t):
         return ir.IntegerType.get_signless(1)
     return ir.F32Type.get() if is_low_precision(t) else t

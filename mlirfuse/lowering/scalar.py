@@ -258,6 +258,10 @@ def convert(value: ir.Value, to: ir.Type) -> ir.Value:
     if isinstance(to, ir.IntegerType) and to.width == 1:
         zero = Emitter(src, "").const(0)
         return arith.cmpf(F.UNE, value, zero) if src_float else arith.cmpi(IP.ne, value, zero)
+    if _is_float8(src):
+        return convert(_float8_to_f32(value), to)
+    if _is_float8(to):
+        return _f32_to_float8(convert(value, ir.F32Type.get()), to)
     if src_float and dst_float:
         src_w, dst_w = _float_width(src), _float_width(to)
         if src_w == dst_w:  # f16 <-> bf16 go through f32
@@ -275,3 +279,65 @@ def convert(value: ir.Value, to: ir.Type) -> ir.Value:
 
 def _float_width(t: ir.Type) -> int:
     return {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}[str(t)]
+
+
+# -- float8 (storage only): conversions from and to float32 on the bits, both backends ------
+# LLVM has no 8-bit float type, so these are integer code. (exponent bits, mantissa bits,
+# bias, largest finite code, code an overflow gives): float8_e4m3fn has no infinity and
+# saturates to 448 (as torch and PTX's cvt.satfinite); float8_e5m2 overflows to inf as IEEE.
+_FLOAT8 = {"f8E4M3FN": (4, 3, 7, 0x7E, 0x7E), "f8E5M2": (5, 2, 15, 0x7B, 0x7C)}
+
+
+def _is_float8(t: ir.Type) -> bool:
+    return str(t) in _FLOAT8
+
+
+def _i32(value: int) -> ir.Value:
+    i32 = ir.IntegerType.get_signless(32)
+    return arith.constant(i32, ir.IntegerAttr.get(i32, value))
+
+
+def _float8_to_f32(value: ir.Value) -> ir.Value:
+    """Exact: normal codes rebias their exponent, subnormal ones are m * 2^(1 - bias - M)."""
+    exp_bits, man_bits, bias, _, _ = _FLOAT8[str(value.type)]
+    f32, i32 = ir.F32Type.get(), ir.IntegerType.get_signless(32)
+    b = arith.extui(i32, arith.bitcast(ir.IntegerType.get_signless(8), value))
+    sign = arith.shli(arith.andi(b, _i32(0x80)), _i32(24))
+    e = arith.andi(arith.shrui(b, _i32(man_bits)), _i32((1 << exp_bits) - 1))
+    m = arith.andi(b, _i32((1 << man_bits) - 1))
+    normal = arith.ori(arith.shli(arith.addi(e, _i32(127 - bias)), _i32(23)), arith.shli(m, _i32(23 - man_bits)))
+    e32 = Emitter(f32, "")
+    tiny = arith.mulf(arith.uitofp(f32, m), e32.const(2.0 ** (1 - bias - man_bits)))
+    magnitude = arith.select(arith.cmpi(IP.eq, e, _i32(0)), tiny, arith.bitcast(f32, normal))
+    result = arith.bitcast(f32, arith.ori(arith.bitcast(i32, magnitude), sign))
+    top = _i32((1 << exp_bits) - 1)
+    if str(value.type) == "f8E4M3FN":  # S.1111.111 is NaN; no infinity
+        special = arith.andi(arith.cmpi(IP.eq, e, top), arith.cmpi(IP.eq, m, _i32(7)))
+        return arith.select(special, e32.const(float("nan")), result)
+    inf = arith.bitcast(f32, arith.ori(_i32(0x7F800000), sign))
+    special = arith.select(arith.cmpi(IP.eq, m, _i32(0)), inf, e32.const(float("nan")))
+    return arith.select(arith.cmpi(IP.eq, e, top), special, result)
+
+
+def _f32_to_float8(value: ir.Value, to: ir.Type) -> ir.Value:
+    """Round to nearest even: normal results by rounding the float32 mantissa to M bits and
+    rebiasing; subnormal ones as round(|x| * 2^(bias + M - 1)) (exact scaling); overflow as
+    the format says; NaN stays NaN."""
+    exp_bits, man_bits, bias, largest, overflow = _FLOAT8[str(to)]
+    f32, i32, i8 = ir.F32Type.get(), ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(8)
+    e32 = Emitter(f32, "")
+    bits = arith.bitcast(i32, value)
+    sign = arith.andi(arith.shrui(bits, _i32(24)), _i32(0x80))
+    u = arith.andi(bits, _i32(0x7FFFFFFF))
+    shift = 23 - man_bits
+    odd = arith.andi(arith.shrui(u, _i32(shift)), _i32(1))
+    rounded = arith.shrui(arith.addi(arith.addi(u, _i32((1 << (shift - 1)) - 1)), odd), _i32(shift))
+    normal = arith.subi(rounded, _i32((127 - bias) << man_bits))
+    scaled = math.roundeven(arith.mulf(math.absf(value), e32.const(2.0 ** (bias + man_bits - 1))))
+    subnormal = arith.fptoui(i32, scaled)
+    min_normal = _i32((127 + 1 - bias) << 23)  # float32 bits of 2^(1 - bias)
+    code = arith.select(arith.cmpi(IP.ult, u, min_normal), subnormal, normal)
+    code = arith.select(arith.cmpi(IP.ugt, code, _i32(largest)), _i32(overflow), code)
+    nan = arith.cmpf(F.UNO, value, value)
+    code = arith.select(nan, _i32(0x7F if exp_bits == 4 else 0x7E), code)
+    return arith.bitcast(to, arith.trunci(i8, arith.ori(code, sign)))

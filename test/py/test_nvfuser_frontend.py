@@ -408,3 +408,52 @@ def test_operators_are_logged_and_tensor_methods_in_a_deferred_definition_refuse
         fd.add_output(fd.ops.cat([t.exp(), t], 0))  # a method: not in the definition's log
     with pytest.raises(FusionError, match="built outside fd.ops"):
         fd.execute([x])
+
+
+FLOAT8 = [(DataType.Float8_e4m3fn, torch.float8_e4m3fn), (DataType.Float8_e5m2, torch.float8_e5m2)]
+
+
+def _float8_probe() -> torch.Tensor:
+    """Round-to-even ties, subnormals, the largest finite values and past them, infinities,
+    NaN, signed zeros, and a spread of ordinary values."""
+    special = [0.0, -0.0, 1e-9, 2 ** -9, 2 ** -10, 3 * 2 ** -10, 2 ** -7, 0.99 * 2 ** -6, 2 ** -16, 3 * 2 ** -18,
+               1.0625, 1.1875, 300.0, 448.0, 449.0, 463.9, 464.0, 470.0, 480.0, 1e6, 57344.0, 59392.0, 61440.0,
+               1e5, float("inf"), -float("inf"), float("nan"), -500.0]
+    return torch.cat([torch.tensor(special), torch.randn(2000, generator=torch.Generator().manual_seed(0)) * 100])
+
+
+def _same_float8(got: torch.Tensor, want: torch.Tensor) -> bool:
+    g, w = got.float(), want.float()
+    return bool(((g == w) | (g.isnan() & w.isnan())).all()) and bool(((g.signbit() == w.signbit()) | g.isnan()).all())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dt,torch_dt", FLOAT8, ids=["e4m3fn", "e5m2"])
+def test_float8_casts_match_torch(device, dt, torch_dt) -> None:
+    """float32/bfloat16/float64 -> float8 as torch rounds (e4m3fn saturates at 448, e5m2
+    overflows to inf), every one of the 256 codes back to float32, arithmetic computed in
+    float32 between a load and a store of float8."""
+    x = _float8_probe().to(device)
+    codes = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(torch_dt).to(device)
+    with FusionDefinition() as fd:
+        t, c = fd.from_pytorch(x), fd.from_pytorch(codes)
+        f8 = fd.ops.cast(t, dt)
+        fd.add_output(f8)
+        fd.add_output(fd.ops.cast(fd.ops.cast(t, DataType.BFloat16), dt))
+        fd.add_output(fd.ops.cast(c, DataType.Float))
+        fd.add_output(fd.ops.mul(f8, 0.5))  # a float8 result: computed in float32, stored as float8
+    f8, from_bf16, decoded, halved = fd.execute([x, codes])
+    assert f8.dtype == torch_dt and halved.dtype == torch_dt
+    assert _same_float8(f8, x.to(torch_dt))
+    assert _same_float8(from_bf16, x.bfloat16().to(torch_dt))
+    assert _same_float8(decoded, codes.float())
+    assert _same_float8(halved, (x.to(torch_dt).float() * 0.5).to(torch_dt))
+    with FusionDefinition() as fd:
+        fd.add_output(fd.ops.cast(fd.from_pytorch(x.double()), dt))
+    assert _same_float8(fd.execute([x.double()])[0], x.double().to(torch_dt))
+
+
+def test_float8_promotion_is_refused_as_torch_refuses_it() -> None:
+    with pytest.raises(FusionError, match="no type promotion between float8_e4m3fn and float32"):
+        with FusionDefinition() as fd:
+            fd.ops.add(fd.define_tensor([-1], dtype=DataType.Float8_e4m3fn), fd.define_tensor([-1]))

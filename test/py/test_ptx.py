@@ -87,3 +87,15 @@ def test_gcd_is_a_loop_and_nextafter_steps_the_bits() -> None:
     assert "rem.s64" in ptx and ptx.count("bra") >= 2
     ptx = compile_gpu(lambda a, b: ops.nextafter(a, b), X, X).ptx
     assert ("add.s32" in ptx or "sub.s32" in ptx) and "call" not in ptx
+
+
+def test_float8_loads_and_stores_are_bytes() -> None:
+    """float8 tensors are bytes in memory (LLVM has no 8-bit float): u8 loads and stores,
+    the conversion integer code between them."""
+    import ml_dtypes
+
+    x = np.zeros((4, 8), ml_dtypes.float8_e4m3fn)
+    ptx = compile_gpu(lambda t: ops.cast(ops.cast(t, mlirfuse.DataType.Float) * 2.0, mlirfuse.DataType.Float8_e4m3fn),
+                      x).ptx
+    assert "ld.global.u8" in ptx or "ld.global.v4.u8" in ptx or "ld.global.b8" in ptx or "ld.global.nc.u8" in ptx
+    assert "st.global" in ptx and ".f16" not in ptx

@@ -11,12 +11,16 @@ RTOL = {
     np.dtype(np.float32): 4e-6,
     np.dtype(np.float16): 2e-3,
     np.dtype(ml_dtypes.bfloat16): 1.6e-2,
+    np.dtype(ml_dtypes.float8_e4m3fn): 1.25e-1,  # one unit in the last place (3 mantissa bits)
+    np.dtype(ml_dtypes.float8_e5m2): 2.5e-1,
 }
+_ROUNDED_ONCE = {np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16), np.dtype(ml_dtypes.float8_e4m3fn),
+                 np.dtype(ml_dtypes.float8_e5m2)}
 
 
 def tolerance(dtype: np.dtype, reduction_size: int = 1) -> float:
     rtol = RTOL.get(np.dtype(dtype), 0.0)
-    if np.dtype(dtype) in (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)):
+    if np.dtype(dtype) in _ROUNDED_ONCE:
         return rtol  # accumulated in float32, rounded once
     return rtol * max(1.0, np.sqrt(reduction_size))
 
