@@ -17,6 +17,7 @@ from typing import Any, Sequence
 from mlirfuse.frontend.symbolic import ConcreteSizeNeeded, product
 
 LN2 = math.log(2.0)
+LN10 = math.log(10.0)
 TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 

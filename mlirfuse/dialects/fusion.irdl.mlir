@@ -66,6 +66,61 @@ irdl.dialect @fusion {
     irdl.operands(x: %T)
     irdl.results(result: %T)
   }
+  irdl.operation @tan {
+    %T = irdl.base "!builtin.tensor"
+    irdl.operands(x: %T)
+    irdl.results(result: %T)
+  }
+  irdl.operation @asin {
+    %T = irdl.base "!builtin.tensor"
+    irdl.operands(x: %T)
+    irdl.results(result: %T)
+  }
+  irdl.operation @acos {
+    %T = irdl.base "!builtin.tensor"
+    irdl.operands(x: %T)
+    irdl.results(result: %T)
+  }
+  irdl.operation @atan {
+    %T = irdl.base "!builtin.tensor"
+    irdl.operands(x: %T)
+    irdl.results(result: %T)
+  }
+  irdl.operation @sinh {
+    %T = irdl.base "!builtin.tensor"
+    irdl.operands(x: %T)
+    irdl.results(result: %T)
+  }
+  irdl.operation @cosh {
+    %T = irdl.base "!builtin.tensor"
+    irdl.operands(x: %T)
+    irdl.results(result: %T)
+  }
+  irdl.operation @asinh {
+    %T = irdl.base "!builtin.tensor"
+    irdl.operands(x: %T)
+    irdl.results(result: %T)
+  }
+  irdl.operation @acosh {
+    %T = irdl.base "!builtin.tensor"
+    irdl.operands(x: %T)
+    irdl.results(result: %T)
+  }
+  irdl.operation @atanh {
+    %T = irdl.base "!builtin.tensor"
+    irdl.operands(x: %T)
+    irdl.results(result: %T)
+  }
+  irdl.operation @log10 {
+    %T = irdl.base "!builtin.tensor"
+    irdl.operands(x: %T)
+    irdl.results(result: %T)
+  }
+  irdl.operation @erfc {
+    %T = irdl.base "!builtin.tensor"
+    irdl.operands(x: %T)
+    irdl.results(result: %T)
+  }
   irdl.operation @tanh {
     %T = irdl.base "!builtin.tensor"
     irdl.operands(x: %T)
@@ -102,6 +157,11 @@ irdl.dialect @fusion {
     irdl.results(result: %T)
   }
   irdl.operation @round {
+    %T = irdl.base "!builtin.tensor"
+    irdl.operands(x: %T)
+    irdl.results(result: %T)
+  }
+  irdl.operation @trunc {
     %T = irdl.base "!builtin.tensor"
     irdl.operands(x: %T)
     irdl.results(result: %T)

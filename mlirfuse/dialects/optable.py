@@ -86,6 +86,10 @@ def _erf(x: np.ndarray) -> np.ndarray:
     return np.vectorize(math.erf, otypes=[np.float64])(x).astype(x.dtype)
 
 
+def _erfc(x: np.ndarray) -> np.ndarray:
+    return np.vectorize(math.erfc, otypes=[np.float64])(x).astype(x.dtype)
+
+
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 1 / (1 + np.exp(-x))
 
@@ -159,6 +163,28 @@ ELEMENTWISE = [
         vjp=lambda ops, g, y, x: (ops.mul(g, ops.cos(x)),)),
     _ew("cos", 1, FLOAT, np.cos, S.transcendental("cos"),
         vjp=lambda ops, g, y, x: (ops.mul(g, ops.neg(ops.sin(x))),)),
+    _ew("tan", 1, FLOAT, np.tan, S.transcendental("tan"),
+        vjp=lambda ops, g, y, x: (ops.mul(g, ops.add(ops.mul(y, y), 1)),)),
+    _ew("asin", 1, FLOAT, np.arcsin, S.transcendental("asin"),
+        vjp=lambda ops, g, y, x: (ops.mul(g, ops.rsqrt(ops.sub(1, ops.mul(x, x)))),)),
+    _ew("acos", 1, FLOAT, np.arccos, S.transcendental("acos"),
+        vjp=lambda ops, g, y, x: (ops.mul(ops.neg(g), ops.rsqrt(ops.sub(1, ops.mul(x, x)))),)),
+    _ew("atan", 1, FLOAT, np.arctan, S.transcendental("atan"),
+        vjp=lambda ops, g, y, x: (ops.div(g, ops.add(ops.mul(x, x), 1)),)),
+    _ew("sinh", 1, FLOAT, np.sinh, S.transcendental("sinh"),
+        vjp=lambda ops, g, y, x: (ops.mul(g, ops.cosh(x)),)),
+    _ew("cosh", 1, FLOAT, np.cosh, S.transcendental("cosh"),
+        vjp=lambda ops, g, y, x: (ops.mul(g, ops.sinh(x)),)),
+    _ew("asinh", 1, FLOAT, np.arcsinh, S.transcendental("asinh"),
+        vjp=lambda ops, g, y, x: (ops.mul(g, ops.rsqrt(ops.add(ops.mul(x, x), 1))),)),
+    _ew("acosh", 1, FLOAT, np.arccosh, S.transcendental("acosh"),
+        vjp=lambda ops, g, y, x: (ops.mul(g, ops.rsqrt(ops.sub(ops.mul(x, x), 1))),)),
+    _ew("atanh", 1, FLOAT, np.arctanh, S.transcendental("atanh"),
+        vjp=lambda ops, g, y, x: (ops.div(g, ops.sub(1, ops.mul(x, x))),)),
+    _ew("log10", 1, FLOAT, np.log10, S.transcendental("log10"),
+        vjp=lambda ops, g, y, x: (ops.div(g, ops.mul(x, D.LN10)),)),
+    _ew("erfc", 1, FLOAT, _erfc, S.transcendental("erfc"),
+        vjp=lambda ops, g, y, x: (ops.mul(ops.mul(g, -D.TWO_OVER_SQRT_PI), ops.exp(ops.neg(ops.mul(x, x)))),)),
     _ew("tanh", 1, FLOAT, np.tanh, S.transcendental("tanh"),
         vjp=lambda ops, g, y, x: (ops.mul(g, ops.sub(1, ops.mul(y, y))),)),
     _ew("sigmoid", 1, FLOAT, _sigmoid, S.transcendental("sigmoid"),
@@ -174,6 +200,8 @@ ELEMENTWISE = [
     _ew("ceil", 1, SAME, _int_identity(np.ceil), S.by_kind(lambda e, x: S.math.ceil(x), lambda e, x: x),
         no_grad=STEPS),
     _ew("round", 1, SAME, _int_identity(np.round), S.round_even,
+        no_grad=STEPS),
+    _ew("trunc", 1, SAME, _int_identity(np.trunc), S.by_kind(lambda e, x: S.math.trunc(x), lambda e, x: x),
         no_grad=STEPS),
     _ew("sign", 1, SAME, lambda x: x if x.dtype == np.bool_ else np.sign(x), S.sign,
         no_grad=STEPS),

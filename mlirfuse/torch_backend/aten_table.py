@@ -336,9 +336,10 @@ def _arg_extreme(name: str) -> AtenLowering:
 TABLE: dict[Any, AtenLowering] = {}
 for _name in ("abs", "neg", "exp", "exp2", "expm1", "log", "log2", "log1p", "sqrt", "rsqrt", "reciprocal",
               "sin", "cos", "tanh", "sigmoid", "erf", "relu", "floor", "ceil", "round", "sign", "isnan",
-              "isinf", "logical_not", "bitwise_not", "silu"):
+              "isinf", "logical_not", "bitwise_not", "silu", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh",
+              "acosh", "atanh", "log10", "erfc"):
     TABLE.update(_unary(_name))
-TABLE.update(_unary("trunc", _trunc))
+TABLE.update(_unary("trunc"))
 TABLE.update(_unary("sgn", ops.sign))
 for _name in ("mul", "div", "fmod", "remainder", "eq", "ne", "lt", "le", "gt", "ge", "bitwise_and",
               "bitwise_or", "bitwise_xor"):

@@ -472,6 +472,18 @@ _ARITH: dict[str, Callable] = {
     "math.powf": _binary_float(lambda a, b: np.power(np.float64(a), np.float64(b))),
     "math.copysign": _binary_float(lambda a, b: np.copysign(np.float64(a), np.float64(b))),
     "math.ceil": _unary_math(math.ceil),
+    "math.trunc": _unary_math(math.trunc),
+    "math.tan": _unary_math(math.tan),
+    "math.asin": _unary_math(lambda x: math.asin(x) if -1 <= x <= 1 else math.nan),
+    "math.acos": _unary_math(lambda x: math.acos(x) if -1 <= x <= 1 else math.nan),
+    "math.atan": _unary_math(math.atan),
+    "math.sinh": _unary_math(lambda x: float(np.sinh(np.float64(x)))),
+    "math.cosh": _unary_math(lambda x: float(np.cosh(np.float64(x)))),
+    "math.asinh": _unary_math(math.asinh),
+    "math.acosh": _unary_math(lambda x: math.acosh(x) if x >= 1 else math.nan),
+    "math.atanh": _unary_math(lambda x: float(np.arctanh(np.float64(x)))),
+    "math.log10": _unary_math(lambda x: math.log10(x) if x > 0 else (-math.inf if x == 0 else math.nan)),
+    "math.erfc": _unary_math(math.erfc),
 }
 
 

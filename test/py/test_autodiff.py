@@ -26,6 +26,10 @@ def _data(kind: str, shape: tuple[int, ...], seed: int) -> torch.Tensor:
         return torch.rand(shape, generator=g, dtype=torch.float64) + 0.5
     if kind == "unit":
         return torch.rand(shape, generator=g, dtype=torch.float64) * 1.8 - 0.9
+    if kind == "small":  # away from tan's poles
+        return torch.rand(shape, generator=g, dtype=torch.float64) * 2.0 - 1.0
+    if kind == "above1":
+        return torch.rand(shape, generator=g, dtype=torch.float64) + 1.2
     if kind == "ties":  # values on a coarse grid: maxima and operands tie
         return torch.randint(-2, 3, shape, generator=g).to(torch.float64)
     if kind == "bool":
@@ -72,7 +76,11 @@ ELEMENTWISE = {
     "cos": (torch.cos, ["any"]), "tanh": (torch.tanh, ["any"]), "sigmoid": (torch.sigmoid, ["any"]),
     "erf": (torch.erf, ["any"]), "relu": (torch.relu, ["any"]), "silu": (F.silu, ["any"]),
     "floor": (torch.floor, ["any"]), "ceil": (torch.ceil, ["any"]), "round": (torch.round, ["any"]),
-    "sign": (torch.sign, ["any"]),
+    "sign": (torch.sign, ["any"]), "trunc": (torch.trunc, ["any"]),
+    "tan": (torch.tan, ["small"]), "asin": (torch.asin, ["unit"]), "acos": (torch.acos, ["unit"]),
+    "atan": (torch.atan, ["any"]), "sinh": (torch.sinh, ["any"]), "cosh": (torch.cosh, ["any"]),
+    "asinh": (torch.asinh, ["any"]), "acosh": (torch.acosh, ["above1"]), "atanh": (torch.atanh, ["unit"]),
+    "log10": (torch.log10, ["pos"]), "erfc": (torch.erfc, ["any"]),
     "add": (torch.add, ["any", "any"]), "sub": (torch.sub, ["any", "any"]), "mul": (torch.mul, ["any", "any"]),
     "div": (torch.div, ["any", "pos"]), "pow": (torch.pow, ["pos", "any"]),
     "fmod": (torch.fmod, ["any", "pos"]), "remainder": (torch.remainder, ["any", "pos"]),
@@ -82,7 +90,8 @@ ELEMENTWISE = {
     "clamp": (lambda x, lo, hi: torch.clamp(x, lo, hi), ["any", "any", "any"]),
     "lerp": (torch.lerp, ["any", "any", "any"]),
 }
-NOT_SMOOTH = {"abs", "relu", "floor", "ceil", "round", "sign", "fmod", "remainder", "maximum", "minimum", "clamp"}
+NOT_SMOOTH = {"abs", "relu", "floor", "ceil", "round", "sign", "trunc", "fmod", "remainder", "maximum", "minimum",
+              "clamp"}
 
 
 def _elementwise_inputs(kinds: list[str]) -> list[torch.Tensor]:

@@ -38,8 +38,14 @@ def sample(dtype, shape, op: str = "", operand: int = 0) -> np.ndarray:
         x = np.abs(x) + 0.1
     if op == "pow" and operand == 1:
         x = RNG.uniform(-2, 2, shape)
-    if op in ("exp", "exp2", "expm1", "sinh"):
+    if op in ("exp", "exp2", "expm1", "sinh", "cosh"):
         x = x / 2
+    if op in ("asin", "acos", "atanh"):
+        x = np.tanh(x)
+    if op == "acosh":
+        x = np.abs(x) + 1.1
+    if op == "log10":
+        x = np.abs(x) + 0.1
     return x.astype(dt)
 
 
