@@ -28,6 +28,9 @@ class _Ops:
         self._fd = fd
 
     def __getattr__(self, name: str) -> Any:
+        if name == "stride_order":  # a layout the definition keeps for its outputs
+            fn = self._fd._stride_order
+            return functools.wraps(fn)(lambda *a, **k: self._fd._record(("ops", name), a, k, lambda: fn(*a, **k)))
         module = nvfuser_ops if name in nvfuser_ops.NVFUSER_NAMES else ops_module
         fn = getattr(module, name, None)
         if fn is None or name.startswith("_") or not callable(fn) or name not in module.__all__:
@@ -41,7 +44,7 @@ class _Ops:
         return recorded
 
     def __dir__(self) -> list[str]:
-        return list(ops_module.__all__) + NVFUSER_NAMES
+        return list(ops_module.__all__) + NVFUSER_NAMES + ["stride_order"]
 
 
 def _logged(method: Any) -> Any:
@@ -75,6 +78,8 @@ class FusionDefinition:
         self._deferred: str | None = None  # why this definition waits for its inputs' sizes
         self._replays: dict[tuple, FusionDefinition] = {}
         self.fusion.recorder = lambda name, *operands: getattr(self.ops, name)(*operands)
+        self._layouts: dict[int, tuple[list[int], Tensor]] = {}  # stride_order result -> (memory order, value in it)
+        self._output_perms: dict[int, list[int]] = {}  # output position -> memory order of its dims
 
     def __enter__(self) -> "FusionDefinition":
         if self._finalized:
@@ -98,13 +103,21 @@ class FusionDefinition:
                       dtype: Any = DataType.Float, is_cpu: bool = False, *,
                       symbolic_sizes: Sequence[int] | None = None, contiguous: Any = None,
                       sizes: Sequence[int] | None = None,
-                      strides: Sequence[int] | None = None, stride_order: Any = None) -> Tensor:
-        """A tensor input. shape: -1 for a symbolic size, 1 for a broadcast dim, else static."""
+                      strides: Sequence[int] | None = None, stride_order: Any = None,
+                      static_sizes: bool = False) -> Tensor:
+        """A tensor input. shape: -1 for a symbolic size, 1 for a broadcast dim, else static;
+        or, as nvFuser's third form, `define_tensor(sizes, strides, dtype, static_sizes)`;
+        `stride_order` (dim i's stride ranked, 0 the innermost) gives a permuted layout, whose
+        contiguity is then listed in memory order."""
         self._check_open("define_tensor")
+        if isinstance(shape, int) and not isinstance(shape, bool):  # nvFuser's oldest form: a rank
+            shape = [-1] * shape
+        if _is_int_list(contiguity) and shape is not None:  # (sizes, strides)
+            sizes, strides, shape, contiguity = list(shape), list(contiguity), None, None
         shape = shape if shape is not None else symbolic_sizes
         contiguity = contiguity if contiguity is not None else contiguous
         if shape is None and sizes is not None:
-            shape = [1 if s == 1 else -1 for s in sizes]
+            shape = list(sizes) if static_sizes else [1 if s == 1 else -1 for s in sizes]
         if shape is None:
             raise FusionError("define_tensor: give shape (e.g. [-1, -1])")
         if not isinstance(shape, (list, tuple)):
@@ -123,13 +136,21 @@ class FusionDefinition:
                 raise FusionError(f"define_tensor: contiguity {list(contiguity)} has {len(contiguity)} entries "
                                   f"for a shape of rank {len(dims)}")
             contiguous = all(c is None or c for c in contiguity)
+        if stride_order is not None and list(stride_order) and list(stride_order) != list(range(len(dims)))[::-1]:
+            contiguous = False  # a permuted layout: read through its strides
         dt = DataType.Float if dtype is None else to_dtype(dtype)  # nvFuser's default dtype
         return self.fusion.add_input(InputSpec(dt, tuple(dims), contiguous))
 
     @_logged
-    def define_scalar(self, value: Any = None, dtype: Any = DataType.Double) -> Tensor:
-        """A runtime scalar input when value is None, else a constant."""
+    def define_scalar(self, value: Any = None, dtype: Any = None) -> Tensor:
+        """A runtime scalar input when value is None (float64 unless `dtype` says otherwise;
+        `define_scalar(DataType.Int)` as nvFuser's older form), else a constant of `dtype`,
+        or of the value's type: int -> Int, float -> Double, bool -> Bool."""
         self._check_open("define_scalar")
+        if isinstance(value, DataType) and dtype is None:
+            value, dtype = None, value
+        if dtype is None or dtype is DataType.Null:
+            dtype = DataType.Double if value is None else _python_scalar_dtype(value)
         dt = to_dtype(dtype)
         if value is None:
             if dt.is_low_precision:  # passed as a float32 value, rounded in the fusion
@@ -165,10 +186,18 @@ class FusionDefinition:
         return list(values)
 
     @_logged
-    def add_output(self, t: Tensor, alias_input: Tensor | None = None) -> None:
+    def add_output(self, t: Tensor, alias_input: Any = None, stride_order: Sequence[int] | None = None) -> None:
         """An output; with `alias_input`, written into that input in place (nvFuser's in-place
-        update) and not returned by `execute`."""
+        update) and not returned by `execute`; with `stride_order` (also nvFuser's positional
+        list), laid out in memory in that order, as `fd.ops.stride_order` does."""
         self._check_open("add_output")
+        if isinstance(alias_input, (list, tuple)):
+            alias_input, stride_order = None, alias_input
+        if stride_order is not None:
+            if alias_input is not None:
+                raise FusionError("add_output: an output written into an input has that input's layout; "
+                                  "give alias_input or stride_order, not both")
+            t = self.ops.stride_order(t, stride_order)
         if alias_input is not None:
             position = next((i for i, x in enumerate(self.fusion.inputs) if x is alias_input), None)
             if position is None or self.fusion.specs[position].scalar:
@@ -177,7 +206,26 @@ class FusionDefinition:
                 raise FusionError(f"add_output: cannot write a {t.dtype.value} tensor of rank {t.ndim} into the "
                                   f"{alias_input.dtype.value} input {position} of rank {alias_input.ndim}")
             self._aliases[len(self.fusion.outputs)] = position
+        layout = self._layouts.get(id(t))
+        if layout is not None and alias_input is None:  # computed in memory order, returned as a view
+            self._output_perms[len(self.fusion.outputs)], t = layout
         self.fusion.add_output(t)
+
+    def _stride_order(self, t: Tensor, stride_order: Sequence[int]) -> Tensor:
+        """nvFuser's `stride_order(t, order)`: t, laid out so that dim d has the order[d]-th
+        smallest stride (0 the innermost); an output of it is returned with those strides."""
+        if not isinstance(t, Tensor):
+            raise FusionError(f"stride_order: expected a tensor, got {t!r}")
+        order = [ops_module.normalize_dim(o, t.ndim, "stride_order") for o in stride_order]
+        if sorted(order) != list(range(t.ndim)):
+            raise FusionError(f"stride_order: {list(stride_order)} is not a permutation of the {t.ndim} dims")
+        perm = sorted(range(t.ndim), key=lambda d: -order[d])  # dims from the outermost in memory
+        if perm == list(range(t.ndim)):
+            return t  # row-major: every output is
+        physical = ops_module.permute(t, perm)
+        logical = ops_module.permute(physical, [perm.index(d) for d in range(t.ndim)])  # a new value
+        self._layouts[id(logical)] = (perm, physical)
+        return logical
 
     # -- the call log: traces per call signature -----------------------------------------
     _replaying = False  # a trace of the log with concrete sizes: needing one more is an error
@@ -287,6 +335,7 @@ class FusionDefinition:
         """
         if not isinstance(inputs, (list, tuple)):
             raise FusionError("execute: inputs must be a list, in definition order")
+        inputs = _flatten_vectors(inputs)
         if self._deferred is not None:
             return self._replay_for(inputs).execute(inputs, backend, device=device, **nvfuser_options)
         for name in nvfuser_options:
@@ -301,6 +350,8 @@ class FusionDefinition:
             raise FusionError(f"execute: device={device!r} but the inputs are on the GPU")
         backend = "gpu" if where == "device" else wanted or backend or "cpu"
         outputs = self._compile(backend, keep_stages=False).run(args)
+        for position, perm in self._output_perms.items():  # back to logical order: views
+            outputs[position] = _permuted_view(outputs[position], [perm.index(d) for d in range(len(perm))])
         if not self._aliases:
             return outputs
         for out, position in self._aliases.items():
@@ -313,6 +364,7 @@ class FusionDefinition:
         with dtype-aware tolerances; raises FusionError naming the first output that differs."""
         from mlirfuse import reference
 
+        inputs = _flatten_vectors(inputs)
         if self._deferred is not None:
             return self._replay_for(inputs).validate(inputs, reference_outputs)
         if reference_outputs is None:  # before execute, which may update inputs in place
@@ -424,6 +476,35 @@ def _bind(old: Any, new: Any, table: dict[int, Any]) -> None:
     elif isinstance(old, (list, tuple)) and isinstance(new, (list, tuple)) and len(old) == len(new):
         for o, n in zip(old, new):
             _bind(o, n, table)
+
+
+def _is_int_list(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and bool(value) and all(
+        isinstance(v, int) and not isinstance(v, bool) for v in value)
+
+
+def _python_scalar_dtype(value: Any) -> DataType:
+    if isinstance(value, (bool, np.bool_)):
+        return DataType.Bool
+    if isinstance(value, (int, np.integer)):
+        return DataType.Int
+    if isinstance(value, (float, np.floating)):
+        return DataType.Double
+    raise FusionError(f"define_scalar: no dtype for {value!r} of type {type(value).__name__} "
+                      "(complex scalars are not supported: mlirfuse has no complex dtypes)")
+
+
+def _flatten_vectors(inputs: Sequence[Any]) -> list[Any]:
+    """Inputs as nvFuser takes them: a list or tuple stands for the scalars of a
+    `define_vector(n)`, in order."""
+    flat: list[Any] = []
+    for x in inputs:
+        flat.extend(x) if isinstance(x, (list, tuple)) else flat.append(x)
+    return flat
+
+
+def _permuted_view(x: Any, perm: list[int]) -> Any:
+    return x.permute(*perm) if hasattr(x, "permute") else np.transpose(x, perm)
 
 
 def _is_contiguous(sizes: Sequence[int], strides: Sequence[int]) -> bool:

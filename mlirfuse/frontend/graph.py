@@ -152,6 +152,13 @@ def _priority(shape: tuple[Size, ...]) -> int:
     return DIMENSIONED if shape else ZERO_DIM
 
 
+class Shape(tuple):
+    """A traced tensor's sizes: a tuple, also callable as nvFuser's `t.shape()`."""
+
+    def __call__(self) -> "Shape":
+        return self
+
+
 class Tensor:
     """A value of a fusion being traced; supports Python operators."""
 
@@ -161,7 +168,7 @@ class Tensor:
                  node: Node | None, priority: int):
         self.fusion = fusion
         self.dtype = dtype
-        self.shape = shape
+        self.shape = Shape(shape)
         self.node = node
         self.priority = priority
         self.id = fusion.new_id()

@@ -61,9 +61,12 @@ def _iota(shape: Sequence[Size], dim: int, start: Any, step: Any, dtype: DataTyp
                            [(dtype, tuple(shape))])[0]
 
 
-def iota(length: Size, start: int | float = 0, step: int | float = 1, dtype: Any = DataType.Int) -> Tensor:
-    """nvFuser's `iota(length, start, step, dtype)`: the 1-D tensor start + step * i."""
+def iota(length: Size, start: int | float | None = 0, step: int | float | None = 1,
+         dtype: Any = DataType.Int) -> Tensor:
+    """nvFuser's `iota(length, start, step, dtype)`: the 1-D tensor start + step * i (start
+    None: 0; step None: 1)."""
     fusion = O._fusion_of([], "iota")
+    start, step = 0 if start is None else start, 1 if step is None else step
     if isinstance(length, int) and length < 0:
         raise FusionError(f"iota: negative length {length}")
     return _iota((length,), 0, start, step, to_dtype(dtype), fusion)

@@ -14,7 +14,9 @@ from mlirfuse.frontend import ops as O
 from mlirfuse.frontend.graph import Tensor
 from mlirfuse.frontend.symbolic import product
 
-NVFUSER_NAMES = ["broadcast", "truediv", "signbit", "welford", "embedding_fwd", "normal", "segment_set"]
+NVFUSER_NAMES = ["broadcast", "truediv", "signbit", "welford", "embedding_fwd", "normal", "segment_set", "frac",
+                 "isfinite", "isneginf", "isposinf", "threshold", "addcmul", "randn_like", "real", "imag", "shape",
+                 "tensor_sizes"]
 __all__ = NVFUSER_NAMES
 
 
@@ -103,3 +105,54 @@ def segment_set(x: Tensor) -> Tensor:
     """nvFuser's segmentation hint (a copy where it cuts the fusion into kernels): accepted,
     and a copy here as `set`; mlirfuse's segmenter places the kernel boundaries itself."""
     return O.set(x)
+
+
+def frac(x: Tensor) -> Tensor:
+    """The fractional part, x - trunc(x), with x's sign (torch.frac)."""
+    return O.sub(x, O.trunc(x))
+
+
+def isfinite(x: Tensor) -> Tensor:
+    """Neither NaN nor infinite (always true for integers and bools)."""
+    return O.logical_not(O.logical_or(O.isnan(x), O.isinf(x)))
+
+
+def isneginf(x: Tensor) -> Tensor:
+    return O.logical_and(O.isinf(x), O.lt(x, 0))
+
+
+def isposinf(x: Tensor) -> Tensor:
+    return O.logical_and(O.isinf(x), O.gt(x, 0))
+
+
+def threshold(x: Tensor, threshold: Any, value: Any) -> Tensor:
+    """torch's threshold: value where x <= threshold, else x (in x's dtype)."""
+    return O.where(O.le(x, threshold), O.cast(value, x.dtype) if not isinstance(value, Tensor) else value, x)
+
+
+def addcmul(x: Tensor, a: Any, b: Any, value: Any = 1.0) -> Tensor:
+    """x + value * a * b (torch.addcmul)."""
+    return O.add(x, O.mul(O.mul(a, b), value))
+
+
+def randn_like(x: Tensor, rng_seed: Any = 0, rng_offset: Any = 0, dtype: Any = None) -> Tensor:
+    """Standard normal numbers with x's shape (and dtype unless given): `normal`'s stream."""
+    dt = x.dtype if dtype is None else to_dtype(dtype)
+    return normal(0.0, 1.0, list(x.shape), rng_seed, rng_offset, dt)
+
+
+def real(x: Tensor) -> Tensor:
+    """The real part: a copy of a real tensor (mlirfuse has no complex dtypes)."""
+    return O.set(x)
+
+
+def imag(x: Tensor) -> Tensor:
+    raise FusionError(f"imag: not defined for a real ({x.dtype.value}) tensor; mlirfuse has no complex dtypes")
+
+
+def shape(x: Tensor) -> list[Any]:
+    """nvFuser's `shape(t)`: the sizes (ints, or symbolic sizes usable in shapes)."""
+    return list(x.shape)
+
+
+tensor_sizes = shape

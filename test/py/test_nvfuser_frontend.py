@@ -457,3 +457,93 @@ def test_float8_promotion_is_refused_as_torch_refuses_it() -> None:
     with pytest.raises(FusionError, match="no type promotion between float8_e4m3fn and float32"):
         with FusionDefinition() as fd:
             fd.ops.add(fd.define_tensor([-1], dtype=DataType.Float8_e4m3fn), fd.define_tensor([-1]))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_stride_order_lays_outputs_out_in_memory_order(device) -> None:
+    """stride_order[d] ranks dim d's stride (0 the innermost); fd.ops.stride_order and
+    add_output's stride order give outputs with those strides and the same values; the
+    stride_order result stays an ordinary value for later ops."""
+    x = torch.randn(2, 3, 4, device=device)
+    with FusionDefinition() as fd:
+        t = fd.from_pytorch(x)
+        e = fd.ops.exp(t)
+        ordered = fd.ops.stride_order(e, [0, 2, 1])
+        fd.add_output(ordered)
+        fd.add_output(e)
+        fd.add_output(fd.ops.relu(t), [1, 0, 2])
+        fd.add_output(fd.ops.mul(ordered, 2.0))
+        fd.add_output(fd.ops.neg(t), stride_order=[2, 1, 0])  # row-major: as any output
+    a, b, c, d, n = fd.execute([x])
+    assert a.stride() == (1, 8, 2) and c.stride() == (3, 1, 6)
+    assert b.is_contiguous() and d.is_contiguous() and n.is_contiguous()
+    torch.testing.assert_close(a, x.exp())
+    torch.testing.assert_close(c, x.relu())
+    torch.testing.assert_close(d, x.exp() * 2.0)
+    with pytest.raises(FusionError, match="not a permutation"):
+        with FusionDefinition() as fd:
+            fd.ops.stride_order(fd.from_pytorch(x), [0, 0, 1])
+
+
+def test_define_scalar_takes_the_dtype_of_its_value_as_nvfuser() -> None:
+    with FusionDefinition() as fd:
+        i, f, b = fd.define_scalar(3), fd.define_scalar(2.5), fd.define_scalar(True)
+        runtime, old_form = fd.define_scalar(), fd.define_scalar(DataType.Int)
+        t = fd.define_tensor([-1], dtype=DataType.Int32)
+        fd.add_output(fd.ops.add(t, i))                 # int32 + an int scalar stays int32
+        fd.add_output(fd.ops.mul(fd.ops.cast(t, DataType.Float), f))
+        fd.add_output(fd.ops.add(t, old_form))
+    assert (i.dtype, f.dtype, b.dtype, runtime.dtype, old_form.dtype) == (
+        DataType.Int, DataType.Double, DataType.Bool, DataType.Double, DataType.Int)
+    x = torch.arange(4, dtype=torch.int32)
+    added, scaled, plus = fd.execute([2.0, 5, x])
+    assert added.dtype == torch.int32 and torch.equal(added, x + 3)
+    torch.testing.assert_close(scaled, x.float() * 2.5)
+    assert torch.equal(plus, x + 5)
+    with pytest.raises(FusionError, match="complex"):
+        with FusionDefinition() as fd:
+            fd.define_scalar(1 + 2j)
+
+
+def test_define_tensor_forms_and_vectors_passed_as_lists() -> None:
+    """define_tensor(sizes, strides) (a transposed layout, static sizes on request), a rank
+    alone (nvFuser's oldest form), stride_order on an input; define_vector(n)'s scalars passed
+    as one list; t.shape() and fd.ops.shape as nvFuser spells them."""
+    xt = torch.randn(6, 4).t()
+    with FusionDefinition() as fd:
+        t = fd.define_tensor([4, 6], [1, 4])
+        s = fd.define_tensor([4, 6], [1, 4], static_sizes=True)
+        r = fd.define_tensor(2)
+        v = fd.define_vector(2)
+        fd.add_output(fd.ops.reshape(fd.ops.add(t, r), v))
+        fd.add_output(fd.ops.mul(s, fd.ops.shape(s)[0]))
+        assert t.shape()[0] == t.shape[0] and s.shape() == (4, 6) and len(fd.ops.tensor_sizes(r)) == 2
+    y = torch.randn(4, 6)
+    reshaped, scaled = fd.execute([xt, xt, y, [3, 8]])
+    torch.testing.assert_close(reshaped, (xt + y).reshape(3, 8))
+    torch.testing.assert_close(scaled, xt * 4)
+    with FusionDefinition() as fd:  # channels-last-like input: contiguity in memory order
+        c = fd.define_tensor([-1, -1, -1], contiguity=[True, True, True], stride_order=[0, 2, 1])
+        fd.add_output(fd.ops.exp(c))
+    z = torch.randn(2, 5, 3).permute(0, 2, 1)
+    torch.testing.assert_close(fd.execute([z])[0], z.exp())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_nvfuser_composite_ops_match_torch(device) -> None:
+    x = torch.tensor([-2.5, -0.5, 0.0, 0.75, 3.25, float("inf"), -float("inf"), float("nan")], device=device)
+    a, b = torch.randn(8, device=device), torch.randn(8, device=device)
+    with FusionDefinition() as fd:
+        t, ta, tb = fd.from_pytorch(x), fd.from_pytorch(a), fd.from_pytorch(b)
+        for out in (fd.ops.frac(t), fd.ops.isfinite(t), fd.ops.isneginf(t), fd.ops.isposinf(t),
+                    fd.ops.threshold(t, 0.5, -1.0), fd.ops.addcmul(ta, ta, tb, 0.5), fd.ops.real(ta),
+                    fd.ops.iota(5, None, None, DataType.Int)):
+            fd.add_output(out)
+    got = fd.execute([x, a, b])
+    want = [torch.frac(x), torch.isfinite(x), torch.isneginf(x), torch.isposinf(x),
+            F.threshold(x, 0.5, -1.0), torch.addcmul(a, a, b, value=0.5), a, torch.arange(5, device=device)]
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, equal_nan=True)
+    with pytest.raises(FusionError, match="imag"):
+        with FusionDefinition() as fd:
+            fd.ops.imag(fd.from_pytorch(a))
