@@ -34,6 +34,14 @@ def _torch() -> Any:
 
 
 def classify(value: Any) -> Arg:
+    arg = _classify(value)
+    if arg.dtype.is_complex:
+        raise FusionError(f"unsupported dtype {arg.dtype.value}: complex tensors are offered by FusionDefinition "
+                          "only (as pairs of real tensors)")
+    return arg
+
+
+def _classify(value: Any) -> Arg:
     if isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
         return Arg("scalar", value, _scalar_dtype(value), (), True)
     torch = _torch()
@@ -60,7 +68,7 @@ def classify(value: Any) -> Arg:
             t = torch.as_tensor(value) if hasattr(value, "__cuda_array_interface__") else torch.from_dlpack(value)
         except (RuntimeError, AssertionError, TypeError, ValueError) as e:
             raise FusionError(f"a GPU array ({type(value).__name__}) that torch cannot take: {e}") from None
-        arg = classify(t)
+        arg = _classify(t)
         arg.origin = origin
         return arg
     if isinstance(value, (list, tuple)) or hasattr(value, "__array__"):

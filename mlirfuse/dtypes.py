@@ -22,6 +22,9 @@ class DataType(enum.Enum):
     Bool = "bool"
     Float8_e4m3fn = "float8_e4m3fn"  # storage types: computed in float32, converted on load and store
     Float8_e5m2 = "float8_e5m2"
+    # Complex values exist in FusionDefinition only, as pairs of real tensors (frontend/complex_ops.py).
+    ComplexFloat = "complex64"
+    ComplexDouble = "complex128"
     Null = "null"  # nvFuser's "no dtype given": means the op's default
 
     @property
@@ -30,11 +33,18 @@ class DataType(enum.Enum):
 
     @property
     def mlir(self) -> str:
+        if self not in _MLIR:
+            raise FusionError(f"{self.value} has no element type in fusion IR (complex values are pairs of real "
+                              "tensors, in FusionDefinition only)")
         return _MLIR[self]
 
     @property
     def is_float(self) -> bool:
         return self in (DataType.Float, DataType.Double, DataType.Half, DataType.BFloat16) or self.is_float8
+
+    @property
+    def is_complex(self) -> bool:
+        return self in (DataType.ComplexFloat, DataType.ComplexDouble)
 
     @property
     def is_float8(self) -> bool:
@@ -71,6 +81,8 @@ _NUMPY = {
     DataType.Bool: np.dtype(np.bool_),
     DataType.Float8_e4m3fn: np.dtype(ml_dtypes.float8_e4m3fn),
     DataType.Float8_e5m2: np.dtype(ml_dtypes.float8_e5m2),
+    DataType.ComplexFloat: np.dtype(np.complex64),
+    DataType.ComplexDouble: np.dtype(np.complex128),
 }
 _MLIR = {
     DataType.Float: "f32",
@@ -95,6 +107,8 @@ _ALIASES = {
     "bool": DataType.Bool, "i1": DataType.Bool,
     "float8_e4m3fn": DataType.Float8_e4m3fn, "f8e4m3fn": DataType.Float8_e4m3fn,
     "float8_e5m2": DataType.Float8_e5m2, "f8e5m2": DataType.Float8_e5m2,
+    "complex64": DataType.ComplexFloat, "cfloat": DataType.ComplexFloat,
+    "complex128": DataType.ComplexDouble, "cdouble": DataType.ComplexDouble,
 }
 
 

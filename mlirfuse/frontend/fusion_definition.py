@@ -12,7 +12,9 @@ from mlirfuse.arrays import classify_all, placement
 from mlirfuse.compiler import CompiledFusion
 from mlirfuse.dtypes import DataType, to_dtype
 from mlirfuse.errors import FusionError
-from mlirfuse.frontend import nvfuser_ops
+from mlirfuse.frontend import complex_ops, nvfuser_ops
+from mlirfuse.frontend.complex_ops import ComplexTensor
+from mlirfuse.frontend import indexing as I
 from mlirfuse.frontend import ops as ops_module
 from mlirfuse.frontend.graph import Fusion, InputSpec, Tensor, tracing
 from mlirfuse.frontend.symbolic import ConcreteSizeNeeded
@@ -34,13 +36,21 @@ class _Ops:
         module = nvfuser_ops if name in nvfuser_ops.NVFUSER_NAMES else ops_module
         fn = getattr(module, name, None)
         if fn is None or name.startswith("_") or not callable(fn) or name not in module.__all__:
-            raise AttributeError(f"fd.ops has no op {name!r}")
+            if name not in complex_ops.RULES:
+                raise AttributeError(f"fd.ops has no op {name!r}")
+            fn = None  # an op of complex values only (conj)
 
-        @functools.wraps(fn)
+        def run(args: tuple, kwargs: dict[str, Any]) -> Any:
+            if fn is None or complex_ops.involves_complex(args, kwargs):
+                return complex_ops.dispatch(self._fd, name, args, kwargs)
+            return fn(*args, **kwargs)
+
         def recorded(*args: Any, **kwargs: Any) -> Any:
             fd = self._fd
             fd._check_open(f"fd.ops.{name}")
-            return fd._record(("ops", name), args, kwargs, lambda: fn(*args, **kwargs))
+            return fd._record(("ops", name), args, kwargs, lambda: run(args, kwargs))
+        if fn is not None:
+            recorded = functools.wraps(fn)(recorded)
         return recorded
 
     def __dir__(self) -> list[str]:
@@ -78,6 +88,10 @@ class FusionDefinition:
         self._deferred: str | None = None  # why this definition waits for its inputs' sizes
         self._replays: dict[tuple, FusionDefinition] = {}
         self.fusion.recorder = lambda name, *operands: getattr(self.ops, name)(*operands)
+        # Per user-level input (what execute takes): (kind, its fusion input positions, dtype);
+        # kinds: "plain", "complex" (a tensor read as its real parts), "complex_scalar" (two).
+        self._inputs: list[tuple[str, list[int], DataType]] = []
+        self._complex_outputs: set[int] = set()  # output positions stacked from complex parts
         self._layouts: dict[int, tuple[list[int], Tensor]] = {}  # stride_order result -> (memory order, value in it)
         self._output_perms: dict[int, list[int]] = {}  # output position -> memory order of its dims
 
@@ -110,7 +124,7 @@ class FusionDefinition:
         `stride_order` (dim i's stride ranked, 0 the innermost) gives a permuted layout, whose
         contiguity is then listed in memory order."""
         self._check_open("define_tensor")
-        if isinstance(shape, int) and not isinstance(shape, bool):  # nvFuser's oldest form: a rank
+        if isinstance(shape, int) and not isinstance(shape, bool) and shape >= 0:  # nvFuser's oldest form: a rank
             shape = [-1] * shape
         if _is_int_list(contiguity) and shape is not None:  # (sizes, strides)
             sizes, strides, shape, contiguity = list(shape), list(contiguity), None, None
@@ -139,7 +153,19 @@ class FusionDefinition:
         if stride_order is not None and list(stride_order) and list(stride_order) != list(range(len(dims)))[::-1]:
             contiguous = False  # a permuted layout: read through its strides
         dt = DataType.Float if dtype is None else to_dtype(dtype)  # nvFuser's default dtype
-        return self.fusion.add_input(InputSpec(dt, tuple(dims), contiguous))
+        if dt.is_complex:  # its memory as real parts: a trailing dim of 2
+            part = complex_ops.PART_OF[dt]
+            pair = self._new_input("complex", [InputSpec(part, tuple(dims) + (2,), contiguous)], dt)[0]
+            with tracing(self.fusion):
+                return ComplexTensor(self, I.select(pair, 0, -1), I.select(pair, 1, -1))
+        return self._new_input("plain", [InputSpec(dt, tuple(dims), contiguous)], dt)[0]
+
+    def _new_input(self, kind: str, specs: list[InputSpec], dtype: DataType) -> list[Tensor]:
+        """User-level input number len(self._inputs): its fusion inputs."""
+        first = len(self.fusion.inputs)
+        tensors = [self.fusion.add_input(spec) for spec in specs]
+        self._inputs.append((kind, list(range(first, first + len(specs))), dtype))
+        return tensors
 
     @_logged
     def define_scalar(self, value: Any = None, dtype: Any = None) -> Tensor:
@@ -152,11 +178,19 @@ class FusionDefinition:
         if dtype is None or dtype is DataType.Null:
             dtype = DataType.Double if value is None else _python_scalar_dtype(value)
         dt = to_dtype(dtype)
+        if dt.is_complex:
+            part = complex_ops.PART_OF[dt]
+            if value is None:  # a complex number passed to execute: its two parts
+                re, im = self._new_input("complex_scalar", [InputSpec(part, (), scalar=True)] * 2, dt)
+            else:
+                value = complex(value)
+                re, im = (ops_module.constant(v, part, self.fusion) for v in (value.real, value.imag))
+            return ComplexTensor(self, re, im)
         if value is None:
             if dt.is_low_precision:  # passed as a float32 value, rounded in the fusion
-                scalar = self.fusion.add_input(InputSpec(DataType.Float, (), scalar=True))
+                scalar = self._new_input("plain", [InputSpec(DataType.Float, (), scalar=True)], dt)[0]
                 return ops_module.cast(scalar, dt)
-            return self.fusion.add_input(InputSpec(dt, (), scalar=True))
+            return self._new_input("plain", [InputSpec(dt, (), scalar=True)], dt)[0]
         return ops_module.constant(value, dt, self.fusion)
 
     define_constant = define_scalar
@@ -191,6 +225,12 @@ class FusionDefinition:
         update) and not returned by `execute`; with `stride_order` (also nvFuser's positional
         list), laid out in memory in that order, as `fd.ops.stride_order` does."""
         self._check_open("add_output")
+        if isinstance(t, ComplexTensor):  # stacked into the complex layout: [..., (re, im)]
+            if alias_input is not None or stride_order is not None:
+                raise FusionError("add_output: a complex output takes neither alias_input nor stride_order")
+            self._complex_outputs.add(len(self.fusion.outputs))
+            with tracing(self.fusion):
+                t = I.cat([ops_module.unsqueeze(t.re, -1), ops_module.unsqueeze(t.im, -1)], -1)
         if isinstance(alias_input, (list, tuple)):
             alias_input, stride_order = None, alias_input
         if stride_order is not None:
@@ -227,6 +267,23 @@ class FusionDefinition:
         self._layouts[id(logical)] = (perm, physical)
         return logical
 
+    def _fusion_args(self, inputs: Sequence[Any]) -> list[Any]:
+        """execute's inputs (one per user-level input) as the fusion's: complex tensors as
+        their real parts, complex scalars as two numbers."""
+        if all(kind == "plain" for kind, _, _ in self._inputs):
+            return list(inputs)
+        if len(inputs) != len(self._inputs):
+            raise FusionError(f"execute: {len(inputs)} inputs for a definition of {len(self._inputs)}")
+        args: list[Any] = []
+        for x, (kind, _, dtype) in zip(inputs, self._inputs):
+            if kind == "complex":
+                args.append(_as_real_parts(x, dtype))
+            elif kind == "complex_scalar":
+                args += [complex(x).real, complex(x).imag]
+            else:
+                args.append(x)
+        return args
+
     # -- the call log: traces per call signature -----------------------------------------
     _replaying = False  # a trace of the log with concrete sizes: needing one more is an error
 
@@ -241,9 +298,11 @@ class FusionDefinition:
             call.result = _deferred_result(self, call)
             return call.result
         self._depth += 1
+        first_input = len(self._inputs)
         try:
             with tracing(self.fusion):
                 call.result = run()
+            call.user_inputs = list(range(first_input, len(self._inputs)))
         except ConcreteSizeNeeded as e:
             if self._replaying or key[0] != "ops":
                 raise
@@ -256,26 +315,31 @@ class FusionDefinition:
     def _replay_for(self, inputs: Sequence[Any]) -> "FusionDefinition":
         """This definition traced with the sizes of `inputs` (and the values of the runtime
         scalars it uses as sizes): built once per signature."""
-        positions = {id(x): i for i, x in enumerate(self.fusion.inputs)}
-        sized = sorted({positions[id(v)] for call in self._log for v in _in_lists((call.args, call.kwargs))
-                        if isinstance(v, Tensor) and id(v) in positions and self.fusion.specs[positions[id(v)]].scalar})
-        if len(inputs) != len(self.fusion.inputs):
-            raise FusionError(f"execute: {len(inputs)} inputs for a definition of {len(self.fusion.inputs)}")
-        key = (tuple(tuple(getattr(x, "shape", ())) for x in inputs), tuple(int(inputs[i]) for i in sized))
+        if len(inputs) != len(self._inputs):
+            raise FusionError(f"execute: {len(inputs)} inputs for a definition of {len(self._inputs)}")
+        sizes = self._size_scalars()
+        key = (tuple(tuple(getattr(x, "shape", ())) for x in inputs), tuple(int(inputs[i]) for i in sizes.values()))
         replay = self._replays.get(key)
         if replay is None:
-            replay = self._replays[key] = self._replay(inputs, positions)
+            replay = self._replays[key] = self._replay(inputs, sizes)
         return replay
 
-    def _replay(self, inputs: Sequence[Any], positions: dict[int, int]) -> "FusionDefinition":
+    def _size_scalars(self) -> dict[int, int]:
+        """id of each runtime scalar input found in a list argument (a size) -> its input number."""
+        user = {id(self.fusion.inputs[positions[0]]): i for i, (kind, positions, _) in enumerate(self._inputs)
+                if kind == "plain" and self.fusion.specs[positions[0]].scalar}
+        return {id(v): user[id(v)] for call in self._log for v in _in_lists((call.args, call.kwargs))
+                if isinstance(v, Tensor) and id(v) in user}
+
+    def _replay(self, inputs: Sequence[Any], sizes: dict[int, int]) -> "FusionDefinition":
         fd = FusionDefinition()
         fd._replaying = True
         table: dict[int, Any] = {}
 
         def value(v: Any, in_list: bool = False) -> Any:
-            if isinstance(v, (Tensor, Deferred)):
-                if in_list and id(v) in positions and self.fusion.specs[positions[id(v)]].scalar:
-                    return int(inputs[positions[id(v)]])  # a runtime scalar used as a size
+            if isinstance(v, (Tensor, Deferred, ComplexTensor)):
+                if in_list and id(v) in sizes:
+                    return int(inputs[sizes[id(v)]])  # a runtime scalar used as a size
                 if id(v) not in table:
                     raise FusionError(f"execute: this definition needs concrete sizes ({self._deferred}), and "
                                       f"{v!r} was built outside fd.ops, fd.define_* and Python operators (by a "
@@ -291,10 +355,10 @@ class FusionDefinition:
             for call in self._log:
                 kind, name = call.key
                 if (kind, name) in (("fd", "define_tensor"), ("fd", "from_pytorch")):
-                    position = positions[id(call.result)]
-                    spec = self.fusion.specs[position]
-                    result = fd.define_tensor([int(s) for s in getattr(inputs[position], "shape", ())],
-                                              contiguity=spec.contiguous, dtype=spec.dtype)
+                    number = call.user_inputs[0]
+                    _, positions, dtype = self._inputs[number]
+                    result = fd.define_tensor([int(s) for s in getattr(inputs[number], "shape", ())], dtype=dtype,
+                                              contiguity=self.fusion.specs[positions[0]].contiguous)
                 else:
                     args, kwargs = value(call.args), value(call.kwargs)
                     target = getattr(fd.ops, name) if kind == "ops" else getattr(fd, name)
@@ -338,6 +402,7 @@ class FusionDefinition:
         inputs = _flatten_vectors(inputs)
         if self._deferred is not None:
             return self._replay_for(inputs).execute(inputs, backend, device=device, **nvfuser_options)
+        inputs = self._fusion_args(inputs)
         for name in nvfuser_options:
             if name not in _WARNED:
                 _WARNED.add(name)
@@ -352,6 +417,8 @@ class FusionDefinition:
         outputs = self._compile(backend, keep_stages=False).run(args)
         for position, perm in self._output_perms.items():  # back to logical order: views
             outputs[position] = _permuted_view(outputs[position], [perm.index(d) for d in range(len(perm))])
+        for position in self._complex_outputs:
+            outputs[position] = _as_complex(outputs[position])
         if not self._aliases:
             return outputs
         for out, position in self._aliases.items():
@@ -397,11 +464,13 @@ class FusionDefinition:
 
 
 class _Call:
-    """One logged definition call: ("ops" | "fd", name), its arguments and its result."""
+    """One logged definition call: ("ops" | "fd", name), its arguments, its result and the
+    inputs (numbers of execute's inputs) it defined."""
 
     def __init__(self, key: tuple[str, str], args: tuple, kwargs: dict[str, Any]):
         self.key, self.args, self.kwargs = key, args, kwargs
         self.result: Any = None
+        self.user_inputs: list[int] = []
 
 
 class Deferred:
@@ -471,7 +540,7 @@ def _in_lists(value: Any, in_list: bool = False) -> list[Any]:
 
 def _bind(old: Any, new: Any, table: dict[int, Any]) -> None:
     """Record that the traced-again `new` stands for `old` (matching tuples element-wise)."""
-    if isinstance(old, (Tensor, Deferred)):
+    if isinstance(old, (Tensor, Deferred, ComplexTensor)):
         table[id(old)] = new
     elif isinstance(old, (list, tuple)) and isinstance(new, (list, tuple)) and len(old) == len(new):
         for o, n in zip(old, new):
@@ -490,8 +559,9 @@ def _python_scalar_dtype(value: Any) -> DataType:
         return DataType.Int
     if isinstance(value, (float, np.floating)):
         return DataType.Double
-    raise FusionError(f"define_scalar: no dtype for {value!r} of type {type(value).__name__} "
-                      "(complex scalars are not supported: mlirfuse has no complex dtypes)")
+    if isinstance(value, (complex, np.complexfloating)):
+        return DataType.ComplexDouble
+    raise FusionError(f"define_scalar: no dtype for {value!r} of type {type(value).__name__}")
 
 
 def _flatten_vectors(inputs: Sequence[Any]) -> list[Any]:
@@ -501,6 +571,30 @@ def _flatten_vectors(inputs: Sequence[Any]) -> list[Any]:
     for x in inputs:
         flat.extend(x) if isinstance(x, (list, tuple)) else flat.append(x)
     return flat
+
+
+def _as_real_parts(x: Any, dtype: DataType) -> Any:
+    """A complex tensor's memory as its real parts (a view with a trailing dim of 2)."""
+    if hasattr(x, "detach"):  # torch
+        import torch
+
+        if not x.is_complex():
+            raise FusionError(f"execute: expected a {dtype.value} tensor, got {x.dtype}")
+        return torch.view_as_real(x.detach().resolve_conj())
+    x = np.asarray(x)
+    if x.dtype.kind != "c":
+        raise FusionError(f"execute: expected a {dtype.value} array, got {x.dtype}")
+    return x[..., None].view(np.float32 if x.dtype == np.complex64 else np.float64)
+
+
+def _as_complex(x: Any) -> Any:
+    """The inverse: [..., 2] real parts as a complex view."""
+    if hasattr(x, "detach"):
+        import torch
+
+        return torch.view_as_complex(x.contiguous())
+    x = np.ascontiguousarray(x)
+    return x.view(np.complex64 if x.dtype == np.float32 else np.complex128)[..., 0]
 
 
 def _permuted_view(x: Any, perm: list[int]) -> Any:

@@ -63,6 +63,9 @@ class Fusion:
 
     # -- building ----------------------------------------------------------------------
     def add_input(self, spec: InputSpec) -> "Tensor":
+        if spec.dtype.is_complex:
+            raise FusionError(f"a {spec.dtype.value} input: complex tensors are offered by FusionDefinition only "
+                              "(as pairs of real tensors)")
         pos = len(self.inputs)
         shape = tuple(SymSize.of((pos, d)) if s is None else s for s, d in zip(spec.shape, range(spec.rank)))
         t = Tensor(self, spec.dtype, shape, None, priority=SCALAR if spec.scalar else _priority(shape))
@@ -78,6 +81,9 @@ class Fusion:
                 raise FusionError(f"{op}: operand belongs to another fusion definition")
         node = Node(op, list(inputs), dict(attrs))
         for dtype, shape in results:
+            if dtype.is_complex:
+                raise FusionError(f"{op}: unsupported dtype {dtype.value} in a traced function: complex values "
+                                  "are offered by FusionDefinition only (as pairs of real tensors)")
             shape = tuple(self.canonical(s) for s in shape)
             _check_size(op, shape)
             node.outputs.append(Tensor(self, dtype, shape, node,
