@@ -175,7 +175,8 @@ def promote_pair(a: DataType, b: DataType) -> DataType:
 
 
 # float8_e4m3fn has no infinity: conversions saturate to its largest finite value (448), as
-# torch's and PTX's cvt.satfinite do (ml_dtypes would give NaN); float8_e5m2 overflows to inf.
+# nvFuser (PTX's cvt.satfinite) and torch 2.13 do (torch 2.11 and ml_dtypes give NaN);
+# float8_e5m2 overflows to inf.
 FLOAT8_E4M3FN_MAX = 448.0
 
 

@@ -284,7 +284,7 @@ def _float_width(t: ir.Type) -> int:
 # -- float8 (storage only): conversions from and to float32 on the bits, both backends ------
 # LLVM has no 8-bit float type, so these are integer code. (exponent bits, mantissa bits,
 # bias, largest finite code, code an overflow gives): float8_e4m3fn has no infinity and
-# saturates to 448 (as torch and PTX's cvt.satfinite); float8_e5m2 overflows to inf as IEEE.
+# saturates to 448 (as nvFuser's cvt.satfinite and torch 2.13); float8_e5m2 overflows to inf.
 _FLOAT8 = {"f8E4M3FN": (4, 3, 7, 0x7E, 0x7E), "f8E5M2": (5, 2, 15, 0x7B, 0x7C)}
 
 

@@ -117,9 +117,13 @@ def support(node: fx.Node) -> tuple[str | None, str | None]:
             return f"argument {arg.name} is not a tensor or a scalar", None
     for t in tensors:
         try:
-            to_dtype(t.dtype)
+            dt = to_dtype(t.dtype)
         except FusionError:
             return f"dtype {t.dtype} not supported by mlirfuse", None
+        if dt.is_complex:
+            return f"dtype {t.dtype}: complex values are pairs of real tensors in FusionDefinition only", None
+        if dt.is_float8:  # torch 2.11 gives NaN where torch 2.13 (and mlirfuse) saturate
+            return f"dtype {t.dtype}: float8 overflow differs between torch versions; left to torch", None
         if t.device.type not in DEVICES:
             return f"device {t.device} not supported by mlirfuse", None
         devices.add(str(t.device))
