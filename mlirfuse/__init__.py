@@ -11,12 +11,22 @@ from mlirfuse.config import options, restore_options, set_options
 from mlirfuse.dtypes import DataType
 from mlirfuse.errors import FusionError
 from mlirfuse.frontend import ops
-from mlirfuse.frontend.fusion_definition import FusionDefinition, compute_tensor_descriptor
-from mlirfuse.frontend.graph import Tensor
+from mlirfuse.frontend.fusion_definition import (FusionCache, FusionDefinition, compute_contiguity,
+                                                  compute_tensor_descriptor)
+from mlirfuse.frontend.fusion_definition import ScalarValue as Scalar
+from mlirfuse.frontend.fusion_definition import TensorValue as Tensor
 from mlirfuse.frontend.grad import grad, vjp
 from mlirfuse.frontend.jit import jit
 
 __version__ = "0.1.0"
-__all__ = ["DataType", "FusionDefinition", "FusionError", "compute_tensor_descriptor", "Tensor", "grad", "jit", "ops",
-           "vjp",
-           "options", "reference", "restore_options", "set_options"]
+__all__ = ["DataType", "FusionCache", "FusionDefinition", "FusionError", "Scalar", "Tensor", "compute_contiguity",
+           "compute_tensor_descriptor", "grad", "jit", "ops", "options", "reference", "restore_options",
+           "set_options", "version", "vjp"]
+
+
+def version() -> str:
+    """mlirfuse's version, a `nvfuser_version.Version`: a string that compares as a version
+    (nvFuser's `version()`)."""
+    from mlirfuse.nvfuser_version import Version
+
+    return Version(__version__)

@@ -206,14 +206,20 @@ def _combine_categories(higher: DataType | None, lower: DataType | None) -> Data
     return higher
 
 
-def result_type(operands: list[tuple[DataType, int]]) -> DataType:
+def result_type(operands: list[tuple[DataType, int]], typed_scalars: bool = False) -> DataType:
     """PyTorch's result type for operands given as (dtype, priority).
 
     priority 2: a tensor with dimensions; 1: a zero-dim tensor; 0: a Python scalar
     (dtype Double, Int or Bool). As in torch, a Python float counts as the default float
     (float32), and a lower-priority operand decides the result only when its category
-    (bool < int < float) is higher than that of every higher-priority operand.
+    (bool < int < float) is higher than that of every higher-priority operand. With
+    `typed_scalars` (nvFuser's scalars carry their dtype), scalars alone promote as they are.
     """
+    if typed_scalars and operands and all(p == 0 for _, p in operands):
+        result_dt = operands[0][0]
+        for other, _ in operands[1:]:
+            result_dt = promote_pair(result_dt, other)
+        return result_dt
     groups: list[DataType | None] = []
     for priority in (2, 1, 0):
         dt: DataType | None = None

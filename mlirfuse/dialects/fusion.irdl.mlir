@@ -319,6 +319,11 @@ irdl.dialect @fusion {
     irdl.operands(lhs: %T, rhs: %T)
     irdl.results(result: %T)
   }
+  irdl.operation @trunc_div {
+    %T = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %T, rhs: %T)
+    irdl.results(result: %T)
+  }
   irdl.operation @gcd {
     %T = irdl.base "!builtin.tensor"
     irdl.operands(lhs: %T, rhs: %T)

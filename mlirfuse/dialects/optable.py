@@ -121,6 +121,15 @@ def _ref_gcd(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.gcd(a, b).astype(np.result_type(a, b))
 
 
+def _ref_trunc_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
+    safe = np.where(b == 0, 1, b)
+    with np.errstate(over="ignore"):
+        q = np.floor_divide(a, safe)
+        q = q + ((np.remainder(a, safe) != 0) & ((a < 0) != (safe < 0)))
+    return np.where(b == 0, np.zeros((), a.dtype), q).astype(a.dtype)
+
+
 def _ref_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype.kind == "f":
         return np.power(a, b)
@@ -245,6 +254,8 @@ ELEMENTWISE = [
         doc="arithmetic (sign-filling) right shift"),
     _ew("logical_right_shift", 2, BITWISE, _ref_shift("logical"), S.shift("logical"), bool_ok=False,
         doc="right shift of the bits as unsigned (zero-filling)"),
+    _ew("trunc_div", 2, BITWISE, _ref_trunc_div, S.trunc_div, bool_ok=False,
+        doc="integer division rounded toward zero (by 0: 0)"),
     _ew("gcd", 2, BITWISE, _ref_gcd, S.gcd, bool_ok=False, doc="greatest common divisor of |lhs| and |rhs|"),
     _ew("nextafter", 2, FLOATING, np.nextafter, S.nextafter,
         doc="the next representable float after lhs toward rhs", no_grad=STEPS),

@@ -16,8 +16,8 @@ from mlirfuse.frontend import complex_ops, nvfuser_ops
 from mlirfuse.frontend.complex_ops import ComplexTensor
 from mlirfuse.frontend import indexing as I
 from mlirfuse.frontend import ops as ops_module
-from mlirfuse.frontend.graph import Fusion, InputSpec, Tensor, tracing
-from mlirfuse.frontend.symbolic import ConcreteSizeNeeded
+from mlirfuse.frontend.graph import SCALAR, Fusion, InputSpec, Tensor, tracing
+from mlirfuse.frontend.symbolic import ConcreteSizeNeeded, SymSize
 
 
 NVFUSER_NAMES = nvfuser_ops.NVFUSER_NAMES
@@ -43,6 +43,8 @@ class _Ops:
         def run(args: tuple, kwargs: dict[str, Any]) -> Any:
             if fn is None or complex_ops.involves_complex(args, kwargs):
                 return complex_ops.dispatch(self._fd, name, args, kwargs)
+            if name in _SEED_POSITION and not _seed_given(name, args, kwargs):
+                kwargs = {**kwargs, **self._fd._stateful_rng()}  # torch's generator picks the numbers
             return fn(*args, **kwargs)
 
         def recorded(*args: Any, **kwargs: Any) -> Any:
@@ -75,19 +77,30 @@ class FusionDefinition:
     signature; values it defines after that point are `Deferred` until then.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, id: int | None = None, max_length: int | None = None, **nvfuser_options: Any) -> None:  # noqa: A002
+        """A new definition; `FusionDefinition(id)` (nvFuser's) is the cached definition of
+        that number, ready to execute. nvFuser's other arguments have no effect here."""
+        if id is not None:
+            self.__dict__.update(FusionCache.get()._definition(id).__dict__)
+            self.ops = _Ops(self)
+            return
         self.fusion = Fusion()
         self.ops = _Ops(self)
         self._compiled: dict[tuple[str, bool], CompiledFusion] = {}  # (backend, keeps stages)
         self._tracing = None
         self._finalized = False
         self._aliases: dict[int, int] = {}  # output position -> the input it is written into
+        self._id: int | None = None
+        self._rng: list[Tensor] | None = None  # hidden seed/offset inputs of stateful random ops
+        self._rng_positions: list[int] = []
+        self._rng_ops = 0
         # Every definition call, in order, so that a definition that needs concrete sizes
         # can be traced again per call signature (see _record and _replay).
         self._log: list[_Call] = []
         self._deferred: str | None = None  # why this definition waits for its inputs' sizes
         self._replays: dict[tuple, FusionDefinition] = {}
         self.fusion.recorder = lambda name, *operands: getattr(self.ops, name)(*operands)
+        self.fusion.typed_scalars = True
         # Per user-level input (what execute takes): (kind, its fusion input positions, dtype);
         # kinds: "plain", "complex" (a tensor read as its real parts), "complex_scalar" (two).
         self._inputs: list[tuple[str, list[int], DataType]] = []
@@ -107,10 +120,35 @@ class FusionDefinition:
         self._tracing.__exit__(*exc)
         self._tracing = None
         self._finalized = True
+        if exc[0] is None and not self._replaying:
+            self._id = FusionCache.get()._register(self)
+
+    def definition(self) -> None:
+        """nvFuser's subclassing form: a subclass defines its fusion here, and the first
+        execute (or compile, validate, id) runs it, then its `schedule()` if it has one
+        (where adding ops is an error: the definition is complete)."""
+        raise NotImplementedError("definition() should be implemented by a subclass of FusionDefinition "
+                                  "(or define the fusion in a `with FusionDefinition() as fd:` block)")
+
+    def _ensure_defined(self) -> None:
+        if self._finalized or self._tracing is not None:
+            return
+        with self:
+            self.definition()
+        schedule = getattr(self, "schedule", None)
+        if callable(schedule):
+            schedule()
+
+    def id(self) -> int | None:
+        """The definition's number in the process's FusionCache (equal definitions share
+        one), None before it is defined."""
+        self._ensure_defined()
+        return self._id
 
     def _check_open(self, what: str) -> None:
         if self._finalized:
-            raise FusionError(f"{what}: the definition is closed (define ops inside its `with` block)")
+            raise FusionError(f"{what}: Attempting to add to a completed definition! (the definition is closed: "
+                              "define ops inside its `with` block)")
 
     @_logged
     def define_tensor(self, shape: Sequence[int] | None = None, contiguity: Any = None,
@@ -215,9 +253,10 @@ class FusionDefinition:
         self._check_open("define_vector")
         if isinstance(values, int) and not isinstance(values, bool):
             return [self.define_scalar(dtype=dtype) for _ in range(values)]
-        if not isinstance(values, (list, tuple)) or not all(isinstance(v, (int, Tensor)) for v in values):
+        if not isinstance(values, (list, tuple)) or not all(isinstance(v, (int, Tensor, SymSize)) for v in values):
             raise FusionError(f"define_vector: expected a list of ints and scalars, or a length, got {values!r}")
-        return list(values)
+        dt = to_dtype(dtype)  # nvFuser's vectors hold Int scalars: others are converted
+        return [ops_module.cast(v, dt) if isinstance(v, Tensor) and v.dtype != dt else v for v in values]
 
     @_logged
     def add_output(self, t: Tensor, alias_input: Any = None, stride_order: Sequence[int] | None = None) -> None:
@@ -267,10 +306,55 @@ class FusionDefinition:
         self._layouts[id(logical)] = (perm, physical)
         return logical
 
+    def _finish(self, outputs: list[Any]) -> list[Any]:
+        """The fusion's outputs as the definition's: stride-ordered ones as views in logical
+        order, complex ones as complex views of their parts."""
+        outputs = list(outputs)
+        for position, perm in self._output_perms.items():
+            outputs[position] = _permuted_view(outputs[position], [perm.index(d) for d in range(len(perm))])
+        for position in self._complex_outputs:
+            outputs[position] = _as_complex(outputs[position])
+        return outputs
+
+    def _stateful_rng(self) -> dict[str, Tensor]:
+        """Seed and offset for a random op given none, as nvFuser's: hidden runtime inputs
+        that each execute takes from torch's generator state (the seed torch was seeded with,
+        and an offset that advances by one per random op per call), so that every call draws
+        new numbers and torch.manual_seed repeats them."""
+        if self._rng is None:
+            first = len(self.fusion.inputs)
+            self._rng = [self.fusion.add_input(InputSpec(DataType.Int, (), scalar=True)) for _ in range(2)]
+            self._rng_positions = [first, first + 1]
+        seed, offset = self._rng
+        self._rng_ops += 1
+        return {"rng_seed": seed, "rng_offset": ops_module.add(offset, self._rng_ops - 1)}
+
+    def _cache_key(self) -> str:
+        if self._deferred is None:
+            return self.fusion.to_mlir() + repr(sorted(self._aliases.items())) + repr(sorted(self._complex_outputs))
+        names: dict[int, str] = {}
+
+        def text(v: Any) -> str:
+            if id(v) in names:
+                return names[id(v)]
+            if isinstance(v, (list, tuple)):
+                return "[" + ", ".join(text(x) for x in v) + "]"
+            if isinstance(v, dict):
+                return "{" + ", ".join(f"{k}={text(x)}" for k, x in sorted(v.items())) + "}"
+            if hasattr(v, "shape") and hasattr(v, "dtype"):  # a from_pytorch example
+                return f"<{v.dtype} rank {len(v.shape)}>"
+            return repr(v)
+        lines = []
+        for k, call in enumerate(self._log):
+            lines.append(f"{call.key} {text(call.args)} {text(call.kwargs)}")
+            for j, r in enumerate(call.result if isinstance(call.result, (list, tuple)) else [call.result]):
+                names[id(r)] = f"v{k}.{j}"
+        return "\n".join(lines)
+
     def _fusion_args(self, inputs: Sequence[Any]) -> list[Any]:
         """execute's inputs (one per user-level input) as the fusion's: complex tensors as
         their real parts, complex scalars as two numbers."""
-        if all(kind == "plain" for kind, _, _ in self._inputs):
+        if all(kind == "plain" for kind, _, _ in self._inputs) and self._rng is None:
             return list(inputs)
         if len(inputs) != len(self._inputs):
             raise FusionError(f"execute: {len(inputs)} inputs for a definition of {len(self._inputs)}")
@@ -282,6 +366,9 @@ class FusionDefinition:
                 args += [complex(x).real, complex(x).imag]
             else:
                 args.append(x)
+        if self._rng is not None:
+            for position, value in zip(self._rng_positions, _next_philox_state(self._rng_ops)):
+                args.insert(position, value)
         return args
 
     # -- the call log: traces per call signature -----------------------------------------
@@ -325,11 +412,24 @@ class FusionDefinition:
         return replay
 
     def _size_scalars(self) -> dict[int, int]:
-        """id of each runtime scalar input found in a list argument (a size) -> its input number."""
+        """id of each runtime scalar input a size depends on (a scalar in a list argument, or
+        one computed from it) -> its input number."""
         user = {id(self.fusion.inputs[positions[0]]): i for i, (kind, positions, _) in enumerate(self._inputs)
                 if kind == "plain" and self.fusion.specs[positions[0]].scalar}
-        return {id(v): user[id(v)] for call in self._log for v in _in_lists((call.args, call.kwargs))
-                if isinstance(v, Tensor) and id(v) in user}
+        found: dict[int, int] = {}
+        stack = [v for call in self._log for v in _in_lists((call.args, call.kwargs)) if isinstance(v, Tensor)]
+        stack += [v for call in self._log if call.key == ("ops", "iota") for v in call.args if isinstance(v, Tensor)]
+        seen: set[int] = set()
+        while stack:
+            v = stack.pop()
+            if id(v) in seen or v.ndim != 0:
+                continue
+            seen.add(id(v))
+            if id(v) in user:
+                found[id(v)] = user[id(v)]
+            elif v.node is not None:
+                stack.extend(v.node.inputs)
+        return found
 
     def _replay(self, inputs: Sequence[Any], sizes: dict[int, int]) -> "FusionDefinition":
         fd = FusionDefinition()
@@ -338,8 +438,6 @@ class FusionDefinition:
 
         def value(v: Any, in_list: bool = False) -> Any:
             if isinstance(v, (Tensor, Deferred, ComplexTensor)):
-                if in_list and id(v) in sizes:
-                    return int(inputs[sizes[id(v)]])  # a runtime scalar used as a size
                 if id(v) not in table:
                     raise FusionError(f"execute: this definition needs concrete sizes ({self._deferred}), and "
                                       f"{v!r} was built outside fd.ops, fd.define_* and Python operators (by a "
@@ -363,11 +461,14 @@ class FusionDefinition:
                     args, kwargs = value(call.args), value(call.kwargs)
                     target = getattr(fd.ops, name) if kind == "ops" else getattr(fd, name)
                     result = target(*args, **kwargs)
+                    if kind == "fd":  # size scalars: the inputs stay, their uses see their values
+                        result = _sized(call.result, result, sizes, inputs, self._inputs, fd.fusion)
                 _bind(call.result, result, table)
         return fd
 
     def compile(self, backend: str = "cpu") -> CompiledFusion:
         """Compile for `backend` (cached); the result keeps every stage's IR."""
+        self._ensure_defined()
         if self._deferred is not None:
             raise FusionError(f"compile: this definition needs concrete sizes ({self._deferred}); it is traced "
                               "and compiled per input signature when executed")
@@ -399,15 +500,19 @@ class FusionDefinition:
         """
         if not isinstance(inputs, (list, tuple)):
             raise FusionError("execute: inputs must be a list, in definition order")
+        self._ensure_defined()
         inputs = _flatten_vectors(inputs)
         if self._deferred is not None:
             return self._replay_for(inputs).execute(inputs, backend, device=device, **nvfuser_options)
-        inputs = self._fusion_args(inputs)
         for name in nvfuser_options:
             if name not in _WARNED:
                 _WARNED.add(name)
                 warnings.warn(f"FusionDefinition.execute: nvFuser option {name!r} has no effect in mlirfuse",
                               UserWarning, stacklevel=2)
+        return self._run(self._fusion_args(inputs), backend, device)
+
+    def _run(self, inputs: list[Any], backend: str | None, device: Any) -> list[Any]:
+        """execute on the fusion's own inputs (complex ones split, random state added)."""
         args = classify_all(inputs)
         where, _ = placement(args)
         wanted = _backend_of(device)
@@ -415,10 +520,14 @@ class FusionDefinition:
             raise FusionError(f"execute: device={device!r} but the inputs are on the GPU")
         backend = "gpu" if where == "device" else wanted or backend or "cpu"
         outputs = self._compile(backend, keep_stages=False).run(args)
-        for position, perm in self._output_perms.items():  # back to logical order: views
-            outputs[position] = _permuted_view(outputs[position], [perm.index(d) for d in range(len(perm))])
-        for position in self._complex_outputs:
-            outputs[position] = _as_complex(outputs[position])
+        if not any(a.kind != "scalar" for a in args) and _torch_module() is not None:
+            # No arrays to follow: torch tensors, as nvFuser returns (on the device asked for).
+            import torch
+
+            where_to = "cpu" if backend == "cpu" else f"cuda:{device}" if isinstance(device, int) else device or "cuda"
+            outputs = [o if isinstance(o, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(o)).to(where_to)
+                       for o in outputs]
+        outputs = self._finish(outputs)
         if not self._aliases:
             return outputs
         for out, position in self._aliases.items():
@@ -431,14 +540,16 @@ class FusionDefinition:
         with dtype-aware tolerances; raises FusionError naming the first output that differs."""
         from mlirfuse import reference
 
+        self._ensure_defined()
         inputs = _flatten_vectors(inputs)
         if self._deferred is not None:
             return self._replay_for(inputs).validate(inputs, reference_outputs)
-        if reference_outputs is None:  # before execute, which may update inputs in place
-            arrays = [_to_numpy(x) if hasattr(x, "shape") else x for x in inputs]
-            expected = reference.evaluate(self._compile("cpu", keep_stages=False).fusion_ir, arrays)
+        args = self._fusion_args(inputs)  # once: the same random state for both runs
+        if reference_outputs is None:  # before the run, which may update inputs in place
+            arrays = [_to_numpy(x) if hasattr(x, "shape") else x for x in args]
+            expected = self._finish(reference.evaluate(self._compile("cpu", keep_stages=False).fusion_ir, arrays))
             reference_outputs = [o for i, o in enumerate(expected) if i not in self._aliases]
-        got = self.execute(inputs)
+        got = self._run(args, None, None)
         if len(got) != len(reference_outputs):
             raise FusionError(f"validate: {len(got)} outputs, {len(reference_outputs)} reference outputs")
         for i, (g, want) in enumerate(zip(got, reference_outputs)):
@@ -447,8 +558,8 @@ class FusionDefinition:
             rtol, atol = max(_TOLERANCE.get(str(g.dtype), (0.0, 0.0)), _TOLERANCE.get(str(want.dtype), (0.0, 0.0)))
             try:
                 if rtol:
-                    np.testing.assert_allclose(g.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=atol,
-                                               equal_nan=True)
+                    wide = np.complex128 if "complex" in (g.dtype.name + want.dtype.name) else np.float64
+                    np.testing.assert_allclose(g.astype(wide), want.astype(wide), rtol=rtol, atol=atol, equal_nan=True)
                 else:
                     np.testing.assert_array_equal(g, want)
             except AssertionError as e:
@@ -461,6 +572,123 @@ class FusionDefinition:
         return self.fusion.to_mlir()
 
     __repr__ = __str__
+
+
+_SEED_POSITION = {"uniform": 3, "normal": 3, "rand_like": 1, "randn_like": 1}  # where a seed goes positionally
+_PHILOX: dict[str, Any] = {"seed": None, "offset": 0, "fresh": None}  # torch's seed, our offset
+
+
+def _seed_given(name: str, args: tuple, kwargs: dict[str, Any]) -> bool:
+    position = _SEED_POSITION[name]
+    if len(args) > position and args[position] is not None:
+        return True
+    return any(kwargs.get(k) is not None for k in ("seed", "rng_seed"))
+
+
+def _next_philox_state(n_ops: int) -> tuple[int, int]:
+    """(seed, offset) for a call with n_ops stateful random ops: the seed torch was last
+    seeded with, and offsets advancing by one per op, restarting at 0 when torch's generator
+    was just seeded (torch.manual_seed(s) repeats the numbers). Each call draws one number
+    from torch's generator, so that it is never seen as just seeded twice."""
+    torch = _torch_module()
+    if torch is None:
+        seed, fresh = 0, False
+    else:
+        seed = int(torch.initial_seed())
+        if _PHILOX["seed"] != seed or _PHILOX["fresh"] is None:
+            generator = torch.Generator()
+            generator.manual_seed(seed)
+            _PHILOX["seed"], _PHILOX["fresh"], _PHILOX["offset"] = seed, generator.get_state(), 0
+        fresh = torch.equal(torch.get_rng_state(), _PHILOX["fresh"])
+        torch.randint(0, 2, (1,))  # a draw: the state is no longer the just-seeded one
+    if fresh:
+        _PHILOX["offset"] = 0
+    offset = _PHILOX["offset"]
+    _PHILOX["offset"] += n_ops
+    return seed % (1 << 63), offset
+
+
+def _torch_module() -> Any:
+    import sys
+
+    return sys.modules.get("torch")
+
+
+class FusionCache:
+    """nvFuser's process-wide cache of definitions: equal definitions (the same fusion IR,
+    or for definitions traced per signature the same calls) share one number; each number
+    holds that definition's compiled kernels, one per signature and backend."""
+
+    _instance: "FusionCache | None" = None
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {}
+        self._definitions: dict[int, "FusionDefinition"] = {}
+
+    @classmethod
+    def get(cls) -> "FusionCache":
+        if cls._instance is None:
+            cls._instance = FusionCache()
+        return cls._instance
+
+    @classmethod
+    def reset(cls) -> None:
+        cls.get()._ids.clear()
+        cls.get()._definitions.clear()
+
+    def num_fusions(self) -> int:
+        return len(self._ids)
+
+    def _register(self, fd: "FusionDefinition") -> int:
+        key = fd._cache_key()
+        if key not in self._ids:
+            self._ids[key] = len(self._ids)
+            self._definitions[self._ids[key]] = fd
+        return self._ids[key]
+
+    def _definition(self, number: int) -> "FusionDefinition":
+        if number not in self._definitions:
+            raise FusionError(f"FusionDefinition({number}): no definition of that number in the FusionCache "
+                              f"({self.num_fusions()} definitions)")
+        return self._definitions[number]
+
+
+class _ValueKind(type):
+    """isinstance checks of nvFuser's value classes: a Tensor has dims or came from a tensor
+    input; a Scalar is a define_scalar value or arithmetic on scalars alone."""
+
+    def __instancecheck__(cls, value: Any) -> bool:
+        if isinstance(value, ComplexTensor):
+            value = value.re
+        if isinstance(value, Deferred):
+            return cls is TensorValue
+        if not isinstance(value, Tensor):
+            return False
+        return (value.priority == SCALAR) == (cls is ScalarValue)
+
+
+class TensorValue(metaclass=_ValueKind):
+    """nvFuser's `Tensor`, for isinstance checks (mlirfuse.Tensor)."""
+
+
+class ScalarValue(metaclass=_ValueKind):
+    """nvFuser's `Scalar`, for isinstance checks (mlirfuse.Scalar)."""
+
+
+def compute_contiguity(sizes: Sequence[int], strides: Sequence[int]) -> list[Any]:
+    """nvFuser's `compute_contiguity(sizes, strides)`, in logical order: None for a broadcast
+    dim (size 1 or stride 0), else whether the dim's stride is the next non-broadcast dim's
+    stride times its size (1 for the last)."""
+    if len(sizes) != len(strides):
+        raise FusionError(f"compute_contiguity: {len(sizes)} sizes but {len(strides)} strides")
+    contiguity: list[Any] = [None] * len(sizes)
+    inner = None
+    for d in reversed(range(len(sizes))):
+        if sizes[d] == 1 or strides[d] == 0:
+            continue
+        contiguity[d] = strides[d] == (1 if inner is None else strides[inner] * sizes[inner])
+        inner = d
+    return contiguity
 
 
 class _Call:
@@ -538,6 +766,17 @@ def _in_lists(value: Any, in_list: bool = False) -> list[Any]:
     return [value] if in_list else []
 
 
+def _sized(old: Any, new: Any, sizes: dict[int, int], inputs: Sequence[Any], plan: list, fusion: Fusion) -> Any:
+    """A replayed definition call's result with the runtime scalars that sizes depend on
+    replaced by constants of their values (lists element-wise, as define_vector's)."""
+    if isinstance(old, list) and isinstance(new, list):
+        return [_sized(o, n, sizes, inputs, plan, fusion) for o, n in zip(old, new)]
+    if isinstance(old, Tensor) and id(old) in sizes:
+        number = sizes[id(old)]
+        return ops_module.constant(inputs[number], plan[number][2], fusion)
+    return new
+
+
 def _bind(old: Any, new: Any, table: dict[int, Any]) -> None:
     """Record that the traced-again `new` stands for `old` (matching tuples element-wise)."""
     if isinstance(old, (Tensor, Deferred, ComplexTensor)):
@@ -612,7 +851,8 @@ def _is_contiguous(sizes: Sequence[int], strides: Sequence[int]) -> bool:
 
 _WARNED: set[str] = set()  # nvFuser execute options already warned about
 _TOLERANCE = {"float64": (1e-7, 1e-9), "float32": (1e-4, 1e-5), "float16": (1e-2, 1e-3), "bfloat16": (2e-2, 1e-2),
-              "float8_e4m3fn": (1.25e-1, 1e-2), "float8_e5m2": (2.5e-1, 1e-2)}
+              "float8_e4m3fn": (1.25e-1, 1e-2), "float8_e5m2": (2.5e-1, 1e-2), "complex64": (1e-4, 1e-5),
+              "complex128": (1e-7, 1e-9)}
 
 
 def _backend_of(device: Any) -> str | None:

@@ -50,6 +50,7 @@ class Fusion:
     # Python operators on its tensors call recorder(op name, *operands) when set (a
     # FusionDefinition logs them as it logs fd.ops calls).
     recorder: Any = None
+    typed_scalars = False  # nvFuser's rule: operations on scalars alone keep their dtypes
 
     def __init__(self) -> None:
         self.inputs: list[Tensor] = []

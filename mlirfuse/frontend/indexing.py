@@ -65,7 +65,11 @@ def iota(length: Size, start: int | float | None = 0, step: int | float | None =
          dtype: Any = DataType.Int) -> Tensor:
     """nvFuser's `iota(length, start, step, dtype)`: the 1-D tensor start + step * i (start
     None: 0; step None: 1)."""
-    fusion = O._fusion_of([], "iota")
+    fusion = O._fusion_of([length, start, step], "iota")
+    length, start, step = (O.fold(v) if isinstance(v, Tensor) and O.fold(v) is not None else v
+                           for v in (length, start, step))
+    if any(isinstance(v, Tensor) for v in (length, start, step)):
+        raise ConcreteSizeNeeded("iota: a length, start or step held in a runtime scalar needs its value")
     start, step = 0 if start is None else start, 1 if step is None else step
     if isinstance(length, int) and length < 0:
         raise FusionError(f"iota: negative length {length}")

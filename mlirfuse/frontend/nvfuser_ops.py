@@ -14,7 +14,7 @@ from mlirfuse.frontend import ops as O
 from mlirfuse.frontend.graph import Tensor
 from mlirfuse.frontend.symbolic import product
 
-NVFUSER_NAMES = ["broadcast", "truediv", "signbit", "welford", "embedding_fwd", "normal", "segment_set", "frac",
+NVFUSER_NAMES = ["div", "broadcast", "truediv", "signbit", "welford", "embedding_fwd", "normal", "segment_set", "frac",
                  "isfinite", "isneginf", "isposinf", "threshold", "addcmul", "randn_like", "real", "imag", "shape",
                  "tensor_sizes"]
 __all__ = NVFUSER_NAMES
@@ -31,6 +31,18 @@ def broadcast(x: Tensor, is_broadcast_dim: Sequence[bool]) -> Tensor:
         if flag:
             x = O.unsqueeze(x, d)
     return x
+
+
+def div(a: Any, b: Any) -> Tensor:
+    """nvFuser's `div`: integers divide as C does (rounded toward zero; `truediv` gives a
+    float), floats as `mlirfuse.ops.div`."""
+    def integral(v: Any) -> bool:
+        if isinstance(v, Tensor):
+            return v.dtype.is_int or v.dtype.is_bool
+        return isinstance(v, int)
+    if integral(a) and integral(b):
+        return O.trunc_div(a, b)
+    return O.div(a, b)
 
 
 def truediv(a: Any, b: Any) -> Tensor:

@@ -149,7 +149,7 @@ def broadcast_in_dim(x: Tensor, shape: Sequence[Size], broadcast_dims: Sequence[
     if not isinstance(x, Tensor):
         raise FusionError(f"{what}: expected a tensor, got {x!r}")
     bdims = list(broadcast_dims)
-    out = list(shape)
+    out = _sizes_arg(shape, what)
     if len(bdims) != x.ndim:
         raise FusionError(f"{what}: broadcast_dims {bdims} must name one output dim per input dim "
                           f"(input shape {_fmt(x.shape)})")
@@ -183,7 +183,7 @@ def _broadcast_to(x: Tensor, shape: tuple[Size, ...]) -> Tensor:
 def expand(x: Tensor, shape: Sequence[Size]) -> Tensor:
     """torch.Tensor.expand: size-1 dims grow, -1 keeps a size, new dims may lead."""
     what = "expand"
-    shape = list(shape)
+    shape = _sizes_arg(shape, what)
     if not isinstance(x, Tensor) or len(shape) < x.ndim:
         raise FusionError(f"{what}: cannot expand shape {_fmt(getattr(x, 'shape', ()))} to {shape}")
     offset = len(shape) - x.ndim
@@ -222,11 +222,11 @@ def elementwise(name: str, *args: Operand) -> Tensor:
         operand_dtypes = [typed[0][0]]
         out_dtype = DataType.Bool
     elif op.rule == T.WHERE:
-        common = result_type(typed[1:])
+        common = result_type(typed[1:], fusion.typed_scalars)
         operand_dtypes = [DataType.Bool, common, common]
         out_dtype = common
     else:
-        common = result_type(typed)
+        common = result_type(typed, fusion.typed_scalars)
         if op.rule == T.FLOAT and not common.is_float:
             common = DataType.Float
         if op.rule == T.BITWISE and common.is_float:
@@ -284,6 +284,12 @@ def reduction_api(fn):
     and `keepdim` (torch) or `keepdims` (numpy)."""
     @functools.wraps(fn)
     def wrapper(x: Tensor, *args: Any, **kwargs: Any) -> Any:
+        if args and isinstance(args[0], DataType):  # nvFuser's sum(t, dtype): every axis
+            kwargs["dtype"], args = args[0], args[1:]
+        if fn.__name__ in ("max", "min") and kwargs.get("dtype", DataType.Null) in (None, DataType.Null):
+            kwargs.pop("dtype", None)  # nvFuser's max/min take dtype=Null only
+        if fn.__name__ in ("max", "min") and len(args) == 3 and args[2] in (None, DataType.Null):
+            args = args[:2]
         given = [k for k in ("axes", *_AXES_ALIASES) if k in kwargs]
         if len(given) + builtins.min(len(args), 1) > 1:
             raise FusionError(f"{fn.__name__}: the axes are given twice ({', '.join(given) or 'positionally'})")
@@ -341,12 +347,36 @@ def _sizes_arg(shape: Any, what: str) -> list[Size]:
         sizes = list(shape)
     except TypeError:
         raise FusionError(f"{what}: shape must be a sequence of sizes, got {shape!r}") from None
-    for s in sizes:
-        if isinstance(s, Tensor) and s.ndim == 0 and s.dtype.is_int:  # FusionDefinition then specializes on it
-            raise ConcreteSizeNeeded(f"{what}: the runtime scalar {s!r} used as a size needs its value")
+    for k, s in enumerate(sizes):
+        if isinstance(s, Tensor) and s.ndim == 0 and not s.dtype.is_float:
+            value = fold(s)
+            if value is None:  # FusionDefinition then specializes on the scalars it depends on
+                raise ConcreteSizeNeeded(f"{what}: the runtime scalar {s!r} used as a size needs its value")
+            sizes[k] = s = int(value)
         if isinstance(s, bool) or not isinstance(s, (int, SymSize)):
             raise FusionError(f"{what}: shape entries must be ints or sizes, got {s!r} in {sizes}")
     return sizes
+
+
+def fold(t: Tensor) -> Any:
+    """The value of a 0-d tensor computed from constants alone (a size written as scalar
+    arithmetic, as nvFuser definitions do), by the ops' reference semantics; None when it
+    depends on an input."""
+    node = t.node
+    if node is None or t.ndim != 0:
+        return None
+    if node.op == "constant":
+        return node.attrs["value"]
+    row = T.OPS.get(node.op)
+    if row is None or row.kind not in ("elementwise", "cast"):
+        return None
+    values = [fold(x) for x in node.inputs]
+    if any(v is None for v in values):
+        return None
+    operands = [np.asarray(v, x.dtype.np) for v, x in zip(values, node.inputs)]
+    with np.errstate(all="ignore"):
+        result = operands[0] if row.kind == "cast" else row.ref(*operands)
+    return np.asarray(result).astype(t.dtype.np).item()
 
 
 def reshape(x: Tensor, new_shape: Any) -> Tensor:

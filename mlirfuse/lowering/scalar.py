@@ -111,6 +111,14 @@ def fmod_int(e: Emitter, a: ir.Value, b: ir.Value) -> ir.Value:
     return e.select(is_zero, e.const(0), arith.remsi(a, safe))
 
 
+def trunc_div(e: Emitter, a: ir.Value, b: ir.Value) -> ir.Value:
+    """Integer division rounded toward zero (C's); by 0 gives 0, by -1 the negation
+    (wrapping at INT_MIN) rather than trapping."""
+    trivial, safe = _safe_divisor(e, b)
+    quotient = arith.divsi(a, safe)
+    return e.select(trivial, e.select(e.cmp("eq", b, e.const(0)), e.const(0), neg_int(e, a)), quotient)
+
+
 def remainder(e: Emitter, a: ir.Value, b: ir.Value) -> ir.Value:
     """Python's modulo: the result takes the sign of the divisor."""
     r = arith.remf(a, b) if e.is_float else fmod_int(e, a, b)

@@ -615,3 +615,136 @@ def test_torch_compile_leaves_float8_and_complex_nodes_to_torch() -> None:
     z = torch.randn(8, dtype=torch.complex64)
     g = torch.compile(lambda t: (t * 2).abs() + 1, backend="mlirfuse")
     torch.testing.assert_close(g(z), (z * 2).abs() + 1)
+
+
+def test_sizes_written_as_scalar_arithmetic_fold_or_specialize() -> None:
+    """Sizes from define_scalar constants and arithmetic on them fold at definition time;
+    sizes computed from runtime scalars (nvFuser's dynamic reshapes) specialize per value;
+    vectors convert their entries to Int; iota takes scalar arguments."""
+    x = torch.randn(4, 8, 6)
+    with FusionDefinition() as fd:
+        t = fd.from_pytorch(x)
+        n = fd.define_scalar(None, dtype=DataType.Int)
+        size = fd.ops.sub(fd.ops.mul(fd.define_scalar(192), fd.ops.reciprocal(n)), fd.define_scalar(0))  # a float
+        fd.add_output(fd.ops.sum(fd.ops.reshape(t, fd.define_vector([n, size], dtype=DataType.Int)), [1]))
+        fd.add_output(fd.ops.reshape(t, [fd.define_scalar(4), fd.ops.mul(fd.define_scalar(8), 6)]))
+        fd.add_output(fd.ops.broadcast_in_dim(fd.ops.sum(t, [2]), [fd.define_scalar(4), 8, 1], [0, 1]))
+        fd.add_output(fd.ops.iota(fd.define_scalar(3), fd.define_scalar(100), fd.define_scalar(2), DataType.Int32))
+    assert fd._deferred is not None  # the first reshape waits for n
+    for n_value in (32, 16):
+        summed, folded, kept, ramp = fd.execute([x, n_value])
+        torch.testing.assert_close(summed, x.reshape(n_value, -1).sum(1))
+        torch.testing.assert_close(folded, x.reshape(4, 48))
+        torch.testing.assert_close(kept, x.sum(2, keepdim=True))
+        assert ramp.tolist() == [100, 102, 104] and ramp.dtype == torch.int32
+
+
+def test_subclassed_definitions_and_the_fusion_cache() -> None:
+    """nvFuser's forms: a subclass's definition() runs at the first execute (schedule()
+    after it may add no op); FusionDefinition() never defined raises NotImplementedError;
+    equal definitions share one number in the FusionCache; FusionDefinition(id) runs it."""
+    x = torch.randn(4, 4)
+
+    class Sigmoid(FusionDefinition):
+        def definition(self):
+            self.add_output(self.ops.sigmoid(self.from_pytorch(x)))
+
+    torch.testing.assert_close(Sigmoid().execute([x])[0], torch.sigmoid(x))
+    with pytest.raises(NotImplementedError):
+        FusionDefinition().execute([x])
+
+    class AddsInSchedule(Sigmoid):
+        def schedule(self):
+            self.ops.relu(self.from_pytorch(x))
+
+    with pytest.raises(RuntimeError, match="Attempting to add to a completed definition"):
+        AddsInSchedule().execute([x])
+    before = mlirfuse.FusionCache.get().num_fusions()
+
+    def define() -> FusionDefinition:
+        with FusionDefinition() as fd:
+            fd.add_output(fd.ops.mul(fd.from_pytorch(x), fd.define_scalar(3.0)))
+        return fd
+    first, second = define(), define()
+    assert first.id() == second.id() and mlirfuse.FusionCache.get().num_fusions() == before + 1
+    torch.testing.assert_close(FusionDefinition(first.id()).execute([x])[0], x * 3.0)
+
+
+def test_nvfuser_module_level_names() -> None:
+    assert mlirfuse.compute_contiguity([2, 1, 3, 1, 4, 5, 6], [80, 30, 30, 7, 0, 6, 1]) == [
+        False, None, True, None, None, True, True]
+    assert mlirfuse.version() > "0.0.0" and mlirfuse.version() >= mlirfuse.version()
+    from mlirfuse.pytorch_utils import torch_dtype_to_nvfuser_dtype
+
+    assert torch_dtype_to_nvfuser_dtype(torch.bfloat16) is DataType.BFloat16
+    assert torch_dtype_to_nvfuser_dtype(float) is DataType.Double
+    assert issubclass(FusionError, RuntimeError) and issubclass(FusionError, ValueError)
+    with FusionDefinition() as fd:
+        s, t = fd.define_scalar(2.0), fd.from_pytorch(torch.randn(3))
+        scalar_sum, tensor_sum = fd.ops.add(s, s), fd.ops.add(t, s)
+        assert isinstance(s, mlirfuse.Scalar) and not isinstance(s, mlirfuse.Tensor)
+        assert isinstance(scalar_sum, mlirfuse.Scalar) and isinstance(tensor_sum, mlirfuse.Tensor)
+        fd.add_output(tensor_sum)
+
+
+def test_scalar_dtypes_integer_division_and_reduction_spellings_as_nvfuser() -> None:
+    """Operations on scalars alone keep the scalars' dtypes (where(c, 3.0, 5.0) is Double);
+    div of integers rounds toward zero as C's (truediv gives floats); sum/prod take a dtype
+    in the axes' place; max/min take dtype=Null."""
+    cond = torch.tensor([True, False])
+    a, b = torch.tensor([7, -7, 7, -7, 0, 5]), torch.tensor([2, 2, -2, -2, 3, 0])
+    x = torch.randn(3, 4)
+    with FusionDefinition() as fd:
+        c = fd.from_pytorch(cond)
+        fd.add_output(fd.ops.where(c, fd.define_scalar(3.0), fd.define_scalar(5.0)))
+        fd.add_output(fd.ops.where(c, fd.define_scalar(3.0, DataType.Float), fd.define_scalar(5.0, DataType.Float)))
+        fd.add_output(fd.ops.where(c, fd.define_scalar(3, DataType.Int32), fd.define_scalar(5, DataType.Int32)))
+        ta, tb, tx = fd.from_pytorch(a), fd.from_pytorch(b), fd.from_pytorch(x)
+        fd.add_output(fd.ops.div(ta, tb))
+        fd.add_output(fd.ops.truediv(ta, tb))
+        fd.add_output(fd.ops.prod(tx, DataType.Double))
+        fd.add_output(fd.ops.max(tx, [1], False, DataType.Null))
+    double, single, int32, quotient, ratio, prod, largest = fd.execute([cond, a, b, x])
+    assert (double.dtype, single.dtype, int32.dtype) == (torch.float64, torch.float32, torch.int32)
+    assert quotient.tolist() == [3, -3, -3, 3, 0, 0] and quotient.dtype == torch.int64  # by 0: 0
+    assert ratio.dtype == torch.float32
+    torch.testing.assert_close(prod, x.double().prod())
+    torch.testing.assert_close(largest, x.amax(1))
+
+
+def test_random_ops_without_a_seed_follow_torchs_generator() -> None:
+    """uniform/normal given no seed draw new numbers on every call; torch.manual_seed(s)
+    repeats them, and they are the numbers of the same op given seed s and offsets 0, 1, ..."""
+    x = torch.zeros(5, 9)
+    with FusionDefinition() as stateful:
+        stateful.add_output(stateful.ops.add(stateful.from_pytorch(x), stateful.ops.uniform(0.3, 1.7, shape=[5, 9])))
+    with FusionDefinition() as stateless:
+        t = stateless.from_pytorch(x)
+        seed, offset = stateless.define_scalar(DataType.Int), stateless.define_scalar(DataType.Int)
+        stateless.add_output(stateless.ops.add(t, stateless.ops.uniform(0.3, 1.7, shape=[5, 9], rng_seed=seed,
+                                                                        rng_offset=offset)))
+    torch.manual_seed(1234)
+    drawn = [stateful.execute([x])[0] for _ in range(3)]
+    assert not torch.equal(drawn[0], drawn[1])
+    for k, d in enumerate(drawn):
+        assert torch.equal(d, stateless.execute([x, 1234, k])[0])
+    torch.manual_seed(1234)
+    assert torch.equal(stateful.execute([x])[0], drawn[0])
+    stateful.validate([x])  # the reference sees the same random state as the run
+
+
+def test_outputs_are_torch_tensors_when_no_tensor_is_given() -> None:
+    with FusionDefinition() as fd:
+        fd.add_output(fd.ops.iota(4, 0, 1, DataType.Int))
+    (out,) = fd.execute([])
+    assert isinstance(out, torch.Tensor) and out.tolist() == [0, 1, 2, 3]
+
+
+def test_validate_sees_outputs_as_execute_returns_them() -> None:
+    """Stride-ordered and complex outputs compared with the reference in their returned form."""
+    z = torch.randn(2, 3, dtype=torch.complex64)
+    with FusionDefinition() as fd:
+        t = fd.from_pytorch(z)
+        fd.add_output(fd.ops.sum(fd.ops.mul(t, t), [1]))
+        fd.add_output(fd.ops.stride_order(fd.ops.abs(t), [0, 1]))
+    fd.validate([z])
