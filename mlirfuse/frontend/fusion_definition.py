@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from mlirfuse.arrays import classify_all, placement
+from mlirfuse.arrays import classify_all, numpy_to_torch, placement
 from mlirfuse.compiler import CompiledFusion
 from mlirfuse.dtypes import DataType, to_dtype
 from mlirfuse.errors import FusionError
@@ -330,8 +330,10 @@ class FusionDefinition:
         return {"rng_seed": seed, "rng_offset": ops_module.add(offset, self._rng_ops - 1)}
 
     def _cache_key(self) -> str:
+        layout = repr((self.fusion.specs, sorted(self._aliases.items()), sorted(self._complex_outputs),
+                       sorted(self._output_perms.items())))  # nvFuser keys its cache by layouts too
         if self._deferred is None:
-            return self.fusion.to_mlir() + repr(sorted(self._aliases.items())) + repr(sorted(self._complex_outputs))
+            return self.fusion.to_mlir() + layout
         names: dict[int, str] = {}
 
         def text(v: Any) -> str:
@@ -349,7 +351,7 @@ class FusionDefinition:
             lines.append(f"{call.key} {text(call.args)} {text(call.kwargs)}")
             for j, r in enumerate(call.result if isinstance(call.result, (list, tuple)) else [call.result]):
                 names[id(r)] = f"v{k}.{j}"
-        return "\n".join(lines)
+        return "\n".join(lines) + layout
 
     def _fusion_args(self, inputs: Sequence[Any]) -> list[Any]:
         """execute's inputs (one per user-level input) as the fusion's: complex tensors as
@@ -525,7 +527,7 @@ class FusionDefinition:
             import torch
 
             where_to = "cpu" if backend == "cpu" else f"cuda:{device}" if isinstance(device, int) else device or "cuda"
-            outputs = [o if isinstance(o, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(o)).to(where_to)
+            outputs = [o if isinstance(o, torch.Tensor) else numpy_to_torch(np.ascontiguousarray(o)).to(where_to)
                        for o in outputs]
         outputs = self._finish(outputs)
         if not self._aliases:

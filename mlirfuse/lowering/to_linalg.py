@@ -299,19 +299,23 @@ class FusionLowering:
         elem = out_type.element_type
         ft = B.compute_type(elem)
         e = Emitter(ft, self.target)
-        lo = convert(tensor.extract(lo, []), ft) if lo is not None else e.const(0.0)
-        hi = convert(tensor.extract(hi, []), ft) if hi is not None else e.const(1.0)
-        seed_v, offset_v = tensor.extract(seed, []), tensor.extract(offset, [])
         init = B.empty(out_type.shape, out_dims, elem)
+        # The 0-d operands are the generic's inputs, read in its body: a value the fusion
+        # computes lives in device memory on the GPU, where host code may not load it.
+        scalars = [v for v in (lo, hi, seed, offset) if v is not None]
 
-        def body(_: ir.Value) -> ir.Value:
+        def body(*elems: ir.Value) -> ir.Value:
+            values = list(elems[:-1])
+            lo_v = convert(values.pop(0), ft) if lo is not None else e.const(0.0)
+            hi_v = convert(values.pop(0), ft) if hi is not None else e.const(1.0)
+            seed_v, offset_v = values
             index = B.index_const(0)
             for d, extent in enumerate(out_dims):
                 index = arith.addi(arith.muli(index, extent), linalg.IndexOp(d).result)
-            return convert(philox.emit_uniform(index, seed_v, offset_v, lo, hi, ft), elem)
+            return convert(philox.emit_uniform(index, seed_v, offset_v, lo_v, hi_v, ft), elem)
 
         rank = out_type.rank
-        return B.generic([], [], init, list(range(rank)), rank, [], body)
+        return B.generic(scalars, [[] for _ in scalars], init, list(range(rank)), rank, [], body)
 
     def lower_uniform(self, op: ir.Operation) -> ir.Value:
         lo, hi, seed, offset, *sizes = op.operands

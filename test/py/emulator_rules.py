@@ -84,11 +84,15 @@ class MemRef:
     sizes: list[int]
     strides: list[int]
     host: bool = False  # host memory (a memref.global): no kernel may read or write it
+    device: bool = False  # device memory (gpu.alloc): host code may not read or write it
 
     def at(self, idx: list[int]) -> int:
         if self.host and IN_KERNEL[0]:
             raise EmulationError("a kernel accesses host memory (a memref.global of the host module): "
                                  "on a GPU an illegal address")
+        if self.device and not IN_KERNEL[0]:
+            raise EmulationError("host code accesses device memory (a gpu.alloc buffer): on a GPU the host "
+                                 "process faults")
         if len(idx) != len(self.sizes):
             raise EmulationError(f"{len(idx)} indices for a rank-{len(self.sizes)} memref")
         for i, n in zip(idx, self.sizes):
@@ -98,7 +102,7 @@ class MemRef:
 
     def view(self, sizes: list[int], strides: list[int] | None = None, offset: int | None = None) -> "MemRef":
         return MemRef(self.data, self.address, self.offset if offset is None else offset, list(sizes),
-                      contiguous_strides(sizes) if strides is None else list(strides), self.host)
+                      contiguous_strides(sizes) if strides is None else list(strides), self.host, self.device)
 
 
 def contiguous_strides(sizes: list[int]) -> list[int]:
@@ -170,7 +174,9 @@ def _get_global(p, vals):
 def _alloc(p, vals):
     t = ir.MemRefType(p.op.results[0].type)
     dynamic = iter(vals)
-    return [fresh(t.element_type, [next(dynamic) if t.is_dynamic_dim(d) else t.shape[d] for d in range(t.rank)])]
+    m = fresh(t.element_type, [next(dynamic) if t.is_dynamic_dim(d) else t.shape[d] for d in range(t.rank)])
+    m.device = p.name == "gpu.alloc" and not IN_KERNEL[0]
+    return [m]
 
 
 def _load(p, vals):
@@ -252,8 +258,12 @@ def _reshape(p, vals):
 def _memset(p, vals):
     """gpu.memset (async: its dependencies first): every element of the destination."""
     m, value = vals[-2], vals[-1]
-    for idx in np.ndindex(*m.sizes):
-        m.data[m.at(list(idx))] = _to_storage(value, m.data.dtype)
+    was, IN_KERNEL[0] = IN_KERNEL[0], True  # the device writes it
+    try:
+        for idx in np.ndindex(*m.sizes):
+            m.data[m.at(list(idx))] = _to_storage(value, m.data.dtype)
+    finally:
+        IN_KERNEL[0] = was
     return [None] * len(p.op.results)
 
 

@@ -549,3 +549,16 @@ def test_float8_conversions_on_the_emulated_gpu(dtype) -> None:
         g, w = np.asarray(g).astype(np.float64), np.asarray(w).astype(np.float64)
         np.testing.assert_array_equal(g, w)
         assert (np.signbit(g) == np.signbit(w))[~np.isnan(w)].all()
+
+
+@pytest.mark.parametrize("bounds", [DataType.Double, DataType.Float], ids=["float64-bounds", "float32-bounds"])
+def test_random_bounds_computed_in_the_fusion_are_read_in_the_kernel(bounds) -> None:
+    """uniform's bounds when the fusion computes them (casts of float64 constants, as an
+    nvFuser definition's define_scalar(0.0) gives): the kernel reads them; host code that
+    loaded them from device memory segfaulted on the H100 (the emulator now refuses host
+    accesses to gpu.alloc buffers)."""
+    def fn(t):
+        lo, hi = ops.constant(-1.0, bounds), ops.constant(3.0, bounds)
+        return t * ops.uniform(lo, hi, [8, 4], seed=3, dtype=DataType.Float)
+    check(fn, np.ones((8, 4), np.float32))
+    check(lambda t, s: t * ops.uniform(ops.cast(s, bounds), 3.0, [8, 4], seed=3), np.ones((8, 4), np.float32), -1.0)

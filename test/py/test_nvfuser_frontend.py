@@ -736,8 +736,22 @@ def test_random_ops_without_a_seed_follow_torchs_generator() -> None:
 def test_outputs_are_torch_tensors_when_no_tensor_is_given() -> None:
     with FusionDefinition() as fd:
         fd.add_output(fd.ops.iota(4, 0, 1, DataType.Int))
-    (out,) = fd.execute([])
-    assert isinstance(out, torch.Tensor) and out.tolist() == [0, 1, 2, 3]
+        fd.add_output(fd.ops.full([2], fd.define_scalar(1.5), DataType.BFloat16))
+    ramp, filled = fd.execute([])
+    assert isinstance(ramp, torch.Tensor) and ramp.tolist() == [0, 1, 2, 3]
+    assert filled.dtype == torch.bfloat16 and filled.tolist() == [1.5, 1.5]
+
+
+def test_the_fusion_cache_tells_layouts_apart() -> None:
+    """As nvFuser's: inputs laid out differently (or outputs given other stride orders) make
+    other definitions."""
+    x = torch.randn(3, 4)
+    before = mlirfuse.FusionCache.get().num_fusions()
+    for example in (x, x.t().contiguous().t(), x):
+        with FusionDefinition() as fd:
+            fd.add_output(fd.ops.exp(fd.from_pytorch(example)))
+        torch.testing.assert_close(fd.execute([example])[0], example.exp())
+    assert mlirfuse.FusionCache.get().num_fusions() == before + 2
 
 
 def test_validate_sees_outputs_as_execute_returns_them() -> None:
