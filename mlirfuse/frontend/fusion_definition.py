@@ -520,6 +520,8 @@ class FusionDefinition:
         wanted = _backend_of(device)
         if wanted == "cpu" and where == "device":
             raise FusionError(f"execute: device={device!r} but the inputs are on the GPU")
+        if not any(a.kind != "scalar" for a in args) and wanted is None and backend is None and _cuda_available():
+            backend = "gpu"  # nothing to follow: nvFuser's default device, where there is one
         backend = "gpu" if where == "device" else wanted or backend or "cpu"
         outputs = self._compile(backend, keep_stages=False).run(args)
         if not any(a.kind != "scalar" for a in args) and _torch_module() is not None:
@@ -608,6 +610,11 @@ def _next_philox_state(n_ops: int) -> tuple[int, int]:
     offset = _PHILOX["offset"]
     _PHILOX["offset"] += n_ops
     return seed % (1 << 63), offset
+
+
+def _cuda_available() -> bool:
+    torch = _torch_module()
+    return torch is not None and torch.cuda.is_available()
 
 
 def _torch_module() -> Any:
