@@ -299,6 +299,8 @@ class FusionLowering:
         elem = out_type.element_type
         ft = B.compute_type(elem)
         e = Emitter(ft, self.target)
+        default_lo = e.const(0.0) if lo is None else None  # rand_like's [0, 1): constants
+        default_hi = e.const(1.0) if hi is None else None
         init = B.empty(out_type.shape, out_dims, elem)
         # The 0-d operands are the generic's inputs, read in its body: a value the fusion
         # computes lives in device memory on the GPU, where host code may not load it.
@@ -306,8 +308,8 @@ class FusionLowering:
 
         def body(*elems: ir.Value) -> ir.Value:
             values = list(elems[:-1])
-            lo_v = convert(values.pop(0), ft) if lo is not None else e.const(0.0)
-            hi_v = convert(values.pop(0), ft) if hi is not None else e.const(1.0)
+            lo_v = convert(values.pop(0), ft) if lo is not None else default_lo
+            hi_v = convert(values.pop(0), ft) if hi is not None else default_hi
             seed_v, offset_v = values
             index = B.index_const(0)
             for d, extent in enumerate(out_dims):

@@ -1,5 +1,7 @@
-// fusion-to-linalg on random ops: a linalg.generic with no inputs computes each element's
-// row-major linear index from linalg.index, runs Philox4x32-10 on it with plain integer arith
+// fusion-to-linalg on random ops: a linalg.generic whose inputs are the 0-d operands (bounds,
+// seed, offset: read in its body, since on the GPU a value the fusion computes lives in device
+// memory, where host code may not load it) computes each element's row-major linear index
+// from linalg.index, runs Philox4x32-10 on it with plain integer arith
 // (10 rounds = 20 arith.mului_extended; same bits on CPU and GPU), keeps 24 bits and scales
 // them into [minval, maxval).
 // RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(fusion-to-linalg)' | FileCheck %s
@@ -7,19 +9,17 @@
 // RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(fusion-to-linalg{target=gpu})' | FileCheck %s
 
 // CHECK-DAG: #[[ID2:map[0-9]*]] = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-DAG: #[[SCALAR:map[0-9]*]] = affine_map<(d0, d1) -> ()>
 
 // CHECK-LABEL: func.func @uniform(
 // CHECK-SAME: %[[LO:[a-z0-9_]+]]: tensor<f32>, %[[HI:[a-z0-9_]+]]: tensor<f32>, %[[SEED:[a-z0-9_]+]]: tensor<i64>, %[[OFF:[a-z0-9_]+]]: tensor<i64>, %[[X:[a-z0-9_]+]]: tensor<?xf32>) -> tensor<?x4xf32>
 // CHECK-NOT: fusion.
 // CHECK-DAG: %[[N:[^ ]+]] = tensor.dim %[[X]], %{{[^ ]+}} : tensor<?xf32>
 // CHECK-DAG: %[[C4:[^ ]+]] = arith.constant 4 : index
-// CHECK-DAG: %[[LOV:[^ ]+]] = tensor.extract %[[LO]][] : tensor<f32>
-// CHECK-DAG: %[[HIV:[^ ]+]] = tensor.extract %[[HI]][] : tensor<f32>
-// CHECK-DAG: %[[SEEDV:[^ ]+]] = tensor.extract %[[SEED]][] : tensor<i64>
-// CHECK-DAG: %[[OFFV:[^ ]+]] = tensor.extract %[[OFF]][] : tensor<i64>
+// CHECK-NOT: tensor.extract
 // CHECK: %[[INIT:[^ ]+]] = tensor.empty(%[[N]]) : tensor<?x4xf32>
-// CHECK: %[[R:[^ ]+]] = linalg.generic {indexing_maps = [#[[ID2]]], iterator_types = ["parallel", "parallel"]} outs(%[[INIT]] : tensor<?x4xf32>) {
-// CHECK-NEXT: ^bb0(%{{[^:]+}}: f32):
+// CHECK: %[[R:[^ ]+]] = linalg.generic {indexing_maps = [#[[SCALAR]], #[[SCALAR]], #[[SCALAR]], #[[SCALAR]], #[[ID2]]], iterator_types = ["parallel", "parallel"]} ins(%[[LO]], %[[HI]], %[[SEED]], %[[OFF]] : tensor<f32>, tensor<f32>, tensor<i64>, tensor<i64>) outs(%[[INIT]] : tensor<?x4xf32>) {
+// CHECK-NEXT: ^bb0(%[[LOV:[^:]+]]: f32, %[[HIV:[^:]+]]: f32, %[[SEEDV:[^:]+]]: i64, %[[OFFV:[^:]+]]: i64, %{{[^:]+}}: f32):
 // Linear index: (0 * n + i) * 4 + j.
 // CHECK: %[[I:[^ ]+]] = linalg.index 0 : index
 // CHECK: %[[ROW:[^ ]+]] = arith.addi %{{[^ ]+}}, %[[I]] : index
@@ -63,7 +63,7 @@ func.func @uniform(%lo: tensor<f32>, %hi: tensor<f32>, %seed: tensor<i64>, %off:
 // CHECK-DAG: %[[ZERO:[^ ]+]] = arith.constant 0.000000e+00 : f32
 // CHECK-DAG: %[[ONE:[^ ]+]] = arith.constant 1.000000e+00 : f32
 // CHECK: %[[INIT:[^ ]+]] = tensor.empty(%[[N]]) : tensor<?x3xf16>
-// CHECK: linalg.generic {indexing_maps = [#[[ID2]]], iterator_types = ["parallel", "parallel"]} outs(%[[INIT]] : tensor<?x3xf16>) {
+// CHECK: linalg.generic {indexing_maps = [#[[SCALAR]], #[[SCALAR]], #[[ID2]]], iterator_types = ["parallel", "parallel"]} ins(%[[SEED]], %[[OFF]] : tensor<i64>, tensor<i64>) outs(%[[INIT]] : tensor<?x3xf16>) {
 // CHECK-COUNT-20: arith.mului_extended
 // CHECK-NOT: arith.mului_extended
 // CHECK: arith.subf %[[ONE]], %[[ZERO]] : f32
