@@ -11,10 +11,10 @@ from mlirfuse.config import options, restore_options, set_options
 from mlirfuse.dtypes import DataType
 from mlirfuse.errors import FusionError
 from mlirfuse.frontend import ops
-from mlirfuse.frontend.fusion_definition import (FusionCache, FusionDefinition, compute_contiguity,
-                                                  compute_tensor_descriptor)
-from mlirfuse.frontend.fusion_definition import ScalarValue as Scalar
-from mlirfuse.frontend.fusion_definition import TensorValue as Tensor
+from mlirfuse.frontend.fusion_definition import FusionDefinition
+from mlirfuse.frontend.nvfuser_api import FusionCache, compute_contiguity, compute_tensor_descriptor
+from mlirfuse.frontend.nvfuser_api import ScalarValue as Scalar
+from mlirfuse.frontend.nvfuser_api import TensorValue as Tensor
 from mlirfuse.frontend.grad import grad, vjp
 from mlirfuse.frontend.jit import jit
 

@@ -14,9 +14,11 @@ from mlirfuse.dtypes import DataType, to_dtype
 from mlirfuse.errors import FusionError
 from mlirfuse.frontend import complex_ops, nvfuser_ops
 from mlirfuse.frontend.complex_ops import ComplexTensor
+from mlirfuse.frontend.definition_log import Call, Deferred, bind, deferred_result, holds_deferred, in_lists, sized
+from mlirfuse.frontend.nvfuser_api import FusionCache, compute_contiguity, compute_tensor_descriptor  # noqa: F401
 from mlirfuse.frontend import indexing as I
 from mlirfuse.frontend import ops as ops_module
-from mlirfuse.frontend.graph import SCALAR, Fusion, InputSpec, Tensor, tracing
+from mlirfuse.frontend.graph import Fusion, InputSpec, Tensor, tracing
 from mlirfuse.frontend.symbolic import ConcreteSizeNeeded, SymSize
 
 
@@ -96,7 +98,7 @@ class FusionDefinition:
         self._rng_ops = 0
         # Every definition call, in order, so that a definition that needs concrete sizes
         # can be traced again per call signature (see _record and _replay).
-        self._log: list[_Call] = []
+        self._log: list[Call] = []
         self._deferred: str | None = None  # why this definition waits for its inputs' sizes
         self._replays: dict[tuple, FusionDefinition] = {}
         self.fusion.recorder = lambda name, *operands: getattr(self.ops, name)(*operands)
@@ -381,10 +383,10 @@ class FusionDefinition:
     def _record(self, key: tuple[str, str], args: tuple, kwargs: dict[str, Any], run: Any) -> Any:
         if self._depth:
             return run()
-        call = _Call(key, args, kwargs)
+        call = Call(key, args, kwargs)
         self._log.append(call)
-        if self._deferred is not None and _holds_deferred((args, kwargs)):
-            call.result = _deferred_result(self, call)
+        if self._deferred is not None and holds_deferred((args, kwargs)):
+            call.result = deferred_result(self, call)
             return call.result
         self._depth += 1
         first_input = len(self._inputs)
@@ -396,7 +398,7 @@ class FusionDefinition:
             if self._replaying or key[0] != "ops":
                 raise
             self._deferred = self._deferred or str(e)
-            call.result = _deferred_result(self, call)
+            call.result = deferred_result(self, call)
         finally:
             self._depth -= 1
         return call.result
@@ -419,7 +421,7 @@ class FusionDefinition:
         user = {id(self.fusion.inputs[positions[0]]): i for i, (kind, positions, _) in enumerate(self._inputs)
                 if kind == "plain" and self.fusion.specs[positions[0]].scalar}
         found: dict[int, int] = {}
-        stack = [v for call in self._log for v in _in_lists((call.args, call.kwargs)) if isinstance(v, Tensor)]
+        stack = [v for call in self._log for v in in_lists((call.args, call.kwargs)) if isinstance(v, Tensor)]
         stack += [v for call in self._log if call.key == ("ops", "iota") for v in call.args if isinstance(v, Tensor)]
         seen: set[int] = set()
         while stack:
@@ -464,8 +466,8 @@ class FusionDefinition:
                     target = getattr(fd.ops, name) if kind == "ops" else getattr(fd, name)
                     result = target(*args, **kwargs)
                     if kind == "fd":  # size scalars: the inputs stay, their uses see their values
-                        result = _sized(call.result, result, sizes, inputs, self._inputs, fd.fusion)
-                _bind(call.result, result, table)
+                        result = sized(call.result, result, sizes, inputs, self._inputs, fd.fusion)
+                bind(call.result, result, table)
         return fd
 
     def compile(self, backend: str = "cpu") -> CompiledFusion:
@@ -623,178 +625,6 @@ def _torch_module() -> Any:
     return sys.modules.get("torch")
 
 
-class FusionCache:
-    """nvFuser's process-wide cache of definitions: equal definitions (the same fusion IR,
-    or for definitions traced per signature the same calls) share one number; each number
-    holds that definition's compiled kernels, one per signature and backend."""
-
-    _instance: "FusionCache | None" = None
-
-    def __init__(self) -> None:
-        self._ids: dict[str, int] = {}
-        self._definitions: dict[int, "FusionDefinition"] = {}
-
-    @classmethod
-    def get(cls) -> "FusionCache":
-        if cls._instance is None:
-            cls._instance = FusionCache()
-        return cls._instance
-
-    @classmethod
-    def reset(cls) -> None:
-        cls.get()._ids.clear()
-        cls.get()._definitions.clear()
-
-    def num_fusions(self) -> int:
-        return len(self._ids)
-
-    def _register(self, fd: "FusionDefinition") -> int:
-        key = fd._cache_key()
-        if key not in self._ids:
-            self._ids[key] = len(self._ids)
-            self._definitions[self._ids[key]] = fd
-        return self._ids[key]
-
-    def _definition(self, number: int) -> "FusionDefinition":
-        if number not in self._definitions:
-            raise FusionError(f"FusionDefinition({number}): no definition of that number in the FusionCache "
-                              f"({self.num_fusions()} definitions)")
-        return self._definitions[number]
-
-
-class _ValueKind(type):
-    """isinstance checks of nvFuser's value classes: a Tensor has dims or came from a tensor
-    input; a Scalar is a define_scalar value or arithmetic on scalars alone."""
-
-    def __instancecheck__(cls, value: Any) -> bool:
-        if isinstance(value, ComplexTensor):
-            value = value.re
-        if isinstance(value, Deferred):
-            return cls is TensorValue
-        if not isinstance(value, Tensor):
-            return False
-        return (value.priority == SCALAR) == (cls is ScalarValue)
-
-
-class TensorValue(metaclass=_ValueKind):
-    """nvFuser's `Tensor`, for isinstance checks (mlirfuse.Tensor)."""
-
-
-class ScalarValue(metaclass=_ValueKind):
-    """nvFuser's `Scalar`, for isinstance checks (mlirfuse.Scalar)."""
-
-
-def compute_contiguity(sizes: Sequence[int], strides: Sequence[int]) -> list[Any]:
-    """nvFuser's `compute_contiguity(sizes, strides)`, in logical order: None for a broadcast
-    dim (size 1 or stride 0), else whether the dim's stride is the next non-broadcast dim's
-    stride times its size (1 for the last)."""
-    if len(sizes) != len(strides):
-        raise FusionError(f"compute_contiguity: {len(sizes)} sizes but {len(strides)} strides")
-    contiguity: list[Any] = [None] * len(sizes)
-    inner = None
-    for d in reversed(range(len(sizes))):
-        if sizes[d] == 1 or strides[d] == 0:
-            continue
-        contiguity[d] = strides[d] == (1 if inner is None else strides[inner] * sizes[inner])
-        inner = d
-    return contiguity
-
-
-class _Call:
-    """One logged definition call: ("ops" | "fd", name), its arguments, its result and the
-    inputs (numbers of execute's inputs) it defined."""
-
-    def __init__(self, key: tuple[str, str], args: tuple, kwargs: dict[str, Any]):
-        self.key, self.args, self.kwargs = key, args, kwargs
-        self.result: Any = None
-        self.user_inputs: list[int] = []
-
-
-class Deferred:
-    """A value of a definition that waits for its inputs' sizes (see `FusionDefinition`):
-    it can be passed to `fd.ops`, combined with Python operators and added as an output; its
-    shape and dtype are known once the definition is traced with the inputs' sizes."""
-
-    def __init__(self, fd: FusionDefinition, call: _Call, index: int | None):
-        self._fd, self._call, self._index = fd, call, index
-
-    def _unknown(self, what: str) -> Any:
-        raise FusionError(f"{what} of a deferred value: the definition needs concrete sizes ({self._fd._deferred}), "
-                          "so it is traced when executed")
-
-    dtype = property(lambda self: self._unknown("the dtype"))
-    shape = property(lambda self: self._unknown("the shape"))
-    ndim = property(lambda self: self._unknown("the rank"))
-
-    def __repr__(self) -> str:
-        which = "" if self._index is None else f"[{self._index}]"
-        return f"Deferred(fd.ops.{self._call.key[1]}{which})"
-
-
-def _deferred_binary(name: str, reflected: bool = False) -> Any:
-    if reflected:
-        return lambda self, other: getattr(self._fd.ops, name)(other, self)
-    return lambda self, other: getattr(self._fd.ops, name)(self, other)
-
-
-for _dunder, _name in {"add": "add", "sub": "sub", "mul": "mul", "truediv": "div", "pow": "pow",
-                       "mod": "remainder", "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor"}.items():
-    setattr(Deferred, f"__{_dunder}__", _deferred_binary(_name))
-    setattr(Deferred, f"__r{_dunder}__", _deferred_binary(_name, reflected=True))
-for _name in ("lt", "le", "gt", "ge", "eq", "ne"):
-    setattr(Deferred, f"__{_name}__", _deferred_binary(_name))
-Deferred.__hash__ = object.__hash__  # type: ignore[method-assign]
-Deferred.__neg__ = lambda self: self._fd.ops.neg(self)  # type: ignore[attr-defined]
-
-_RESULTS = {"welford": 3, "var_mean": 2}  # ops with several results
-
-
-def _deferred_result(fd: FusionDefinition, call: _Call) -> Any:
-    n = _RESULTS.get(call.key[1], 1) if call.key[0] == "ops" else 1
-    if call.key == ("fd", "add_output"):
-        return None
-    return Deferred(fd, call, None) if n == 1 else tuple(Deferred(fd, call, i) for i in range(n))
-
-
-def _holds_deferred(value: Any) -> bool:
-    if isinstance(value, Deferred):
-        return True
-    if isinstance(value, (list, tuple)):
-        return any(_holds_deferred(v) for v in value)
-    if isinstance(value, dict):
-        return any(_holds_deferred(v) for v in value.values())
-    return False
-
-
-def _in_lists(value: Any, in_list: bool = False) -> list[Any]:
-    """The values found inside lists and tuples of call arguments (shapes)."""
-    if isinstance(value, (list, tuple)):
-        return [x for v in value for x in _in_lists(v, True)]
-    if isinstance(value, dict):
-        return [x for v in value.values() for x in _in_lists(v, in_list)]
-    return [value] if in_list else []
-
-
-def _sized(old: Any, new: Any, sizes: dict[int, int], inputs: Sequence[Any], plan: list, fusion: Fusion) -> Any:
-    """A replayed definition call's result with the runtime scalars that sizes depend on
-    replaced by constants of their values (lists element-wise, as define_vector's)."""
-    if isinstance(old, list) and isinstance(new, list):
-        return [_sized(o, n, sizes, inputs, plan, fusion) for o, n in zip(old, new)]
-    if isinstance(old, Tensor) and id(old) in sizes:
-        number = sizes[id(old)]
-        return ops_module.constant(inputs[number], plan[number][2], fusion)
-    return new
-
-
-def _bind(old: Any, new: Any, table: dict[int, Any]) -> None:
-    """Record that the traced-again `new` stands for `old` (matching tuples element-wise)."""
-    if isinstance(old, (Tensor, Deferred, ComplexTensor)):
-        table[id(old)] = new
-    elif isinstance(old, (list, tuple)) and isinstance(new, (list, tuple)) and len(old) == len(new):
-        for o, n in zip(old, new):
-            _bind(o, n, table)
-
-
 def _is_int_list(value: Any) -> bool:
     return isinstance(value, (list, tuple)) and bool(value) and all(
         isinstance(v, int) and not isinstance(v, bool) for v in value)
@@ -905,32 +735,3 @@ def _write_into(target: Any, value: Any) -> None:
         target.copy_(value if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value)))
     else:
         np.copyto(target, np.asarray(value))
-
-
-def compute_tensor_descriptor(sizes: Sequence[int], strides: Sequence[int]) -> tuple[list[Any], list[int]]:
-    """nvFuser's `compute_tensor_descriptor(sizes, strides)`: (contiguity, stride_order).
-
-    stride_order[d] ranks dim d's stride (0 the innermost); dims of stride 0 keep their own
-    position in that order. Contiguity is listed in memory order (outermost first): None for
-    a broadcast dim (size 1 or stride 0), else whether the dim's stride is the extent of the
-    next non-broadcast dim inside it (1 for the innermost)."""
-    if len(sizes) != len(strides):
-        raise FusionError(f"compute_tensor_descriptor: {len(sizes)} sizes but {len(strides)} strides")
-    if any(s < 0 for s in strides):
-        raise FusionError(f"compute_tensor_descriptor: negative strides {list(strides)} are not supported")
-    rank = len(sizes)
-    order = sorted((d for d in range(rank) if strides[d] != 0), key=lambda d: -strides[d])  # stable
-    for d in range(rank):
-        if strides[d] == 0:
-            order.insert(d, d)
-    stride_order = [0] * rank
-    for position, d in enumerate(order):
-        stride_order[d] = rank - 1 - position
-    dense = [d for d in order if sizes[d] != 1 and strides[d] != 0]
-    contiguity: list[Any] = [None] * rank
-    for position, d in enumerate(order):
-        if d in dense:
-            k = dense.index(d)
-            inner = dense[k + 1] if k + 1 < len(dense) else None
-            contiguity[position] = strides[d] == (1 if inner is None else strides[inner] * sizes[inner])
-    return contiguity, stride_order
