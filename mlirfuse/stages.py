@@ -47,6 +47,7 @@ TO_LINALG = {"cpu": "builtin.module(fusion-to-linalg{target=cpu}, arith-expand{i
 # After inlining, the entry's inputs show their layouts: linalg-reshape-elementwise moves
 # reshapes only onto contiguous ones (a strided input would need a copy).
 INLINE = ("builtin.module(entry-point, inline, symbol-dce, canonicalize, cse, linalg-reshape-elementwise, "
+          "linalg-recompute-producers, "
           "func.func(linalg-fuse-elementwise-ops), canonicalize, cse, inline-scalar-operands)")
 BUFFERIZE = ("builtin.module(output-views-in-place, constant-outputs-as-fills, resolve-shaped-type-result-dims, "
              "canonicalize, linalg-unshare-inits, eliminate-empty-tensors, "

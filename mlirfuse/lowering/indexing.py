@@ -93,6 +93,8 @@ class Reader:
         op, k = found
         if op.name == "arith.constant":  # a splat constant: canonicalization folds the extract
             return None
+        if op.name == "tensor.reshape":
+            return self._through_reshape(op, indices)
         shape = _pure_parallel(op, k)
         if shape is None:
             return None
@@ -115,6 +117,32 @@ class Reader:
                     at.append(zero)
             mapping[arg] = self.read(operand, at)
         return clone_body(body, mapping, lambda d: indices[d])[k]
+
+    def _through_reshape(self, op: ir.Operation, indices: Sequence[ir.Value]) -> ir.Value | None:
+        """A read of a reshape's result as a read of its source, at the same row-major
+        position: so the computation behind a view (`logits.float().view(-1, V)` before
+        cross-entropy's gather) is recomputed too. Only where the source is computed by a
+        generic this reader recomputes; a reshape of anything else is read as it is."""
+        source = op.operands[0]
+        found = _producer(source)
+        if found is None or _pure_parallel(*found) is None:
+            return None
+        result_t, source_t = ir.RankedTensorType(op.results[0].type), ir.RankedTensorType(source.type)
+
+        def size(value: ir.Value, t: ir.RankedTensorType, d: int) -> ir.Value:
+            return tensor.dim(value, B.index_const(d)) if t.is_dynamic_dim(d) else B.index_const(t.shape[d])
+
+        linear = indices[0] if indices else B.index_const(0)
+        for d in range(1, result_t.rank):
+            linear = arith.addi(arith.muli(linear, size(op.results[0], result_t, d)), indices[d])
+        at: list[ir.Value] = []
+        for d in reversed(range(1, source_t.rank)):
+            extent = size(source, source_t, d)
+            at.append(arith.remui(linear, extent))
+            linear = arith.divui(linear, extent)
+        if source_t.rank:
+            at.append(linear)
+        return self.read(source, at[::-1])
 
     def branch(self, cond: ir.Value, result_type: ir.Type, then: Callable[[], ir.Value],
                otherwise: Callable[[], ir.Value]) -> ir.Value:

@@ -11,14 +11,25 @@ a fusion group (the view study of nvFuser's bookend-view issue, view B) no longe
 into two launches. The reshapes move onto the generic's inputs, where they are views of
 contiguous buffers (free): only where every input is contiguous (a strided one would be
 copied), the generic's result has no other user (else it would be computed twice), and the
-reshape's one user is a linalg.generic to fuse with (a reshape that feeds an output stays:
+reshape's users are linalg.generics to fuse with (a reshape that feeds an output stays:
 there the generic is better left with its siblings of the original shape).
+
+The other way round, at a fusion's end: an elementwise generic whose one input is a reshape
+of a computed value, and whose result no generic reads (it leaves the function: the cast to
+bf16 of cross-entropy's gradient, reshaped back to [batch, seq, vocab]), is computed before
+the reshape instead, reading the value in its own shape; it then fuses into the value's
+producer and the reshape moves to the output, which `output-views-in-place` writes through
+(one kernel writes the bf16 result; no float32 temporary is written and read back). The two
+rules never undo each other: the first moves only reshapes that generics read, the second
+makes only reshapes that no generic reads.
 """
 
 from __future__ import annotations
 
 from mlir import ir
 from mlir.dialects import linalg, tensor
+
+from mlirfuse.lowering import linalg_builders as B
 
 from mlirfuse.passes.common import body_ops, defining_op, functions, users
 
@@ -64,8 +75,49 @@ def _move_past(reshape: ir.Operation, generic: ir.Operation) -> None:
         parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
         moved = linalg.GenericOp([result], operands[:n_inputs], operands[n_inputs:],
                                  ir.ArrayAttr.get([identity] * len(operands)), ir.ArrayAttr.get([parallel] * rank))
-    old = generic.regions[0].blocks[0]
-    block = moved.regions[0].blocks.append(*[a.type for a in old.arguments])
+    _clone_body(generic, moved)
+    reshape.results[0].replace_all_uses_with(moved.results[0])
+    reshape.erase()
+    generic.erase()
+
+
+def _sink_target(generic: ir.Operation) -> ir.Operation | None:
+    """The reshape that `generic` (elementwise, one input, result read by no generic) should
+    be computed before: its input's producer, a single-use reshape of a generic's result."""
+    if not _elementwise(generic):
+        return None
+    n_inputs = ir.DenseI32ArrayAttr(generic.attributes["operandSegmentSizes"])[0]
+    if n_inputs != 1 or any(u.name == "linalg.generic" for u in users(generic.results[0])):
+        return None
+    reshape = defining_op(generic.operands[0])
+    if reshape is None or reshape.name != "tensor.reshape" or len(users(reshape.results[0])) != 1:
+        return None
+    source = defining_op(reshape.operands[0])
+    return reshape if source is not None and source.name == "linalg.generic" else None
+
+
+def _compute_before(generic: ir.Operation, reshape: ir.Operation) -> None:
+    """generic(reshape(v)) becomes reshape(generic'(v)), generic' over v's shape."""
+    source = reshape.operands[0]
+    shape = ir.RankedTensorType(source.type)
+    element = ir.RankedTensorType(generic.results[0].type).element_type
+    rank = shape.rank
+    with ir.InsertionPoint(generic), generic.location:
+        init = B.empty(shape.shape, B.dims_of(source), element)
+        identity = ir.AffineMapAttr.get(ir.AffineMap.get_identity(rank))
+        parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
+        moved = linalg.GenericOp([init.type], [source], [init], ir.ArrayAttr.get([identity] * 2),
+                                 ir.ArrayAttr.get([parallel] * rank))
+        _clone_body(generic, moved)
+        result = tensor.reshape(generic.results[0].type, moved.results[0], reshape.operands[1])
+    generic.results[0].replace_all_uses_with(result)
+    generic.erase()
+    reshape.erase()
+
+
+def _clone_body(old_op: ir.Operation, new_op: ir.Operation) -> None:
+    old = old_op.regions[0].blocks[0]
+    block = new_op.regions[0].blocks.append(*[a.type for a in old.arguments])
     mapping = dict(zip(old.arguments, block.arguments))
     with ir.InsertionPoint(block):
         for inner in old.operations:
@@ -75,9 +127,6 @@ def _move_past(reshape: ir.Operation, generic: ir.Operation) -> None:
                     clone.operands[i] = mapping[v]
             for a, b in zip(inner.operation.results, clone.results):
                 mapping[a] = b
-    reshape.results[0].replace_all_uses_with(moved.results[0])
-    reshape.erase()
-    generic.erase()
 
 
 def run(module: ir.Operation) -> None:
@@ -92,7 +141,15 @@ def run(module: ir.Operation) -> None:
                 consumers = users(op.results[0])
                 if _elementwise(generic) and len(users(op.operands[0])) == 1 and \
                         all(_contiguous(v) for v in generic.operands) and \
-                        len(consumers) == 1 and consumers[0].name == "linalg.generic":
+                        consumers and all(c.name == "linalg.generic" for c in consumers):
                     _move_past(op, generic)
+                    changed = True
+                    break
+            if changed:
+                continue
+            for op in body_ops(func):
+                reshape = _sink_target(op) if op.name == "linalg.generic" else None
+                if reshape is not None:
+                    _compute_before(op, reshape)
                     changed = True
                     break

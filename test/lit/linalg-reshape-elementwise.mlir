@@ -80,3 +80,76 @@ func.func @kept(%x: tensor<?x?xf32>, %b: tensor<?xf32>, %o: tensor<?x?xf32>, %m:
   %v3 = tensor.reshape %sq(%shape) : (tensor<8x8xf32>, tensor<1xindex>) -> tensor<64xf32>
   return %v1, %v2, %neg, %v3 : tensor<64xf32>, tensor<64xf32>, tensor<?x?xf32>, tensor<64xf32>
 }
+
+// A reshape read by several generics moves too: cross-entropy's `logits.float().view(-1, V)`
+// read by the max and the exp-sum reductions. The cast then reads the reshaped bf16 input
+// (a view of it), and each reduction reads the cast instead of a float32 copy of the logits.
+// CHECK-LABEL: func.func @read_by_two(
+// CHECK: %[[XR:.+]] = tensor.reshape %arg0
+// CHECK-SAME: -> tensor<32x1000xbf16>
+// CHECK: %[[F:.+]] = linalg.generic {{.*}} ins(%[[XR]] : tensor<32x1000xbf16>)
+// CHECK: arith.extf
+// CHECK: linalg.generic {{.*}} ins(%[[F]] : tensor<32x1000xf32>)
+// CHECK: linalg.generic {{.*}} ins(%[[F]] : tensor<32x1000xf32>)
+// CHECK-NOT: tensor.reshape
+#red = affine_map<(d0, d1) -> (d0)>
+func.func @read_by_two(%x: tensor<?x?x?xbf16>, %o: tensor<?x?x?xf32>, %acc: tensor<32xf32>) -> (tensor<32xf32>, tensor<32xf32>) {
+  %f = linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x : tensor<?x?x?xbf16>) outs(%o : tensor<?x?x?xf32>) {
+  ^bb0(%a: bf16, %out: f32):
+    %e = arith.extf %a : bf16 to f32
+    linalg.yield %e : f32
+  } -> tensor<?x?x?xf32>
+  %shape = arith.constant dense<[32, 1000]> : tensor<2xindex>
+  %v = tensor.reshape %f(%shape) : (tensor<?x?x?xf32>, tensor<2xindex>) -> tensor<32x1000xf32>
+  %max = linalg.generic {indexing_maps = [#id2, #red], iterator_types = ["parallel", "reduction"]}
+      ins(%v : tensor<32x1000xf32>) outs(%acc : tensor<32xf32>) {
+  ^bb0(%a: f32, %m: f32):
+    %r = arith.maximumf %a, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<32xf32>
+  %sum = linalg.generic {indexing_maps = [#id2, #red], iterator_types = ["parallel", "reduction"]}
+      ins(%v : tensor<32x1000xf32>) outs(%acc : tensor<32xf32>) {
+  ^bb0(%a: f32, %s: f32):
+    %r = arith.addf %a, %s : f32
+    linalg.yield %r : f32
+  } -> tensor<32xf32>
+  return %max, %sum : tensor<32xf32>, tensor<32xf32>
+}
+
+// At a fusion's end: an elementwise generic reading a reshape of a computed value, its result
+// read by no generic (cross-entropy's gradient cast to bf16 after the view back to
+// [batch, seq, vocab]), is computed before the reshape: it fuses into the producer (a
+// broadcasting generic here, which the first rule would not move) and the reshape is left on
+// the result, for output-views-in-place to write through.
+// CHECK-LABEL: func.func @cast_at_the_end(
+// CHECK: %[[G:.+]] = linalg.generic {{.*}} ins(%arg0, %arg1 : tensor<32x1000xf32>, tensor<32xf32>)
+// CHECK: %[[C:.+]] = linalg.generic {{.*}} ins(%[[G]] : tensor<32x1000xf32>) outs(%{{.+}} : tensor<32x1000xbf16>)
+// CHECK: arith.truncf
+// CHECK: %[[R:.+]] = tensor.reshape %[[C]](%{{.+}}) : (tensor<32x1000xbf16>, tensor<3xindex>) -> tensor<2x16x1000xbf16>
+// CHECK: return %[[R]]
+// FUSED-LABEL: func.func @cast_at_the_end(
+// FUSED: linalg.generic
+// FUSED: arith.subf
+// FUSED-NEXT: arith.truncf
+// FUSED-NOT: linalg.generic
+// FUSED: tensor.reshape
+#col = affine_map<(d0, d1) -> (d0)>
+func.func @cast_at_the_end(%x: tensor<32x1000xf32>, %m: tensor<32xf32>, %o: tensor<32x1000xf32>) -> tensor<2x16x1000xbf16> {
+  %g = linalg.generic {indexing_maps = [#id2, #col, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %m : tensor<32x1000xf32>, tensor<32xf32>) outs(%o : tensor<32x1000xf32>) {
+  ^bb0(%a: f32, %b: f32, %out: f32):
+    %s = arith.subf %a, %b : f32
+    linalg.yield %s : f32
+  } -> tensor<32x1000xf32>
+  %shape = arith.constant dense<[2, 16, 1000]> : tensor<3xindex>
+  %v = tensor.reshape %g(%shape) : (tensor<32x1000xf32>, tensor<3xindex>) -> tensor<2x16x1000xf32>
+  %init = tensor.empty() : tensor<2x16x1000xbf16>
+  %c = linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%v : tensor<2x16x1000xf32>) outs(%init : tensor<2x16x1000xbf16>) {
+  ^bb0(%a: f32, %out: bf16):
+    %t = arith.truncf %a : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<2x16x1000xbf16>
+  return %c : tensor<2x16x1000xbf16>
+}

@@ -5,6 +5,8 @@ misaligned pointers) without a GPU. `pytest -m gpu` runs the same kernels on a r
 
 from __future__ import annotations
 
+import re
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -338,6 +340,49 @@ def test_layer_norm_backward_is_one_normalization_kernel_and_one_column_reductio
     got = mlirfuse.jit(_layer_norm_backward)(g, xhat, w, rstd)
     for k, (a, b) in enumerate(zip(got, [dx, (g * xhat).sum((0, 1)), g.sum((0, 1))])):
         assert_close(a, b.astype(np.float32), f"output {k}", reduction_size=64)
+
+
+def _cross_entropy_forward(logits, labels):
+    """transformers' causal-LM loss as AOTAutograd gives it: `logits.float().view(-1, V)`,
+    log-softmax, the label's entry gathered."""
+    rows = logits.shape[0] * logits.shape[1]
+    x = ops.reshape(ops.cast(logits, DataType.Float), [rows, logits.shape[2]])
+    m = ops.max(x, 1, keepdim=True)
+    shifted = x - m
+    lse = ops.log(ops.sum(ops.exp(shifted), 1, keepdim=True))
+    return -ops.gather(shifted - lse, labels, 1), m, lse
+
+
+def _cross_entropy_backward(logits, m, lse, labels, scale):
+    """Its gradient: log-softmax's backward of the scattered -scale, viewed back to
+    [batch, seq, vocab] and cast to the logits' bf16."""
+    rows = logits.shape[0] * logits.shape[1]
+    x = ops.reshape(ops.cast(logits, DataType.Float), [rows, logits.shape[2]])
+    cols = ops.broadcast_in_dim(ops.iota(logits.shape[2]), [rows, logits.shape[2]], [1])
+    onehot = ops.where(cols == labels, -1.0, 0.0) * scale
+    grad = onehot - ops.exp(x - m - lse) * ops.sum(onehot, 1, keepdim=True)
+    return ops.cast(ops.reshape(grad, logits.shape), DataType.BFloat16)
+
+
+def test_cross_entropy_reads_bf16_logits_in_one_normalization_kernel_each_way() -> None:
+    """Neither way writes a float32 copy of the logits: forward, the cast moves behind the
+    view and the gather reads through it to the bf16 input; backward, the cast to bf16 moves
+    before the view back to 3-D and fuses into the normalization, which writes the gradient."""
+    rng = np.random.default_rng(3)
+    b, s, v = 2, 3, 300
+    logits = (rng.standard_normal((b, s, v)) * 3).astype(ml_dtypes.bfloat16)
+    labels = rng.integers(0, v, (b * s, 1)).astype(np.int64)
+    forward = check(_cross_entropy_forward, logits, labels, reduction_size=v)
+    assert schedules(forward) == ["normalization (row, reduce, row, row, reduce, row)", "pointwise"]
+    assert re.findall(r"gpu\.alloc .*", forward.stages["gpu"]) == ["gpu.alloc  (%0) : memref<?xf32>"]  # a value a row
+    x = logits.astype(np.float32).reshape(b * s, v)
+    m = x.max(1, keepdims=True)
+    lse = np.log(np.exp(x - m).sum(1, keepdims=True)).astype(np.float32)
+    loss = mlirfuse.jit(_cross_entropy_forward)(logits, labels)[0]
+    assert_close(loss, -np.take_along_axis(x - m - lse, labels, 1), "loss", reduction_size=v)
+    backward = check(_cross_entropy_backward, logits, m, lse, labels, np.float32(0.25), reduction_size=v)
+    assert schedules(backward) == ["normalization (tile, row, reduce, tile, tile)"]
+    assert "gpu.alloc" not in backward.stages["gpu"]
 
 
 @pytest.mark.parametrize("w", [w for w in WORKLOADS if w.definition is None and "linears" not in w.name],
