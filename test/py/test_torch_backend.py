@@ -339,6 +339,44 @@ def test_dump_fx_graph_and_partition(capfd) -> None:
     assert "the compiled graph:" in err
 
 
+def test_views_left_to_torch_are_tensor_methods(capfd) -> None:
+    """Views between groups and library ops run as Tensor methods (x.view(...)), not through
+    torch.ops.aten.view.default's Python layer; the results are eager's."""
+    dynamo.reset()
+    previous = mlirfuse.set_options(dump="partition")
+    try:
+        def fn(x, w):
+            h = torch.relu(x * 2.0 + 1.0).view(-1, 8) @ w
+            return torch.tanh(h.view(4, 2, 3).permute(1, 0, 2) * 3.0 + 1.0)
+        x, w = torch.randn(4, 2, 8), torch.randn(8, 3)
+        out = torch.compile(fn, backend="mlirfuse")(x, w)
+    finally:
+        mlirfuse.restore_options(previous)
+    code = capfd.readouterr().err.split("the compiled graph:")[1]
+    assert ".view(" in code and "aten.view.default" not in code, code
+    torch.testing.assert_close(out, fn(x, w), **TOL[torch.float32])
+
+
+def test_regions_are_named_ranges_under_the_profiler() -> None:
+    """torch.profiler traces show each fused region's call as "mlirfuse <group> <fusion key>"
+    (the key names the region's MLIRFUSE_DUMP files), so its kernels can be attributed."""
+    from torch.profiler import ProfilerActivity, profile
+
+    dynamo.reset()
+
+    def fn(x, w):
+        return torch.relu(torch.exp(x) * 2.0 + 1.0) @ w
+
+    compiled = torch.compile(fn, backend="mlirfuse")
+    x, w = torch.randn(4, 8), torch.randn(8, 3)
+    compiled(x, w)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        out = compiled(x, w)
+    labels = [e.name for e in prof.events() if e.name.startswith("mlirfuse ")]
+    assert len(labels) == 1 and labels[0].split()[1] == "fused_0" and len(labels[0].split()[2]) == 12, labels
+    torch.testing.assert_close(out, fn(x, w), **TOL[torch.float32])
+
+
 def test_backend_registered_by_entry_point() -> None:
     from importlib.metadata import entry_points
 
