@@ -30,7 +30,6 @@ from mlir import ir
 from mlir.dialects import linalg, tensor
 
 from mlirfuse.lowering import linalg_builders as B
-
 from mlirfuse.passes.common import body_ops, defining_op, functions, users
 
 NAME = "linalg-reshape-elementwise"
