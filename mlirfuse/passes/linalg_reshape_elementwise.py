@@ -14,10 +14,11 @@ copied), the generic's result has no other user (else it would be computed twice
 reshape's users are linalg.generics to fuse with (a reshape that feeds an output stays:
 there the generic is better left with its siblings of the original shape).
 
-The other way round, at a fusion's end: an elementwise generic whose one input is a reshape
-of a computed value, and whose result no generic reads (it leaves the function: the cast to
-bf16 of cross-entropy's gradient, reshaped back to [batch, seq, vocab]), is computed before
-the reshape instead, reading the value in its own shape; it then fuses into the value's
+The other way round, at a fusion's end: an elementwise generic with an input that is a
+reshape of a computed value, and whose result no generic reads (it leaves the function: the
+cast to bf16 of cross-entropy's gradient, reshaped back to [batch, seq, vocab], plus the
+logits' other gradient), is computed before the reshape instead, reading the value in its own
+shape and its other (contiguous) inputs reshaped to it; it then fuses into the value's
 producer and the reshape moves to the output, which `output-views-in-place` writes through
 (one kernel writes the bf16 result; no float32 temporary is written and read back). The two
 rules never undo each other: the first moves only reshapes that generics read, the second
@@ -80,32 +81,45 @@ def _move_past(reshape: ir.Operation, generic: ir.Operation) -> None:
     generic.erase()
 
 
-def _sink_target(generic: ir.Operation) -> ir.Operation | None:
-    """The reshape that `generic` (elementwise, one input, result read by no generic) should
-    be computed before: its input's producer, a single-use reshape of a generic's result."""
-    if not _elementwise(generic):
+def _sink_target(generic: ir.Operation) -> int | None:
+    """The input of `generic` (elementwise, result read by no generic) that it should be
+    computed before: a single-use reshape of a generic's result, the other inputs contiguous
+    (they are reshaped too, as views). None where there is none."""
+    if not _elementwise(generic) or any(u.name == "linalg.generic" for u in users(generic.results[0])):
         return None
     n_inputs = ir.DenseI32ArrayAttr(generic.attributes["operandSegmentSizes"])[0]
-    if n_inputs != 1 or any(u.name == "linalg.generic" for u in users(generic.results[0])):
-        return None
-    reshape = defining_op(generic.operands[0])
-    if reshape is None or reshape.name != "tensor.reshape" or len(users(reshape.results[0])) != 1:
-        return None
-    source = defining_op(reshape.operands[0])
-    return reshape if source is not None and source.name == "linalg.generic" else None
+    inputs = list(generic.operands)[:n_inputs]
+    for k, v in enumerate(inputs):
+        reshape = defining_op(v)
+        if reshape is None or reshape.name != "tensor.reshape" or len(users(reshape.results[0])) != 1:
+            continue
+        source = defining_op(reshape.operands[0])
+        if source is not None and source.name == "linalg.generic" and \
+                all(_contiguous(w) for j, w in enumerate(inputs) if j != k):
+            return k
+    return None
 
 
-def _compute_before(generic: ir.Operation, reshape: ir.Operation) -> None:
-    """generic(reshape(v)) becomes reshape(generic'(v)), generic' over v's shape."""
+def _compute_before(generic: ir.Operation, k: int) -> None:
+    """generic(.., reshape(v), ..) becomes reshape(generic'(.., v, ..)), generic' over v's
+    shape, its other inputs reshaped to that shape."""
+    reshape = defining_op(generic.operands[k])
     source = reshape.operands[0]
     shape = ir.RankedTensorType(source.type)
     element = ir.RankedTensorType(generic.results[0].type).element_type
     rank = shape.rank
+    n_inputs = ir.DenseI32ArrayAttr(generic.attributes["operandSegmentSizes"])[0]
     with ir.InsertionPoint(generic), generic.location:
-        init = B.empty(shape.shape, B.dims_of(source), element)
+        dims = B.dims_of(source)
+        shape_operand = tensor.from_elements(ir.RankedTensorType.get([rank], ir.IndexType.get()), dims) \
+            if n_inputs > 1 else None
+        inputs = [source if j == k else tensor.reshape(
+            ir.RankedTensorType.get(shape.shape, ir.RankedTensorType(w.type).element_type), w, shape_operand)
+            for j, w in enumerate(list(generic.operands)[:n_inputs])]
+        init = B.empty(shape.shape, dims, element)
         identity = ir.AffineMapAttr.get(ir.AffineMap.get_identity(rank))
         parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
-        moved = linalg.GenericOp([init.type], [source], [init], ir.ArrayAttr.get([identity] * 2),
+        moved = linalg.GenericOp([init.type], inputs, [init], ir.ArrayAttr.get([identity] * (n_inputs + 1)),
                                  ir.ArrayAttr.get([parallel] * rank))
         _clone_body(generic, moved)
         result = tensor.reshape(generic.results[0].type, moved.results[0], reshape.operands[1])
@@ -147,8 +161,8 @@ def run(module: ir.Operation) -> None:
             if changed:
                 continue
             for op in body_ops(func):
-                reshape = _sink_target(op) if op.name == "linalg.generic" else None
-                if reshape is not None:
-                    _compute_before(op, reshape)
+                k = _sink_target(op) if op.name == "linalg.generic" else None
+                if k is not None:
+                    _compute_before(op, k)
                     changed = True
                     break

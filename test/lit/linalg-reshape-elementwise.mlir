@@ -153,3 +153,32 @@ func.func @cast_at_the_end(%x: tensor<32x1000xf32>, %m: tensor<32xf32>, %o: tens
   } -> tensor<2x16x1000xbf16>
   return %c : tensor<2x16x1000xbf16>
 }
+
+// The same with a second, contiguous input (the logits' other gradient added to it): that
+// input is reshaped to the value's shape (a view) and the sum computed before the reshape.
+// CHECK-LABEL: func.func @cast_add_at_the_end(
+// CHECK: %[[G:.+]] = linalg.generic {{.*}} ins(%arg0, %arg1 : tensor<32x1000xf32>, tensor<32xf32>)
+// CHECK: %[[W:.+]] = tensor.reshape %arg3(%{{.+}}) : (tensor<2x16x1000xbf16>, tensor<2xindex>) -> tensor<32x1000xbf16>
+// CHECK: %[[C:.+]] = linalg.generic {{.*}} ins(%[[G]], %[[W]] : tensor<32x1000xf32>, tensor<32x1000xbf16>) outs(%{{.+}} : tensor<32x1000xbf16>)
+// CHECK: %[[R:.+]] = tensor.reshape %[[C]](%{{.+}}) : (tensor<32x1000xbf16>, tensor<3xindex>) -> tensor<2x16x1000xbf16>
+// CHECK: return %[[R]]
+func.func @cast_add_at_the_end(%x: tensor<32x1000xf32>, %m: tensor<32xf32>, %o: tensor<32x1000xf32>,
+                               %w: tensor<2x16x1000xbf16>) -> tensor<2x16x1000xbf16> {
+  %g = linalg.generic {indexing_maps = [#id2, #col, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %m : tensor<32x1000xf32>, tensor<32xf32>) outs(%o : tensor<32x1000xf32>) {
+  ^bb0(%a: f32, %b: f32, %out: f32):
+    %s = arith.subf %a, %b : f32
+    linalg.yield %s : f32
+  } -> tensor<32x1000xf32>
+  %shape = arith.constant dense<[2, 16, 1000]> : tensor<3xindex>
+  %v = tensor.reshape %g(%shape) : (tensor<32x1000xf32>, tensor<3xindex>) -> tensor<2x16x1000xf32>
+  %init = tensor.empty() : tensor<2x16x1000xbf16>
+  %c = linalg.generic {indexing_maps = [#id3, #id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%v, %w : tensor<2x16x1000xf32>, tensor<2x16x1000xbf16>) outs(%init : tensor<2x16x1000xbf16>) {
+  ^bb0(%a: f32, %b: bf16, %out: bf16):
+    %t = arith.truncf %a : f32 to bf16
+    %r = arith.addf %t, %b : bf16
+    linalg.yield %r : bf16
+  } -> tensor<2x16x1000xbf16>
+  return %c : tensor<2x16x1000xbf16>
+}

@@ -353,15 +353,17 @@ def _cross_entropy_forward(logits, labels):
     return -ops.gather(shifted - lse, labels, 1), m, lse
 
 
-def _cross_entropy_backward(logits, m, lse, labels, scale):
+def _cross_entropy_backward(logits, m, lse, labels, scale, other=None):
     """Its gradient: log-softmax's backward of the scattered -scale, viewed back to
-    [batch, seq, vocab] and cast to the logits' bf16."""
+    [batch, seq, vocab] and cast to the logits' bf16 (plus the logits' other gradient, as in
+    a training step that also returns them)."""
     rows = logits.shape[0] * logits.shape[1]
     x = ops.reshape(ops.cast(logits, DataType.Float), [rows, logits.shape[2]])
     cols = ops.broadcast_in_dim(ops.iota(logits.shape[2]), [rows, logits.shape[2]], [1])
     onehot = ops.where(cols == labels, -1.0, 0.0) * scale
     grad = onehot - ops.exp(x - m - lse) * ops.sum(onehot, 1, keepdim=True)
-    return ops.cast(ops.reshape(grad, logits.shape), DataType.BFloat16)
+    grad = ops.cast(ops.reshape(grad, logits.shape), DataType.BFloat16)
+    return grad if other is None else grad + other
 
 
 def test_cross_entropy_reads_bf16_logits_in_one_normalization_kernel_each_way() -> None:
@@ -381,6 +383,10 @@ def test_cross_entropy_reads_bf16_logits_in_one_normalization_kernel_each_way() 
     loss = mlirfuse.jit(_cross_entropy_forward)(logits, labels)[0]
     assert_close(loss, -np.take_along_axis(x - m - lse, labels, 1), "loss", reduction_size=v)
     backward = check(_cross_entropy_backward, logits, m, lse, labels, np.float32(0.25), reduction_size=v)
+    assert schedules(backward) == ["normalization (tile, row, reduce, tile, tile)"]
+    assert "gpu.alloc" not in backward.stages["gpu"]
+    other = (rng.standard_normal((b, s, v)) * 0.1).astype(ml_dtypes.bfloat16)
+    backward = check(_cross_entropy_backward, logits, m, lse, labels, np.float32(0.25), other, reduction_size=v)
     assert schedules(backward) == ["normalization (tile, row, reduce, tile, tile)"]
     assert "gpu.alloc" not in backward.stages["gpu"]
 
