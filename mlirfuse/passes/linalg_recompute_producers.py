@@ -7,8 +7,10 @@ Upstream elementwise fusion only fuses a producer with a single use: a broadcast
 row chain, as in RMSNorm's backward) is materialized, a full tensor written and read back
 twice, where recomputing it costs an operation or two per element. Taken: single-result
 generics with only parallel loops, an identity output map, at most `max-ops` arith ops
-(no math functions) that do not read the output's old value, used as an input of two or
-more linalg.generic ops (other uses, e.g. as a result, keep the original).
+(no math functions; `linalg.index` is free: masks computed from loop indices, as the
+gradients of slices and cats have, are recomputed too) that do not read the output's old
+value, used as an input of two or more linalg.generic ops (other uses, e.g. as a result,
+keep the original).
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ def _cheap(op: ir.Operation, max_ops: int) -> bool:
         return False
     block = op.regions[0].blocks[0]
     inner = [o.operation for o in block.operations][:-1]  # the yield aside
-    if len(inner) > max_ops or any(not o.name.startswith("arith.") for o in inner):
+    arith = [o for o in inner if o.name != "linalg.index"]  # loop indices are free
+    if len(arith) > max_ops or any(not o.name.startswith("arith.") for o in arith):
         return False
     return not list(block.arguments[-1].uses)
 

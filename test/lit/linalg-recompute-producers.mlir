@@ -111,3 +111,38 @@ func.func @kept(%x: tensor<?x?xf32>, %n: index) -> (tensor<?x?xf32>, tensor<?x?x
   } -> tensor<?x?xf32>
   return %a, %b : tensor<?x?xf32>, tensor<?x?xf32>
 }
+
+// A mask computed from the loop indices (a cat's or a slice's gradient: which half of the
+// last dim an element is in) read by two kernels is recomputed in each: `linalg.index` costs
+// nothing, so the mask is never written as an i8 tensor and read back.
+// CHECK-LABEL: func.func @index_mask_read_twice(
+// CHECK-COUNT-2: linalg.index 1 : index
+// FUSED-LABEL: func.func @index_mask_read_twice(
+// FUSED-COUNT-2: linalg.generic {{.*}} ins(%arg0 : tensor<4x16xf32>)
+// FUSED-NOT: linalg.generic
+// FUSED: return
+func.func @index_mask_read_twice(%x: tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>) {
+  %c8 = arith.constant 8 : index
+  %zero = arith.constant 0.0 : f32
+  %em = tensor.empty() : tensor<4x16xi1>
+  %mask = linalg.generic {indexing_maps = [#id], iterator_types = ["parallel", "parallel"]} outs(%em : tensor<4x16xi1>) {
+  ^bb0(%o: i1):
+    %j = linalg.index 1 : index
+    %lo = arith.cmpi ult, %j, %c8 : index
+    linalg.yield %lo : i1
+  } -> tensor<4x16xi1>
+  %e = tensor.empty() : tensor<4x16xf32>
+  %a = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%mask, %x : tensor<4x16xi1>, tensor<4x16xf32>) outs(%e : tensor<4x16xf32>) {
+  ^bb0(%m: i1, %v: f32, %o: f32):
+    %s = arith.select %m, %v, %zero : f32
+    linalg.yield %s : f32
+  } -> tensor<4x16xf32>
+  %b = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%mask, %x : tensor<4x16xi1>, tensor<4x16xf32>) outs(%e : tensor<4x16xf32>) {
+  ^bb0(%m: i1, %v: f32, %o: f32):
+    %s = arith.select %m, %zero, %v : f32
+    linalg.yield %s : f32
+  } -> tensor<4x16xf32>
+  return %a, %b : tensor<4x16xf32>, tensor<4x16xf32>
+}
