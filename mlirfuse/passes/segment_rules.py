@@ -3,7 +3,8 @@
 Pure decisions over one group's ops, given their symbolic extents (`extents.py`) and view
 layouts (`views.py`); `fusion_segment.py` applies them. Schedulers, after nvFuser's:
 - pointwise: elementwise work over one iteration domain (domains joined by a reshape,
-  squeeze or unsqueeze count as one: those keep the element order);
+  squeeze or unsqueeze count as one: those keep the element order; work read only by cats
+  or pads, which recompute it at the indices they read, counts in their domain);
 - transpose: pointwise work that reads or writes a permuted layout (domains joined by a
   permute count as one), or a copy out of a permuted view;
 - reduction: reductions over one input domain and axes, with pointwise prologue (on the
@@ -20,6 +21,7 @@ from typing import Callable, Sequence
 
 from mlir import ir
 
+from mlirfuse.passes.common import use_owner
 from mlirfuse.passes.extents import Extents, shape_of
 from mlirfuse.passes.graph import kind, short_name
 from mlirfuse.passes.views import Views
@@ -27,6 +29,7 @@ from mlirfuse.passes.views import Views
 COMPUTE_KINDS = ("elementwise", "reduction", "cast", "random", "indexing")
 NO_LAUNCH = ("no-op", "expr-eval")
 JOINING_VIEWS = {"reshape", "squeeze", "unsqueeze"}  # same elements in the same order
+GATHERING = ("fusion.cat", "fusion.pad")  # loops that read their operands at computed indices
 
 
 def _ints(op: ir.Operation, name: str) -> list[int]:
@@ -78,7 +81,28 @@ class Rules:
             return None
         if i in self.reductions:
             return self.reductions[i].domain
-        return self.extents.domain(op.results[0]) if op.results else ()
+        if not op.results:
+            return ()
+        return self._gathered_into(op) or self.extents.domain(op.results[0])
+
+    def _gathered_into(self, op: ir.Operation, depth: int = 0) -> tuple | None:
+        """The domain of the cats or pads that alone read `op`'s result, directly or through
+        ops that are themselves read only by them: their loops read operands at computed
+        indices, recomputing the elementwise chain there (`indexing.Reader`), so it belongs
+        to their kernel, whatever its own domain (rotate_half: q's half, negated, inside the
+        cat over [.., d])."""
+        readers = [use_owner(u) for u in op.results[0].uses] if op.results else []
+        if not readers or depth > 8:
+            return None
+        domains = set()
+        for r in readers:
+            if r.name in GATHERING:
+                domains.add(self.extents.domain(r.results[0]))
+            elif kind(r) in ("elementwise", "cast", "indexing") and len(r.results) == 1:
+                domains.add(self._gathered_into(r, depth + 1))
+            else:
+                return None
+        return domains.pop() if len(domains) == 1 and None not in domains else None
 
     def _classes(self, members: Sequence[int], through_permute: bool) -> dict:
         """Union-find over domains joined by the members' reshapes (and permutes)."""
