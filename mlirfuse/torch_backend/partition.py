@@ -8,7 +8,11 @@ groups depends on them; groups reading a common tensor then merge likewise (hori
 fusion, mlirfuse's `horizontal` knob). Then, as `fusion-strip-bookend-views` does for fusion IR, views at
 a group's edges go back to torch (they are free there), and groups without at least
 `min_compute` compute ops (2 by default; 1 with mlirfuse's `single_node` knob) or without
-a tensor input are dissolved. Every node left to torch carries its reason.
+a tensor input are dissolved, with two exceptions: a group computed from constants only (a
+causal mask) stays where a graph input on its device can carry the device to the region,
+and single ops reading only graph inputs (autocast's weight casts) are fused side by side,
+one group for all. A leading slice of a tensor the group also reads stays in the group.
+Every node left to torch carries its reason.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ aten = torch.ops.aten
 
 DEVICES = ("cpu", "cuda")
 CONSTANT_ONLY = "computed from constants only (no tensor input): torch creates it"
+SINGLE_OP = "group of a single op (MLIRFUSE_SINGLE_NODE=1 fuses it)"
+MAX_SINGLES = 32  # single ops of graph inputs fused side by side in one group at most
 COPY_AT_EDGE = "copy at the end of a group of a value it does not hold alone (read from or also written outside)"
 
 
@@ -237,8 +243,8 @@ class _Grouping:
             stack.extend(x for m in self.members[g] for x in self.deps[m])
         return True
 
-    def groups(self) -> list[list[fx.Node]]:
-        return [ms for g, ms in enumerate(self.members) if self.find(g) == g and ms]
+    def roots(self) -> list[int]:
+        return [g for g, ms in enumerate(self.members) if self.find(g) == g and ms]
 
 
 def partition_graph(graph: fx.Graph, forced: dict[fx.Node, str] | None = None,
@@ -264,26 +270,61 @@ def partition_graph(graph: fx.Graph, forced: dict[fx.Node, str] | None = None,
         for node in nodes:
             if isinstance(node.meta.get("val"), torch.Tensor):
                 grouping.merge_siblings(node)
-    final = []
-    for members in grouping.groups():
-        members = _strip_edges(sorted(members, key=position.__getitem__), deps, left)
+    carriers = {str(n.meta["val"].device) for n in nodes
+                if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)}
+    final: list[list[fx.Node]] = []
+    singles: dict[str, list[list[fx.Node]]] = {}  # device -> single-op groups of graph inputs
+    for g in grouping.roots():
+        members = _strip_edges(sorted(grouping.members[g], key=position.__getitem__), deps, left)
         if not members:
             continue
         inside = set(members)
         n_compute = sum(kind(n) in (A.COMPUTE, A.RANDOM) for n in members)
-        has_tensor_input = any(isinstance(d.meta.get("val"), torch.Tensor)
-                               for n in members for d in deps[n] if d not in inside)
-        if n_compute >= min_compute and has_tensor_input:
-            final.append(members)
+        outside = [d for n in members for d in deps[n] if d not in inside]
+        has_tensor_input = any(isinstance(d.meta.get("val"), torch.Tensor) for d in outside)
+        if n_compute >= min_compute and (has_tensor_input or grouping.device[g] in carriers):
+            final.append(members)  # without tensor inputs, a graph input gives it its device
             continue
-        why = (CONSTANT_ONLY if not has_tensor_input else
-               "group of a single op (MLIRFUSE_SINGLE_NODE=1 fuses it)" if n_compute == 1 else
+        if n_compute == 1 and has_tensor_input and all(_of_graph_inputs(d, left) for d in outside):
+            singles.setdefault(grouping.device[g], []).append(members)
+            continue
+        why = (CONSTANT_ONLY if not has_tensor_input else SINGLE_OP if n_compute == 1 else
                "group without compute (views only)")
         for n in members:
             left[n] = why
+    # Single ops on graph inputs (autocast's weight casts, 31 in a Llama training step) are
+    # fused side by side: one region call instead of a torch call each. Nothing in the graph
+    # feeds them, so no merge makes a cycle; each still gets its own kernel.
+    for groups in singles.values():
+        if len(groups) == 1:
+            for n in groups[0]:
+                left[n] = SINGLE_OP
+            continue
+        for k in range(0, len(groups), MAX_SINGLES):
+            final.append(sorted((n for ms in groups[k:k + MAX_SINGLES] for n in ms), key=position.__getitem__))
     final.sort(key=lambda ms: position[ms[0]])
     left = {n: left[n] for n in nodes if n in left}
     return Partition([Group(f"fused_{i}", ms) for i, ms in enumerate(final)], left)
+
+
+def _of_graph_inputs(node: fx.Node, left: dict[fx.Node, str]) -> bool:
+    """A graph input, or a view left to torch of graph inputs only."""
+    if node.op in ("placeholder", "get_attr"):
+        return True
+    row = A.lookup(node.target) if node.op == "call_function" and node in left else None
+    return (row is not None and row.kind == A.VIEW and node.target is not operator.getitem
+            and all(_of_graph_inputs(d, left) for d in node.all_input_nodes))
+
+
+def _source_read_again(n: fx.Node, inside: set[fx.Node], deps: dict[fx.Node, list[fx.Node]]) -> bool:
+    """A leading slice whose source the group reads elsewhere too (rotary embedding reads q
+    whole and its two halves): inside, the group reads the source once and the view is index
+    arithmetic; given to torch, the group would read overlapping strided views of one buffer,
+    each its own operand (and, as for `rotate_half`'s negated half, its own kernel)."""
+    if n.target is not aten.slice.Tensor:
+        return False
+    sources = [d for d in deps[n] if isinstance(d.meta.get("val"), torch.Tensor)]
+    return any(m is not n and m in inside and any(d in sources for d in deps[m]) for m in inside)
 
 
 def _hands_strided_rows(n: fx.Node) -> bool:
@@ -322,7 +363,8 @@ def _strip_edges(members: list[fx.Node], deps: dict[fx.Node, list[fx.Node]],
                 why = COPY_AT_EDGE
             else:
                 leading = all(d not in inside for d in deps[n])
-                strip = (leading and not _hands_strided_rows(n)) or all(u not in inside for u in n.users)
+                strip = (leading and not _hands_strided_rows(n) and not _source_read_again(n, inside, deps)) \
+                    or all(u not in inside for u in n.users)
                 why = "view at the edge of a group (free in torch)"
             if strip:
                 inside.discard(n)

@@ -263,6 +263,16 @@ def build_region(group: Group, placeholders: list[fx.Node]) -> Region:
     region = Region(group.name, group.nodes, inputs, outputs, 0, n_random)
     region.size_args = [d for n in group.nodes for d in n.all_input_nodes if d not in inside and d not in inputs]
     region.size_args = list(dict.fromkeys(region.size_args))
+    if not any(isinstance(d.meta["val"], torch.Tensor) for d in inputs):
+        # Computed from constants only (a causal mask): a graph input on the group's device,
+        # unread, makes the region run there.
+        device = outputs[0].meta["val"].device
+        carrier = next((p for p in placeholders if isinstance(p.meta.get("val"), torch.Tensor)
+                        and p.meta["val"].device == device), None)
+        if carrier is None:
+            raise LoweringFailed(group.nodes[0], f"computed from constants only, and no graph input is on {device}")
+        region.inputs.append(carrier)
+        region.n_donors += 1
     while True:
         try:
             region.fusion_ir = region.dry_trace()

@@ -259,6 +259,62 @@ def test_single_op_groups_follow_the_single_node_knob() -> None:
         mlirfuse.restore_options(previous)
 
 
+def test_single_ops_on_graph_inputs_are_fused_side_by_side() -> None:
+    """Autocast's weight casts (each a single op on a graph input, some through a transpose
+    left to torch) become one group, one region call, instead of a torch call each; a single
+    op reading a computed value (relu after the matmul) stays in torch."""
+    def fn(x, w1, w2, b):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return torch.relu(x @ w1.t()) @ w2.t() + b
+    args = [torch.randn(4, 8), torch.randn(16, 8), torch.randn(8, 16), torch.randn(8)]
+    partition, _ = partition_and_trace(_aten_graph(fn, *args))
+    assert [[n.target for n in g.nodes] for g in partition.groups] == [[torch.ops.aten._to_copy.default] * 3]
+    assert {n.name: r for n, r in partition.left.items()}["relu"].startswith("group of a single op")
+    dynamo.reset()
+    w1, w2 = (a.clone().requires_grad_() for a in args[1:3])
+    out = torch.compile(fn, backend="mlirfuse")(args[0], w1, w2, args[3])
+    out.sum().backward()
+    ew1, ew2 = (a.clone().requires_grad_() for a in args[1:3])
+    expected = fn(args[0], ew1, ew2, args[3])
+    expected.sum().backward()
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+    torch.testing.assert_close(w1.grad, ew1.grad, rtol=0, atol=0)
+    torch.testing.assert_close(w2.grad, ew2.grad, rtol=0, atol=0)
+
+
+def test_a_mask_from_constants_only_is_one_region_on_its_inputs_device() -> None:
+    """A causal mask built from arange (no tensor input) for a library op (attention) is one
+    fused region, not a torch call (and kernel) per op; a graph input on the mask's device,
+    unread, carries the device."""
+    def fn(q, k, v):
+        n = q.shape[-2]
+        i = torch.arange(n, device=q.device)
+        mask = torch.where(i[None, :] <= i[:, None], 0.0, float("-inf")).to(q.dtype)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask.expand(q.shape[0], 1, n, n))
+    q, k, v = (torch.randn(2, 3, 8, 4) for _ in range(3))
+    partition, regions = partition_and_trace(_aten_graph(fn, q, k, v))
+    assert len(partition.groups) == 1 and "where" in [n.name for n in partition.groups[0].nodes]
+    assert [n.name for n in regions[0].inputs] == ["q_1"] and regions[0].n_donors == 1
+    dynamo.reset()
+    torch.testing.assert_close(torch.compile(fn, backend="mlirfuse")(q, k, v), fn(q, k, v), **TOL[torch.float32])
+
+
+def test_slices_of_a_tensor_the_group_also_reads_stay_in_the_group() -> None:
+    """Rotary embedding reads q whole and its two halves: the halves stay in the group (index
+    arithmetic on the one q operand) instead of going to torch as two more strided operands
+    of the same buffer; views whose source only they read still go to torch."""
+    def fn(x, w, cos, sin):
+        q = (x @ w).view(2, 8, 4, 16).transpose(1, 2)
+        return q * cos + torch.cat((-q[..., 8:], q[..., :8]), -1) * sin
+    args = [torch.randn(16, 32), torch.randn(32, 64), torch.randn(8, 16), torch.randn(8, 16)]
+    partition, regions = partition_and_trace(_aten_graph(fn, *args))
+    (group,) = partition.groups
+    assert [n.target for n in group.nodes].count(torch.ops.aten.slice.Tensor) == 2
+    assert [n.target for n in regions[0].inputs[:1]] == [torch.ops.aten.permute.default]  # q, once
+    dynamo.reset()
+    torch.testing.assert_close(torch.compile(fn, backend="mlirfuse")(*args), fn(*args), **TOL[torch.float32])
+
+
 # -- dynamic shapes: the tutorial's 20 random sizes --------------------------------------------
 def _random_sizes(count=20, base=(8, 12, 64)):
     rng = random.Random(42)
