@@ -16,11 +16,15 @@ from mlirfuse.lowering.gpu import kernels as gpu_kernels
 BLOCK_SIZE = 256  # threads of a naive launch
 
 
-def _as_rank1(value: ir.Value) -> ir.Value:
-    """A 0-d memref viewed as memref<1xT>."""
-    t = ir.MemRefType(value.type)
-    out = ir.MemRefType.get([1], t.element_type)
-    return memref.expand_shape(out, value, ir.ArrayAttr.get([]), [], ir.DenseI64ArrayAttr.get([1]))
+def _as_rank1(value: ir.Value, views: dict) -> ir.Value:
+    """A 0-d memref viewed as memref<1xT>: one view per buffer (made where it is first
+    needed), so that the ops touching the buffer name it alike (a fill is folded into the
+    reduction that accumulates into the same memref value)."""
+    if value not in views:
+        t = ir.MemRefType(value.type)
+        out = ir.MemRefType.get([1], t.element_type)
+        views[value] = memref.expand_shape(out, value, ir.ArrayAttr.get([]), [], ir.DenseI64ArrayAttr.get([1]))
+    return views[value]
 
 
 def add_unit_loops(func: ir.Operation) -> None:
@@ -28,6 +32,7 @@ def add_unit_loops(func: ir.Operation) -> None:
 
     Otherwise their loops stay on the host, which cannot touch device memory.
     """
+    views: dict = {}
     for op in list(func.regions[0].blocks[0].operations):
         op = op.operation
         if not op.name.startswith("linalg."):
@@ -39,9 +44,9 @@ def add_unit_loops(func: ir.Operation) -> None:
                 continue
             with ir.InsertionPoint(op), op.location:
                 if op.name == "linalg.fill":
-                    linalg.fill(operands[0], outs=[_as_rank1(out)])
+                    linalg.fill(operands[0], outs=[_as_rank1(out, views)])
                 else:
-                    linalg.copy(_as_rank1(operands[0]), outs=[_as_rank1(out)])
+                    linalg.copy(_as_rank1(operands[0], views), outs=[_as_rank1(out, views)])
             op.erase()
             continue
         iterators = [str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
@@ -53,13 +58,13 @@ def add_unit_loops(func: ir.Operation) -> None:
         with ir.InsertionPoint(op), op.location:
             for v, m in zip(operands, maps):
                 if ir.MemRefType(v.type).rank == 0:
-                    new_operands.append(_as_rank1(v))
+                    new_operands.append(_as_rank1(v, views))
                     new_maps.append(ir.AffineMap.get(n + 1, 0, [ir.AffineDimExpr.get(0)]))
                 else:
                     new_operands.append(v)
                     shifted = [e.shift_dims(n, 1) for e in m.results]  # the unit loop is d0
                     new_maps.append(ir.AffineMap.get(n + 1, 0, shifted))
-            n_in = len(operands) - 1
+            n_in = ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"])[0]  # (several outputs: merged siblings)
             new = linalg.GenericOp(
                 [], new_operands[:n_in], new_operands[n_in:],
                 ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in new_maps]),
