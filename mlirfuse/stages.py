@@ -86,7 +86,7 @@ def gpu_stages(arch: str = "sm_90", fmt: str = "isa", toolkit: str | None = None
                use_schedules: bool = True) -> list[Stage]:
     """`use_schedules=False`: every kernel naive (one thread an iteration), for comparisons."""
     scheduled = [("generalized", GENERALIZE), ("scheduled", f"builtin.module(gpu-schedule{{arch={arch}}})"),
-                 ("loops", join("builtin.module(gpu-apply-schedules)", TO_LOOPS))]
+                 ("loops", join("builtin.module(gpu-apply-schedules, gpu-pack-launches)", TO_LOOPS))]
     return _chain(("linalg", TO_LINALG["gpu"]), ("inlined", INLINE),
                   ("bufferized", join(BUFFERIZE, "builtin.module(gpu-unit-loops)")),
                   *(scheduled if use_schedules else [("loops", TO_LOOPS)]),

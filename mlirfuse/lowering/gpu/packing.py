@@ -1,0 +1,152 @@
+"""Independent pointwise launches packed into one (gpu-pack-launches).
+
+A region often holds pointwise kernels that do not depend on each other: autocast's weight
+casts (one per weight, each its own shape), the cos/sin tables and the rotations of a rotary
+embedding. Launched one by one, each costs a launch on the host (a few microseconds, which
+is most of what a small kernel costs) and a gap on the GPU. Packed, one launch runs them
+all: its grid is the sum of theirs, and block b runs the kernel whose block range holds it,
+as block b minus the range's start, on the threads that kernel was launched with (the packed
+block has as many threads as the widest one).
+
+A run of guarded pointwise launches is packed where nothing between them touches a buffer
+on the device (only host arithmetic, views, sizes and allocations sit between) and no
+launch reads or writes a buffer another one writes (buffers compared at their roots: the
+function argument or allocation under any view). A kernel that reads its grid or block size,
+synchronizes its block, or was given kernel attributes is not packed.
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import arith, gpu, scf
+
+from mlirfuse.lowering.gpu.kernels import ALTERNATIVE_ATTR, SCHEDULE_ATTR, walk_ops
+from mlirfuse.lowering.linalg_builders import index_const
+
+PACKED_ATTR = "mlirfuse.packed"  # on a packed launch's guard: how many kernels it runs
+_VIEWS = ("memref.collapse_shape", "memref.expand_shape", "memref.subview", "memref.reinterpret_cast",
+          "memref.cast", "memref.reshape", "memref.view", "memref.transpose")
+_HOST = _VIEWS + ("memref.alloc", "memref.dim", "memref.extract_aligned_pointer_as_index",
+                  "memref.extract_strided_metadata", "affine.apply")
+_READS = ("memref.load", "vector.load", "memref.dim", "memref.extract_aligned_pointer_as_index") + _VIEWS
+_STORES = {"memref.store": 1, "vector.store": 1}  # op -> position of the buffer it writes
+_BLOCK_WIDE = ("gpu.barrier", "gpu.shuffle", "gpu.block_dim", "gpu.grid_dim", "gpu.block_id", "gpu.thread_id",
+               "gpu.subgroup_reduce", "gpu.all_reduce")
+_BLOCK_ID_X, _THREAD_ID_X = 0, 3  # the launch body's arguments it may read
+
+
+def packable_runs(func: ir.Operation) -> list[list[ir.Operation]]:
+    """The guards of each run of two or more pointwise launches that can be packed, in order."""
+    runs: list[list[ir.Operation]] = []
+    run: list[ir.Operation] = []
+    reads: set = set()
+    writes: set = set()
+    for op in [o.operation for o in func.regions[0].blocks[0].operations]:
+        launch = _packable(op)
+        if launch is not None:
+            for host in [o.operation for o in op.regions[0].blocks[0].operations][:-2]:
+                host.move_before(op)  # the launch's sizes (constants), defined where a packed launch sees them
+            r, w = _accesses(launch)
+            if w & (reads | writes) or r & writes:
+                runs.append(run)
+                run, reads, writes = [], set(), set()
+            run.append(op)
+            reads |= r
+            writes |= w
+        elif not _host_only(op):
+            runs.append(run)
+            run, reads, writes = [], set(), set()
+    runs.append(run)
+    return [r for r in runs if len(r) > 1]
+
+
+def _host_only(op: ir.Operation) -> bool:
+    return op.name.startswith(("arith.", "index.")) or op.name in _HOST
+
+
+def _packable(op: ir.Operation) -> ir.Operation | None:
+    """The gpu.launch of a pointwise kernel's guard that can be packed, else None."""
+    if op.name != "scf.if" or ALTERNATIVE_ATTR in op.attributes or SCHEDULE_ATTR not in op.attributes:
+        return None
+    if ir.StringAttr(op.attributes[SCHEDULE_ATTR]).value != "pointwise" or len(op.regions[1].blocks):
+        return None
+    inner = [o.operation for o in op.regions[0].blocks[0].operations]
+    launches = [o for o in inner if o.name == "gpu.launch"]
+    if len(launches) != 1 or not all(_host_only(o) for o in inner[:-2]) or inner[-2] != launches[0]:
+        return None
+    launch = launches[0]
+    attrs = launch.attributes
+    attributions = attrs["workgroup_attributions"] if "workgroup_attributions" in attrs else None
+    if "function" in launch.attributes or len(launch.operands) != 6 \
+            or attributions is not None and ir.IntegerAttr(attributions).value:  # shared memory, async, clusters
+        return None
+    body = launch.regions[0].blocks[0]
+    if any(len(list(a.uses)) for k, a in enumerate(body.arguments) if k not in (_BLOCK_ID_X, _THREAD_ID_X)):
+        return None
+    if any(o.name in _BLOCK_WIDE for o in walk_ops(launch)[1:]):
+        return None
+    return launch
+
+
+def _root(value: ir.Value) -> ir.Value:
+    """The buffer under any views: a function (or block) argument, or an allocation."""
+    while not isinstance(value.owner, ir.Block) and value.owner.name in _VIEWS:
+        value = value.owner.operands[0]
+    return value
+
+
+def _accesses(launch: ir.Operation) -> tuple[set, set]:
+    """The root buffers the kernel reads and those it writes (any use but a read counts as
+    a write)."""
+    reads, writes = set(), set()
+    for op in walk_ops(launch)[1:]:
+        for k, v in enumerate(op.operands):
+            if not isinstance(v.type, ir.MemRefType):
+                continue
+            if op.name in _READS or op.name in _STORES and k != _STORES[op.name]:
+                reads.add(_root(v))
+            else:
+                writes.add(_root(v))
+    return reads, writes
+
+
+def pack(guards: list[ir.Operation]) -> None:
+    """One guarded launch in place of `guards` (at the last one: every host value they use
+    is defined by then)."""
+    last = guards[-1]
+    launches = [next(o.operation for o in g.regions[0].blocks[0].operations if o.operation.name == "gpu.launch")
+                for g in guards]
+    with ir.InsertionPoint(last), last.location:
+        zero, one = index_const(0), index_const(1)
+        starts = [zero]
+        block = None
+        for g, launch in zip(guards, launches):
+            grid = arith.select(g.operands[0], launch.operands[0], zero)  # nothing where the kernel's guard fails
+            starts.append(arith.addi(starts[-1], grid))
+            block = launch.operands[3] if block is None else arith.maxui(block, launch.operands[3])
+        guard = scf.IfOp(arith.cmpi(arith.CmpIPredicate.ugt, starts[-1], zero))
+        guard.operation.attributes[SCHEDULE_ATTR] = ir.StringAttr.get("pointwise")
+        guard.operation.attributes[PACKED_ATTR] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), len(guards))
+        with ir.InsertionPoint(guard.then_block):
+            packed = gpu.LaunchOp((starts[-1], one, one), (block, one, one))
+            body = packed.regions[0].blocks[0]
+            with ir.InsertionPoint(body):
+                terminator = gpu.TerminatorOp()
+            scf.YieldOp([])
+        bx, tx = body.arguments[_BLOCK_ID_X], body.arguments[_THREAD_ID_X]
+        for k, launch in enumerate(launches):
+            with ir.InsertionPoint(terminator):
+                mine = arith.andi(arith.andi(arith.cmpi(arith.CmpIPredicate.uge, bx, starts[k]),
+                                             arith.cmpi(arith.CmpIPredicate.ult, bx, starts[k + 1])),
+                                  arith.cmpi(arith.CmpIPredicate.ult, tx, launch.operands[3]))
+                branch = scf.IfOp(mine)
+            with ir.InsertionPoint(branch.then_block):
+                local = arith.subi(bx, starts[k])
+                done = scf.YieldOp([])
+            old = launch.regions[0].blocks[0]
+            old.arguments[_BLOCK_ID_X].replace_all_uses_with(local)
+            old.arguments[_THREAD_ID_X].replace_all_uses_with(tx)
+            for inner in list(old.operations)[:-1]:  # all but its gpu.terminator
+                inner.operation.move_before(done)
+    for g in guards:
+        g.erase()

@@ -1,0 +1,43 @@
+"""gpu-pack-launches: independent pointwise launches run as one launch.
+
+Expects what `gpu-apply-schedules` leaves: the entry function with each kernel a guarded
+`gpu.launch` (a naive one still a linalg op). Each run of pointwise launches with only host
+code between them (arithmetic, views, sizes, allocations) and no buffer one writes that
+another reads or writes becomes one launch: grid the sum of theirs, block the widest of
+theirs, block b running the kernel whose range holds it (`mlirfuse.lowering.gpu.packing`).
+In the module's `mlirfuse.schedule_notes` (one line per launch) the packed kernels' lines
+become one.
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+
+from mlirfuse.lowering.gpu.packing import pack, packable_runs
+from mlirfuse.passes.common import entry_functions
+from mlirfuse.passes.gpu_apply_schedules import NOTES
+
+NAME = "gpu-pack-launches"
+OPTIONS: dict = {}
+
+
+def run(module: ir.Operation) -> None:
+    attrs = module.attributes
+    notes = [ir.StringAttr(a).value for a in ir.ArrayAttr(attrs[NOTES])] if NOTES in attrs else []
+    for func in entry_functions(module):
+        # The notes are in the order of the launches and naive ops they describe.
+        slots = [op.operation for op in func.regions[0].blocks[0].operations
+                 if op.operation.name == "scf.if" or op.operation.name.startswith("linalg.")]
+        runs = packable_runs(func)
+        if len(slots) == len(notes):
+            slot = {op: k for k, op in enumerate(slots)}
+            for guards in runs:
+                params = "; ".join(notes[slot[g]].split(": ", 1)[1] for g in guards)
+                for g in guards[:-1]:
+                    notes[slot[g]] = ""
+                notes[slot[guards[-1]]] = f"pointwise: {len(guards)} kernels packed in one launch: {params}"
+            notes = [n for n in notes if n]
+        for guards in runs:
+            pack(guards)
+    if notes:
+        module.attributes[NOTES] = ir.ArrayAttr.get([ir.StringAttr.get(n) for n in notes])
