@@ -12,8 +12,13 @@ one kernel (one pass over the input) instead of two. Column reductions also merg
 shared input where their domains are provably equal (`_Dims`: the extents that generics,
 tensor.empty and tensor.dim tie together), e.g. a LayerNorm backward's weight gradient
 sum(g * xhat) and the dropout input's bias gradient sum(dx): one pass over the rows, one
-kernel and one combining launch fewer. The later generic must not use the earlier one's
-results, and nothing between them may (the merged op takes the later one's place).
+kernel and one combining launch fewer. A pointwise generic reading a pointwise one's
+results through the identity map merges with it too, taking the values instead of reading
+them back: elementwise fusion leaves a producer with other users apart (a result the
+function returns in float32 and its bfloat16 cast; a mask returned for the backward and the
+labels selected by it). Otherwise the later generic must not use the earlier one's results,
+and nothing between them may (the merged op takes the later one's place); the bodies move
+into the merged op whole, regions included.
 Reductions along the innermost dim are left alone: normalization chains take them.
 """
 
@@ -128,27 +133,41 @@ def _top(op: ir.Operation, position: dict) -> int:
     return position[op]
 
 
-def _flat_body(op: ir.Operation) -> bool:
-    return all(len(inner.operation.regions) == 0 for inner in op.regions[0].blocks[0].operations)
+def _consumes(a: ir.Operation, b: ir.Operation) -> bool:
+    """b is pointwise over a's (pointwise) results: it reads some of them, each through the
+    identity map, so the two domains are one. A producer with other users too (a result of
+    the function, a reduction's input) is left apart by elementwise fusion."""
+    iterators = _iterators(a)
+    if iterators != _iterators(b) or any("parallel" not in it for it in iterators):
+        return False
+    n = len(iterators)
+    identity = ir.AffineMap.get_identity(n)
+    if any(m != identity for m in _maps(a)[_n_inputs(a):]):
+        return False
+    results = set(a.results)
+    reads = [(v, m) for v, m in zip(list(b.operands)[:_n_inputs(b)], _maps(b)) if v in results]
+    return bool(reads) and all(m == identity for _, m in reads) \
+        and not any(v in results for v in list(b.operands)[_n_inputs(b):])
 
 
 def _mergeable(a: ir.Operation, b: ir.Operation, position: dict, dims: _Dims) -> bool:
-    if not _flat_body(a) or not _flat_body(b):
-        return False
-    if not _shared_domain(a, b) and not (_iterators(a) == _iterators(b) and _column_reduction(a)
-                                         and _column_reduction(b) and dims.same_domain(a, b)):
+    consumes = _consumes(a, b)
+    if not consumes and not _shared_domain(a, b) and not (
+            _iterators(a) == _iterators(b) and _column_reduction(a) and _column_reduction(b)
+            and dims.same_domain(a, b)):
         return False
     results = set(a.results)
-    if any(v in results for v in b.operands):
+    if not consumes and any(v in results for v in b.operands):
         return False
-    return all(_top(u, position) > position[b] or _movable(u, b, position) for r in a.results for u in users(r))
+    return all(u == b or _top(u, position) > position[b] or _movable(u, b, position)
+               for r in a.results for u in users(r))
 
 
 def _movable(user: ir.Operation, b: ir.Operation, position: dict) -> bool:
     """A top-level generic between a and b using a's results (a copy into a differently
     shaped output, say) that can move after b: b does not use it and nothing before b does."""
     return user in position and user.name == "linalg.generic" and position[user] < position[b] and \
-        _flat_body(user) and all(_top(u, position) > position[b] for r in user.results for u in users(r))
+        all(_top(u, position) > position[b] for r in user.results for u in users(r))
 
 
 def _merge(a: ir.Operation, b: ir.Operation, position: dict) -> None:
@@ -160,9 +179,10 @@ def _merge(a: ir.Operation, b: ir.Operation, position: dict) -> None:
         u.move_after(b)
     na, nb = _n_inputs(a), _n_inputs(b)
     ma, mb = _maps(a), _maps(b)
+    produced = list(a.results)  # b's reads of these take a's values (`_consumes`)
     ins: list[tuple[ir.Value, ir.AffineMap]] = []
     for v, m in list(zip(list(a.operands)[:na], ma[:na])) + list(zip(list(b.operands)[:nb], mb[:nb])):
-        if not any(v == w and m == n for w, n in ins):
+        if v not in produced and not any(v == w and m == n for w, n in ins):
             ins.append((v, m))
     outs = list(zip(list(a.operands)[na:], ma[na:])) + list(zip(list(b.operands)[nb:], mb[nb:]))
     with ir.InsertionPoint(b), b.location:
@@ -175,26 +195,23 @@ def _merge(a: ir.Operation, b: ir.Operation, position: dict) -> None:
     yields: list[ir.Value] = []
     out_base = len(ins)
     for op, n, maps, first_out in ((a, na, ma, out_base), (b, nb, mb, out_base + len(a.results))):
-        old = op.regions[0].blocks[0]
-        mapping = {}
+        old = op.regions[0].blocks[0]  # its ops move into the merged body (nested regions and all)
         for k, arg in enumerate(old.arguments):
-            if k < n:
+            if k < n and op == b and list(op.operands)[k] in produced:
+                new = yields[produced.index(list(op.operands)[k])]
+            elif k < n:
                 v, m = list(op.operands)[k], maps[k]
-                mapping[arg] = args[next(i for i, (w, p) in enumerate(ins) if w == v and p == m)]
+                new = args[next(i for i, (w, p) in enumerate(ins) if w == v and p == m)]
             else:
-                mapping[arg] = args[first_out + k - n]
-        with ir.InsertionPoint(block):
-            for inner in old.operations:
-                inner = inner.operation
-                if inner.name == "linalg.yield":
-                    yields += [mapping.get(v, v) for v in inner.operands]
-                    continue
-                clone = inner.clone()
-                for i, v in enumerate(list(clone.operands)):
-                    if v in mapping:
-                        clone.operands[i] = mapping[v]
-                for old_result, new_result in zip(inner.results, clone.results):
-                    mapping[old_result] = new_result
+                new = args[first_out + k - n]
+            arg.replace_all_uses_with(new)
+        for inner in list(old.operations):
+            inner = inner.operation
+            if inner.name == "linalg.yield":
+                yields += list(inner.operands)
+                continue
+            inner.detach_from_parent()
+            block.append(inner)
     with ir.InsertionPoint(block):
         linalg.YieldOp(yields)
     for old, new in zip(list(a.results) + list(b.results), merged.results):

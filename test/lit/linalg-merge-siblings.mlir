@@ -1,7 +1,8 @@
 // linalg-merge-siblings: siblings reading one input over the same domain (pointwise work
 // elementwise fusion leaves apart; column reductions over one input's rows, e.g. LayerNorm
 // backward's weight and bias gradients) become one generic reading each input once; column
-// reductions over domains the IR proves equal merge without a shared input.
+// reductions over domains the IR proves equal merge without a shared input; a pointwise
+// consumer merges with its pointwise producer where the producer has other users.
 // RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(linalg-merge-siblings)' | FileCheck %s
 
 #xy = affine_map<(d0, d1) -> (d1, d0)>
@@ -179,4 +180,64 @@ func.func @unrelated_domains(%p: tensor<?x?xf32>, %q: tensor<?x?xf32>, %n: index
     linalg.yield %s : f32
   } -> tensor<?xf32>
   return %a, %b : tensor<?xf32>, tensor<?xf32>
+}
+
+// A pointwise consumer of a pointwise producer that has other users (here: the function's
+// result; elementwise fusion leaves such producers apart): one generic computing both, the
+// consumer taking the producer's value instead of reading it back. The producer's body may
+// hold regions (a rotate-half's scf.if): its ops move into the merged body.
+// CHECK-LABEL: func.func @consumer_of_a_producer_with_other_users(
+// CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<?x?xf32>, %[[Y:[a-z0-9]+]]: tensor<?x?xf32>
+// CHECK: %[[R:.+]]:2 = linalg.generic
+// CHECK-SAME: ins(%[[X]], %[[Y]] : tensor<?x?xf32>, tensor<?x?xf32>)
+// CHECK-NEXT: ^bb0(%[[x:.+]]: f32, %[[y:.+]]: f32, %{{.+}}: f32, %{{.+}}: bf16):
+// CHECK-NEXT: %[[C:.+]] = arith.cmpf ogt, %[[x]], %[[y]]
+// CHECK-NEXT: %[[P:.+]] = scf.if %[[C]]
+// CHECK: %[[T:.+]] = arith.truncf %[[P]] : f32 to bf16
+// CHECK-NEXT: linalg.yield %[[P]], %[[T]]
+// CHECK-NOT: linalg.generic
+// CHECK: return %[[R]]#0, %[[R]]#1
+func.func @consumer_of_a_producer_with_other_users(%x: tensor<?x?xf32>, %y: tensor<?x?xf32>, %m: index, %n: index) -> (tensor<?x?xf32>, tensor<?x?xbf16>) {
+  %e = tensor.empty(%m, %n) : tensor<?x?xf32>
+  %p = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %y : tensor<?x?xf32>, tensor<?x?xf32>) outs(%e : tensor<?x?xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %c = arith.cmpf ogt, %a, %b : f32
+    %v = scf.if %c -> (f32) {
+      scf.yield %a : f32
+    } else {
+      %d = arith.mulf %a, %b : f32
+      scf.yield %d : f32
+    }
+    linalg.yield %v : f32
+  } -> tensor<?x?xf32>
+  %e16 = tensor.empty(%m, %n) : tensor<?x?xbf16>
+  %q = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%p : tensor<?x?xf32>) outs(%e16 : tensor<?x?xbf16>) {
+  ^bb0(%a: f32, %o: bf16):
+    %t = arith.truncf %a : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<?x?xbf16>
+  return %p, %q : tensor<?x?xf32>, tensor<?x?xbf16>
+}
+
+// Not merged: the consumer reads the producer transposed (another domain, another order).
+// CHECK-LABEL: func.func @transposed_consumer(
+// CHECK-COUNT-2: linalg.generic
+// CHECK-NOT: linalg.generic
+func.func @transposed_consumer(%x: tensor<?x?xf32>, %n: index) -> (tensor<?x?xf32>, tensor<?x?xf32>) {
+  %e = tensor.empty(%n, %n) : tensor<?x?xf32>
+  %p = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<?x?xf32>) outs(%e : tensor<?x?xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %d = arith.mulf %a, %a : f32
+    linalg.yield %d : f32
+  } -> tensor<?x?xf32>
+  %q = linalg.generic {indexing_maps = [#xy, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%p : tensor<?x?xf32>) outs(%e : tensor<?x?xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %d = arith.addf %a, %a : f32
+    linalg.yield %d : f32
+  } -> tensor<?x?xf32>
+  return %p, %q : tensor<?x?xf32>, tensor<?x?xf32>
 }

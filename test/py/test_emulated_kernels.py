@@ -158,6 +158,40 @@ def test_pointwise_siblings_reading_one_input_are_one_kernel() -> None:
     assert schedules(c) == ["pointwise"] and c.n_launches == c.n_kernels == 1
 
 
+@pytest.mark.parametrize("misalign", [None, {1: 4}], ids=["aligned", "input1+4B"])
+def test_independent_pointwise_kernels_run_in_one_packed_launch(misalign) -> None:
+    """Autocast's weight casts: one cast per weight, each its own shape (an empty one, odd
+    sizes, one too small for a full block) in one launch, each kernel on its own range of
+    blocks with its own variant (a misaligned input takes the scalar one)."""
+    weights = [randn(64, 48), randn(33, 7), randn(0, 5), randn(5), randn(300, 41)]
+    c = check(lambda *w: tuple(ops.cast(x, DataType.BFloat16) for x in w), *weights, misalign=misalign)
+    assert schedules(c) == ["pointwise"] and c.n_launches == 1
+    assert "5 kernels packed in one launch" in c.stages["launch_params"]
+
+
+def test_packed_kernels_of_different_block_sizes_and_broadcasts() -> None:
+    """Kernels whose heuristics chose different blocks (a small bf16 tensor, a large float32
+    one with a row broadcast) packed: each runs on the threads it was launched with."""
+    x, row, small = randn(257, 130), randn(130), randn(3, dtype=ml_dtypes.bfloat16)
+    c = check(lambda a, r, s: (a * r + 1.0, ops.cast(s, DataType.Float) * 2.0), x, row, small)
+    assert c.n_launches == 1
+
+
+def test_a_kernel_reading_what_another_writes_is_not_packed_with_it() -> None:
+    """y = x * w is a result and u + y reads it broadcast along rows (so neither elementwise
+    fusion nor the producer-consumer merge joins them): packed together, blocks of the sum
+    could read y before it is written. The cast of an unrelated z packs with one of them."""
+    c = check(lambda x, w, u, z: (lambda y: (y, u + y, ops.cast(z, DataType.Half)))(x * w),
+              randn(33), randn(33), randn(70, 33), randn(20, 3))
+    assert c.n_launches == 2 and "2 kernels packed in one launch" in c.stages["launch_params"]
+
+
+def test_a_pointwise_consumer_merges_with_its_producer() -> None:
+    """y = x * w is a result and its bfloat16 cast another: one kernel writes both."""
+    c = check(lambda x, w: (lambda y: (y, ops.cast(y, DataType.BFloat16)))(x * w), randn(70, 33), randn(70, 33))
+    assert schedules(c) == ["pointwise"] and c.n_launches == 1
+
+
 def test_column_reduction_with_per_row_operands() -> None:
     """RMSNorm's weight gradient, sum over rows of g * x * rstd[row]: rstd is read once per
     row (it used to be broadcast to a full tensor first)."""
