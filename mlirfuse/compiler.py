@@ -480,6 +480,7 @@ class TorchLauncher:
         self._outputs = [(shape, _contiguous_strides(shape), dtype) for shape, dtype in outputs]
         self._output_cells = cells[n:n + len(outputs)]
         self._bytes = torch.uint8
+        self._grad_enabled = torch.is_grad_enabled
         # Bytes of scratch memory a call needs, known after the first call (the same sizes
         # always need the same scratch); None before it. Then calls run `_straight_line`'s
         # code (a call without scratch only sets the stream and calls the entry point).
@@ -588,9 +589,10 @@ class TorchLauncher:
                 rebuild: Callable[[list[Any]], Any]) -> Callable[[Sequence[Any]], Any] | None:
         """The whole repeated call for arguments laid out as `example` (torch tensors of its
         classes, dtypes, devices, sizes and strides; Python scalars of its types), with the
-        check that they are: `MISS` (nothing done) where they are not, or dumps are on. The
-        result is `result`, an expression over the outputs o0, o1, ..., or `rebuild` of
-        their list. None until the first call has run (`call` knows its scratch memory)."""
+        check that they are: `MISS` (nothing done) where they are not, or dumps are on, or
+        (where the example's tensors require grad) grad mode is on. The result is `result`,
+        an expression over the outputs o0, o1, ..., or `rebuild` of their list. None until
+        the first call has run (`call` knows its scratch memory)."""
         if self._scratch is None:
             return None
         if self._guarded is not None:
@@ -608,13 +610,19 @@ class TorchLauncher:
                 t = example[i]
                 env[f"class{i}"], env[f"dt{i}"], env[f"sizes{i}"] = type(t), t.dtype, tuple(t.shape)
                 env[f"st{i}"], env[f"dev{i}"] = tuple(t.stride()), t.get_device()
+                env[f"rg{i}"] = t.requires_grad
                 checks.append(f"a{i}.__class__ is class{i} and a{i}.dtype is dt{i} and a{i}.shape == sizes{i} "
                               f"and a{i}.stride() == st{i} and a{i}.get_device() == dev{i} "
-                              f"and not a{i}.requires_grad")
+                              f"and a{i}.requires_grad is rg{i}")
         for i, _, _ in self._scalars:
             env[f"type{i}"] = type(example[i])
             checks.append(f"a{i}.__class__ is type{i}")
-        code = ["def guarded(args):", f"    if len(args) != {n} or options().dump:", "        return MISS"]
+        # Tensors requiring grad (the guard checks that they do, as the example's did): only
+        # while grad mode is off, where autograd need not see the call.
+        grad = any(getattr(example[i], "requires_grad", False) for i in tensors)
+        env["grad_enabled"] = self._grad_enabled
+        miss = f"len(args) != {n} or options().dump" + (" or grad_enabled()" if grad else "")
+        code = ["def guarded(args):", f"    if {miss}:", "        return MISS"]
         code += self._unpack()
         if checks:
             code += [f"    if not ({' and '.join(checks)}):", "        return MISS"]

@@ -217,9 +217,9 @@ class JitFunction:
                 launcher, rebuild, result_code = entry
                 result = rebuild(launcher.call(args))
                 # Later calls with these layouts: one generated function checks and launches
-                # (never for tensors requiring grad: torch.no_grad() may be left later).
-                if not any(getattr(a, "requires_grad", False) for a in args):
-                    self._hot = launcher.guarded(args, result_code, rebuild)
+                # (for tensors requiring grad only while grad mode is off, as inside
+                # AOTAutograd's compiled forward: with it on, autograd must see the call).
+                self._hot = launcher.guarded(args, result_code, rebuild)
                 return result
         infos = classify_all(args)
         where, _ = placement(infos)

@@ -180,6 +180,7 @@ def test_torch_launcher_sizes_its_arena_after_the_first_call(stub) -> None:
             return torch.empty_strided(size, stride, dtype=dtype)
 
         cuda = SimpleNamespace(empty_strided=empty_strided, uint8=torch.uint8, device=lambda kind, index: "cpu",
+                               is_grad_enabled=torch.is_grad_enabled,
                                _C=SimpleNamespace(_cuda_getCurrentRawStream=lambda index: 0x1234))
         return cuda, allocations
 
@@ -232,7 +233,7 @@ def test_guarded_launcher_launches_only_for_its_layouts(stub, monkeypatch, torch
     host = Host(stub, lambda x, k: x * k, np.ones((4, 8), np.float32), 3)
     cuda = SimpleNamespace(
         empty_strided=lambda size, stride, dtype, device: torch.empty_strided(size, stride, dtype=dtype),
-        uint8=torch.uint8, device=lambda kind, index: "cpu",
+        uint8=torch.uint8, device=lambda kind, index: "cpu", is_grad_enabled=torch.is_grad_enabled,
         _C=SimpleNamespace(_cuda_getCurrentRawStream=lambda index: 0x1234))
     shape = (4, 8)
     launcher = TorchLauncher(cuda, host.exe, host.exe.bind([(0, shape, [8, 1]), np.asarray(3, np.int64),
@@ -271,6 +272,17 @@ def test_guarded_launcher_launches_only_for_its_layouts(stub, monkeypatch, torch
     rebuilt([x, 3])
     out, n = launches(rebuilt.guarded((x, 3), None, lambda outs: {"y": outs[0]}), torch.ones(shape), 5)
     assert n == 1 and list(out) == ["y"]
+    # Made for a tensor requiring grad (a parameter read inside AOTAutograd's forward): only
+    # while grad mode is off (with it on, autograd must see the call), and only for such tensors.
+    graded = TorchLauncher(cuda, host.exe, launcher._bound, [False, True], [(shape, torch.float32)], 0)
+    w = torch.zeros(shape, requires_grad=True)
+    graded([w, 3])
+    guarded = graded.guarded((w, 3), "o0", None)
+    assert launches(guarded, torch.ones(shape, requires_grad=True), 5) == (MISS, 0)
+    with torch.no_grad():
+        assert launches(guarded, torch.ones(shape, requires_grad=True), 5)[1] == 1
+        assert launches(guarded, torch.ones(shape), 5) == (MISS, 0)
+        assert launches(launcher.guarded((x, 3), "o0", None), torch.ones(shape, requires_grad=True), 5) == (MISS, 0)
 
 
 def test_guarded_launcher_of_a_fusion_without_outputs(stub) -> None:
@@ -285,6 +297,7 @@ def test_guarded_launcher_of_a_fusion_without_outputs(stub) -> None:
     assert eval(_result_code((tuple, [None, None]), 2), {"o0": 1, "o1": 2}) == (1, 2)  # noqa: S307
     host = Host(stub, lambda x: (), np.ones(4, np.float32))
     cuda = SimpleNamespace(empty_strided=None, uint8=torch.uint8, device=lambda kind, index: "cpu",
+                           is_grad_enabled=torch.is_grad_enabled,
                            _C=SimpleNamespace(_cuda_getCurrentRawStream=lambda index: 0x1234))
     x = torch.zeros(4)
     for scratch in (0, 256):  # with an arena, the guarded call goes through `call`
