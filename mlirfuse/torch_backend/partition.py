@@ -10,8 +10,9 @@ a group's edges go back to torch (they are free there), and groups without at le
 `min_compute` compute ops (2 by default; 1 with mlirfuse's `single_node` knob) or without
 a tensor input are dissolved, with two exceptions: a group computed from constants only (a
 causal mask) stays where a graph input on its device can carry the device to the region,
-and single ops reading only graph inputs (autocast's weight casts) are fused side by side,
-one group for all. A leading slice of a tensor the group also reads stays in the group.
+and single ops reading only graph inputs (autocast's weight casts) or read only as the
+graph's results (their gradients' casts back to float32) are fused side by side, one group
+for many. A leading slice of a tensor the group also reads stays in the group.
 Every node left to torch carries its reason.
 """
 
@@ -35,6 +36,10 @@ DEVICES = ("cpu", "cuda")
 CONSTANT_ONLY = "computed from constants only (no tensor input): torch creates it"
 SINGLE_OP = "group of a single op (MLIRFUSE_SINGLE_NODE=1 fuses it)"
 MAX_SINGLES = 32  # single ops of graph inputs fused side by side in one group at most
+# Single ops whose results the graph only returns (the float32 casts of a bfloat16 backward's
+# weight gradients) are fused side by side too; the group runs once its last input is ready,
+# so the inputs of its earlier members live until then: at most this many bytes of them.
+SINK_BYTES = 256 << 20
 COPY_AT_EDGE = "copy at the end of a group of a value it does not hold alone (read from or also written outside)"
 
 
@@ -274,6 +279,7 @@ def partition_graph(graph: fx.Graph, forced: dict[fx.Node, str] | None = None,
                 if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)}
     final: list[list[fx.Node]] = []
     singles: dict[str, list[list[fx.Node]]] = {}  # device -> single-op groups of graph inputs
+    sinks: dict[str, list[list[fx.Node]]] = {}  # device -> single-op groups the graph only returns
     for g in grouping.roots():
         members = _strip_edges(sorted(grouping.members[g], key=position.__getitem__), deps, left)
         if not members:
@@ -288,13 +294,18 @@ def partition_graph(graph: fx.Graph, forced: dict[fx.Node, str] | None = None,
         if n_compute == 1 and has_tensor_input and all(_of_graph_inputs(d, left) for d in outside):
             singles.setdefault(grouping.device[g], []).append(members)
             continue
+        if n_compute == 1 and has_tensor_input and _only_returned(members, inside, left):
+            sinks.setdefault(grouping.device[g], []).append(members)
+            continue
         why = (CONSTANT_ONLY if not has_tensor_input else SINGLE_OP if n_compute == 1 else
                "group without compute (views only)")
         for n in members:
             left[n] = why
     # Single ops on graph inputs (autocast's weight casts, 31 in a Llama training step) are
-    # fused side by side: one region call instead of a torch call each. Nothing in the graph
-    # feeds them, so no merge makes a cycle; each still gets its own kernel.
+    # fused side by side: one region call instead of a torch call each, their kernels packed
+    # in one launch (gpu-pack-launches). Nothing in the graph feeds them, so no merge makes a
+    # cycle; nor for the single ops only the graph's output reads (sinks), which nothing
+    # waits for.
     for groups in singles.values():
         if len(groups) == 1:
             for n in groups[0]:
@@ -302,9 +313,55 @@ def partition_graph(graph: fx.Graph, forced: dict[fx.Node, str] | None = None,
             continue
         for k in range(0, len(groups), MAX_SINGLES):
             final.append(sorted((n for ms in groups[k:k + MAX_SINGLES] for n in ms), key=position.__getitem__))
+    for groups in sinks.values():
+        for batch in _sink_batches(groups, deps):
+            if len(batch) == 1:
+                for n in batch[0]:
+                    left[n] = SINGLE_OP
+            else:
+                final.append(sorted((n for ms in batch for n in ms), key=position.__getitem__))
     final.sort(key=lambda ms: position[ms[0]])
     left = {n: left[n] for n in nodes if n in left}
     return Partition([Group(f"fused_{i}", ms) for i, ms in enumerate(final)], left)
+
+
+def _only_returned(members: list[fx.Node], inside: set[fx.Node], left: dict[fx.Node, str]) -> bool:
+    """The group's values leave it only as results of the graph (perhaps through views left
+    to torch: a weight gradient computed transposed)."""
+    def returned(node: fx.Node) -> bool:
+        if node.op == "output":
+            return True
+        row = A.lookup(node.target) if node.op == "call_function" and node in left else None
+        return (row is not None and row.kind == A.VIEW and node.target is not operator.getitem
+                and all(returned(u) for u in node.users))
+    return all(returned(u) for n in members for u in n.users if u not in inside)
+
+
+def _sink_batches(groups: list[list[fx.Node]], deps: dict[fx.Node, list[fx.Node]]) -> list[list[list[fx.Node]]]:
+    """Consecutive single-op groups (in graph order) taken together while they hold at most
+    MAX_SINGLES groups and SINK_BYTES of inputs."""
+    batches: list[list[list[fx.Node]]] = []
+    held = 0
+    for members in groups:
+        inside = set(members)
+        size = sum(_nbytes(d) for n in members for d in deps[n] if d not in inside)
+        if not batches or len(batches[-1]) == MAX_SINGLES or held + size > SINK_BYTES:
+            batches.append([])
+            held = 0
+        batches[-1].append(members)
+        held += size
+    return batches
+
+
+def _nbytes(node: fx.Node) -> int:
+    val = node.meta.get("val")
+    if not isinstance(val, torch.Tensor):
+        return 0
+    n = val.element_size()
+    for s in val.shape:
+        hint = s.node.hint if isinstance(s, torch.SymInt) else int(s)
+        n *= hint if hint is not None else 1
+    return n
 
 
 def _of_graph_inputs(node: fx.Node, left: dict[fx.Node, str]) -> bool:

@@ -282,6 +282,41 @@ def test_single_ops_on_graph_inputs_are_fused_side_by_side() -> None:
     torch.testing.assert_close(w2.grad, ew2.grad, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("sink_bytes", [None, 1], ids=["one-group", "byte-bound"])
+def test_single_ops_read_only_as_graph_results_are_fused_side_by_side(sink_bytes, monkeypatch) -> None:
+    """A bfloat16 backward's weight gradients cast back to float32 (each a single op on a
+    matmul's result, read only as the graph's result) become one group, one region call,
+    instead of a torch call each; a group holds at most SINK_BYTES of their inputs (the
+    earlier ones live until it runs), so with 1 byte each cast stays in torch."""
+    from mlirfuse.torch_backend import partition as P
+
+    if sink_bytes is not None:
+        monkeypatch.setattr(P, "SINK_BYTES", sink_bytes)
+
+    def fn(x, w1, w2, w3):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return (torch.relu(torch.relu(x @ w1.t()) @ w2.t()) @ w3.t()).float().sum()
+    x = torch.randn(4, 8)
+    ws = [torch.randn(16, 8), torch.randn(12, 16), torch.randn(8, 12)]
+    dynamo.reset()
+    got = [w.clone().requires_grad_() for w in ws]
+    with torch_backend.capture_partitions() as captured:
+        torch.compile(fn, backend="mlirfuse")(x, *got).backward()
+    expected = [w.clone().requires_grad_() for w in ws]
+    fn(x, *expected).backward()
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g.grad, e.grad, rtol=0, atol=0)
+    backward = next(p for kind, p in captured if kind == "backward")
+    casts = [g for g in backward.groups if all(n.target is torch.ops.aten._to_copy.default for n in g.nodes)]
+    left = [n for n, why in backward.left.items() if n.target is torch.ops.aten._to_copy.default
+            and why.startswith("group of a single op")]
+    # (The output gradient's cast to bfloat16, a single op of a graph input, stays in torch.)
+    if sink_bytes is None:
+        assert [len(g.nodes) for g in casts] == [3] and len(left) == 1
+    else:
+        assert not casts and len(left) == 4
+
+
 def test_a_mask_from_constants_only_is_one_region_on_its_inputs_device() -> None:
     """A causal mask built from arange (no tensor input) for a library op (attention) is one
     fused region, not a torch call (and kernel) per op; a graph input on the mask's device,
