@@ -217,6 +217,30 @@ def test_hot_path_follows_the_current_stream_and_threads() -> None:
         torch.testing.assert_close(results[i], torch.exp(x_i) + 1.0)
 
 
+def test_column_reduction_first_in_a_fresh_thread(capfd) -> None:
+    """A column reduction zeroes its counters with a driver memset, which needs a current
+    context; a thread that has made no CUDA runtime call has none (autograd's device thread
+    running a backward: the memset failed with CUDA_ERROR_INVALID_CONTEXT, reported on
+    stderr by the runtime, and the counters kept whatever the memory held: wrong bias
+    gradients where it was not zero). The launch binds the device's primary context there."""
+    import threading
+
+    f = mlirfuse.jit(lambda x: ops.sum(x, 0))
+    x = torch.randn(8192, 256, device="cuda", dtype=torch.float64)
+    expected = x.sum(0)
+    torch.testing.assert_close(f(x), expected)
+    results = []
+    for _ in range(2):  # the first call of each thread, then the hot path's
+        thread = threading.Thread(target=lambda: results.append([f(x) for _ in range(2)]))
+        thread.start()
+        thread.join()
+    torch.cuda.synchronize()
+    for outs in results:
+        for out in outs:
+            torch.testing.assert_close(out, expected)
+    assert "CUDA_ERROR" not in capfd.readouterr().err
+
+
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
 def test_second_device_and_mixing_devices() -> None:
     f = mlirfuse.jit(lambda x, y: x * y)

@@ -70,6 +70,31 @@ def device_arch(device: int = 0) -> str:
     return f"sm_{major.value}{minor.value}"
 
 
+_BOUND = threading.local()  # per thread: the devices whose context `bind_context` has seen current
+
+
+def bind_context(device: int) -> None:
+    """Make `device`'s primary context current on this thread where no context is. Kernel
+    launches push it themselves, but the host code's memsets (the column reduction's
+    counters) call the driver as they are, which needs a current context; a thread that has
+    made no CUDA runtime call yet has none (autograd's device threads, a fresh thread): the
+    memset failed there and the counters kept garbage (wrong column sums). Checked once per
+    thread and device."""
+    bound = _BOUND.__dict__.setdefault("devices", set())
+    if device in bound:
+        return
+    lib = _libcuda()
+    current = ctypes.c_void_p()
+    if lib is not None and lib.cuCtxGetCurrent(ctypes.byref(current)) == 0 and not current.value:
+        dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+        # The primary context, as the CUDA runtime (torch) binds it; retained for good, as
+        # the runtime does.
+        if lib.cuDeviceGet(ctypes.byref(dev), device) == 0 and \
+                lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0:
+            lib.cuCtxSetCurrent(ctx)
+    bound.add(device)
+
+
 def binary_names(host_llvm: str) -> list[str]:
     """Symbol names of the module's `gpu.binary` ops."""
     return re.findall(r"gpu\.binary @([\w$.-]+)", host_llvm)
@@ -145,6 +170,7 @@ class DeviceExecutable:
         if not address:
             raise FusionError("GPU backend: entry point missing after compilation")
         self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
+        self._needs_context = "mgpuMemset" in self.host_llvm  # see `bind_context`
         self._slots = ArgumentSlots()
         self.lock = threading.Lock()
         self._stream = ctypes.c_void_p.from_address(self._global("stream"))
@@ -214,6 +240,8 @@ class DeviceExecutable:
         self._arena.value = arena or None
         self._arena_size.value = arena_bytes if arena else 0
         self._arena_used.value = 0
+        if self._needs_context:
+            bind_context(self.device)
         self._fn(packed)
         self._arena.value, self._arena_size.value = None, 0
         return self._arena_used.value
@@ -223,7 +251,14 @@ class DeviceExecutable:
         known to ask for no scratch memory (its sizes asked for none before): it sets the
         stream and calls the entry point with a packed argument array, the arena globals
         left cleared by the last `call_unlocked`."""
-        return self._stream, self._fn
+        if not self._needs_context:
+            return self._stream, self._fn
+        fn, device = self._fn, self.device
+
+        def launch(packed: ctypes.Array) -> None:
+            bind_context(device)
+            fn(packed)
+        return self._stream, launch
 
     def bind(self, args: Sequence[Any]) -> "BoundArguments":
         """Argument cells for calls whose sizes and strides are those of `args` (the hot path:
