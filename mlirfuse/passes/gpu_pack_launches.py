@@ -26,8 +26,9 @@ def run(module: ir.Operation) -> None:
     notes = [ir.StringAttr(a).value for a in ir.ArrayAttr(attrs[NOTES])] if NOTES in attrs else []
     for func in entry_functions(module):
         # The notes are in the order of the launches and naive ops they describe.
-        slots = [op.operation for op in func.regions[0].blocks[0].operations
-                 if op.operation.name == "scf.if" or op.operation.name.startswith("linalg.")]
+        slots = [op for op in [o.operation for o in func.regions[0].blocks[0].operations]
+                 if op.name == "scf.if" and any(i.operation.name == "gpu.launch" for i in op.regions[0].blocks[0])
+                 or op.name.startswith("linalg.")]
         runs = packable_runs(func)
         if len(slots) == len(notes):
             slot = {op: k for k, op in enumerate(slots)}

@@ -143,13 +143,15 @@ def test_grids_follow_the_sizes_of_each_call(stub) -> None:
 
 def test_few_long_rows_are_cut_into_chunks_and_many_are_not(stub) -> None:
     """x.sum(-1): rows of a whole block that are fewer than two blocks per SM are cut into
-    chunks of 32768 elements or more (a block each; a [rows, chunks] workspace; a second launch
-    adds the partials); many rows, or short ones, take one launch and allocate nothing."""
+    chunks of 32768 elements or more (a block each; a [rows, chunks] workspace and a counter
+    per row, zeroed by a memset; each row's last block adds the partials, in the same launch);
+    many rows, or short ones, take one launch and allocate nothing."""
     host = Host(stub, lambda x: x.sum(-1), np.ones((4, 8), np.float32))
-    assert host.call([(4, 1 << 20)], [(4,)]) == 4 * 32 * 4  # 32 chunks of 32768: 128 floats, one slice
-    (chunks, finish) = host.launches()
-    assert chunks[:4] == (4 * 32, 1, 1, 512) and finish[:4] == (1, 1, 1, 256)
-    assert host.allocs == [4 * 32 * 4] and len(host.frees) == 1
+    # 32 chunks of 32768: 128 floats (a 512-byte slice), then 4 counters (a 256-byte slice)
+    assert host.call([(4, 1 << 20)], [(4,)]) == 4 * 32 * 4 + 256
+    (chunks,) = host.launches()
+    assert chunks[:4] == (4 * 32, 1, 1, 512)
+    assert host.allocs == [4 * 32 * 4, 4 * 4] and len(host.frees) == 2
     for shape, grid in [((4096, 1 << 12), 2048), ((4, 4096), 2), ((300, 1 << 16), 300)]:  # short rows, or many
         assert host.call([shape], [shape[:1]]) == 0 and host.allocs == []
         (launch,) = host.launches()

@@ -7,7 +7,11 @@ ones: the tier is picked on the host from the row length), each accumulating eve
 butterflies within each warp (or group of lanes), then shared memory across the warps of a
 row. Lane 0 of the row writes
 `out[row] = combine(out[row], total)`, so the output keeps its linalg meaning (it was
-filled with the initial value before). Parameters come from `heuristics`.
+filled with the initial value before). Few long rows (a whole-tensor sum) are cut into
+chunks, a block each: each block writes its chunk's partial, then counts itself done on its
+row's counter (an atomic add after a device-wide fence; the counters zeroed by a memset
+before the launch), and the row's last block combines the partials in chunk order: one
+launch, deterministic whichever block comes last. Parameters come from `heuristics`.
 """
 
 from __future__ import annotations
@@ -15,11 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mlir import ir
-from mlir.dialects import arith, gpu, memref, scf
+from mlir.dialects import arith, gpu, memref, nvvm, scf
 
 from mlirfuse.lowering.gpu import heuristics as S
 from mlirfuse.lowering.gpu.combiners import butterfly, identity, output_combiners
 from mlirfuse.lowering.gpu.kernels import (
+    SCHEDULE_ATTR,
     ZERO,
     Generic,
     Operand,
@@ -37,8 +42,6 @@ from mlirfuse.lowering.gpu.kernels import (
     product,
 )
 from mlirfuse.lowering.linalg_builders import index_const
-
-FINISH_BLOCK = 256  # threads of a launch combining partials (a row or column each)
 
 @dataclass
 class InnerReductionMatch:
@@ -111,9 +114,9 @@ def _threads_per_row(row_len: ir.Value, params: S.InnerReductionParams) -> ir.Va
 def emit_inner_reduction(m: InnerReductionMatch, params: S.InnerReductionParams) -> ir.Operation:
     """Replace the generic with its launch: rows spread over blocks by the tier of their length.
     Where `params.split_blocks` allows and the rows of a whole block are few, the host cuts
-    each row into chunks, a block each, writing partials to a [rows, chunks] workspace, and a
-    second launch combines each row's partials in chunk order (deterministic); otherwise the
-    workspace is empty (no allocation) and the second launch skipped."""
+    each row into chunks, a block each, writing partials to a [rows, chunks] workspace, and
+    each row's last block combines them in chunk order (deterministic); otherwise the
+    workspace and counters are empty (no allocation, no memset)."""
     g = m.generic
     with ir.InsertionPoint(g.op), g.op.location:
         ext = g.extents()
@@ -139,8 +142,17 @@ def emit_inner_reduction(m: InnerReductionMatch, params: S.InnerReductionParams)
             ws_rows = arith.select(cut, rows, index_const(0))
             workspaces = [memref.alloc(ir.MemRefType.get([dyn, dyn], o.type.element_type), [ws_rows, splits], [])
                           for o in g.outputs]
+            i32 = ir.IntegerType.get_signless(32)
+            counters = memref.alloc(ir.MemRefType.get([dyn], i32), [ws_rows], [])  # one per row
+            zero = scf.IfOp(cut)
+            zero.operation.attributes[SCHEDULE_ATTR] = ir.StringAttr.get("inner-reduction-counters")
+            with ir.InsertionPoint(zero.then_block):
+                token = gpu.AsyncTokenType.get()
+                cleared = gpu.MemsetOp(token, [gpu.WaitOp(token, []).result], counters, arith.constant(i32, 0)).result
+                gpu.WaitOp(None, [cleared])
+                scf.YieldOp([])
             grid = arith.select(cut, arith.muli(rows, splits), grid)
-            chunks = (splits, chunk, workspaces)
+            chunks = (splits, chunk, workspaces, counters)
         vector_ok = None
         if params.vector > 1:
             vector_ok = arith.andi(divisible(row_len, params.vector), aligned(
@@ -155,7 +167,8 @@ def emit_inner_reduction(m: InnerReductionMatch, params: S.InnerReductionParams)
                          list(body.arguments)[12:], body.arguments[0], body.arguments[3], chunks).emit(vector_ok)
     if chunks is not None:
         with ir.InsertionPoint(g.op), g.op.location:
-            _finish_chunks(m, views, rows, arith.andi(nonempty, cut), splits, workspaces)
+            for buffer in workspaces + [counters]:
+                memref.dealloc(buffer)
     g.op.erase()
     return guard.operation
 
@@ -177,33 +190,6 @@ def _chunks(rows: ir.Value, row_len: ir.Value, params: S.InnerReductionParams) -
     return arith.maxui(arith.ceildivui(row_len, chunk), one), chunk  # empty rows: one (empty) chunk
 
 
-def _finish_chunks(m: InnerReductionMatch, views: dict, rows: ir.Value, when: ir.Value, splits: ir.Value,
-                   workspaces: list[ir.Value]) -> None:
-    """Where `when`: thread r sets out[r] = combine(out[r], partial[r, 0], partial[r, 1], ...)
-    in chunk order (out[r]: the initial value where a fill was folded in). Then the
-    workspaces are freed."""
-    g = m.generic
-    grid = arith.ceildivui(rows, index_const(FINISH_BLOCK))
-    body, _ = guarded_launch(g, "inner-reduction-finish", when, grid, index_const(FINISH_BLOCK))
-    with ir.InsertionPoint(body.operations[len(body.operations) - 1]):
-        r = arith.addi(arith.muli(body.arguments[0], index_const(FINISH_BLOCK)), body.arguments[3])
-        inside = scf.IfOp(arith.cmpi(arith.CmpIPredicate.ult, r, rows))
-        with ir.InsertionPoint(inside.then_block):
-            outs = [views[id(o)] for o in g.outputs]
-            index = [[r] if loops is not None else [] for _, loops in outs]
-            inits = [_initial(m, o, v, i) for o, (v, _), i in zip(g.outputs, outs, index)]
-            loop = scf.ForOp(index_const(0), splits, index_const(1), inits)
-            with ir.InsertionPoint(loop.body):
-                s = loop.induction_variable
-                scf.YieldOp([combine(c, acc, memref.load(ws, [r, s]))
-                             for c, acc, ws in zip(m.combiners, loop.inner_iter_args, workspaces)])
-            for (v, _), i, total in zip(outs, index, loop.results):
-                memref.store(total, v, i)
-            scf.YieldOp([])
-    for ws in workspaces:
-        memref.dealloc(ws)
-
-
 def _initial(m: InnerReductionMatch, output: Operand, view: ir.Value, index: list[ir.Value]) -> ir.Value:
     """What an output's total combines with: its folded initial value, or its value in memory."""
     init = m.inits.get(output.value)
@@ -215,9 +201,10 @@ class _ReductionKernel:
                  extents: list[ir.Value], rows: ir.Value, row_len: ir.Value, threads: ir.Value,
                  rows_per_block: ir.Value, shared: list[ir.Value], bx: ir.Value, tx: ir.Value,
                  chunks: tuple[ir.Value, ir.Value, list[ir.Value]] | None = None):
-        """`chunks` = (chunks per row, elements per chunk, workspaces), values of the host: with
-        several chunks (then a row per block) block bx reduces chunk bx % chunks of row
-        bx // chunks into workspace[row, chunk]; with one, whole rows into the outputs."""
+        """`chunks` = (chunks per row, elements per chunk, workspaces, counters), values of the
+        host: with several chunks (then a row per block) block bx reduces chunk bx % chunks
+        of row bx // chunks into workspace[row, chunk], the row's last block the partials
+        into the outputs; with one, whole rows into the outputs."""
         self.m, self.g, self.p, self.views, self.extents = m, m.generic, params, views, extents
         self.rows, self.row_len, self.threads, self.shared = rows, row_len, threads, shared
         self.lane_in_row = arith.remui(tx, threads)
@@ -226,7 +213,7 @@ class _ReductionKernel:
         self.chunks = chunks
         self.begin, self.end = index_const(0), row_len
         if chunks is not None:  # with one chunk per row: bx numbers blocks of rows as without
-            splits, chunk, _ = chunks
+            splits, chunk, _, _ = chunks
             self.chunk = arith.remui(bx, splits)
             bx = arith.divui(bx, splits)
             self.begin = arith.minui(arith.muli(self.chunk, chunk), row_len)
@@ -370,17 +357,40 @@ class _ReductionKernel:
         w = scf.IfOp(when)
         with ir.InsertionPoint(w.then_block):
             if self.chunks is not None:
-                splits, _, workspaces = self.chunks
+                splits, _, workspaces, _ = self.chunks
                 cut = scf.IfOp(arith.cmpi(arith.CmpIPredicate.ugt, splits, index_const(1)), has_else=True)
-                with ir.InsertionPoint(cut.then_block):  # a chunk's partial: the finishing launch combines
+                with ir.InsertionPoint(cut.then_block):  # a chunk's partial; the row's last block combines
                     for ws, total in zip(workspaces, totals):
                         memref.store(total, ws, [self.row, self.chunk])
+                    self.finish_if_last()
                     scf.YieldOp([])
                 with ir.InsertionPoint(cut.else_block):
                     self.write_outputs(totals)
                     scf.YieldOp([])
             else:
                 self.write_outputs(totals)
+            scf.YieldOp([])
+
+    def finish_if_last(self) -> None:
+        """The row's writing thread (one per block where rows are cut): count the block done
+        on its row's counter, its partials fenced before; the last block's thread combines
+        the row's partials in chunk order into the outputs (the pattern of ATen's and CUB's
+        last-block reductions, one thread a row)."""
+        splits, _, workspaces, counters = self.chunks
+        i32 = ir.IntegerType.get_signless(32)
+        gpu_scope = ir.Attribute.parse("#nvvm.mem_scope<gpu>")
+        nvvm.MembarOp(gpu_scope)
+        before = memref.AtomicRMWOp(arith.AtomicRMWKind.addi, arith.constant(i32, 1), counters, [self.row]).result
+        done = arith.addi(arith.index_cast(ir.IndexType.get(), before), index_const(1))
+        last = scf.IfOp(arith.cmpi(arith.CmpIPredicate.eq, done, splits))
+        with ir.InsertionPoint(last.then_block):
+            nvvm.MembarOp(gpu_scope)  # the other blocks' partials, seen after their counts
+            loop = scf.ForOp(index_const(0), splits, index_const(1), self.identities())
+            with ir.InsertionPoint(loop.body):
+                s = loop.induction_variable
+                scf.YieldOp([combine(c, acc, memref.load(ws, [self.row, s]))
+                             for c, acc, ws in zip(self.m.combiners, loop.inner_iter_args, workspaces)])
+            self.write_outputs(list(loop.results))
             scf.YieldOp([])
 
     def write_outputs(self, totals: list[ir.Value]) -> None:

@@ -161,9 +161,8 @@ def _apply(ops: list[ir.Operation], i: int, schedule: tuple[str, Any], chain: An
     if kind == "inner_reduction":
         match.inits = inits
         gpu_reduction.emit_inner_reduction(match, params)
-        return [f"inner reduction: {params}"] + (
-            ["inner reduction: chunk partials combined in chunk order (where rows were cut)"]
-            if params.split_blocks else [])
+        return [f"inner reduction: {params}" + ("; where rows are cut into chunks, the last block of each row "
+                                                "combines its partials in chunk order" if params.split_blocks else "")]
     match.inits = inits
     gpu_column.emit_column_reduction(match, params)
     return [f"column reduction: {params}; the last block of each column block combines its partials in a fixed order"]
