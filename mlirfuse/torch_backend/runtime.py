@@ -172,8 +172,8 @@ def rewrite(gm: fx.GraphModule, partition: Partition, fused: list[FusedRegion]) 
             for k, out in enumerate(u.region.outputs):
                 env[out] = graph.call_function(operator.getitem, (call, k))
                 env[out].meta = dict(out.meta)
-        elif (base := _reinterpretable(u, layout_known, in_region)) is not None:
-            env[u] = graph.call_function(reinterpret, (env[base], *_static_layout(u.meta["val"])))
+        elif (taken := _reinterpretable(u, layout_known, in_region)) is not None:
+            env[u] = graph.call_function(reinterpret, (env[taken[0]], *taken[1]))
             env[u].meta = dict(u.meta)
         elif u.op == "call_function" and u.target in VIEW_METHODS and not u.kwargs:
             env[u] = graph.call_method(VIEW_METHODS[u.target], tuple(fx.node.map_arg(u.args, lambda n: env[n])))
@@ -208,15 +208,35 @@ def _layout_known(fused: list[FusedRegion], nodes: list[fx.Node]) -> set[fx.Node
     return {n for n in known if (layout := _static_layout(n.meta.get("val"))) is not None and layout[2] == 0}
 
 
-def _reinterpretable(u: Any, layout_known: set[fx.Node], in_region: set[fx.Node]) -> fx.Node | None:
+def _reinterpretable(u: Any, layout_known: set[fx.Node],
+                     in_region: set[fx.Node]) -> tuple[fx.Node, tuple[tuple[int, ...], tuple[int, ...], int]] | None:
     """The value of known layout that the view `u` is taken from (through other views left
-    to torch), where its metadata is static; None otherwise. Views the graph returns keep
-    their op (AOTAutograd regenerates aliases of its outputs from their bases)."""
+    to torch) and the layout `u` has at run time; None where there is none, or sizes are not
+    static. The layout comes from replaying the views on a meta tensor of the value's layout,
+    not from `u`'s metadata, which a rewrite upstream may have left stale (pad_matmuls slices
+    a padded product where the graph had a dense one: its users' metadata keeps the dense
+    strides). Views the graph returns keep their op (AOTAutograd regenerates aliases of its
+    outputs from their bases)."""
     if not isinstance(u, fx.Node) or u.op != "call_function" or u.target not in REINTERPRETED or \
             any(user.op == "output" for user in u.users) or _static_layout(u.meta.get("val")) is None:
         return None
+    chain = [u]
     base = u.args[0]
     while isinstance(base, fx.Node) and base not in layout_known and base not in in_region \
             and base.op == "call_function" and base.target in REINTERPRETED:
+        chain.append(base)
         base = base.args[0]
-    return base if isinstance(base, fx.Node) and base in layout_known else None
+    if not isinstance(base, fx.Node) or base not in layout_known:
+        return None
+    sizes, strides, offset = _static_layout(base.meta["val"])
+    value = torch.empty_strided(sizes, strides, dtype=base.meta["val"].dtype, device="meta")
+    for view in reversed(chain):
+        rest = view.args[1:]
+        if view.kwargs or not all(type(a) in (int, bool) or isinstance(a, (list, tuple)) and
+                                  all(type(x) is int for x in a) for a in rest):
+            return None
+        value = view.target(value, *rest)
+    layout = _static_layout(value)
+    if layout is None or layout[0] != tuple(u.meta["val"].shape):
+        return None
+    return base, layout
