@@ -12,7 +12,7 @@ a tensor input are dissolved, with two exceptions: a group computed from constan
 causal mask) stays where a graph input on its device can carry the device to the region,
 and single ops reading only graph inputs (autocast's weight casts) or read only as the
 graph's results (their gradients' casts back to float32) are fused side by side, one group
-for many. A leading slice of a tensor the group also reads stays in the group.
+for many, and a lone op that torch runs as several kernels (constant_pad_nd) is a group. A leading slice of a tensor the group also reads stays in the group.
 Every node left to torch carries its reason.
 """
 
@@ -40,6 +40,9 @@ MAX_SINGLES = 32  # single ops of graph inputs fused side by side in one group a
 # weight gradients) are fused side by side too; the group runs once its last input is ready,
 # so the inputs of its earlier members live until then: at most this many bytes of them.
 SINK_BYTES = 256 << 20
+# Ops that torch runs as several kernels (constant_pad_nd: a fill, then a copy into the
+# middle: a padded matmul's weight) but one region runs as one: fused even alone.
+SEVERAL_KERNELS_IN_TORCH = (aten.constant_pad_nd.default,)
 COPY_AT_EDGE = "copy at the end of a group of a value it does not hold alone (read from or also written outside)"
 
 
@@ -290,6 +293,9 @@ def partition_graph(graph: fx.Graph, forced: dict[fx.Node, str] | None = None,
         has_tensor_input = any(isinstance(d.meta.get("val"), torch.Tensor) for d in outside)
         if n_compute >= min_compute and (has_tensor_input or grouping.device[g] in carriers):
             final.append(members)  # without tensor inputs, a graph input gives it its device
+            continue
+        if n_compute == 1 and has_tensor_input and any(n.target in SEVERAL_KERNELS_IN_TORCH for n in members):
+            final.append(members)
             continue
         if n_compute == 1 and has_tensor_input and all(_of_graph_inputs(d, left) for d in outside):
             singles.setdefault(grouping.device[g], []).append(members)

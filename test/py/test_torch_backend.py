@@ -317,6 +317,19 @@ def test_single_ops_read_only_as_graph_results_are_fused_side_by_side(sink_bytes
         assert not casts and len(left) == 4
 
 
+def test_a_lone_pad_is_a_region() -> None:
+    """constant_pad_nd alone (a padded matmul's weight, padded every call): torch runs a fill
+    and a copy, a region one kernel; other lone ops stay in torch."""
+    def fn(w, x):
+        return F.pad(w, (0, 3, 0, 5)), torch.relu(x)
+    w, x = torch.randn(6, 7), torch.randn(4)
+    partition, _ = partition_and_trace(_aten_graph(fn, w, x))
+    assert [[n.target for n in g.nodes] for g in partition.groups] == [[torch.ops.aten.constant_pad_nd.default]]
+    dynamo.reset()
+    for got, expected in zip(torch.compile(fn, backend="mlirfuse")(w, x), fn(w, x)):
+        torch.testing.assert_close(got, expected, rtol=0, atol=0)
+
+
 def test_a_mask_from_constants_only_is_one_region_on_its_inputs_device() -> None:
     """A causal mask built from arange (no tensor input) for a library op (attention) is one
     fused region, not a torch call (and kernel) per op; a graph input on the mask's device,
