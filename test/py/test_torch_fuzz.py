@@ -22,5 +22,6 @@ from torch_programs import Draw, check, generate  # noqa: E402
 def test_random_programs_match_eager(data) -> None:
     program = generate(Draw(data))
     single_node = data.draw(st.booleans())
+    pad_matmuls = data.draw(st.sampled_from(["auto", "always"]))
     dynamo.reset()
-    check(program, single_node=single_node)
+    check(program, single_node=single_node, pad_matmuls=pad_matmuls)

@@ -2,7 +2,9 @@
 
 A program is a list of steps over a pool of values (its inputs first): pointwise chains,
 broadcasts, reductions over random axes, views, permutes, slices and cat between them, casts
-between dtypes, softmax / layer_norm, and indexing: pads, selects, splits, rotate_half,
+between dtypes, softmax / layer_norm, matmuls (library calls between the fused groups, their
+operands and results through views; padded to aligned sizes where the check asks), and
+indexing: pads, selects, splits, rotate_half,
 gathers and index_selects (indices made from arange in the program), argmax, cross-entropy
 with ignored targets. Each step is drawn through a `Draw` (hypothesis's
 `data.draw` in pytest, so failures shrink; a seeded `random.Random` in the 10,000-program
@@ -132,6 +134,13 @@ def apply(name: str, xs: list[torch.Tensor], p: tuple) -> torch.Tensor:
         return x.gather(d, idx.view(shape).expand(*[m if i == d else n for i, n in enumerate(x.shape)]))
     if name == "argmax_gather":
         return x.gather(p[0], x.argmax(p[0], keepdim=True))
+    if name == "matmul":
+        form = p[0]
+        if form == 0:
+            return x @ x.mT
+        if form == 1:
+            return x.mT @ x
+        return x @ xs[1]
     if name == "cross_entropy":
         rows, classes = x.shape
         t = (torch.arange(rows, device=x.device) * p[0] + 1) % classes
@@ -148,7 +157,8 @@ def run(program: Program, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
 
 
 def _step(draw: Draw, values: list[torch.Tensor]) -> tuple[str, tuple[int, ...], tuple]:
-    kind = draw.choice(["unary", "unary", "binary", "binary", "reduce", "view", "slice", "cast", "norm", "index"])
+    kind = draw.choice(["unary", "unary", "binary", "binary", "reduce", "view", "slice", "cast", "norm", "index",
+                        "matmul"])
     i = draw.int(0, len(values) - 1)
     x = values[i]
     if kind == "unary":
@@ -193,6 +203,9 @@ def _step(draw: Draw, values: list[torch.Tensor]) -> tuple[str, tuple[int, ...],
         return "cast", (i,), (draw.choice(DTYPES),)
     if kind == "index" and x.dim() > 0:
         return _index_step(draw, i, x)
+    if kind == "matmul" and x.dim() >= 2:
+        form = draw.int(0, 2)
+        return "matmul", (i,) if form < 2 else (i, draw.int(0, len(values) - 1)), (form,)
     return draw.choice(sorted(UNARY)), (i,), ()
 
 
@@ -274,13 +287,14 @@ def _close(got: torch.Tensor, want: torch.Tensor, tol: float, what: str, program
         f"{what}: max error {err:.3g} (tolerance {tol * scale:.3g})\n{program}"
 
 
-def check(program: Program, single_node: bool = False, device: str = "cpu") -> None:
+def check(program: Program, single_node: bool = False, device: str = "cpu", pad_matmuls: str = "auto") -> None:
     """mlirfuse vs eager, forward and backward; AssertionError names the program.
-    `single_node`: groups of one op are fused too (every op's lowering is exercised). The
-    fallback to torch is off: a region that fails must fail the check."""
+    `single_node`: groups of one op are fused too (every op's lowering is exercised);
+    `pad_matmuls="always"`: every misaligned matmul is padded (slices of padded products
+    between the groups). The fallback to torch is off: a region that fails must fail the check."""
     import mlirfuse
 
-    previous = mlirfuse.set_options(single_node=single_node, fallback=False)
+    previous = mlirfuse.set_options(single_node=single_node, fallback=False, pad_matmuls=pad_matmuls)
     try:
         _check(program, device)
     finally:
