@@ -35,6 +35,9 @@ from mlirfuse.torch_backend.runtime import FusedRegion, region_module, rewrite
 
 aten = torch.ops.aten
 
+# Ops mlirfuse lowers itself, kept whole: core ATen would make the embedding advanced
+# indexing (aten.index), which stays in torch.
+KEPT = {aten.embedding}
 # Composite ops decomposed into primitives mlirfuse fuses, on top of the core aten set.
 DECOMPOSED = ("native_layer_norm", "_softmax", "_log_softmax", "gelu", "native_dropout", "native_group_norm",
               "native_batch_norm", "_native_batch_norm_legit_functional", "hardtanh", "leaky_relu", "elu")
@@ -51,7 +54,7 @@ def decompositions() -> dict[Any, Callable[..., Any]]:
 
     table = dict(core_aten_decompositions())
     table.update(get_decompositions([getattr(aten, name) for name in DECOMPOSED if hasattr(aten, name)]))
-    return {op: fn for op, fn in table.items() if getattr(op, "overloadpacket", op) not in LIBRARY}
+    return {op: fn for op, fn in table.items() if getattr(op, "overloadpacket", op) not in LIBRARY | KEPT}
 
 
 class _Registry:

@@ -547,6 +547,40 @@ def test_torch_backend_regions_of_the_tutorial_blocks(monkeypatch) -> None:
             assert_close(g, o, f"output {k}", reduction_size=64)
 
 
+def test_torch_backend_region_of_embeddings_and_layer_norm(monkeypatch) -> None:
+    """The region torch.compile(backend="mlirfuse") makes of GPT-2's input (token and position
+    embeddings, gathered in the region, then LayerNorm), recorded on the CPU and run again as
+    the GPU backend's kernels: no naive kernel, the gathers' rows as torch's."""
+    torch = pytest.importorskip("torch")
+    functional = torch.nn.functional
+    from mlirfuse.frontend.jit import JitFunction
+
+    calls = []
+    call = JitFunction.__call__
+
+    def record(self, *args):
+        out = call(self, *args)
+        calls.append((self, args, out))
+        return out
+
+    monkeypatch.setattr(JitFunction, "__call__", record)
+    torch.manual_seed(0)
+    wte, wpe, w, b = torch.randn(50, 64), torch.randn(12, 64), torch.randn(64), torch.randn(64)
+
+    def fn(ids):
+        h = functional.embedding(ids, wte) + functional.embedding(torch.arange(ids.shape[1]), wpe)
+        return functional.layer_norm(h, (64,), w, b)
+    torch.compile(fn, backend="mlirfuse")(torch.randint(0, 50, (2, 12)))
+    (jitted, args, out), = calls
+    outs = [o.numpy() for o in (out if isinstance(out, (tuple, list)) else [out])]
+    arrays = [a.numpy() if isinstance(a, torch.Tensor) else a for a in args]
+    compiled = jitted.compile(*arrays, backend="gpu", arch="sm_90")
+    assert "naive" not in compiled.stages["launch_params"]
+    got = emulate(compiled.stages["gpu"], arrays, [np.empty_like(o) for o in outs])
+    for k, (g, o) in enumerate(zip(got, outs)):
+        assert_close(g, o, f"output {k}", reduction_size=64)
+
+
 # -- symbolic sizes of 1 ---------------------------------------------------------------------------
 def _normalized(x):
     d = x - x.mean(-1, keepdim=True)

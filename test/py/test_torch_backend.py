@@ -317,6 +317,32 @@ def test_single_ops_read_only_as_graph_results_are_fused_side_by_side(sink_bytes
         assert not casts and len(left) == 4
 
 
+def test_embeddings_fuse_with_the_layer_norm_that_reads_them() -> None:
+    """GPT-2's input: token and position embeddings added, then LayerNorm. The embeddings are
+    gathers of the tables' rows in the same group (torch ran each as its own kernel); their
+    backward (embedding_dense_backward, a scatter-add) stays torch's. Forward and gradients
+    are eager's."""
+    torch.manual_seed(0)
+    wte, wpe = torch.randn(50, 16), torch.randn(12, 16)
+    w, b = torch.randn(16), torch.randn(16)
+
+    def fn(ids, wte, wpe, w, b):
+        h = F.embedding(ids, wte) + F.embedding(torch.arange(ids.shape[1]), wpe)
+        return F.layer_norm(h, (16,), w, b)
+    ids = torch.randint(0, 50, (2, 12))
+    partition, _ = partition_and_trace(_aten_graph(fn, ids, wte, wpe, w, b))
+    assert len(partition.groups) == 1
+    assert sum(n.target is torch.ops.aten.embedding.default for n in partition.groups[0].nodes) == 2
+    dynamo.reset()
+    got = [t.clone().requires_grad_() for t in (wte, wpe, w, b)]
+    want = [t.clone().requires_grad_() for t in (wte, wpe, w, b)]
+    out, expected = torch.compile(fn, backend="mlirfuse")(ids, *got), fn(ids, *want)
+    torch.testing.assert_close(out, expected, **TOL[torch.float32])
+    g = torch.randn_like(out)
+    for a, e in zip(torch.autograd.grad(out, got, g), torch.autograd.grad(expected, want, g)):
+        torch.testing.assert_close(a, e, **TOL[torch.float32])
+
+
 def test_a_lone_pad_is_a_region() -> None:
     """constant_pad_nd alone (a padded matmul's weight, padded every call): torch runs a fill
     and a copy, a region one kernel; other lone ops stay in torch."""
