@@ -12,7 +12,8 @@ and kernels per step (torch.profiler, one step; memcpy/memset not counted), the 
 logits) difference to eager, and each compiler's first-step time (the compile) less a step.
 
 Then, for mlirfuse, one step with `MLIRFUSE_DUMP=eff_bandwidth,launch_params` (each region
-compiled again, its kernels timed with events one call at a time): per fused region, its
+compiled again; each call then repeated 10 times back to back between two events, so that
+its kernels' time, not the host's gaps of a host-bound step, is what is timed): per fused region, its
 calls in the step, launches per call and each launch's schedule, bytes moved per call, us
 per call (median), GB/s and % of the copy bandwidth measured in the same run. A launch on
 the naive path (one thread an element) makes the run exit with status 1, listing it.

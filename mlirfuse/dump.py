@@ -28,7 +28,8 @@ DUMPS = {
     "ptx": "generated PTX (GPU backend)",
     "launch_params": "block/grid of every launch (GPU backend)",
     "kernel_args": "every call's arguments: shapes, strides, dtypes",
-    "eff_bandwidth": "bytes moved / kernel time per call (CPU backend; GPU: torch tensors, timed with events)",
+    "eff_bandwidth": "bytes moved / kernel time per call (CPU backend; GPU: torch tensors, each call repeated "
+                     "10 times back to back between events)",
     "compile_time": "GPU backend: seconds to compile (or take from the disk cache), load and link a fusion",
     "python_definition": "an equivalent FusionDefinition script",
     "pipeline": "the mlirfuse-opt command replaying each stage",
