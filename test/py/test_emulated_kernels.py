@@ -502,12 +502,9 @@ def test_reductions_of_every_dtype_over_inner_outer_middle_and_all_axes(dtype) -
     check(fn, x, reduction_size=x.size)
 
 
-def test_torch_backend_regions_of_the_tutorial_blocks(monkeypatch) -> None:
-    """Every fused region torch.compile(backend="mlirfuse") makes of the tutorial's
-    bias-dropout-add-LayerNorm and -RMSNorm blocks and of GELU + softmax, forward and
-    backward, recorded on the CPU and run again as the GPU backend's kernels."""
-    torch = pytest.importorskip("torch")
-    functional = torch.nn.functional
+def _recorded_region_calls(monkeypatch) -> list:
+    """(jitted function, arguments, result) of every mlirfuse.jit call from here on (the
+    torch backend's regions, as they run on the CPU)."""
     from mlirfuse.frontend.jit import JitFunction
 
     calls = []
@@ -519,6 +516,31 @@ def test_torch_backend_regions_of_the_tutorial_blocks(monkeypatch) -> None:
         return out
 
     monkeypatch.setattr(JitFunction, "__call__", record)
+    return calls
+
+
+def _emulate_recorded(calls: list, reduction_size: int) -> None:
+    """Each recorded call compiled for the GPU (no naive kernel) and run by the emulator on
+    its arguments: the CPU's results."""
+    import torch
+
+    for jitted, args, out in calls:
+        outs = [o.detach().numpy() for o in (out if isinstance(out, (tuple, list)) else [out])]
+        arrays = [a.detach().numpy() if isinstance(a, torch.Tensor) else a for a in args]
+        compiled = jitted.compile(*arrays, backend="gpu", arch="sm_90")
+        assert "naive" not in compiled.stages["launch_params"]
+        got = emulate(compiled.stages["gpu"], arrays, [np.empty_like(o) for o in outs])
+        for k, (g, o) in enumerate(zip(got, outs)):
+            assert_close(g, o, f"output {k}", reduction_size=reduction_size)
+
+
+def test_torch_backend_regions_of_the_tutorial_blocks(monkeypatch) -> None:
+    """Every fused region torch.compile(backend="mlirfuse") makes of the tutorial's
+    bias-dropout-add-LayerNorm and -RMSNorm blocks and of GELU + softmax, forward and
+    backward, recorded on the CPU and run again as the GPU backend's kernels."""
+    torch = pytest.importorskip("torch")
+    functional = torch.nn.functional
+    calls = _recorded_region_calls(monkeypatch)
 
     def bdaln(x, r, w, b1, b2):
         y = functional.dropout(x + b1, 0.1, training=True) + r
@@ -537,14 +559,7 @@ def test_torch_backend_regions_of_the_tutorial_blocks(monkeypatch) -> None:
         out = torch.compile(fn, backend="mlirfuse")(*args)
         out.backward(torch.randn_like(out))
     assert len(calls) == 6  # a forward and a backward region each
-    for jitted, args, out in calls:
-        outs = [o.detach().numpy() for o in (out if isinstance(out, (tuple, list)) else [out])]
-        arrays = [a.detach().numpy() if isinstance(a, torch.Tensor) else a for a in args]
-        compiled = jitted.compile(*arrays, backend="gpu", arch="sm_90")
-        assert "naive" not in compiled.stages["launch_params"]
-        got = emulate(compiled.stages["gpu"], arrays, [np.empty_like(o) for o in outs])
-        for k, (g, o) in enumerate(zip(got, outs)):
-            assert_close(g, o, f"output {k}", reduction_size=64)
+    _emulate_recorded(calls, reduction_size=64)
 
 
 def test_torch_backend_region_of_embeddings_and_layer_norm(monkeypatch) -> None:
@@ -553,17 +568,7 @@ def test_torch_backend_region_of_embeddings_and_layer_norm(monkeypatch) -> None:
     the GPU backend's kernels: no naive kernel, the gathers' rows as torch's."""
     torch = pytest.importorskip("torch")
     functional = torch.nn.functional
-    from mlirfuse.frontend.jit import JitFunction
-
-    calls = []
-    call = JitFunction.__call__
-
-    def record(self, *args):
-        out = call(self, *args)
-        calls.append((self, args, out))
-        return out
-
-    monkeypatch.setattr(JitFunction, "__call__", record)
+    calls = _recorded_region_calls(monkeypatch)
     torch.manual_seed(0)
     wte, wpe, w, b = torch.randn(50, 64), torch.randn(12, 64), torch.randn(64), torch.randn(64)
 
@@ -571,14 +576,8 @@ def test_torch_backend_region_of_embeddings_and_layer_norm(monkeypatch) -> None:
         h = functional.embedding(ids, wte) + functional.embedding(torch.arange(ids.shape[1]), wpe)
         return functional.layer_norm(h, (64,), w, b)
     torch.compile(fn, backend="mlirfuse")(torch.randint(0, 50, (2, 12)))
-    (jitted, args, out), = calls
-    outs = [o.numpy() for o in (out if isinstance(out, (tuple, list)) else [out])]
-    arrays = [a.numpy() if isinstance(a, torch.Tensor) else a for a in args]
-    compiled = jitted.compile(*arrays, backend="gpu", arch="sm_90")
-    assert "naive" not in compiled.stages["launch_params"]
-    got = emulate(compiled.stages["gpu"], arrays, [np.empty_like(o) for o in outs])
-    for k, (g, o) in enumerate(zip(got, outs)):
-        assert_close(g, o, f"output {k}", reduction_size=64)
+    assert len(calls) == 1
+    _emulate_recorded(calls, reduction_size=64)
 
 
 # -- symbolic sizes of 1 ---------------------------------------------------------------------------
