@@ -16,6 +16,7 @@ from tolerances import assert_close
 import mlirfuse
 from mlirfuse import ops
 from mlirfuse.dtypes import DataType
+from mlirfuse.frontend import indexing as I
 from mlirfuse.lowering.gpu import toolchain
 from mlirfuse.workloads import WORKLOADS
 
@@ -424,6 +425,32 @@ def test_cross_entropy_reads_bf16_logits_in_one_normalization_kernel_each_way() 
     backward = check(_cross_entropy_backward, logits, m, lse, labels, np.float32(0.25), other, reduction_size=v)
     assert schedules(backward) == ["normalization (tile, row, reduce, tile, tile)"]
     assert "gpu.alloc" not in backward.stages["gpu"]
+
+
+@pytest.mark.parametrize("rows, width, length", [(5, 304, 300), (7, 70, 61), (3, 5000, 4099)])
+def test_normalization_bodies_reading_inputs_at_their_indices_stay_in_bounds(rows, width, length) -> None:
+    """A slice is read in the kernel's body at the element's own row and column. Threads past
+    the last row, and slots past the row's end, compute nothing that is kept, but their reads
+    must stay inside the buffer too (the emulator checks every access)."""
+    x = randn(rows, width)
+
+    def softmax_of_slice(x):
+        y = I.slice_dim(x, 1, 0, length)
+        e = ops.exp(y - ops.max(y, 1, keepdim=True))
+        return e / ops.sum(e, 1, keepdim=True)
+
+    compiled = check(softmax_of_slice, x, reduction_size=length)
+    assert schedules(compiled)[0].startswith("normalization")
+
+
+def test_cross_entropy_of_a_slice_reads_labels_of_valid_rows_only() -> None:
+    """The label's gather runs in the normalization kernel's row phase: a thread past the last
+    row must not read a label (6 rows, 4 a block: the second block has 2 rows to spare)."""
+    rng = np.random.default_rng(3)
+    b, s, v = 2, 3, 300
+    wide = (rng.standard_normal((b, s, v + 4)) * 3).astype(ml_dtypes.bfloat16)
+    labels = rng.integers(0, v, (b * s, 1)).astype(np.int64)
+    check(lambda w, labels: _cross_entropy_forward(I.slice_dim(w, 2, 0, v), labels), wide, labels, reduction_size=v)
 
 
 @pytest.mark.parametrize("w", [w for w in WORKLOADS if w.definition is None and "linears" not in w.name],

@@ -53,7 +53,10 @@ class NormalizationKernel:
         self.row = arith.addi(arith.muli(bx, rows_per_block), arith.divui(tx, threads))
         self.row_ok = arith.cmpi(arith.CmpIPredicate.ult, self.row, rows)
         self.safe_row = arith.select(self.row_ok, self.row, index_const(0))  # rows > 0: in bounds
-        self.row_ivs = delinearize(self.row, row_ext)
+        # The row's loop indices as the members' bodies see them: a thread past the last row
+        # computes on row 0 (nothing it computes is stored), so what a body reads at its
+        # indices (a slice's source, a gathered label) stays in bounds.
+        self.row_ivs = delinearize(self.safe_row, row_ext)
         # Buffers broadcast over some row loops: their row at this (safe) row, once per thread.
         self.broadcast_rows: dict[ir.Value, ir.Value] = {}
         safe_ivs = None
@@ -233,8 +236,8 @@ class NormalizationKernel:
         if key not in chunk.memo:
             view = self.views[(buffer, role)]
             slots = []
-            for col, ok in zip(chunk.cols, chunk.valid):
-                col = arith.select(ok, col, index_const(0))
+            for j in range(len(chunk.cols)):
+                col = self.safe_col(chunk, j)
                 row = self.broadcast_rows.get(buffer, self.safe_row)
                 loaded = load(view, [row, col] if role == TILE else [col], chunk.width)
                 slots.append([element(loaded, e) for e in range(chunk.width)])
@@ -259,9 +262,18 @@ class NormalizationKernel:
 
     def index(self, m: Member, chunk: Chunk, j: int, e: int, d: int) -> ir.Value:
         if d in m.cols:
-            col = arith.addi(chunk.cols[j], index_const(e)) if e else chunk.cols[j]
+            col = self.safe_col(chunk, j)
+            col = arith.addi(col, index_const(e)) if e else col
             return delinearize(col, self.col_ext)[m.cols.index(d)]
         return self.row_index(m, d)
+
+    def safe_col(self, chunk: Chunk, j: int) -> ir.Value:
+        """Slot j's first column, or column 0 where the slot is past the row's end (its
+        values are discarded; the body's reads at its indices stay in bounds)."""
+        key = ("col", j)
+        if key not in chunk.memo:
+            chunk.memo[key] = arith.select(chunk.valid[j], chunk.cols[j], index_const(0))
+        return chunk.memo[key]
 
     def across_row(self, combiners: list[ir.Operation], accs: list[ir.Value],
                    shared: list[ir.Value]) -> list[ir.Value]:
