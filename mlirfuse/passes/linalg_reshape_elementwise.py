@@ -12,7 +12,11 @@ into two launches. The reshapes move onto the generic's inputs, where they are v
 contiguous buffers (free): only where every input is contiguous (a strided one would be
 copied), the generic's result has no other user (else it would be computed twice), and the
 reshape's users are linalg.generics to fuse with (a reshape that feeds an output stays:
-there the generic is better left with its siblings of the original shape).
+there the generic is better left with its siblings of the original shape). A generic whose
+body reads its loop indices (a slice or gather reading its source at the element's position)
+moves too: its body reads the reshaped indices mapped back to its own shape (per group of
+dims the reshape merges or splits, the row-major position split by the old sizes), so the
+slice of padded logits that cross-entropy views as rows is read in place by the reduction.
 
 The other way round, at a fusion's end: an elementwise generic with an input that is a
 reshape of a computed value, and whose result no generic reads (it leaves the function: the
@@ -27,8 +31,10 @@ makes only reshapes that no generic reads.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from mlir import ir
-from mlir.dialects import linalg, tensor
+from mlir.dialects import arith, linalg, tensor
 
 from mlirfuse.lowering import linalg_builders as B
 from mlirfuse.passes.common import body_ops, defining_op, functions, users
@@ -37,7 +43,9 @@ NAME = "linalg-reshape-elementwise"
 OPTIONS: dict = {}
 
 
-def _elementwise(op: ir.Operation | None) -> bool:
+def _elementwise(op: ir.Operation | None, indexed: bool = False) -> bool:
+    """A one-result generic of parallel loops and identity maps over operands of its rank;
+    with `indexed`, its body may read its loop indices (`linalg.index`)."""
     if op is None or op.name != "linalg.generic" or len(op.results) != 1:
         return False
     iterators = [str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
@@ -46,7 +54,69 @@ def _elementwise(op: ir.Operation | None) -> bool:
     return (all("parallel" in it for it in iterators) and all(m == ir.AffineMap.get_identity(rank) for m in maps)
             and all(isinstance(v.type, ir.RankedTensorType) and v.type.rank == rank
                     for v in op.operands)
-            and not any(inner.operation.name == "linalg.index" for inner in op.regions[0].blocks[0].operations))
+            and (indexed or not _indexed(op)))
+
+
+def _indexed(op: ir.Operation) -> bool:
+    return any(inner.operation.name == "linalg.index" for inner in op.regions[0].blocks[0].operations)
+
+
+def _groups(old: list[int], new: list[int]) -> list[tuple[list[int], list[int]]]:
+    """The reshape from `old` to `new` as groups of consecutive dims of equal products
+    ([2, 3, 300] -> [6, 300]: ([0, 1], [0]) and ([2], [1])). Equal static dims at either end
+    are groups of their own; what lies between them is split by static products, or is one
+    group where a size there is dynamic (-1), so a row's dynamic extents never mix with the
+    columns' static ones. Size-1 dims join a neighbouring group."""
+    head: list[tuple[list[int], list[int]]] = []
+    tail: list[tuple[list[int], list[int]]] = []
+    i, j, m, n = 0, 0, len(old), len(new)
+    while i < m - 1 and j < n - 1 and old[i] == new[j] >= 0:
+        head.append(([i], [j]))
+        i, j = i + 1, j + 1
+    while m - 1 > i and n - 1 > j and old[m - 1] == new[n - 1] >= 0:
+        tail.insert(0, ([m - 1], [n - 1]))
+        m, n = m - 1, n - 1
+    a, b = old[i:m], new[j:n]
+    if any(s < 0 for s in a + b):
+        return head + [(list(range(i, m)), list(range(j, n)))] + tail
+    middle: list[tuple[list[int], list[int]]] = []
+    x = y = 0
+    while x < len(a) and y < len(b):
+        ga, gb = [i + x], [j + y]
+        pa, pb = a[x], b[y]
+        x, y = x + 1, y + 1
+        while pa != pb:
+            if pa < pb:
+                pa, x = pa * a[x], x + 1
+                ga.append(i + x - 1)
+            else:
+                pb, y = pb * b[y], y + 1
+                gb.append(j + y - 1)
+        middle.append((ga, gb))
+    if not middle:
+        return head + [(list(range(i, m)), list(range(j, n)))] + tail
+    middle[-1][0].extend(range(i + x, m))  # trailing size-1 dims
+    middle[-1][1].extend(range(j + y, n))
+    return head + middle + tail
+
+
+def _old_indices(new_ivs: list[ir.Value], new_dims: list[ir.Value], old_dims: list[ir.Value],
+                 groups: list[tuple[list[int], list[int]]]) -> list[ir.Value]:
+    """The element's indices in the generic's own shape, from its indices in the reshaped
+    one: per group, the row-major position in the group, split by the old dims."""
+    old_ivs: list[ir.Value | None] = [None] * len(old_dims)
+    for a, b in groups:
+        if len(a) == 1 and len(b) == 1:
+            old_ivs[a[0]] = new_ivs[b[0]]
+            continue
+        linear = new_ivs[b[0]]
+        for d in b[1:]:
+            linear = arith.addi(arith.muli(linear, new_dims[d]), new_ivs[d])
+        for d in reversed(a[1:]):
+            old_ivs[d] = arith.remui(linear, old_dims[d])
+            linear = arith.divui(linear, old_dims[d])
+        old_ivs[a[0]] = linear
+    return old_ivs
 
 
 def _contiguous(value: ir.Value) -> bool:
@@ -61,11 +131,23 @@ def _contiguous(value: ir.Value) -> bool:
 
 
 def _move_past(reshape: ir.Operation, generic: ir.Operation) -> None:
-    """The generic rebuilt at the reshape over the reshape's result shape; both old ops erased."""
+    """The generic rebuilt at the reshape over the reshape's result shape; both old ops erased.
+    A body reading its loop indices reads them mapped back to the generic's own shape."""
     shape_operand = reshape.operands[1]
     result = ir.RankedTensorType(reshape.results[0].type)
     rank = result.rank
     with ir.InsertionPoint(reshape), reshape.location:
+        index_of = None
+        if _indexed(generic):
+            old_type = ir.RankedTensorType(generic.results[0].type)
+            n_in = ir.DenseI32ArrayAttr(generic.attributes["operandSegmentSizes"])[0]
+            old_dims = B.dims_of(list(generic.operands)[n_in])
+            new_dims = [B.index_const(size) if size >= 0 else tensor.extract(shape_operand, [B.index_const(d)])
+                        for d, size in enumerate(result.shape)]  # (the shape operand: defined before)
+            groups = _groups(list(old_type.shape), list(result.shape))
+
+            def index_of(ivs: list[ir.Value]) -> list[ir.Value]:
+                return _old_indices(ivs, new_dims, old_dims, groups)
         operands = []
         for v in generic.operands:
             element = ir.RankedTensorType(v.type).element_type
@@ -75,7 +157,7 @@ def _move_past(reshape: ir.Operation, generic: ir.Operation) -> None:
         parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
         moved = linalg.GenericOp([result], operands[:n_inputs], operands[n_inputs:],
                                  ir.ArrayAttr.get([identity] * len(operands)), ir.ArrayAttr.get([parallel] * rank))
-    _clone_body(generic, moved)
+    _clone_body(generic, moved, index_of)
     reshape.results[0].replace_all_uses_with(moved.results[0])
     reshape.erase()
     generic.erase()
@@ -128,18 +210,27 @@ def _compute_before(generic: ir.Operation, k: int) -> None:
     reshape.erase()
 
 
-def _clone_body(old_op: ir.Operation, new_op: ir.Operation) -> None:
+def _clone_body(old_op: ir.Operation, new_op: ir.Operation,
+                index_of: Callable[[list[ir.Value]], list[ir.Value]] | None = None) -> None:
+    """The old generic's body moved into the new generic (the old one is erased next): its
+    arguments replaced by the new block's everywhere, nested regions included; with
+    `index_of`, its `linalg.index` ops replaced by `index_of(the new generic's indices)`."""
     old = old_op.regions[0].blocks[0]
     block = new_op.regions[0].blocks.append(*[a.type for a in old.arguments])
-    mapping = dict(zip(old.arguments, block.arguments))
-    with ir.InsertionPoint(block):
-        for inner in old.operations:
-            clone = inner.operation.clone()
-            for i, v in enumerate(list(clone.operands)):
-                if v in mapping:
-                    clone.operands[i] = mapping[v]
-            for a, b in zip(inner.operation.results, clone.results):
-                mapping[a] = b
+    for a, b in zip(old.arguments, block.arguments):
+        a.replace_all_uses_with(b)
+    with ir.InsertionPoint(block), new_op.location:
+        mapped = None
+        if index_of is not None:
+            rank = len(ir.ArrayAttr(new_op.attributes["iterator_types"]))
+            mapped = index_of([linalg.IndexOp(d).result for d in range(rank)])
+        for inner in list(old.operations):
+            op = inner.operation
+            if mapped is not None and op.name == "linalg.index":
+                op.results[0].replace_all_uses_with(mapped[ir.IntegerAttr(op.attributes["dim"]).value])
+                op.erase()
+                continue
+            ir.InsertionPoint(block).insert(op.detach_from_parent())
 
 
 def run(module: ir.Operation) -> None:
@@ -152,7 +243,7 @@ def run(module: ir.Operation) -> None:
                     continue
                 generic = defining_op(op.operands[0])
                 consumers = users(op.results[0])
-                if _elementwise(generic) and len(users(op.operands[0])) == 1 and \
+                if _elementwise(generic, indexed=True) and len(users(op.operands[0])) == 1 and \
                         all(_contiguous(v) for v in generic.operands) and \
                         consumers and all(c.name == "linalg.generic" for c in consumers):
                     _move_past(op, generic)

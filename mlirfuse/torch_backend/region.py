@@ -26,6 +26,7 @@ from mlirfuse import ops
 from mlirfuse.dtypes import DataType, to_dtype
 from mlirfuse.errors import FusionError
 from mlirfuse.frontend.graph import Fusion, InputSpec, Tensor, tracing
+from mlirfuse.frontend.indexing import slice_length
 from mlirfuse.torch_backend import aten_table as A
 from mlirfuse.torch_backend.partition import Group, data_inputs, kind, tensor_vals
 
@@ -71,6 +72,9 @@ class Region:
     output_index: list[int] = field(default_factory=list)  # output k -> result position (or -1 - input)
     output_layout: list[tuple[int, ...] | None] = field(default_factory=list)  # output k -> permute back
     size_args: list[fx.Node] = field(default_factory=list)  # symbolic sizes the members' torch calls read
+    # Input k -> the rows of a dense tensor it is the first columns of (see `row_pitch`): the
+    # region takes those whole rows and slices them itself, reading the columns in place.
+    widened: dict[int, RowPitch] = field(default_factory=dict)
 
     @property
     def seeded(self) -> bool:
@@ -79,10 +83,11 @@ class Region:
     def specs(self) -> list[InputSpec]:
         """The jit signature the graph's metadata predicts (sizes 1 stay static)."""
         specs = []
-        for node in self.inputs:
+        for k, node in enumerate(self.inputs):
             val = node.meta["val"]
             if isinstance(val, torch.Tensor):
-                shape = tuple(1 if size_expr(s) == 1 else None for s in val.shape)
+                sizes = self.widened[k].wide_sizes if k in self.widened else val.shape
+                shape = tuple(1 if size_expr(s) == 1 else None for s in sizes)
                 specs.append(InputSpec(to_dtype(val.dtype), shape))
             else:
                 specs.append(InputSpec(_scalar_dtype(val), (), scalar=True))
@@ -94,11 +99,14 @@ class Region:
     def trace(self, *args: Any) -> tuple[Tensor, ...]:
         """The region over mlirfuse ops: args are the inputs (then the seed, if seeded)."""
         env: dict[fx.Node, Any] = dict(zip(self.inputs, args))
+        for k, pitch in self.widened.items():
+            env[self.inputs[k]] = slice_length(args[k], len(pitch.sizes) - 1, 0, 1, pitch.sizes[-1])
         seed = args[len(self.inputs)] if self.seeded else None
         sizes: dict[sympy.Expr, Any] = {}
+        widened_nodes = {self.inputs[k] for k in self.widened}
         for node, t in zip(self.inputs, args):
             val = node.meta["val"]
-            if isinstance(val, torch.Tensor):
+            if isinstance(val, torch.Tensor) and node not in widened_nodes:
                 for d, s in enumerate(val.shape):
                     if not size_expr(s).is_Integer:  # static sizes stay constants
                         sizes.setdefault(size_expr(s), t.shape[d])
@@ -157,6 +165,48 @@ class Region:
             for t in self.trace(*traced):
                 fusion.add_output(t)
         return fusion.to_mlir()
+
+
+@dataclass(frozen=True)
+class RowPitch:
+    """A tensor laid out as the first columns of the rows of a dense tensor: static `sizes`
+    and `strides`, unit inner stride, rows `pitch` elements apart (the logits sliced from a
+    matmul padded to aligned rows: [8, 512, 50257] with strides [512 * 50264, 50264, 1])."""
+
+    sizes: tuple[int, ...]
+    strides: tuple[int, ...]
+    pitch: int
+
+    @property
+    def wide_sizes(self) -> tuple[int, ...]:
+        return self.sizes[:-1] + (self.pitch,)
+
+    @property
+    def wide_strides(self) -> tuple[int, ...]:
+        strides, step = [], 1
+        for n in reversed(self.wide_sizes):
+            strides.append(step)
+            step *= n
+        return tuple(reversed(strides))
+
+
+def row_pitch(val: Any) -> RowPitch | None:
+    """The tensor's layout as the first columns of a dense tensor's rows, where it is one
+    (static sizes and strides, not contiguous itself); else None."""
+    if not isinstance(val, torch.Tensor) or val.dim() < 2:
+        return None
+    sizes, strides = tuple(val.shape), tuple(val.stride())
+    if not all(type(x) is int for x in sizes + strides) or 0 in sizes or strides[-1] != 1 or sizes[-2] == 1:
+        return None
+    pitch = strides[-2]
+    if pitch <= sizes[-1]:
+        return None
+    step = pitch
+    for d in range(len(sizes) - 2, -1, -1):
+        if sizes[d] != 1 and strides[d] != step:
+            return None
+        step *= sizes[d]
+    return RowPitch(sizes, strides, pitch)
 
 
 def _hint(s: Any) -> int | None:
@@ -261,6 +311,7 @@ def build_region(group: Group, placeholders: list[fx.Node]) -> Region:
             raise LoweringFailed(n, "a multi-result op read whole outside the group")
     n_random = sum(kind(n) == A.RANDOM for n in group.nodes)
     region = Region(group.name, group.nodes, inputs, outputs, 0, n_random)
+    region.widened = {k: pitch for k, d in enumerate(inputs) if (pitch := row_pitch(d.meta["val"])) is not None}
     region.size_args = [d for n in group.nodes for d in n.all_input_nodes if d not in inside and d not in inputs]
     region.size_args = list(dict.fromkeys(region.size_args))
     if not any(isinstance(d.meta["val"], torch.Tensor) for d in inputs):

@@ -11,8 +11,10 @@ torch's default generator, so `torch.manual_seed` makes runs repeatable.
 from __future__ import annotations
 
 import heapq
+import math
 import operator
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -21,7 +23,7 @@ from torch import fx
 from mlirfuse import config, dump
 from mlirfuse.errors import FusionError
 from mlirfuse.torch_backend.partition import Partition
-from mlirfuse.torch_backend.region import Region, physical_order
+from mlirfuse.torch_backend.region import Region, RowPitch, physical_order
 
 SEED_BOUND = 2 ** 62
 
@@ -59,6 +61,27 @@ def _static_layout(val: Any) -> tuple[tuple[int, ...], tuple[int, ...], int] | N
     return layout
 
 
+def _widener(pitch: RowPitch) -> Callable[[torch.Tensor], torch.Tensor]:
+    """`widen(t)`: the dense rows whose first columns `t` is (a view of its memory, where `t`
+    has the layout `pitch` describes and its storage holds the last row whole), else a copy
+    of `t` into the first columns of new rows (whose other columns the region never reads)."""
+    reinterpret = _reinterpret()
+    sizes, strides, length = pitch.sizes, pitch.strides, pitch.sizes[-1]
+    wide_sizes, wide_strides = pitch.wide_sizes, pitch.wide_strides
+    needed = math.prod(wide_sizes)
+
+    def widen(t: torch.Tensor) -> torch.Tensor:
+        offset = t.storage_offset()
+        if t.stride() == strides and t.shape == sizes and \
+                offset + needed <= t.untyped_storage().nbytes() // t.element_size():
+            return reinterpret(t, wide_sizes, wide_strides, offset)
+        wide = t.new_empty(wide_sizes)
+        wide.narrow(-1, 0, length).copy_(t)
+        return wide
+
+    return widen
+
+
 def draw_seed() -> int:
     """A Philox seed from torch's default (CPU) generator: no device sync, and repeatable
     under torch.manual_seed."""
@@ -80,6 +103,8 @@ class FusedRegion:
         self._index = list(region.output_index)
         self._layout = list(region.output_layout)  # per output: the permute back to torch's order
         self._n = len(region.inputs)
+        # Inputs read as the first columns of dense rows: handed on as those whole rows.
+        self._widen = [(k, _widener(pitch)) for k, pitch in region.widened.items()]
         # Each output is the jitted function's result of the same position: handed on as is.
         self._as_is = self._index == list(range(len(self._index))) and not any(self._layout)
         # Under torch.profiler the call is a named range ("mlirfuse <group> <fusion key>", the
@@ -96,6 +121,10 @@ class FusedRegion:
         if self.failed:
             return tuple(self.fallback(*args))
         inputs = args[:self._n]
+        if self._widen:
+            inputs = list(inputs)
+            for k, widen in self._widen:
+                inputs[k] = widen(inputs[k])
         try:
             results = self.jitted(*inputs, draw_seed()) if self._seeded else self.jitted(*inputs)
         except FusionError as e:

@@ -182,3 +182,120 @@ func.func @cast_add_at_the_end(%x: tensor<32x1000xf32>, %m: tensor<32xf32>, %o: 
   } -> tensor<2x16x1000xbf16>
   return %c : tensor<2x16x1000xbf16>
 }
+
+// A generic reading its source at its own indices (a slice of padded logits, cast to f32)
+// moves past the collapse to rows too: its body reads the indices mapped back to its own
+// shape (row r of [6, 300] is (r / 3, r % 3) of [2, 3, 300]; columns are the same), so the
+// reduction that reads the rows fuses with it and reads the bf16 source in place.
+// CHECK-LABEL: func.func @indexed_slice(
+// CHECK-SAME: %[[W:[a-z0-9_]+]]: tensor<2x3x304xbf16>
+// CHECK-DAG: %[[C3:.+]] = arith.constant 3 : index
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]{{.*}} outs({{.*}} : tensor<6x300xf32>)
+// CHECK: %[[R:.+]] = linalg.index 0 : index
+// CHECK: %[[C:.+]] = linalg.index 1 : index
+// CHECK-DAG: %[[J:.+]] = arith.remui %[[R]], %[[C3]] : index
+// CHECK-DAG: %[[I:.+]] = arith.divui %[[R]], %[[C3]] : index
+// CHECK: tensor.extract %[[W]][%[[I]], %[[J]], %[[C]]] : tensor<2x3x304xbf16>
+// CHECK-NOT: tensor.reshape
+// FUSED-LABEL: func.func @indexed_slice(
+// FUSED-COUNT-1: linalg.generic
+// FUSED-NOT: linalg.generic
+// FUSED: tensor.extract
+// FUSED: arith.maximumf
+func.func @indexed_slice(%w: tensor<2x3x304xbf16>, %acc: tensor<6xf32>) -> tensor<6xf32> {
+  %init = tensor.empty() : tensor<2x3x300xf32>
+  %cast = linalg.generic {indexing_maps = [#id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      outs(%init : tensor<2x3x300xf32>) {
+  ^bb0(%out: f32):
+    %i = linalg.index 0 : index
+    %j = linalg.index 1 : index
+    %k = linalg.index 2 : index
+    %e = tensor.extract %w[%i, %j, %k] : tensor<2x3x304xbf16>
+    %f = arith.extf %e : bf16 to f32
+    linalg.yield %f : f32
+  } -> tensor<2x3x300xf32>
+  %shape = arith.constant dense<[6, 300]> : tensor<2xindex>
+  %rows = tensor.reshape %cast(%shape) : (tensor<2x3x300xf32>, tensor<2xindex>) -> tensor<6x300xf32>
+  %max = linalg.generic {indexing_maps = [#id2, affine_map<(d0, d1) -> (d0)>], iterator_types = ["parallel", "reduction"]}
+      ins(%rows : tensor<6x300xf32>) outs(%acc : tensor<6xf32>) {
+  ^bb0(%a: f32, %out: f32):
+    %m = arith.maximumf %out, %a : f32
+    linalg.yield %m : f32
+  } -> tensor<6xf32>
+  return %max : tensor<6xf32>
+}
+
+// Its indices read inside a nested region (a guarded read) are mapped there too.
+// CHECK-LABEL: func.func @indexed_nested(
+// CHECK-SAME: %[[W:[a-z0-9_]+]]: tensor<4x8xf32>
+// CHECK: linalg.generic {{.*}}outs({{.*}} : tensor<32xf32>)
+// CHECK: %[[L:.+]] = linalg.index 0 : index
+// CHECK-DAG: %[[J:.+]] = arith.remui %[[L]], %{{.+}} : index
+// CHECK-DAG: %[[I:.+]] = arith.divui %[[L]], %{{.+}} : index
+// CHECK: scf.if
+// CHECK: tensor.extract %[[W]][%[[I]], %[[J]]] : tensor<4x8xf32>
+// CHECK-NOT: tensor.reshape
+func.func @indexed_nested(%w: tensor<4x8xf32>, %acc: tensor<f32>) -> tensor<f32> {
+  %init = tensor.empty() : tensor<4x8xf32>
+  %c2 = arith.constant 2 : index
+  %guarded = linalg.generic {indexing_maps = [#id2], iterator_types = ["parallel", "parallel"]}
+      outs(%init : tensor<4x8xf32>) {
+  ^bb0(%out: f32):
+    %i = linalg.index 0 : index
+    %j = linalg.index 1 : index
+    %inside = arith.cmpi ult, %j, %c2 : index
+    %v = scf.if %inside -> f32 {
+      %e = tensor.extract %w[%i, %j] : tensor<4x8xf32>
+      scf.yield %e : f32
+    } else {
+      %z = arith.constant 0.0 : f32
+      scf.yield %z : f32
+    }
+    linalg.yield %v : f32
+  } -> tensor<4x8xf32>
+  %shape = arith.constant dense<[32]> : tensor<1xindex>
+  %flat = tensor.reshape %guarded(%shape) : (tensor<4x8xf32>, tensor<1xindex>) -> tensor<32xf32>
+  %sum = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> ()>], iterator_types = ["reduction"]}
+      ins(%flat : tensor<32xf32>) outs(%acc : tensor<f32>) {
+  ^bb0(%a: f32, %out: f32):
+    %s = arith.addf %out, %a : f32
+    linalg.yield %s : f32
+  } -> tensor<f32>
+  return %sum : tensor<f32>
+}
+
+// Rows of dynamic extents, columns of a static one: the column index is the reshaped
+// generic's own (no division by the row length per element), and only the row index is
+// split by the dynamic extent.
+// CHECK-LABEL: func.func @indexed_dynamic_rows(
+// CHECK-SAME: %[[W:[a-z0-9_]+]]: tensor<?x?x304xbf16>
+// CHECK: linalg.generic {{.*}}outs({{.*}} : tensor<?x300xf32>)
+// CHECK: %[[R:.+]] = linalg.index 0 : index
+// CHECK: %[[C:.+]] = linalg.index 1 : index
+// CHECK-DAG: %[[J:.+]] = arith.remui %[[R]], %[[S:.+]] : index
+// CHECK-DAG: %[[I:.+]] = arith.divui %[[R]], %[[S]] : index
+// CHECK: tensor.extract %[[W]][%[[I]], %[[J]], %[[C]]] : tensor<?x?x304xbf16>
+func.func @indexed_dynamic_rows(%w: tensor<?x?x304xbf16>, %acc: tensor<?xf32>, %b: index, %s: index,
+                                %rows: index) -> tensor<?xf32> {
+  %init = tensor.empty(%b, %s) : tensor<?x?x300xf32>
+  %cast = linalg.generic {indexing_maps = [#id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      outs(%init : tensor<?x?x300xf32>) {
+  ^bb0(%out: f32):
+    %i = linalg.index 0 : index
+    %j = linalg.index 1 : index
+    %k = linalg.index 2 : index
+    %e = tensor.extract %w[%i, %j, %k] : tensor<?x?x304xbf16>
+    %f = arith.extf %e : bf16 to f32
+    linalg.yield %f : f32
+  } -> tensor<?x?x300xf32>
+  %c300 = arith.constant 300 : index
+  %shape = tensor.from_elements %rows, %c300 : tensor<2xindex>
+  %flat = tensor.reshape %cast(%shape) : (tensor<?x?x300xf32>, tensor<2xindex>) -> tensor<?x300xf32>
+  %max = linalg.generic {indexing_maps = [#id2, affine_map<(d0, d1) -> (d0)>], iterator_types = ["parallel", "reduction"]}
+      ins(%flat : tensor<?x300xf32>) outs(%acc : tensor<?xf32>) {
+  ^bb0(%a: f32, %out: f32):
+    %m = arith.maximumf %out, %a : f32
+    linalg.yield %m : f32
+  } -> tensor<?xf32>
+  return %max : tensor<?xf32>
+}

@@ -228,7 +228,8 @@ def emulate(gpu_stage: str, inputs: list[Any], outputs: list[np.ndarray],
     for i, a in enumerate(list(inputs) + list(outputs)):
         if isinstance(a, np.ndarray):
             view = of_view(a) if i < len(inputs) and not a.flags.c_contiguous else None
-            m = view or of_array(np.ascontiguousarray(a), misalign.get(i, 0))
+            # (np.ascontiguousarray makes a 0-d array 1-d: reshaped back)
+            m = view or of_array(np.ascontiguousarray(a).reshape(a.shape), misalign.get(i, 0))
             args.append(m)
             if i >= len(inputs):
                 written.append((a, m))

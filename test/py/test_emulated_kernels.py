@@ -427,6 +427,27 @@ def test_cross_entropy_reads_bf16_logits_in_one_normalization_kernel_each_way() 
     assert "gpu.alloc" not in backward.stages["gpu"]
 
 
+@pytest.mark.parametrize("b, s, v, pitch", [(2, 3, 300, 304), (3, 5, 1001, 1008)])
+def test_cross_entropy_reads_a_slice_of_padded_logits_in_place(b, s, v, pitch) -> None:
+    """Logits sliced from a padded product ([b, s, pitch] -> [b, s, v]): cast, viewed as rows
+    and normalized with the slice read in place, one normalization kernel each way and no
+    copy of the logits (the slice used to be written out in float32 first)."""
+    rng = np.random.default_rng(5)
+    wide = (rng.standard_normal((b, s, pitch)) * 3).astype(ml_dtypes.bfloat16)
+    labels = rng.integers(0, v, (b * s, 1)).astype(np.int64)
+    forward = check(lambda w, l: _cross_entropy_forward(I.slice_dim(w, 2, 0, v), l), wide, labels, reduction_size=v)
+    assert [k.split(" ")[0] for k in schedules(forward)] == ["normalization"]
+    assert re.findall(r"gpu\.alloc .*", forward.stages["gpu"]) == [f"gpu.alloc  () : memref<{b * s}xf32>"]
+    x = wide.astype(np.float32)[:, :, :v].reshape(b * s, v)
+    m = x.max(1, keepdims=True)
+    lse = np.log(np.exp(x - m).sum(1, keepdims=True)).astype(np.float32)
+    other = (rng.standard_normal((b, s, v)) * 0.1).astype(ml_dtypes.bfloat16)
+    backward = check(lambda w, m, lse, l, sc, o: _cross_entropy_backward(I.slice_dim(w, 2, 0, v), m, lse, l, sc, o),
+                     wide, m, lse, labels, np.float32(0.25), other, reduction_size=v)
+    assert schedules(backward) == ["normalization (tile, row, reduce, tile)"]
+    assert "gpu.alloc" not in backward.stages["gpu"]
+
+
 @pytest.mark.parametrize("rows, width, length", [(5, 304, 300), (7, 70, 61), (3, 5000, 4099)])
 def test_normalization_bodies_reading_inputs_at_their_indices_stay_in_bounds(rows, width, length) -> None:
     """A slice is read in the kernel's body at the element's own row and column. Threads past
@@ -546,19 +567,26 @@ def _recorded_region_calls(monkeypatch) -> list:
     return calls
 
 
-def _emulate_recorded(calls: list, reduction_size: int) -> None:
+def _emulate_recorded(calls: list, reduction_size: int) -> list:
     """Each recorded call compiled for the GPU (no naive kernel) and run by the emulator on
-    its arguments: the CPU's results."""
+    its arguments: the CPU's results. Returns the compiled fusions."""
     import torch
 
+    def array(t):
+        t = t.detach()
+        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16) if t.dtype == torch.bfloat16 else t.numpy()
+
+    compiled_all = []
     for jitted, args, out in calls:
-        outs = [o.detach().numpy() for o in (out if isinstance(out, (tuple, list)) else [out])]
-        arrays = [a.detach().numpy() if isinstance(a, torch.Tensor) else a for a in args]
+        outs = [array(o) for o in (out if isinstance(out, (tuple, list)) else [out])]
+        arrays = [array(a) if isinstance(a, torch.Tensor) else a for a in args]
         compiled = jitted.compile(*arrays, backend="gpu", arch="sm_90")
         assert "naive" not in compiled.stages["launch_params"]
         got = emulate(compiled.stages["gpu"], arrays, [np.empty_like(o) for o in outs])
         for k, (g, o) in enumerate(zip(got, outs)):
             assert_close(g, o, f"output {k}", reduction_size=reduction_size)
+        compiled_all.append(compiled)
+    return compiled_all
 
 
 def test_torch_backend_regions_of_the_tutorial_blocks(monkeypatch) -> None:
@@ -605,6 +633,31 @@ def test_torch_backend_region_of_embeddings_and_layer_norm(monkeypatch) -> None:
     torch.compile(fn, backend="mlirfuse")(torch.randint(0, 50, (2, 12)))
     assert len(calls) == 1
     _emulate_recorded(calls, reduction_size=64)
+
+
+def test_torch_backend_regions_of_cross_entropy_on_padded_logits(monkeypatch) -> None:
+    """Cross-entropy as transformers computes it (`logits.float().view(-1, V)`) on bf16
+    logits that are a slice of a padded product, as they reach the loss across a graph break:
+    each region takes the whole padded rows (a view, no copy) and reads the slice in place,
+    one normalization kernel each way."""
+    torch = pytest.importorskip("torch")
+    functional = torch.nn.functional
+    calls = _recorded_region_calls(monkeypatch)
+    torch.manual_seed(0)
+    v, pitch = 301, 304
+    logits = torch.randn(2, 3, pitch, dtype=torch.bfloat16)[..., :v].requires_grad_()
+    labels = torch.randint(0, v, (2, 3))
+
+    def loss(logits, labels):
+        return functional.cross_entropy(logits.float().view(-1, v), labels.view(-1))
+    torch.compile(loss, backend="mlirfuse")(logits, labels).backward()
+    assert len(calls) == 2
+    assert [tuple(a.shape) for a in calls[0][1] if isinstance(a, torch.Tensor) and a.dtype == torch.bfloat16] \
+        == [(2, 3, pitch)]
+    assert calls[0][1][0].data_ptr() == logits.data_ptr()  # the padded rows themselves
+    for compiled in _emulate_recorded(calls, reduction_size=v):
+        assert [k for k in schedules(compiled) if not k.startswith("pointwise")][0].startswith("normalization")
+        assert not [a for a in re.findall(r"gpu\.alloc .*", compiled.stages["gpu"]) if f"x{v}x" in a]  # no copy
 
 
 # -- symbolic sizes of 1 ---------------------------------------------------------------------------

@@ -389,6 +389,42 @@ def test_slices_of_a_tensor_the_group_also_reads_stay_in_the_group() -> None:
     torch.testing.assert_close(torch.compile(fn, backend="mlirfuse")(*args), fn(*args), **TOL[torch.float32])
 
 
+@pytest.mark.parametrize("start", [0, 5], ids=["leading-columns", "middle-columns"])
+def test_inputs_that_are_the_leading_columns_of_dense_rows_are_read_in_place(start, monkeypatch) -> None:
+    """An input that is the first columns of a dense tensor's rows (logits sliced from a padded
+    product, as they cross a graph break) reaches its region as those whole rows, a view of its
+    memory, and the region slices it. A slice from the middle of the rows is copied into new
+    rows instead: the storage does not hold a whole row past its last element. Both give
+    eager's results and gradients."""
+    from mlirfuse.frontend.jit import JitFunction
+
+    seen = []
+    call = JitFunction.__call__
+
+    def record(self, *args):
+        seen.append([(tuple(a.shape), a.data_ptr()) for a in args if isinstance(a, torch.Tensor)])
+        return call(self, *args)
+    monkeypatch.setattr(JitFunction, "__call__", record)
+
+    def fn(x, w):
+        return torch.softmax(x.float() * w, -1).sum(0)
+    base = torch.randn(3, 4, 40, dtype=torch.float64)
+    x = base[..., start:start + 33].detach().requires_grad_()
+    w = torch.randn(33, dtype=torch.float64, requires_grad=True)
+    expected = fn(x, w)
+    expected.backward(torch.ones_like(expected))
+    grads = [x.grad, w.grad]
+    x.grad = w.grad = None
+    got = torch.compile(fn, backend="mlirfuse")(x, w)
+    got.backward(torch.ones_like(got))
+    torch.testing.assert_close(got, expected, **TOL[torch.float64])
+    for a, b in zip([x.grad, w.grad], grads):
+        torch.testing.assert_close(a, b, **TOL[torch.float64])
+    forward = seen[0][0]
+    assert forward[0] == (3, 4, 40)  # the whole rows
+    assert (forward[1] == x.data_ptr()) == (start == 0)  # in place where the storage holds them
+
+
 # -- dynamic shapes: the tutorial's 20 random sizes --------------------------------------------
 def _random_sizes(count=20, base=(8, 12, 64)):
     rng = random.Random(42)

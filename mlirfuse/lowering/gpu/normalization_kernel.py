@@ -184,7 +184,7 @@ class NormalizationKernel:
         on each chunk in turn, carrying `accs`."""
         if not self.looping:
             return body(self.whole_row, accs)
-        per_chunk = arith.muli(self.threads, index_const(self.slots))
+        per_chunk = arith.muli(self.threads, index_const(self.slots * self.width))
         loop = scf.ForOp(index_const(0), arith.ceildivui(self.row_len, per_chunk), index_const(1), accs)
         with ir.InsertionPoint(loop.body):
             chunk = self.chunk(arith.muli(loop.induction_variable, per_chunk))
