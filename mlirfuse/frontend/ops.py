@@ -410,6 +410,9 @@ def reshape(x: Tensor, new_shape: Any) -> Tensor:
     out = tuple(sizes)
     if out == x.shape:
         return x
+    if x.node is not None and x.node.op == what:  # a reshape of a reshape: one reshape of the source
+        source = x.node.inputs[0]
+        return source if out == source.shape else x.fusion.add_node(what, [source], {}, [(x.dtype, out)])[0]
     return x.fusion.add_node(what, [x], {}, [(x.dtype, out)])[0]
 
 

@@ -138,7 +138,7 @@ def compile_graph(gm: fx.GraphModule, example_inputs: Any, kind: str = "forward"
     with _REGISTRY.lock:
         if _REGISTRY.captured is not None:
             _REGISTRY.captured.append((kind, partition))
-    fused = [FusedRegion(r, _REGISTRY.jit_for(r), region_module(gm, r)) for r in regions]
+    fused = [FusedRegion(r, _REGISTRY.jit_for(r), region_module(gm, r), _REGISTRY.jit_for) for r in regions]
     compiled = rewrite(gm, partition, fused)
     if dump.enabled("partition"):
         lines = [f"{kind} graph: " + partition.describe()]

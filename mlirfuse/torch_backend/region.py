@@ -9,6 +9,10 @@ aten table, resolving symbolic sizes (sympy expressions over dynamo's size symbo
 symbolic extents of the traced inputs. The region is traced once at graph-compile time
 (`dry_trace`), so a node that cannot be lowered is known, and left to torch, before anything
 runs; the fusion IR of that trace identifies the region (equal IR, one shared compile).
+Members read outside that are only views of the group's inputs are not region outputs
+(`view_outputs`: torch takes them again, free). An input laid out as the leading columns of a
+dense tensor's rows (`row_pitch`: logits sliced from a padded matmul) is taken as those whole
+rows and sliced in the region, so its kernels read it in place instead of a dense copy.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from mlirfuse.torch_backend import aten_table as A
 from mlirfuse.torch_backend.partition import Group, data_inputs, kind, tensor_vals
 
 SCALARS = (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)
+aten = torch.ops.aten
 
 
 class LoweringFailed(Exception):
@@ -65,7 +70,7 @@ class Region:
     name: str
     nodes: list[fx.Node]
     inputs: list[fx.Node]  # external data inputs, then size donors
-    outputs: list[fx.Node]  # members read outside the group (graph order)
+    outputs: list[fx.Node]  # members read outside the group (graph order), computed by the region
     n_donors: int = 0
     n_random: int = 0
     fusion_ir: str = ""
@@ -75,6 +80,10 @@ class Region:
     # Input k -> the rows of a dense tensor it is the first columns of (see `row_pitch`): the
     # region takes those whole rows and slices them itself, reading the columns in place.
     widened: dict[int, RowPitch] = field(default_factory=dict)
+    # Members read outside the group that are views of its inputs (the logits sliced from a
+    # padded product, which the model returns and the loss reads): torch takes the views
+    # from the inputs again (free), and the region does not write a copy.
+    view_outputs: list[fx.Node] = field(default_factory=list)
 
     @property
     def seeded(self) -> bool:
@@ -306,11 +315,17 @@ def build_region(group: Group, placeholders: list[fx.Node]) -> Region:
                     raise LoweringFailed(n, f"input {d.name} is neither a tensor nor a scalar")
                 inputs.append(d)
     outputs = [n for n in group.nodes if any(u not in inside for u in n.users)]
+    view_outputs = [n for n in outputs if _view_of_inputs(n, inside)]
+    if len(view_outputs) < len(outputs):  # (a region computing nothing read outside stays whole)
+        outputs = [n for n in outputs if n not in view_outputs]
+    else:
+        view_outputs = []
     for n in outputs:
         if not isinstance(n.meta.get("val"), torch.Tensor):
             raise LoweringFailed(n, "a multi-result op read whole outside the group")
     n_random = sum(kind(n) == A.RANDOM for n in group.nodes)
     region = Region(group.name, group.nodes, inputs, outputs, 0, n_random)
+    region.view_outputs = view_outputs
     region.widened = {k: pitch for k, d in enumerate(inputs) if (pitch := row_pitch(d.meta["val"])) is not None}
     region.size_args = [d for n in group.nodes for d in n.all_input_nodes if d not in inside and d not in inputs]
     region.size_args = list(dict.fromkeys(region.size_args))
@@ -336,6 +351,21 @@ def build_region(group: Group, placeholders: list[fx.Node]) -> Region:
             region.n_donors += 1
         except FusionError as e:
             raise LoweringFailed(group.nodes[0], f"tracing the group failed: {e}") from None
+
+
+# Ops whose result is always a view of their first argument (no copy, whatever the layout).
+VIEW_OPS = (aten.view.default, aten._unsafe_view.default, aten.permute.default, aten.unsqueeze.default,
+            aten.squeeze.dim, aten.squeeze.dims, aten.expand.default, aten.t.default, aten.transpose.int,
+            aten.slice.Tensor, aten.select.int, aten.alias.default)
+
+
+def _view_of_inputs(node: fx.Node, inside: set[fx.Node]) -> bool:
+    """`node` is a view, of a view ..., of a value from outside the group."""
+    while node.op == "call_function" and node.target in VIEW_OPS and isinstance(node.args[0], fx.Node):
+        node = node.args[0]
+        if node not in inside:
+            return True
+    return False
 
 
 def _donor(symbols: set[sympy.Symbol], placeholders: list[fx.Node], taken: list[fx.Node]) -> fx.Node | None:

@@ -5,7 +5,10 @@
 that runs them, freeing each value after its last use. A `FusedRegion` calls mlirfuse's
 jitted function for the region (CPU backend for CPU tensors, GPU kernels on the current
 stream for CUDA tensors); where the region draws random numbers it first draws a seed from
-torch's default generator, so `torch.manual_seed` makes runs repeatable.
+torch's default generator, so `torch.manual_seed` makes runs repeatable. At its first call a
+region checks its inputs' layouts against the graph's metadata: an input that arrives as the
+leading columns of dense rows where the metadata says dense (a saved activation that a padded
+matmul's slice became after AOTAutograd recorded it) makes it take those rows from then on.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from torch import fx
 from mlirfuse import config, dump
 from mlirfuse.errors import FusionError
 from mlirfuse.torch_backend.partition import Partition
-from mlirfuse.torch_backend.region import Region, RowPitch, physical_order
+from mlirfuse.torch_backend.region import LoweringFailed, Region, RowPitch, physical_order, row_pitch
 
 SEED_BOUND = 2 ** 62
 
@@ -92,7 +95,8 @@ class FusedRegion:
     """One fused group at run time, called with the region's inputs and then the symbolic
     sizes its nodes read (which only the torch fallback needs)."""
 
-    def __init__(self, region: Region, jitted: Any, fallback: fx.GraphModule):
+    def __init__(self, region: Region, jitted: Any, fallback: fx.GraphModule,
+                 rejit: Callable[[Region], Any] | None = None):
         self.__name__ = region.name
         self.__qualname__ = region.name
         self.region = region
@@ -100,9 +104,16 @@ class FusedRegion:
         self.fallback = fallback  # the group's own aten nodes, run by torch if mlirfuse fails
         self.failed = False
         self._seeded = region.seeded
+        self._n = len(region.inputs)
+        # The jitted function for the region traced again (after `widened` changed); None:
+        # the first call does not check the inputs' layouts.
+        self._rejit = rejit
+        self._set_up()
+
+    def _set_up(self) -> None:
+        region = self.region
         self._index = list(region.output_index)
         self._layout = list(region.output_layout)  # per output: the permute back to torch's order
-        self._n = len(region.inputs)
         # Inputs read as the first columns of dense rows: handed on as those whole rows.
         self._widen = [(k, _widener(pitch)) for k, pitch in region.widened.items()]
         # Each output is the jitted function's result of the same position: handed on as is.
@@ -110,6 +121,34 @@ class FusedRegion:
         # Under torch.profiler the call is a named range ("mlirfuse <group> <fusion key>", the
         # key of the MLIRFUSE_DUMP files), so traces attribute kernels to their region.
         self.label = f"mlirfuse {region.name} {dump.key_of(region.fusion_ir)}"
+
+    def _adapt(self, inputs: tuple[Any, ...]) -> None:
+        """At the first call: inputs that are the leading columns of dense rows though the
+        graph's metadata says they are dense (a saved activation that a padded matmul's slice
+        became after AOTAutograd recorded it) make the region take those rows, as it would
+        have with the metadata right. Only where the metadata's sizes are static and these."""
+        rejit, self._rejit = self._rejit, None
+        found = {}
+        for k, (node, t) in enumerate(zip(self.region.inputs, inputs)):
+            val = node.meta.get("val")
+            if k in self.region.widened or not isinstance(t, torch.Tensor) or not isinstance(val, torch.Tensor) \
+                    or _static_layout(val) is None or tuple(val.shape) != tuple(t.shape):
+                continue
+            pitch = row_pitch(t)
+            if pitch is not None and row_pitch(val) is None:
+                found[k] = pitch
+        if not found:
+            return
+        before = (dict(self.region.widened), self.region.fusion_ir, self.region.output_index,
+                  self.region.output_layout)
+        self.region.widened.update(found)
+        try:
+            self.region.fusion_ir = self.region.dry_trace()
+            self.jitted = rejit(self.region)
+        except (FusionError, LoweringFailed):
+            (self.region.widened, self.region.fusion_ir, self.region.output_index,
+             self.region.output_layout) = before
+        self._set_up()
 
     def __call__(self, *args: Any) -> tuple[Any, ...]:
         if torch.autograd._profiler_enabled():
@@ -121,6 +160,8 @@ class FusedRegion:
         if self.failed:
             return tuple(self.fallback(*args))
         inputs = args[:self._n]
+        if self._rejit is not None:
+            self._adapt(inputs)
         if self._widen:
             inputs = list(inputs)
             for k, widen in self._widen:
@@ -201,6 +242,8 @@ def rewrite(gm: fx.GraphModule, partition: Partition, fused: list[FusedRegion]) 
             for k, out in enumerate(u.region.outputs):
                 env[out] = graph.call_function(operator.getitem, (call, k))
                 env[out].meta = dict(out.meta)
+            for out in u.region.view_outputs:  # taken again by torch, from the region's inputs
+                _emit_views(graph, out, env)
         elif (taken := _reinterpretable(u, layout_known, in_region)) is not None:
             env[u] = graph.call_function(reinterpret, (env[taken[0]], *taken[1]))
             env[u].meta = dict(u.meta)
@@ -223,6 +266,20 @@ def rewrite(gm: fx.GraphModule, partition: Partition, fused: list[FusedRegion]) 
             graph.erase_node(node)
     graph.lint()
     return fx.GraphModule(gm, graph)
+
+
+def _emit_views(graph: fx.Graph, out: fx.Node, env: dict[fx.Node, fx.Node]) -> None:
+    """The chain of views from a region's input to `out` (region members), as torch calls."""
+    chain = [out]
+    while chain[-1].args[0] not in env:
+        chain.append(chain[-1].args[0])
+    for node in reversed(chain):
+        if node.target in VIEW_METHODS and not node.kwargs:
+            args = tuple(fx.node.map_arg(node.args, lambda n: env[n]))
+            env[node] = graph.call_method(VIEW_METHODS[node.target], args)
+        else:
+            env[node] = graph.node_copy(node, lambda n: env[n])
+        env[node].meta = dict(node.meta)
 
 
 def _layout_known(fused: list[FusedRegion], nodes: list[fx.Node]) -> set[fx.Node]:

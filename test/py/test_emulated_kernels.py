@@ -435,14 +435,14 @@ def test_cross_entropy_reads_a_slice_of_padded_logits_in_place(b, s, v, pitch) -
     rng = np.random.default_rng(5)
     wide = (rng.standard_normal((b, s, pitch)) * 3).astype(ml_dtypes.bfloat16)
     labels = rng.integers(0, v, (b * s, 1)).astype(np.int64)
-    forward = check(lambda w, l: _cross_entropy_forward(I.slice_dim(w, 2, 0, v), l), wide, labels, reduction_size=v)
+    forward = check(lambda w, y: _cross_entropy_forward(I.slice_dim(w, 2, 0, v), y), wide, labels, reduction_size=v)
     assert [k.split(" ")[0] for k in schedules(forward)] == ["normalization"]
     assert re.findall(r"gpu\.alloc .*", forward.stages["gpu"]) == [f"gpu.alloc  () : memref<{b * s}xf32>"]
     x = wide.astype(np.float32)[:, :, :v].reshape(b * s, v)
     m = x.max(1, keepdims=True)
     lse = np.log(np.exp(x - m).sum(1, keepdims=True)).astype(np.float32)
     other = (rng.standard_normal((b, s, v)) * 0.1).astype(ml_dtypes.bfloat16)
-    backward = check(lambda w, m, lse, l, sc, o: _cross_entropy_backward(I.slice_dim(w, 2, 0, v), m, lse, l, sc, o),
+    backward = check(lambda w, m, lse, y, sc, o: _cross_entropy_backward(I.slice_dim(w, 2, 0, v), m, lse, y, sc, o),
                      wide, m, lse, labels, np.float32(0.25), other, reduction_size=v)
     assert schedules(backward) == ["normalization (tile, row, reduce, tile)"]
     assert "gpu.alloc" not in backward.stages["gpu"]

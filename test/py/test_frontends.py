@@ -366,3 +366,16 @@ def test_namedtuple_and_nested_results_keep_their_structure() -> None:
         np.testing.assert_array_equal(got.total, x.sum(-1))
         np.testing.assert_array_equal(got.twice[0], x * 2)
         np.testing.assert_array_equal(got.twice[1][0], x + 1)
+
+
+def test_a_reshape_of_a_reshape_is_one_reshape_of_the_source() -> None:
+    """Views back and forth (torch's logits.view(b, s, v) then .view(-1, v)) trace to one
+    reshape of the source, or none where the shape comes back: no reshape between a slice and
+    the reduction that reads it, which would otherwise be written out in between."""
+    x = np.arange(30, dtype=np.float32).reshape(6, 5)
+    back = mlirfuse.jit(lambda x: x.reshape(-1).reshape(x.shape) * 2.0)
+    np.testing.assert_array_equal(back(x), x * 2)
+    assert "fusion.reshape" not in back.compile(x).stages["grouped"]  # (after dead code is removed)
+    twice = mlirfuse.jit(lambda x: x.reshape(2, 3, 5).reshape(3, 10) * 2.0)
+    np.testing.assert_array_equal(twice(x), x.reshape(3, 10) * 2)
+    assert twice.compile(x).stages["grouped"].count("fusion.reshape") == 1

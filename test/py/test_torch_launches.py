@@ -173,3 +173,47 @@ def test_a_model_with_an_odd_vocabulary_trains_as_eager_with_padded_matmuls(fami
     torch.testing.assert_close(got.logits, want.logits, rtol=1e-9, atol=1e-9)
     errors = {name: err for name, (err, norm) in grad_errors(want, got).items() if norm > 1e-12 and err > 1e-9}
     assert not errors, errors
+
+
+def test_padded_logits_returned_and_read_by_the_loss_are_read_in_place(monkeypatch) -> None:
+    """A padded output projection whose bf16 logits the function returns and a cross-entropy
+    reads (BERT's masked-LM head): the forward region reads the padded product and does not
+    write the logits (torch takes the slice again, a view); the backward region, whose saved
+    logits arrive as the slice though AOTAutograd recorded them dense, takes the padded rows
+    on its first call instead of a copy. Results and gradients are eager's."""
+    from mlirfuse.frontend.jit import JitFunction
+
+    calls = []
+    call = JitFunction.__call__
+
+    def record(self, *args):
+        out = call(self, *args)
+        calls.append(([tuple(a.shape) for a in args if isinstance(a, torch.Tensor)],
+                      [tuple(o.shape) for o in (out if isinstance(out, (tuple, list)) else [out])]))
+        return out
+    monkeypatch.setattr(JitFunction, "__call__", record)
+    v = 301
+
+    def fn(h, w, labels):
+        logits = (h @ w).view(2, 3, v)
+        return logits, torch.nn.functional.cross_entropy(logits.float().view(-1, v), labels)
+    torch.manual_seed(0)
+    h, w = torch.randn(6, 16, dtype=torch.bfloat16), torch.randn(16, v, dtype=torch.bfloat16)
+    labels = torch.randint(0, v, (6,))
+    previous = mlirfuse.set_options(pad_matmuls="always")
+    try:
+        leaves = [h.clone().requires_grad_(), w.clone().requires_grad_()]
+        logits, loss = torch.compile(fn, backend="mlirfuse")(*leaves, labels)
+        loss.backward()
+    finally:
+        mlirfuse.restore_options(previous)
+    eager = [h.clone().requires_grad_(), w.clone().requires_grad_()]
+    want_logits, want_loss = fn(*eager, labels)
+    want_loss.backward()
+    torch.testing.assert_close(logits, want_logits, rtol=0, atol=0)
+    for got, want in [(loss, want_loss)] + [(a.grad, b.grad) for a, b in zip(leaves, eager)]:
+        torch.testing.assert_close(got, want, rtol=1.6e-2, atol=1e-2)
+    normalizing = [(i, o) for i, o in calls if {(6, 304), (2, 3, 304)} & set(i)]  # reading the padded rows
+    assert len(normalizing) == 2  # forward and backward
+    assert not any(s[-1:] == (v,) for s in normalizing[0][1])  # the forward writes no logits
+    assert (6, v) not in normalizing[1][0]  # the backward reads no copy of them
