@@ -75,7 +75,8 @@ class Region:
     n_random: int = 0
     fusion_ir: str = ""
     output_index: list[int] = field(default_factory=list)  # output k -> result position (or -1 - input)
-    output_layout: list[tuple[int, ...] | None] = field(default_factory=list)  # output k -> permute back
+    # output k -> the permute back to torch's order (its memory order where k is an input's copy)
+    output_layout: list[tuple[int, ...] | None] = field(default_factory=list)
     size_args: list[fx.Node] = field(default_factory=list)  # symbolic sizes the members' torch calls read
     # Input k -> the rows of a dense tensor it is the first columns of (see `row_pitch`): the
     # region takes those whole rows and slices them itself, reading the columns in place.
@@ -145,9 +146,11 @@ class Region:
         for out in self.outputs:
             t = env[out]
             order = physical_order(out.meta["val"])
-            if id(t) in inputs:  # an identity of an input: handed back (cloned) by the caller
+            if id(t) in inputs:
+                # An identity of an input (a cat of it and empty tensors, a contiguous clone):
+                # the caller hands back a copy in torch's memory order (see `copy_in_order`).
                 self.output_index.append(-1 - inputs[id(t)])
-                self.output_layout.append(None)
+                self.output_layout.append(memory_order(out.meta["val"]))
                 continue
             # Written in torch's memory order: the kernel stores the permuted tensor densely
             # and the caller permutes it back, a view with the strides torch's metadata has.
@@ -229,9 +232,16 @@ def physical_order(val: torch.Tensor) -> tuple[int, ...] | None:
     """The dims of a dense tensor from outermost to innermost in memory, where that is not
     their logical order (None: row-major, or not a permutation of a dense layout). Size-1
     dims keep their place: any stride serves them."""
+    order = memory_order(val)
+    return None if order == tuple(range(val.dim())) else order
+
+
+def memory_order(val: torch.Tensor) -> tuple[int, ...] | None:
+    """The dims of a dense tensor from outermost to innermost in memory (None: not a
+    permutation of a dense layout, or not known from the hints)."""
     sizes = [_hint(s) for s in val.shape]
     strides = [_hint(s) for s in val.stride()]
-    if len(sizes) < 2 or None in sizes or None in strides or 0 in sizes:
+    if None in sizes or None in strides or 0 in sizes:
         return None
     order = tuple(sorted(range(len(sizes)), key=lambda d: -strides[d]))  # stable: ties keep their place
     expected = 1
@@ -239,7 +249,16 @@ def physical_order(val: torch.Tensor) -> tuple[int, ...] | None:
         if sizes[d] != 1 and strides[d] != expected:
             return None
         expected *= sizes[d]
-    return None if order == tuple(range(len(sizes))) else order
+    return order
+
+
+def copy_in_order(t: torch.Tensor, order: tuple[int, ...] | None) -> torch.Tensor:
+    """A dense copy of `t` laid out in `order` (outermost dim first); None: `t`'s own order."""
+    if order is None:
+        return t.clone()
+    if order == tuple(range(t.dim())):
+        return t.clone(memory_format=torch.contiguous_format)
+    return t.permute(order).clone(memory_format=torch.contiguous_format).permute(inverse_permutation(order))
 
 
 def inverse_permutation(order: tuple[int, ...]) -> tuple[int, ...]:

@@ -26,7 +26,7 @@ from torch import fx
 from mlirfuse import config, dump
 from mlirfuse.errors import FusionError
 from mlirfuse.torch_backend.partition import Partition
-from mlirfuse.torch_backend.region import LoweringFailed, Region, RowPitch, physical_order, row_pitch
+from mlirfuse.torch_backend.region import LoweringFailed, Region, RowPitch, copy_in_order, physical_order, row_pitch
 
 SEED_BOUND = 2 ** 62
 
@@ -113,7 +113,7 @@ class FusedRegion:
     def _set_up(self) -> None:
         region = self.region
         self._index = list(region.output_index)
-        self._layout = list(region.output_layout)  # per output: the permute back to torch's order
+        self._layout = list(region.output_layout)  # per output: its permute back (copies: memory order)
         # Inputs read as the first columns of dense rows: handed on as those whole rows.
         self._widen = [(k, _widener(pitch)) for k, pitch in region.widened.items()]
         # Each output is the jitted function's result of the same position: handed on as is.
@@ -177,7 +177,7 @@ class FusedRegion:
             return tuple(self.fallback(*args))
         if self._as_is:
             return results
-        return tuple((results[i] if p is None else results[i].permute(p)) if i >= 0 else args[-1 - i].clone()
+        return tuple((results[i] if p is None else results[i].permute(p)) if i >= 0 else copy_in_order(args[-1 - i], p)
                      for i, p in zip(self._index, self._layout))
 
     def __repr__(self) -> str:

@@ -132,6 +132,28 @@ def test_region_outputs_have_the_metadata_strides() -> None:
     torch.testing.assert_close(s, es)
 
 
+@pytest.mark.parametrize("program", ["cat_with_empty", "contiguous_clone"])
+def test_outputs_equal_to_an_input_have_the_metadata_strides(program) -> None:
+    """Bloom (CPU, float32): 'view size is not compatible with input tensor's size and stride'.
+    Its KV cache concatenates a legacy empty tensor (`torch.tensor([])`) with the permuted keys:
+    the cat lowers to its one non-empty input, an output equal to an input, which the region
+    handed back as a clone in the input's (permuted) layout where torch's metadata says
+    row-major, and the graph's next `view` relies on the metadata."""
+    def cat_with_empty(x, k):
+        c = torch.cat([k, x.permute(0, 2, 1, 3)], -2)
+        return c.view(8, -1, 16) * 2.0, c
+
+    def contiguous_clone(x, k):
+        c = x.permute(0, 2, 1, 3).contiguous()
+        return c.view(8, -1, 16) * 2.0, c
+    fn = {"cat_with_empty": cat_with_empty, "contiguous_clone": contiguous_clone}[program]
+    x, k = torch.randn(2, 32, 4, 16), torch.tensor([])
+    got, want = torch.compile(fn, backend="mlirfuse")(x, k), fn(x, k)
+    for g, w in zip(got, want):
+        assert g.stride() == w.stride()
+        torch.testing.assert_close(g, w)
+
+
 def test_attention_backward_is_a_library_op() -> None:
     """The partition dump said 'no mlirfuse lowering' for the CPU attention's backward."""
     from mlirfuse.torch_backend.aten_table import unsupported_reason
