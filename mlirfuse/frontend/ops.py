@@ -238,12 +238,32 @@ def elementwise(name: str, *args: Operand) -> Tensor:
             raise FusionError(f"{name}: not defined for bool tensors; cast them first")
         operand_dtypes = [common] * len(args)
         out_dtype = DataType.Bool if op.rule == T.COMPARE else common
+    compute = _opmath(op.rule, typed, out_dtype)
+    if compute is not out_dtype:
+        operand_dtypes = [compute] * len(args)
     operands = [_materialize(a, dt, fusion) for a, dt in zip(args, operand_dtypes)]
     shape = broadcast_shapes([t.shape for t in operands], fusion, name)
     operands = [_broadcast_to(t, shape) for t in operands]
     priority = builtins.max(p for _, p in typed)
-    return fusion.add_node(name, operands, {}, [(out_dtype, shape)],
-                           priority=priority if priority < DIMENSIONED or not shape else DIMENSIONED)[0]
+    result = fusion.add_node(name, operands, {}, [(compute, shape)],
+                             priority=priority if priority < DIMENSIONED or not shape else DIMENSIONED)[0]
+    return cast(result, out_dtype)
+
+
+_HALF_TYPES = (DataType.Half, DataType.BFloat16)
+
+
+def _opmath(rule: str, typed: list[tuple[DataType, int]], out_dtype: DataType) -> DataType:
+    """The dtype an elementwise op computes in: its result's, except where a half-precision
+    result has a wider float operand (a 0-d float32 tensor, a Python float): then float32,
+    the wider value unrounded, and the result rounded once. torch's kernels read such an
+    operand as its original value in float32 arithmetic (`original_scalar_value<opmath_t>`:
+    every binary op on CUDA, mul and div on the CPU), as Inductor and nvFuser do; rounded to
+    bfloat16 first, `x * logit_scale.exp()` (CLIP) was off by a fixed 0.2%."""
+    if out_dtype not in _HALF_TYPES or rule not in (T.SAME, T.FLOAT):
+        return out_dtype
+    wider = any(dt.is_float and not dt.is_float8 and dt not in _HALF_TYPES for dt, _ in typed)
+    return DataType.Float if wider else out_dtype
 
 
 def _make_elementwise(name: str):

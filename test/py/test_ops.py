@@ -176,6 +176,25 @@ def test_type_promotion_follows_torch() -> None:
         assert mlirfuse.jit(fn)(a, b).dtype == np.dtype(want), (da, db, want)
 
 
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=["f16", "bf16"])
+def test_half_precision_ops_read_wider_operands_unrounded(dtype) -> None:
+    """CLIP's bf16-autocast loss (`logits * logit_scale.exp()`, a 0-d float32 tensor) was off by a
+    fixed 0.2%: the operand was rounded to bfloat16 before the multiply. torch computes
+    half-precision arithmetic in float32 with the wider operand's own value (a Python float, a
+    0-d float32 or float64 tensor) and rounds the result once, as Inductor and nvFuser do."""
+    x = (RNG.standard_normal(4096) * 3).astype(dtype)
+    scale = np.float32(14.2849)  # exp(2.6592), not a bfloat16 value
+
+    def op(a, b, f):  # one torch op: float32 arithmetic on the operands' own values, rounded once
+        return f(np.asarray(a).astype(np.float32), np.float32(b)).astype(dtype)
+    for fn, want in [(lambda x, s: x * s, op(x, scale, np.multiply)),
+                     (lambda x, s: x / s + 0.044715, op(op(x, scale, np.divide), 0.044715, np.add)),
+                     (lambda x, s: x * 0.7978845608 - s, op(op(x, 0.7978845608, np.multiply), scale, np.subtract))]:
+        got = mlirfuse.jit(fn)(x, np.array(scale))
+        assert got.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(got.astype(np.float32), want.astype(np.float32))
+
+
 def test_runtime_scalar_is_not_baked() -> None:
     f = mlirfuse.jit(lambda x, s: x * s)
     x = np.ones(4, np.float32)
