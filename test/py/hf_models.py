@@ -9,7 +9,7 @@ and compiled runs compute the same function.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -46,7 +46,94 @@ def build(family: str, widths: str = "tiny") -> torch.nn.Module:
                              word_embed_proj_dim=h, vocab_size=50272 if real else 512, max_position_embeddings=1024,
                              dropout=0.0, attention_dropout=0.0)
         return T.OPTForCausalLM(config)
+    if family in MORE_FAMILIES:
+        return MORE_FAMILIES[family](T)
     raise ValueError(f"unknown model family {family!r}")
+
+
+# More architectures at tiny widths (CPU tests): what each adds to the five above is named.
+MORE_FAMILIES: dict[str, Callable[[Any], torch.nn.Module]] = {
+    # ALiBi biases; a KV cache that concatenates a legacy empty tensor with the keys
+    "bloom": lambda T: T.BloomForCausalLM(T.BloomConfig(n_layer=2, hidden_size=64, n_head=4, vocab_size=512,
+                                                       hidden_dropout=0.0, attention_dropout=0.0)),
+    # encoder-decoder; relative position buckets (log, floor, min); RMS-style LayerNorm in float32
+    "t5": lambda T: T.T5ForConditionalGeneration(T.T5Config(
+        num_layers=2, num_decoder_layers=2, d_model=64, d_kv=16, d_ff=176, num_heads=4, vocab_size=512,
+        dropout_rate=0.0, decoder_start_token_id=0)),
+    # GeGLU, embeddings scaled by sqrt(hidden), (1 + weight) RMSNorm, one KV head
+    "gemma": lambda T: T.GemmaForCausalLM(T.GemmaConfig(
+        num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=1, head_dim=16,
+        intermediate_size=176, vocab_size=512)),
+    # mixture of experts: router softmax, top-k, per-expert gathers and index_add
+    "mixtral": lambda T: T.MixtralForCausalLM(T.MixtralConfig(
+        num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, intermediate_size=176,
+        vocab_size=512, num_local_experts=4, num_experts_per_tok=2)),
+    # disentangled attention (relative position gathers)
+    "deberta2": lambda T: T.DebertaV2ForMaskedLM(T.DebertaV2Config(
+        num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=256, vocab_size=512,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)),
+    # image and text towers, a contrastive loss scaled by exp(logit_scale)
+    "clip": lambda T: T.CLIPModel(T.CLIPConfig(
+        text_config=dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128,
+                         vocab_size=512, max_position_embeddings=64),
+        vision_config=dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128,
+                           image_size=32, patch_size=8),
+        projection_dim=32)),
+    # convolutions and BatchNorm in training mode (running statistics updated in place)
+    "resnet": lambda T: T.ResNetForImageClassification(T.ResNetConfig(
+        embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1], layer_type="basic", num_labels=10)),
+    # a 1-d convolutional audio encoder, cross-attention
+    "whisper": lambda T: T.WhisperForConditionalGeneration(T.WhisperConfig(
+        encoder_layers=2, decoder_layers=2, d_model=64, encoder_attention_heads=4, decoder_attention_heads=4,
+        encoder_ffn_dim=128, decoder_ffn_dim=128, vocab_size=512, num_mel_bins=16, max_source_positions=16,
+        max_target_positions=64, dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
+        decoder_start_token_id=1, pad_token_id=0, eos_token_id=2, bos_token_id=1)),
+    # a selective scan (a sequential loop over the sequence) and a depthwise causal convolution
+    "mamba": lambda T: T.MambaForCausalLM(T.MambaConfig(num_hidden_layers=2, hidden_size=64, state_size=8,
+                                                       vocab_size=512, expand=2, conv_kernel=4)),
+}
+
+
+def example_batch(model: torch.nn.Module, batch: int = 2, seq: int = 32) -> dict[str, Any]:
+    """Inputs with labels for one training step of `model`, whatever its modality."""
+    g = torch.Generator().manual_seed(1)
+    name = type(model).__name__
+    if name.endswith("ForImageClassification"):
+        return dict(pixel_values=torch.randn(batch, 3, 32, 32, generator=g),
+                    labels=torch.randint(0, model.config.num_labels, (batch,), generator=g))
+    if name.startswith("Whisper"):
+        return dict(input_features=torch.randn(batch, model.config.num_mel_bins, 32, generator=g),
+                    labels=torch.randint(3, model.config.vocab_size, (batch, seq // 2), generator=g))
+    if name.startswith("CLIP"):
+        return dict(pixel_values=torch.randn(batch, 3, 32, 32, generator=g), return_loss=True,
+                    input_ids=torch.randint(1, model.config.text_config.vocab_size, (batch, seq // 2), generator=g))
+    ids = torch.randint(1, model.config.vocab_size, (batch, seq), generator=g)
+    return dict(input_ids=ids, labels=ids)
+
+
+def batch_step(model: torch.nn.Module, run: Callable[..., Any], inputs: dict[str, Any],
+               autocast: torch.dtype | None) -> Step:
+    """`train_step` for any `example_batch`: the loss the model computes from its labels
+    (a language model in float64: cross-entropy in float64 from its logits, which HF's
+    `labels=` path casts to float32); `logits` (CLIP: `logits_per_image`); the float buffers
+    after the step (BatchNorm's running statistics)."""
+    model.zero_grad(set_to_none=True)
+    inputs = dict(inputs)
+    exact = next(model.parameters()).dtype == torch.float64
+    if exact:
+        inputs = {k: v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+                  for k, v in inputs.items()}
+    labels = inputs.pop("labels") if exact and type(model).__name__.endswith(("CausalLM", "MaskedLM")) else None
+    with torch.autocast("cpu", dtype=autocast or torch.bfloat16, enabled=autocast is not None):
+        out = run(**inputs)
+    loss = out.loss if labels is None else torch.nn.functional.cross_entropy(out.logits.flatten(0, 1),
+                                                                            labels.flatten())
+    loss.backward()
+    logits = out.logits_per_image if hasattr(out, "logits_per_image") else out.logits
+    grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+    buffers = {n: b.detach().clone() for n, b in model.named_buffers() if b.is_floating_point()}
+    model.zero_grad(set_to_none=True)
+    return Step(loss.detach(), logits.detach(), grads, buffers)
 
 
 @dataclass
@@ -54,6 +141,7 @@ class Step:
     loss: torch.Tensor
     logits: torch.Tensor
     grads: dict[str, torch.Tensor]
+    buffers: dict[str, torch.Tensor] = field(default_factory=dict)  # float buffers after the step
 
 
 def train_step(model: torch.nn.Module, run: Callable[..., Any], ids: torch.Tensor, autocast: torch.dtype | None,
