@@ -6,6 +6,7 @@
 | MLIRFUSE_SINGLE_NODE | 0 | fusion-group also outlines groups of one compute op |
 | MLIRFUSE_MAX_ARGS | 128 | most inputs + outputs of one group |
 | MLIRFUSE_DISABLE_FALLBACK | 0 | 1: a failing compile raises instead of running the reference evaluator |
+| MLIRFUSE_CHECK_REGIONS | 0 | 1: torch.compile backend: every fused region also runs in torch and must agree |
 | MLIRFUSE_DUMP | (none) | comma list of dumps (see README) |
 | MLIRFUSE_DUMP_DIR | (stderr) | write dumps to files in this folder instead |
 """
@@ -41,6 +42,7 @@ class Options:
     max_args: int = 128
     fallback: bool = True
     pad_matmuls: str = "auto"  # torch backend: "auto" (CUDA half precision), "always", "off"
+    check_regions: bool = False  # torch backend: each region also runs in torch, outputs compared
     dump: frozenset[str] = field(default_factory=frozenset)
     dump_dir: str | None = None
 
@@ -52,6 +54,7 @@ class Options:
             max_args=_int("MLIRFUSE_MAX_ARGS", 128),
             fallback=not _flag("MLIRFUSE_DISABLE_FALLBACK", False),
             pad_matmuls=os.environ.get("MLIRFUSE_PAD_MATMULS", "auto").strip().lower(),
+            check_regions=_flag("MLIRFUSE_CHECK_REGIONS", False),
             dump=frozenset(d.strip() for d in os.environ.get("MLIRFUSE_DUMP", "").split(",") if d.strip()),
             dump_dir=os.environ.get("MLIRFUSE_DUMP_DIR") or None,
         )
@@ -99,7 +102,8 @@ def set_options(**changes: object) -> Options:
     return previous
 
 
-_KINDS = {"horizontal": bool, "single_node": bool, "fallback": bool, "max_args": int, "pad_matmuls": str}
+_KINDS = {"horizontal": bool, "single_node": bool, "fallback": bool, "max_args": int, "pad_matmuls": str,
+          "check_regions": bool}
 PAD_MATMULS = ("auto", "always", "off")
 
 

@@ -175,13 +175,57 @@ class FusedRegion:
                           "from now on (MLIRFUSE_DISABLE_FALLBACK=1 raises instead)", RuntimeWarning, stacklevel=3)
             self.failed = True
             return tuple(self.fallback(*args))
-        if self._as_is:
-            return results
-        return tuple((results[i] if p is None else results[i].permute(p)) if i >= 0 else copy_in_order(args[-1 - i], p)
-                     for i, p in zip(self._index, self._layout))
+        if not self._as_is:
+            results = tuple((results[i] if p is None else results[i].permute(p)) if i >= 0
+                            else copy_in_order(args[-1 - i], p) for i, p in zip(self._index, self._layout))
+        if config.options().check_regions and not self._seeded:
+            check_against_torch(self.label, results, tuple(self.fallback(*args)), args)
+        return results
 
     def __repr__(self) -> str:
         return f"FusedRegion({self.__name__}, {len(self.region.nodes)} nodes)"
+
+
+# check_regions: the largest error of a region's float output against torch's, relative to the
+# larger of that output's and the region's inputs' magnitudes (a result that cancels to near
+# zero carries the rounding errors of the values it came from).
+CHECK_TOLERANCE = {torch.float64: 1e-9, torch.float32: 1e-4, torch.bfloat16: 2e-2, torch.float16: 4e-3}
+
+
+def check_against_torch(label: str, got: tuple[Any, ...], want: tuple[Any, ...], inputs: tuple[Any, ...]) -> None:
+    """`MLIRFUSE_CHECK_REGIONS=1`: the outputs of a fused region (`got`) against the same
+    nodes run by torch (`want`): dtypes, shapes, strides (but of size-1 dims) and values."""
+    scale = max((_magnitude(t) for t in inputs if isinstance(t, torch.Tensor) and t.is_floating_point()),
+                default=0.0)
+    for k, (g, w) in enumerate(zip(got, want)):
+        if not isinstance(w, torch.Tensor):
+            continue
+        where = f"mlirfuse check_regions: {label}, output {k}"
+        if g.dtype != w.dtype or g.shape != w.shape:
+            raise FusionError(f"{where}: {g.dtype} {tuple(g.shape)}, torch gives {w.dtype} {tuple(w.shape)}")
+        if any(a != b for a, b, n in zip(g.stride(), w.stride(), w.shape) if n != 1):
+            raise FusionError(f"{where}: strides {g.stride()}, torch gives {w.stride()}")
+        if not w.numel():
+            continue
+        if not w.is_floating_point():
+            if not torch.equal(g, w):
+                raise FusionError(f"{where}: {int((g != w).sum())} of {w.numel()} elements differ from torch's")
+            continue
+        g64, w64 = g.detach().double(), w.detach().double()
+        same = (g64 == w64) | (g64.isnan() & w64.isnan())  # (infinities and NaNs too)
+        error = float(torch.where(same, 0.0, (g64 - w64).abs()).max())  # NaN: one side non-finite
+        bound = CHECK_TOLERANCE.get(w.dtype, 2e-2) * max(scale, _magnitude(w))
+        if not error <= bound:
+            raise FusionError(f"{where}: differs from torch's by up to {error:.3g} (at most {bound:.3g} allowed "
+                              f"for {w.dtype}); MLIRFUSE_DUMP=partition shows the region's nodes")
+
+
+def _magnitude(t: torch.Tensor) -> float:
+    """The largest magnitude among `t`'s values, but of infinities, NaNs and values near its
+    dtype's largest (attention masks' `finfo.min`)."""
+    a = t.detach().abs()
+    a = a[a < torch.finfo(t.dtype).max / 2]
+    return float(a.max()) if a.numel() else 0.0
 
 
 def region_module(gm: fx.GraphModule, region: Region) -> fx.GraphModule:

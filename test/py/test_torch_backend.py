@@ -585,3 +585,35 @@ def test_failing_region_falls_back_to_torch(monkeypatch) -> None:
     torch.testing.assert_close(out, fn(x))
     again = compiled([x])  # the region stays with torch, without another warning
     torch.testing.assert_close(again, fn(x))
+
+
+def test_check_regions_compares_every_region_with_torch(monkeypatch) -> None:
+    """MLIRFUSE_CHECK_REGIONS=1 (`check_regions=True`): each fused region also runs in torch;
+    a region that agrees passes (a LayerNorm whose mean cancels to near zero, a mask of
+    finfo.min), one whose output is wrong raises FusionError naming the region."""
+    from mlirfuse.torch_backend import runtime
+
+    def fn(x, mask):
+        y = F.layer_norm(torch.tanh(x) + mask.clamp(min=-1.0), x.shape[-1:])
+        return y * 2.0, y.mean(-1)
+    x = torch.randn(8, 64)
+    mask = torch.where(torch.rand(8, 64) > 0.5, 0.0, torch.finfo(torch.float32).min)
+    previous = mlirfuse.set_options(check_regions=True, fallback=False)
+    try:
+        for got, want in zip(torch.compile(fn, backend="mlirfuse")(x, mask), fn(x, mask)):
+            torch.testing.assert_close(got, want)
+        dynamo.reset()
+        call = runtime.FusedRegion._call
+
+        def wrong(self, args):
+            jitted = self.jitted
+            self.jitted = lambda *a: tuple(r + 1e-3 if r.is_floating_point() else r for r in jitted(*a))
+            try:
+                return call(self, args)
+            finally:
+                self.jitted = jitted
+        monkeypatch.setattr(runtime.FusedRegion, "_call", wrong)
+        with pytest.raises(mlirfuse.FusionError, match="check_regions: mlirfuse fused_0 .* output 0: differs"):
+            torch.compile(fn, backend="mlirfuse")(x, mask)
+    finally:
+        mlirfuse.restore_options(previous)
