@@ -94,7 +94,7 @@ def full(shape: Sequence[Size], fill_value: Operand, dtype: Any = None) -> Tenso
     dt = to_dtype(dtype) if dtype is not None else O._dtype_priority(fill_value, "full")[0]
     value = O.cast(fill_value, dt) if isinstance(fill_value, Tensor) else O.constant(fill_value, dt, fusion)
     shape = O._sizes_arg(shape, "full")
-    return O.expand(value, shape) if shape else value
+    return O.expand(value, shape) if shape else O.as_tensor(value)
 
 
 def zeros(shape: Sequence[Size], dtype: Any = DataType.Float) -> Tensor:

@@ -16,7 +16,7 @@ import numpy as np
 from mlirfuse.dialects import optable as T
 from mlirfuse.dtypes import DataType, result_type, to_dtype
 from mlirfuse.errors import FusionError
-from mlirfuse.frontend.graph import DIMENSIONED, SCALAR, Fusion, Tensor, current_fusion
+from mlirfuse.frontend.graph import DIMENSIONED, SCALAR, ZERO_DIM, Fusion, Tensor, current_fusion
 from mlirfuse.frontend.symbolic import ConcreteSizeNeeded, Size, SymSize, product
 
 Operand = Any  # Tensor | bool | int | float
@@ -110,6 +110,14 @@ def cast(x: Operand, dtype: DataType | str) -> Tensor:
     if x.dtype is dt:
         return x
     return x.fusion.add_node("cast", [x], {}, [(dt, x.shape)], priority=x.priority)[0]
+
+
+def as_tensor(x: Tensor) -> Tensor:
+    """`x` typed as a tensor in promotion: a weakly typed 0-d value (a Python number, a
+    runtime scalar) becomes a 0-d tensor of its dtype, as `torch.full([], v, dtype=...)` is."""
+    if x.priority != SCALAR:
+        return x
+    return x.fusion.add_node("cast", [x], {}, [(x.dtype, x.shape)], priority=ZERO_DIM)[0]
 
 
 def _materialize(x: Operand, dtype: DataType, fusion: Fusion) -> Tensor:

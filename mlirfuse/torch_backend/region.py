@@ -282,6 +282,10 @@ def _conform(node: fx.Node, result: Any, val: Any) -> Any:
         return tuple(_conform(node, r, v) for r, v in zip(result, val))
     if not isinstance(result, Tensor):
         result = ops.cast(result, to_dtype(val.dtype))
+    # Every value of the graph is a tensor: never weakly typed in promotion as a Python number
+    # is (GPT-2's causal mask `where(m, full([], 0.), scalar_tensor(finfo(float64).min))` was
+    # computed in float32 and overflowed to -inf).
+    result = ops.as_tensor(result)
     if result.ndim != val.dim():
         raise LoweringFailed(node, f"lowered to rank {result.ndim}, torch says rank {val.dim()}")
     want = to_dtype(val.dtype)

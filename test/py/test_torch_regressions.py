@@ -154,6 +154,29 @@ def test_outputs_equal_to_an_input_have_the_metadata_strides(program) -> None:
         torch.testing.assert_close(g, w)
 
 
+def test_zero_dim_tensors_made_in_the_graph_keep_their_dtype() -> None:
+    """GPT-2 with eager attention in float64 (CPU): its causal mask
+    `where(m, full([], 0., dtype=float64), scalar_tensor(finfo(float64).min, dtype=float64))`
+    came out -inf: the two 0-d tensors were typed as Python numbers, so the where computed in
+    float32 (the default float), where finfo(float64).min overflows. A 0-d tensor the graph
+    makes is a tensor of its dtype in promotion, as in torch."""
+    import numpy as np
+
+    import mlirfuse
+    from mlirfuse import ops
+
+    def fn(x):
+        m = torch.where(x > 0, torch.zeros((), dtype=torch.float64),
+                        torch.scalar_tensor(torch.finfo(torch.float64).min, dtype=torch.float64))
+        return m * 1.0 + x
+    x = torch.tensor([1.0, -1.0, 2.0], dtype=torch.float64)
+    torch.testing.assert_close(torch.compile(fn, backend="mlirfuse")(x), fn(x), rtol=0, atol=0)
+    big = float(np.finfo(np.float64).max)
+    f = mlirfuse.jit(lambda x: ops.where(x > 0, ops.full([], 0.0, "float64"), ops.full([], -big, "float64")))
+    got = f(np.array([1.0, -1.0], np.float32))
+    assert got.dtype == np.float64 and got[1] == -big
+
+
 def test_attention_backward_is_a_library_op() -> None:
     """The partition dump said 'no mlirfuse lowering' for the CPU attention's backward."""
     from mlirfuse.torch_backend.aten_table import unsupported_reason
