@@ -173,7 +173,11 @@ def test_more_families_match_eager_cpu(family: str, mode: str) -> None:
     state = copy.deepcopy(model.state_dict())
     expected = batch_step(model, model, inputs, autocast)
     model.load_state_dict(state)
-    got = batch_step(model, torch.compile(model, backend="mlirfuse"), inputs, autocast)
+    previous = mlirfuse.set_options(check_regions=True)  # and every region as torch runs its nodes
+    try:
+        got = batch_step(model, torch.compile(model, backend="mlirfuse"), inputs, autocast)
+    finally:
+        mlirfuse.restore_options(previous)
     rtol = TOLERANCE[mode][0]
     for name, want in expected.buffers.items():
         torch.testing.assert_close(got.buffers[name], want, rtol=rtol, atol=rtol, msg=lambda m, n=name: f"{n}: {m}")
@@ -193,6 +197,29 @@ def test_more_families_match_eager_cpu(family: str, mode: str) -> None:
                  if got_err[name][0] > 1.25 * eager_err[name][0] + 1e-3
                  and eager_err[name][1] > TOLERANCE[mode][1] * largest}  # (not the analytically zero ones)
         assert not worse, f"{far_from_eager}; and less accurate than eager against float64: {worse}"
+
+
+@pytest.mark.parametrize("mode", ["f32", "bf16_autocast"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "bert"])
+def test_eager_attention_matches_eager_cpu(family: str, mode: str) -> None:
+    """HF's eager attention (explicit scores, masks of finfo.min, softmax upcast to float32)
+    instead of the SDPA library call: the mask and softmax are fused; every region checked
+    against torch running its nodes (`check_regions`) and the step against eager."""
+    torch.manual_seed(0)
+    model = build(family).train()
+    model.config._attn_implementation = "eager"
+    ids = _ids(2, 32, model.config.vocab_size, "cpu")
+    autocast = torch.bfloat16 if mode == "bf16_autocast" else None
+    expected = train_step(model, model, ids, autocast)
+    previous = mlirfuse.set_options(check_regions=True)
+    try:
+        got = train_step(model, torch.compile(model, backend="mlirfuse"), ids, autocast)
+    finally:
+        mlirfuse.restore_options(previous)
+    if autocast is None:
+        _assert_close_steps(expected, got, mode)
+    else:
+        _assert_close_or_more_accurate(model, ids, expected, got, mode)
 
 
 @pytest.mark.gpu
