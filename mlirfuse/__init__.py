@@ -12,7 +12,8 @@ from mlirfuse.dtypes import DataType
 from mlirfuse.errors import FusionError
 from mlirfuse.frontend import ops
 from mlirfuse.frontend.fusion_definition import FusionDefinition
-from mlirfuse.frontend.nvfuser_api import FusionCache, compute_contiguity, compute_tensor_descriptor
+from mlirfuse.frontend.nvfuser_api import (FusionCache, compute_contiguity, compute_tensor_descriptor,
+                                          disable_automatic_serialization, enable_automatic_serialization)
 from mlirfuse.frontend.nvfuser_api import ScalarValue as Scalar
 from mlirfuse.frontend.nvfuser_api import TensorValue as Tensor
 from mlirfuse.frontend.grad import grad, vjp
@@ -20,8 +21,8 @@ from mlirfuse.frontend.jit import jit
 
 __version__ = "0.1.0"
 __all__ = ["DataType", "FusionCache", "FusionDefinition", "FusionError", "Scalar", "Tensor", "compute_contiguity",
-           "compute_tensor_descriptor", "grad", "jit", "ops", "options", "reference", "restore_options",
-           "set_options", "version", "vjp"]
+           "compute_tensor_descriptor", "disable_automatic_serialization", "enable_automatic_serialization", "grad",
+           "jit", "ops", "options", "reference", "restore_options", "set_options", "version", "vjp"]
 
 
 def version() -> str:

@@ -1,11 +1,13 @@
 """Debug dumps selected by MLIRFUSE_DUMP (or mlirfuse.set_options(dump="a,b")).
 
-Each dump goes to stderr, or to `<MLIRFUSE_DUMP_DIR>/<fusion hash>-<name>.txt`.
+Each dump goes to stderr, or to `<MLIRFUSE_DUMP_DIR>/<fusion hash>-<name>.txt`; inside
+`capture()` (nvFuser's `execute(capture_debug_output=True)`) to a string instead.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import hashlib
 import logging
 import sys
@@ -43,15 +45,32 @@ if config.options().dump - DUMPS.keys():  # names from MLIRFUSE_DUMP: say so onc
                   f"known: {', '.join(sorted(DUMPS))}", RuntimeWarning, stacklevel=1)
 
 
+_CAPTURED: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("mlirfuse_captured_dumps", default=None)
+
+
 def enabled(name: str) -> bool:
     return name in config.options().dump
+
+
+@contextlib.contextmanager
+def capture() -> Iterator[list[str]]:
+    """The dumps emitted inside the block, as texts in a list (instead of stderr or files)."""
+    texts: list[str] = []
+    token = _CAPTURED.set(texts)
+    try:
+        yield texts
+    finally:
+        _CAPTURED.reset(token)
 
 
 def emit(name: str, text: str, key: str = "") -> None:
     opts = config.options()
     if name not in opts.dump:
         return
-    if opts.dump_dir:
+    captured = _CAPTURED.get()
+    if captured is not None:
+        captured.append(f"===== mlirfuse {name} {key} =====\n{text.rstrip()}\n")
+    elif opts.dump_dir:
         folder = Path(opts.dump_dir)
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{key or 'mlirfuse'}-{name}.txt"

@@ -15,10 +15,13 @@ from mlirfuse.errors import FusionError
 from mlirfuse.frontend import complex_ops, nvfuser_ops
 from mlirfuse.frontend.complex_ops import ComplexTensor
 from mlirfuse.frontend.definition_log import Call, Deferred, bind, deferred_result, holds_deferred, in_lists, sized
+from mlirfuse.frontend.definition_printer import print_definition
+from mlirfuse.frontend.fusion_inspection import Inspection
 from mlirfuse.frontend.nvfuser_api import FusionCache, compute_contiguity, compute_tensor_descriptor  # noqa: F401
 from mlirfuse.frontend import indexing as I
 from mlirfuse.frontend import ops as ops_module
 from mlirfuse.frontend.graph import Fusion, InputSpec, Tensor, tracing
+from mlirfuse.frontend.output_aliases import alias_outputs
 from mlirfuse.frontend.symbolic import ConcreteSizeNeeded, SymSize
 
 
@@ -69,7 +72,7 @@ def _logged(method: Any) -> Any:
     return wrapper
 
 
-class FusionDefinition:
+class FusionDefinition(Inspection):
     """Define a fusion op by op, then execute it (inputs in definition order).
 
     Sizes are symbolic unless given: one compiled fusion serves every shape. Where an op
@@ -235,10 +238,10 @@ class FusionDefinition:
 
     define_constant = define_scalar
 
-    @_logged
     def from_pytorch(self, tensor: Any, static_sizes: bool = False) -> Tensor:
         """An input laid out as `tensor` (torch or numpy): its dtype, its rank with size-1 dims
-        as broadcast dims, its contiguity; its sizes fixed with `static_sizes`, else symbolic."""
+        as broadcast dims, its contiguity; its sizes fixed with `static_sizes`, else symbolic.
+        (Logged, and printed, as the `define_tensor` call it makes.)"""
         self._check_open("from_pytorch")
         shape = getattr(tensor, "shape", None)
         if shape is None or not hasattr(tensor, "dtype"):
@@ -246,7 +249,7 @@ class FusionDefinition:
         sizes = [int(s) for s in shape]
         strides = _element_strides(tensor)
         dims = sizes if static_sizes else [1 if s == 1 else -1 for s in sizes]
-        return self.define_tensor(dims, dtype=tensor.dtype, contiguity=_is_contiguous(sizes, strides))
+        return self.define_tensor(dims, dtype=to_dtype(tensor.dtype), contiguity=_is_contiguous(sizes, strides))
 
     @_logged
     def define_vector(self, values: Any, dtype: Any = DataType.Int) -> list[Any]:
@@ -332,10 +335,13 @@ class FusionDefinition:
         return {"rng_seed": seed, "rng_offset": ops_module.add(offset, self._rng_ops - 1)}
 
     def _cache_key(self) -> str:
+        """Equal fusion IR, layouts and sequence of calls (by name): nvFuser keys its cache by
+        the definition's records, so `add_output(t, stride_order)` and `ops.stride_order` then
+        `add_output` are two definitions of one fusion, as there."""
         layout = repr((self.fusion.specs, sorted(self._aliases.items()), sorted(self._complex_outputs),
                        sorted(self._output_perms.items())))  # nvFuser keys its cache by layouts too
         if self._deferred is None:
-            return self.fusion.to_mlir() + layout
+            return self.fusion.to_mlir() + layout + " ".join(".".join(call.key) for call in self._log)
         names: dict[int, str] = {}
 
         def text(v: Any) -> str:
@@ -396,9 +402,13 @@ class FusionDefinition:
             call.user_inputs = list(range(first_input, len(self._inputs)))
         except ConcreteSizeNeeded as e:
             if self._replaying or key[0] != "ops":
+                self._log.remove(call)
                 raise
             self._deferred = self._deferred or str(e)
             call.result = deferred_result(self, call)
+        except BaseException:
+            self._log.remove(call)  # a call that failed defined nothing
+            raise
         finally:
             self._depth -= 1
         return call.result
@@ -408,12 +418,17 @@ class FusionDefinition:
         scalars it uses as sizes): built once per signature."""
         if len(inputs) != len(self._inputs):
             raise FusionError(f"execute: {len(inputs)} inputs for a definition of {len(self._inputs)}")
-        sizes = self._size_scalars()
-        key = (tuple(tuple(getattr(x, "shape", ())) for x in inputs), tuple(int(inputs[i]) for i in sizes.values()))
+        key = self._replay_key(inputs)
         replay = self._replays.get(key)
         if replay is None:
-            replay = self._replays[key] = self._replay(inputs, sizes)
+            replay = self._replays[key] = self._replay(inputs, self._size_scalars())
         return replay
+
+    def _replay_key(self, inputs: Sequence[Any]) -> tuple:
+        """What a trace per signature is keyed by: the inputs' sizes and the values of the
+        runtime scalars used as sizes."""
+        sizes = self._size_scalars()
+        return tuple(tuple(getattr(x, "shape", ())) for x in inputs), tuple(int(inputs[i]) for i in sizes.values())
 
     def _size_scalars(self) -> dict[int, int]:
         """id of each runtime scalar input a size depends on (a scalar in a list argument, or
@@ -498,22 +513,31 @@ class FusionDefinition:
         """Run on `inputs` (tensors and runtime scalars in definition order).
 
         GPU arrays run on the GPU, host arrays on the CPU unless backend='gpu' (or a CUDA
-        `device`, nvFuser's argument). Outputs given an `alias_input` are written into it and
-        not returned. nvFuser's other options (profile, _enable_options, ...) have no effect
+        `device`, nvFuser's argument). `profile=True` keeps a profile (`fd.profile()`),
+        `capture_debug_output=True` the dumps' text (`fd.debug_output()`): see
+        `fusion_inspection`. Outputs given an `alias_input` are written into it and
+        not returned; outputs that are an input, a view of one, or a value written into one
+        are that input (or the view), as nvFuser returns them (`output_aliases`). nvFuser's other options (profile, _enable_options, ...) have no effect
         here: each warns once.
         """
         if not isinstance(inputs, (list, tuple)):
             raise FusionError("execute: inputs must be a list, in definition order")
         self._ensure_defined()
         inputs = _flatten_vectors(inputs)
-        if self._deferred is not None:
-            return self._replay_for(inputs).execute(inputs, backend, device=device, **nvfuser_options)
+        profile = bool(nvfuser_options.pop("profile", False))
+        capture_debug_output = bool(nvfuser_options.pop("capture_debug_output", False))
         for name in nvfuser_options:
             if name not in _WARNED:
                 _WARNED.add(name)
                 warnings.warn(f"FusionDefinition.execute: nvFuser option {name!r} has no effect in mlirfuse",
                               UserWarning, stacklevel=2)
-        return self._run(self._fusion_args(inputs), backend, device)
+
+        def run() -> list[Any]:
+            ran = self._replay_for(inputs) if self._deferred is not None else self
+            outputs = ran._run(ran._fusion_args(inputs), backend, device)
+            self._ran = ran._ran
+            return outputs
+        return self._observe(run, profile=profile, capture_debug_output=capture_debug_output)
 
     def _run(self, inputs: list[Any], backend: str | None, device: Any) -> list[Any]:
         """execute on the fusion's own inputs (complex ones split, random state added)."""
@@ -525,6 +549,7 @@ class FusionDefinition:
         if not any(a.kind != "scalar" for a in args) and wanted is None and backend is None and _cuda_available():
             backend = "gpu"  # nothing to follow: nvFuser's default device, where there is one
         backend = "gpu" if where == "device" else wanted or backend or "cpu"
+        self._ran = (self, backend)
         outputs = self._compile(backend, keep_stages=False).run(args)
         if not any(a.kind != "scalar" for a in args) and _torch_module() is not None:
             # No arrays to follow: torch tensors, as nvFuser returns (on the device asked for).
@@ -534,10 +559,10 @@ class FusionDefinition:
             outputs = [o if isinstance(o, torch.Tensor) else numpy_to_torch(np.ascontiguousarray(o)).to(where_to)
                        for o in outputs]
         outputs = self._finish(outputs)
-        if not self._aliases:
-            return outputs
         for out, position in self._aliases.items():
             _write_into(inputs[position], outputs[out])
+        outputs = alias_outputs(self.fusion, outputs, inputs, self._aliases,
+                                set(self._output_perms) | self._complex_outputs)
         return [o for i, o in enumerate(outputs) if i not in self._aliases]
 
     def validate(self, inputs: Sequence[Any], reference_outputs: Sequence[Any] | None = None) -> None:
@@ -572,12 +597,16 @@ class FusionDefinition:
                 raise FusionError(f"validate: output {i} differs from the reference:{e}") from None
 
     def __str__(self) -> str:
+        """The fusion IR (of each signature's trace, for a definition traced per signature)."""
         if self._deferred is not None:
             return f"// traced per input signature when executed: {self._deferred}\n" + "\n".join(
                 str(fd.fusion.to_mlir()) for fd in self._replays.values())
         return self.fusion.to_mlir()
 
-    __repr__ = __str__
+    def __repr__(self) -> str:
+        """nvFuser's printed definition: a Python function `nvfuser_fusion_id<N>(fd)` that
+        defines this fusion again (see `definition_printer`)."""
+        return print_definition(self._log, self._id, self.fusion.inputs)
 
 
 _SEED_POSITION = {"uniform": 3, "normal": 3, "rand_like": 1, "randn_like": 1}  # where a seed goes positionally

@@ -16,7 +16,7 @@ from mlirfuse.frontend.symbolic import product
 
 NVFUSER_NAMES = ["div", "broadcast", "truediv", "signbit", "welford", "embedding_fwd", "normal", "segment_set", "frac",
                  "isfinite", "isneginf", "isposinf", "threshold", "addcmul", "randn_like", "real", "imag", "shape",
-                 "tensor_sizes"]
+                 "tensor_sizes", "slice"]
 __all__ = NVFUSER_NAMES
 
 
@@ -31,6 +31,36 @@ def broadcast(x: Tensor, is_broadcast_dim: Sequence[bool]) -> Tensor:
         if flag:
             x = O.unsqueeze(x, d)
     return x
+
+
+def slice(x: Tensor, start_indices: Sequence[Any], end_indices: Sequence[Any] | None = None,  # noqa: A001
+          strides: Sequence[Any] | None = None, manual_normalization: bool = False) -> Tensor:
+    """nvFuser's `fd.ops.slice`, with its checks and their messages: one start, end and
+    stride per dim, constant starts >= 0, constant ends >= their starts, strides 1 (nvFuser's
+    limitation; `mlirfuse.ops.slice` takes Python's negative bounds and steps). Ends past a
+    dim clamp to it (`manual_normalization` promises they need not: no effect here)."""
+    starts = list(start_indices)
+    ends = list(end_indices) if end_indices is not None else []
+    steps = list(strides) if strides else [1] * len(starts)
+    if len(starts) != len(steps):
+        raise FusionError(f"Slice start_indices and strides don't match! Start Indices: {len(starts)} "
+                          f"Strides: {len(steps)}")
+    if isinstance(x, Tensor) and x.ndim != len(starts):
+        raise FusionError(f"Number of tensor dimensions does not match slice dimensions! Tensor-dims: {x.ndim} "
+                          f"Slice-dims: {len(starts)}")
+    if len(starts) != len(ends):
+        raise FusionError(f"Slice indexing attribute dimensions don't match! Start Indices: {len(starts)} "
+                          f"End Indices: {len(ends)}")
+    for start, end, step in zip(starts, ends, steps):
+        if isinstance(start, int) and start < 0:
+            raise FusionError(f"Slice operation start_indices must be greater than or equal to 0. "
+                              f"Start Indices: {start}")
+        if isinstance(start, int) and isinstance(end, int) and end < start:
+            raise FusionError(f"Slice operation end_indices must be greater than or equal to start_indices. "
+                              f"Start Indices: {start} End Indices: {end}")
+        if step != 1:
+            raise FusionError("nvFuser Limitation: All slice operation strides must be of const size 1.")
+    return I.slice(x, starts, ends, steps)
 
 
 def div(a: Any, b: Any) -> Tensor:

@@ -75,8 +75,8 @@ def test_execute_honours_device_and_warns_once_per_nvfuser_option() -> None:
     x = torch.randn(8)
     with FusionDefinition() as fd:
         fd.add_output(fd.ops.exp(fd.from_pytorch(x)))
-    with pytest.warns(UserWarning, match="'profile' has no effect"):
-        (out,) = fd.execute([x], device="cpu", profile=True)
+    with pytest.warns(UserWarning, match="'_enable_options' has no effect"):
+        (out,) = fd.execute([x], device="cpu", _enable_options=["fast_math"])
     torch.testing.assert_close(out, x.exp())
     with pytest.raises(FusionError, match="unknown device"):
         fd.execute([x], device="tpu")
