@@ -58,7 +58,7 @@ for _name in ("lt", "le", "gt", "ge", "eq", "ne"):
 Deferred.__hash__ = object.__hash__  # type: ignore[method-assign]
 Deferred.__neg__ = lambda self: self._fd.ops.neg(self)  # type: ignore[attr-defined]
 
-RESULTS_OF = {"welford": 3, "var_mean": 2}  # ops with several results
+RESULTS_OF = {"welford": 3, "var_mean": 2, "sdpfa_fwd": 4, "sdpfa_bwd": 3}  # ops with several results
 
 
 def deferred_result(fd: Any, call: Call) -> Any:

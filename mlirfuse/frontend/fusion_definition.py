@@ -609,12 +609,16 @@ class FusionDefinition(Inspection):
         return print_definition(self._log, self._id, self.fusion.inputs)
 
 
-_SEED_POSITION = {"uniform": 3, "normal": 3, "rand_like": 1, "randn_like": 1}  # where a seed goes positionally
+# Where a seed goes positionally (sdpfa_fwd: none; it draws when given a dropout_p, its fourth).
+_SEED_POSITION = {"uniform": 3, "normal": 3, "rand_like": 1, "randn_like": 1, "sdpfa_fwd": None}
 _PHILOX: dict[str, Any] = {"seed": None, "offset": 0, "fresh": None}  # torch's seed, our offset
 
 
 def _seed_given(name: str, args: tuple, kwargs: dict[str, Any]) -> bool:
     position = _SEED_POSITION[name]
+    if position is None:  # sdpfa_fwd: a seed only for its dropout
+        dropout_p = args[3] if len(args) > 3 else kwargs.get("dropout_p")
+        return dropout_p is None or (not isinstance(dropout_p, Tensor) and float(dropout_p) == 0.0)
     if len(args) > position and args[position] is not None:
         return True
     return any(kwargs.get(k) is not None for k in ("seed", "rng_seed"))

@@ -11,12 +11,13 @@ from mlirfuse.dtypes import DataType, to_dtype
 from mlirfuse.errors import FusionError
 from mlirfuse.frontend import indexing as I
 from mlirfuse.frontend import ops as O
+from mlirfuse.frontend.attention import sdpfa_bwd, sdpfa_fwd  # noqa: F401 (fd.ops names)
 from mlirfuse.frontend.graph import Tensor
 from mlirfuse.frontend.symbolic import product
 
 NVFUSER_NAMES = ["div", "broadcast", "truediv", "signbit", "welford", "embedding_fwd", "normal", "segment_set", "frac",
                  "isfinite", "isneginf", "isposinf", "threshold", "addcmul", "randn_like", "real", "imag", "shape",
-                 "tensor_sizes", "slice"]
+                 "tensor_sizes", "slice", "sdpfa_fwd", "sdpfa_bwd"]
 __all__ = NVFUSER_NAMES
 
 
