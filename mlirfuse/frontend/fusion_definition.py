@@ -515,10 +515,10 @@ class FusionDefinition(Inspection):
         GPU arrays run on the GPU, host arrays on the CPU unless backend='gpu' (or a CUDA
         `device`, nvFuser's argument). `profile=True` keeps a profile (`fd.profile()`),
         `capture_debug_output=True` the dumps' text (`fd.debug_output()`): see
-        `fusion_inspection`. Outputs given an `alias_input` are written into it and
-        not returned; outputs that are an input, a view of one, or a value written into one
-        are that input (or the view), as nvFuser returns them (`output_aliases`). nvFuser's other options (profile, _enable_options, ...) have no effect
-        here: each warns once.
+        `fusion_inspection`. Outputs given an `alias_input` are written into it and not
+        returned; outputs that are an input, a view of one, or a value written into one are
+        that input (or the view), as nvFuser returns them (`output_aliases`). nvFuser's other
+        options (_enable_options, ...) have no effect here: each warns once.
         """
         if not isinstance(inputs, (list, tuple)):
             raise FusionError("execute: inputs must be a list, in definition order")
