@@ -24,9 +24,10 @@ cast to bf16 of cross-entropy's gradient, reshaped back to [batch, seq, vocab], 
 logits' other gradient), is computed before the reshape instead, reading the value in its own
 shape and its other (contiguous) inputs reshaped to it; it then fuses into the value's
 producer and the reshape moves to the output, which `output-views-in-place` writes through
-(one kernel writes the bf16 result; no float32 temporary is written and read back). The two
-rules never undo each other: the first moves only reshapes that generics read, the second
-makes only reshapes that no generic reads.
+(one kernel writes the bf16 result; no float32 temporary is written and read back), where
+the value has a lower rank than the generic (the reshape split dims). The two rules never
+undo each other: the first moves only reshapes that generics read, the second makes only
+reshapes that no generic reads, and each of its moves lowers the generic's rank.
 """
 
 from __future__ import annotations
@@ -165,18 +166,23 @@ def _move_past(reshape: ir.Operation, generic: ir.Operation) -> None:
 
 def _sink_target(generic: ir.Operation) -> int | None:
     """The input of `generic` (elementwise, result read by no generic) that it should be
-    computed before: a single-use reshape of a generic's result, the other inputs contiguous
-    (they are reshaped too, as views). None where there is none."""
+    computed before: a single-use reshape of a generic's result of lower rank (the reshape
+    split dims: rows back to [batch, seq, vocab]), the other inputs contiguous (they are
+    reshaped too, as views). None where there is none. The rank falls with each move, so
+    moves end: moved to a shape of equal or higher rank, the generic's other inputs,
+    reshaped to it, could be moved back to (fuzzer seed 20370 hung the compile so)."""
     if not _elementwise(generic) or any(u.name == "linalg.generic" for u in users(generic.results[0])):
         return None
     n_inputs = ir.DenseI32ArrayAttr(generic.attributes["operandSegmentSizes"])[0]
     inputs = list(generic.operands)[:n_inputs]
+    rank = ir.RankedTensorType(generic.results[0].type).rank
     for k, v in enumerate(inputs):
         reshape = defining_op(v)
         if reshape is None or reshape.name != "tensor.reshape" or len(users(reshape.results[0])) != 1:
             continue
         source = defining_op(reshape.operands[0])
         if source is not None and source.name == "linalg.generic" and \
+                ir.RankedTensorType(reshape.operands[0].type).rank < rank and \
                 all(_contiguous(w) for j, w in enumerate(inputs) if j != k):
             return k
     return None

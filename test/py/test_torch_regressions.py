@@ -248,3 +248,17 @@ def test_values_compared_for_equality_are_saved_not_recomputed() -> None:
     dynamo.reset()
     x.grad = None
     _grads_vs_eager(fn, [x], torch.float64)
+
+
+def test_a_generic_at_the_end_is_not_moved_back_and_forth() -> None:
+    """Fuzzer, seed 20370 (a gather divided by an argmax gather, a where, GELU; forward and
+    backward): the backward's compile never ended. linalg-reshape-elementwise computed a [1]
+    generic reading a [1, 1] broadcast (reshaped) at [1, 1], reshaping its other input (a
+    generic read elsewhere too), then at [1] for that input, and so on: it now moves a generic
+    only to a value of lower rank (test/lit/linalg-reshape-elementwise.mlir, @no_ping_pong)."""
+    import random
+
+    from torch_programs import Draw, check, generate
+
+    torch.manual_seed(20370)
+    check(generate(Draw(rng=random.Random(20370))), single_node=False, pad_matmuls="always")
