@@ -120,6 +120,12 @@ def as_tensor(x: Tensor) -> Tensor:
     return x.fusion.add_node("cast", [x], {}, [(x.dtype, x.shape)], priority=ZERO_DIM)[0]
 
 
+def copy(x: Tensor) -> Tensor:
+    """A copy of `x` that a kernel writes (a cast to its own dtype): a fusion output that is
+    one of the inputs is otherwise that input, no buffer of its own."""
+    return x.fusion.add_node("cast", [x], {}, [(x.dtype, x.shape)], priority=x.priority)[0]
+
+
 def _materialize(x: Operand, dtype: DataType, fusion: Fusion) -> Tensor:
     return cast(x, dtype) if isinstance(x, Tensor) else constant(x, dtype, fusion)
 

@@ -143,15 +143,20 @@ class Region:
         made: dict[tuple[int, tuple[int, ...] | None], int] = {}
         self.output_index, self.output_layout = [], []
         inputs = {id(a): i for i, a in enumerate(args)}
+        copies: dict[int, Tensor] = {}
         for out in self.outputs:
             t = env[out]
             order = physical_order(out.meta["val"])
             if id(t) in inputs:
                 # An identity of an input (a cat of it and empty tensors, a contiguous clone):
-                # the caller hands back a copy in torch's memory order (see `copy_in_order`).
-                self.output_index.append(-1 - inputs[id(t)])
-                self.output_layout.append(memory_order(out.meta["val"]))
-                continue
+                # a copy in torch's memory order. The kernels write it where that order is
+                # known (one launch with the region's other work: GPT-2's KV-cache cats of
+                # keys and values); else the caller copies (see `copy_in_order`).
+                if memory_order(out.meta["val"]) is None:
+                    self.output_index.append(-1 - inputs[id(t)])
+                    self.output_layout.append(None)
+                    continue
+                t = copies.setdefault(id(t), ops.copy(t))
             # Written in torch's memory order: the kernel stores the permuted tensor densely
             # and the caller permutes it back, a view with the strides torch's metadata has.
             if (id(t), order) not in made:
