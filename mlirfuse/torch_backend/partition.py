@@ -283,6 +283,7 @@ def partition_graph(graph: fx.Graph, forced: dict[fx.Node, str] | None = None,
                 if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)}
     final: list[list[fx.Node]] = []
     singles: dict[str, list[list[fx.Node]]] = {}  # device -> single-op groups of graph inputs
+    lone: list[list[fx.Node]] = []  # single-op groups fused with no other
     sinks: dict[str, list[list[fx.Node]]] = {}  # device -> single-op groups the graph only returns
     for g in grouping.roots():
         members = _strip_edges(sorted(grouping.members[g], key=position.__getitem__), deps, left)
@@ -304,8 +305,10 @@ def partition_graph(graph: fx.Graph, forced: dict[fx.Node, str] | None = None,
         if n_compute == 1 and has_tensor_input and _only_returned(members, inside, left):
             sinks.setdefault(grouping.device[g], []).append(members)
             continue
-        why = (CONSTANT_ONLY if not has_tensor_input else SINGLE_OP if n_compute == 1 else
-               "group without compute (views only)")
+        if n_compute == 1 and has_tensor_input:
+            lone.append(members)
+            continue
+        why = CONSTANT_ONLY if not has_tensor_input else "group without compute (views only)"
         for n in members:
             left[n] = why
     # Single ops on graph inputs (autocast's weight casts, 31 in a Llama training step) are
@@ -315,21 +318,102 @@ def partition_graph(graph: fx.Graph, forced: dict[fx.Node, str] | None = None,
     # waits for.
     for groups in singles.values():
         if len(groups) == 1:
-            for n in groups[0]:
-                left[n] = SINGLE_OP
+            lone.append(groups[0])
             continue
         for k in range(0, len(groups), MAX_SINGLES):
             final.append(sorted((n for ms in groups[k:k + MAX_SINGLES] for n in ms), key=position.__getitem__))
     for groups in sinks.values():
         for batch in _sink_batches(groups, deps):
             if len(batch) == 1:
-                for n in batch[0]:
-                    left[n] = SINGLE_OP
+                lone.append(batch[0])
             else:
                 final.append(sorted((n for ms in batch for n in ms), key=position.__getitem__))
     final.sort(key=lambda ms: position[ms[0]])
+    if config.options().horizontal:
+        lone = _adopt_lone_ops(final, lone, position)
+    for members in lone:
+        for n in members:
+            left[n] = SINGLE_OP
+    final.sort(key=lambda ms: position[ms[0]])
     left = {n: left[n] for n in nodes if n in left}
     return Partition([Group(f"fused_{i}", ms) for i, ms in enumerate(final)], left)
+
+
+def _adopt_lone_ops(final: list[list[fx.Node]], lone: list[list[fx.Node]],
+                    position: dict[fx.Node, int]) -> list[list[fx.Node]]:
+    """Single ops no group took (Llama's KV-cache cat of the values: a copy torch runs as a
+    kernel and a call of its own) join the nearest group, in graph order, of their device
+    where that makes no cycle among the groups: one region call instead of a torch call, their
+    kernel packed with the region's (gpu-pack-launches). Only ops that make no tensor smaller
+    than one they read (copies, casts, cats, pointwise work), not reductions, which torch may
+    schedule better alone. Returns the ops left lone."""
+    unit: dict[fx.Node, int] = {n: g for g, ms in enumerate(final) for n in ms}
+    device_of = [_device(ms) for ms in final]
+    kept: list[list[fx.Node]] = []
+    for members in lone:
+        here = _device(members)
+        if not _no_smaller(members) or here is None:
+            kept.append(members)
+            continue
+        before, after = _reach(members, unit, final, up=True), _reach(members, unit, final, up=False)
+        spot = position[members[0]]
+        candidates = [g for g, ms in enumerate(final) if device_of[g] == here and g not in before and g not in after]
+        if not candidates:
+            kept.append(members)
+            continue
+        g = min(candidates, key=lambda g: min(abs(position[final[g][0]] - spot), abs(position[final[g][-1]] - spot)))
+        final[g] = sorted(final[g] + members, key=position.__getitem__)
+        for n in members:
+            unit[n] = g
+    return kept
+
+
+def _device(members: list[fx.Node]) -> str | None:
+    vals = [v for n in members for v in tensor_vals(n.meta.get("val"))]
+    return str(vals[0].device) if vals else None
+
+
+def _no_smaller(members: list[fx.Node]) -> bool:
+    """No compute member's result has fewer elements than a tensor it reads."""
+    for n in members:
+        if kind(n) not in (A.COMPUTE, A.RANDOM):
+            continue
+        out = sum(_numel(v) for v in tensor_vals(n.meta.get("val")))
+        if any(_numel(v) > out for d in n.all_input_nodes for v in tensor_vals(d.meta.get("val"))):
+            return False
+    return True
+
+
+def _numel(val: torch.Tensor) -> int:
+    n = 1
+    for s in val.shape:
+        hint = s.node.hint if isinstance(s, torch.SymInt) else int(s)
+        n *= hint if hint is not None else 1
+    return n
+
+
+def _reach(members: list[fx.Node], unit: dict[fx.Node, int], final: list[list[fx.Node]], up: bool) -> set[int]:
+    """The groups `members` depend on (up) or that depend on them (down), following nodes and
+    groups as units: reaching one member of a group reaches all of it."""
+    inside = set(members)
+    seen: set[fx.Node] = set(members)
+    found: set[int] = set()
+    stack = list(members)
+    while stack:
+        n = stack.pop()
+        for m in (n.all_input_nodes if up else n.users):
+            if m in seen or m in inside:
+                continue
+            seen.add(m)
+            g = unit.get(m)
+            if g is not None and g not in found:
+                found.add(g)
+                for other in final[g]:
+                    if other not in seen:
+                        seen.add(other)
+                        stack.append(other)
+            stack.append(m)
+    return found
 
 
 def _only_returned(members: list[fx.Node], inside: set[fx.Node], left: dict[fx.Node, str]) -> bool:

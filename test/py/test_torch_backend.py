@@ -287,7 +287,8 @@ def test_single_ops_read_only_as_graph_results_are_fused_side_by_side(sink_bytes
     """A bfloat16 backward's weight gradients cast back to float32 (each a single op on a
     matmul's result, read only as the graph's result) become one group, one region call,
     instead of a torch call each; a group holds at most SINK_BYTES of their inputs (the
-    earlier ones live until it runs), so with 1 byte each cast stays in torch."""
+    earlier ones live until it runs), so with 1 byte no two casts share a group: each stays
+    in torch or joins the nearest group it makes no cycle with (a lone op's rule)."""
     from mlirfuse.torch_backend import partition as P
 
     if sink_bytes is not None:
@@ -314,7 +315,8 @@ def test_single_ops_read_only_as_graph_results_are_fused_side_by_side(sink_bytes
     if sink_bytes is None:
         assert [len(g.nodes) for g in casts] == [3] and len(left) == 1
     else:
-        assert not casts and len(left) == 4
+        joined = [n for g in backward.groups for n in g.nodes if n.target is torch.ops.aten._to_copy.default]
+        assert not casts and len(left) + len(joined) == 4
 
 
 def test_embeddings_fuse_with_the_layer_norm_that_reads_them() -> None:
@@ -345,12 +347,16 @@ def test_embeddings_fuse_with_the_layer_norm_that_reads_them() -> None:
 
 def test_a_lone_pad_is_a_region() -> None:
     """constant_pad_nd alone (a padded matmul's weight, padded every call): torch runs a fill
-    and a copy, a region one kernel; other lone ops stay in torch."""
+    and a copy, a region one kernel. A lone relu beside it joins its group (a lone op's rule:
+    the nearest group it makes no cycle with), where alone it would stay in torch."""
     def fn(w, x):
         return F.pad(w, (0, 3, 0, 5)), torch.relu(x)
     w, x = torch.randn(6, 7), torch.randn(4)
     partition, _ = partition_and_trace(_aten_graph(fn, w, x))
-    assert [[n.target for n in g.nodes] for g in partition.groups] == [[torch.ops.aten.constant_pad_nd.default]]
+    assert [[n.target for n in g.nodes] for g in partition.groups] == [[torch.ops.aten.constant_pad_nd.default,
+                                                                         torch.ops.aten.relu.default]]
+    alone, _ = partition_and_trace(_aten_graph(lambda x: torch.relu(x), x))
+    assert not alone.groups
     dynamo.reset()
     for got, expected in zip(torch.compile(fn, backend="mlirfuse")(w, x), fn(w, x)):
         torch.testing.assert_close(got, expected, rtol=0, atol=0)

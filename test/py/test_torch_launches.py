@@ -217,3 +217,31 @@ def test_padded_logits_returned_and_read_by_the_loss_are_read_in_place(monkeypat
     assert len(normalizing) == 2  # forward and backward
     assert not any(s[-1:] == (v,) for s in normalizing[0][1])  # the forward writes no logits
     assert (6, v) not in normalizing[1][0]  # the backward reads no copy of them
+
+
+def test_a_lone_copy_joins_the_nearest_group_it_makes_no_cycle_with() -> None:
+    """Llama's bf16 inference (H100): the KV-cache cat of the values (a legacy empty tensor
+    and the permuted values) was a group of its own op, left to torch: a CatArrayBatchedCopy
+    kernel (28 us a layer) and a call of its own. Such a lone op joins the nearest group it
+    makes no cycle with (the keys' rotary embedding); a lone reduction stays with torch, and
+    so does a lone op between two matmuls (either group would then wait on itself)."""
+    def fn(x, wk, wv, w2, empty_k, empty_v):
+        k = (x @ wk).view(2, 8, 4, 4).permute(0, 2, 1, 3)
+        v = (x @ wv).view(2, 8, 4, 4).permute(0, 2, 1, 3)
+        kc = torch.cat([empty_k, k * 2.0 + 1.0], -2)
+        vc = torch.cat([empty_v, v], -2)
+        s = torch.softmax(kc @ vc.transpose(-1, -2), -1)
+        between = (s.flatten(0, 1) @ w2).exp() @ w2  # exp: a lone op between two matmuls
+        return s, (between * 3.0).tanh(), (x @ wk).sum(0)
+    args = torch.randn(16, 16), torch.randn(16, 16), torch.randn(16, 16), torch.randn(8, 8), torch.tensor([]), \
+        torch.tensor([])
+    gm = _aten_graph(fn, *args)
+    partition = partition_graph(gm.graph)
+    cats = [n for n in gm.graph.nodes if n.target is aten.cat.default]
+    assert len(cats) == 2 and all(n not in partition.left for n in cats), partition.describe()
+    together = [g for g in partition.groups if any(n in g.nodes for n in cats)]
+    assert len(together) == 1, partition.describe()
+    lone = {n.target for n, why in partition.left.items() if why.startswith("group of a single op")}
+    assert aten.sum.dim_IntList in lone and aten.exp.default in lone, partition.describe()
+    for got, want in zip(torch.compile(fn, backend="mlirfuse")(*args), fn(*args)):
+        torch.testing.assert_close(got, want)
