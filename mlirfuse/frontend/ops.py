@@ -117,13 +117,15 @@ def as_tensor(x: Tensor) -> Tensor:
     runtime scalar) becomes a 0-d tensor of its dtype, as `torch.full([], v, dtype=...)` is."""
     if x.priority != SCALAR:
         return x
-    return x.fusion.add_node("cast", [x], {}, [(x.dtype, x.shape)], priority=ZERO_DIM)[0]
+    return copy(x, ZERO_DIM)
 
 
-def copy(x: Tensor) -> Tensor:
+def copy(x: Tensor, priority: Any = None) -> Tensor:
     """A copy of `x` that a kernel writes (a cast to its own dtype): a fusion output that is
-    one of the inputs is otherwise that input, no buffer of its own."""
-    return x.fusion.add_node("cast", [x], {}, [(x.dtype, x.shape)], priority=x.priority)[0]
+    one of the inputs is otherwise that input, no buffer of its own. `priority`: its place in
+    type promotion (default: x's)."""
+    return x.fusion.add_node("cast", [x], {}, [(x.dtype, x.shape)],
+                             priority=x.priority if priority is None else priority)[0]
 
 
 def _materialize(x: Operand, dtype: DataType, fusion: Fusion) -> Tensor:

@@ -328,7 +328,6 @@ def partition_graph(graph: fx.Graph, forced: dict[fx.Node, str] | None = None,
                 lone.append(batch[0])
             else:
                 final.append(sorted((n for ms in batch for n in ms), key=position.__getitem__))
-    final.sort(key=lambda ms: position[ms[0]])
     if config.options().horizontal:
         lone = _adopt_lone_ops(final, lone, position)
     for members in lone:
@@ -385,6 +384,7 @@ def _no_smaller(members: list[fx.Node]) -> bool:
 
 
 def _numel(val: torch.Tensor) -> int:
+    """Elements, by the sizes' hints (an unknown size counts 1)."""
     n = 1
     for s in val.shape:
         hint = s.node.hint if isinstance(s, torch.SymInt) else int(s)
@@ -395,14 +395,13 @@ def _numel(val: torch.Tensor) -> int:
 def _reach(members: list[fx.Node], unit: dict[fx.Node, int], final: list[list[fx.Node]], up: bool) -> set[int]:
     """The groups `members` depend on (up) or that depend on them (down), following nodes and
     groups as units: reaching one member of a group reaches all of it."""
-    inside = set(members)
     seen: set[fx.Node] = set(members)
     found: set[int] = set()
     stack = list(members)
     while stack:
         n = stack.pop()
         for m in (n.all_input_nodes if up else n.users):
-            if m in seen or m in inside:
+            if m in seen:
                 continue
             seen.add(m)
             g = unit.get(m)
@@ -446,13 +445,7 @@ def _sink_batches(groups: list[list[fx.Node]], deps: dict[fx.Node, list[fx.Node]
 
 def _nbytes(node: fx.Node) -> int:
     val = node.meta.get("val")
-    if not isinstance(val, torch.Tensor):
-        return 0
-    n = val.element_size()
-    for s in val.shape:
-        hint = s.node.hint if isinstance(s, torch.SymInt) else int(s)
-        n *= hint if hint is not None else 1
-    return n
+    return val.element_size() * _numel(val) if isinstance(val, torch.Tensor) else 0
 
 
 def _of_graph_inputs(node: fx.Node, left: dict[fx.Node, str]) -> bool:

@@ -156,7 +156,9 @@ class Region:
                     self.output_index.append(-1 - inputs[id(t)])
                     self.output_layout.append(None)
                     continue
-                t = copies.setdefault(id(t), ops.copy(t))
+                if id(t) not in copies:
+                    copies[id(t)] = ops.copy(t)
+                t = copies[id(t)]
             # Written in torch's memory order: the kernel stores the permuted tensor densely
             # and the caller permutes it back, a view with the strides torch's metadata has.
             if (id(t), order) not in made:
