@@ -2,12 +2,17 @@
 visible GPU, with eager, Inductor and mlirfuse, under DDP or FSDP2.
 
     torchrun --nproc-per-node=<GPUs> bench/distributed.py [--models gpt2,llama] [--wrap ddp,fsdp2]
-                                                          [--steps 20] [--batch 8] [--seq 512] [--json out.json]
+                [--modes f32,bf16_autocast] [--steps 20] [--batch 8] [--seq 512] [--json out.json]
 
-Each rank trains on its own slice of the same global batches (seeded), so the loss curves of
-the three implementations must agree (bf16/f32 tolerance); rank 0 prints, per model x wrapping
-x implementation, the median step time after the first (compile) steps and the loss curve, and
-the loss difference to eager. NCCL on GPUs (gloo on the CPU, for a smoke run without GPUs).
+Each rank trains on its own slice of the same global batches (seeded). The three
+implementations train side by side from the same weights, a step of each in turn (hosts
+drift), so their loss curves must agree (bf16/f32 tolerance). Rank 0 prints, per model x
+wrapping x mode, the median ms per step of each implementation after the first (compile)
+steps, the first step's seconds, the largest loss difference to eager and the mlirfuse loss
+curve. Modes: float32 training, and training under bf16 autocast. Dynamo's caches are reset
+before each model x wrapping x mode (the process compiles the same transformers code many
+times: its recompile limit would otherwise leave the later runs' frames to eager). NCCL on
+GPUs; gloo on the CPU, for a smoke run without GPUs.
 """
 
 from __future__ import annotations
@@ -49,39 +54,69 @@ def wrap(model: torch.nn.Module, how: str, backend: str | None) -> torch.nn.Modu
     return torch.compile(model, backend=backend) if backend else model
 
 
-def train(family: str, how: str, backend: str | None, steps: int, batch: int,
-          seq: int) -> tuple[list[float], list[float]]:
+IMPLEMENTATIONS = (("eager", None), ("inductor", "inductor"), ("mlirfuse", "mlirfuse"))
+
+
+def train(family: str, how: str, mode: str, steps: int, batch: int, seq: int) -> dict[str, dict]:
+    """The three implementations trained side by side from the same weights on the same
+    batches, a step of each in turn (the order rotating each round, as hosts drift): per
+    implementation the global loss of each step, each step's ms, and the first step's
+    seconds (its compile)."""
     rank, world = dist.get_rank(), dist.get_world_size()
     device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
-    torch.manual_seed(0)
-    model = build(family, widths="real" if device.type == "cuda" else "tiny").to(device)
-    run = wrap(model, how, backend)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    torch._dynamo.reset()
+    runs = {}
+    for name, backend in IMPLEMENTATIONS:
+        torch.manual_seed(0)
+        model = build(family, widths="real" if device.type == "cuda" else "tiny").to(device)
+        runs[name] = (wrap(model, how, backend), torch.optim.AdamW(model.parameters(), lr=1e-4))
     vocab = model.config.vocab_size
     g = torch.Generator().manual_seed(1)
-    losses, times = [], []
-    for _ in range(steps):
+    out: dict[str, dict] = {name: {"losses": [], "ms": []} for name in runs}
+    names = list(runs)
+    for step in range(steps):
         ids = torch.randint(0, vocab, (batch * world, seq), generator=g)[rank * batch:(rank + 1) * batch].to(device)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        loss = run(input_ids=ids, labels=ids).loss
-        loss.backward()
-        opt.step()
-        total = loss.detach().clone()
-        dist.all_reduce(total)  # the global batch's loss: the mean of the ranks'
-        losses.append(float(total) / world)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        times.append((time.perf_counter() - start) * 1e3)
-    return losses, times
+        for name in names[step % 3:] + names[:step % 3]:
+            run, opt = runs[name]
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=mode == "bf16_autocast"):
+                loss = run(input_ids=ids, labels=ids).loss
+            loss.backward()
+            opt.step()
+            total = loss.detach().clone()
+            dist.all_reduce(total)  # the global batch's loss: the mean of the ranks'
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            out[name]["ms"].append((time.perf_counter() - start) * 1e3)
+            out[name]["losses"].append(float(total) / world)
+    return out
+
+
+def report(family: str, how: str, mode: str, results: dict[str, dict]) -> dict:
+    """Prints the table row of one model x wrapping x mode; returns its JSON row."""
+    ms = {n: statistics.median(r["ms"][WARMUP:] or r["ms"]) for n, r in results.items()}
+    spread = {n: max(r["ms"][WARMUP:] or r["ms"]) - min(r["ms"][WARMUP:] or r["ms"]) for n, r in results.items()}
+    eager = results["eager"]["losses"]
+    diff = {n: max(abs(a - b) for a, b in zip(results[n]["losses"], eager)) for n in ("inductor", "mlirfuse")}
+    first = {n: r["ms"][0] / 1e3 for n, r in results.items()}
+    curve = " ".join(f"{v:.3f}" for v in results["mlirfuse"]["losses"])
+    print(f"| {family}, {how}, {mode} | {ms['eager']:.2f} / {ms['inductor']:.2f} / {ms['mlirfuse']:.2f} "
+          f"({spread['mlirfuse']:.2f}) | {ms['inductor'] / ms['mlirfuse']:.2f}x "
+          f"| {first['inductor']:.1f} / {first['mlirfuse']:.1f} "
+          f"| {diff['inductor']:.1e} / {diff['mlirfuse']:.1e} | {curve} |", flush=True)
+    return {"model": family, "wrap": how, "mode": mode, "ms": ms, "spread_ms": spread, "first_step_s": first,
+            "loss_diff": diff, "losses": {n: r["losses"] for n, r in results.items()},
+            "step_ms": {n: r["ms"] for n, r in results.items()}}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", default="gpt2,llama")
     parser.add_argument("--wrap", default="ddp,fsdp2")
+    parser.add_argument("--modes", default="f32,bf16_autocast")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq", type=int, default=512)
@@ -97,25 +132,14 @@ def main() -> None:
         where = f"{world} x {torch.cuda.get_device_name()}" if cuda else f"{world} CPU processes"
         print(f"{where}; torch {torch.__version__}; {opts.steps} steps, "
               f"batch {opts.batch} per rank x seq {opts.seq}\n")
-        print("| model, wrap | ms per step e / i / m | m vs i | max loss diff i / m to eager "
-              "| loss curve (mlirfuse) |\n" + "|---" * 5 + "|")
+        print("| model, wrap, mode | ms per step e / i / m (spread m) | m vs i | first step s i / m "
+              "| max loss diff i / m to eager | loss curve (mlirfuse) |\n" + "|---" * 6 + "|")
     for family in opts.models.split(","):
         for how in opts.wrap.split(","):
-            results = {name: train(family, how, backend, opts.steps, opts.batch, opts.seq)
-                       for name, backend in (("eager", None), ("inductor", "inductor"), ("mlirfuse", "mlirfuse"))}
-            if rank != 0:
-                continue
-            ms = {n: statistics.median(t[WARMUP:] or t) for n, (_, t) in results.items()}
-            eager = results["eager"][0]
-            diff = {n: max(abs(a - b) for a, b in zip(results[n][0], eager)) for n in ("inductor", "mlirfuse")}
-            curve = " ".join(f"{v:.3f}" for v in results["mlirfuse"][0])
-            print(f"| {family}, {how} | {ms['eager']:.2f} / {ms['inductor']:.2f} / {ms['mlirfuse']:.2f} "
-                  f"| {ms['inductor'] / ms['mlirfuse']:.2f}x | {diff['inductor']:.1e} / {diff['mlirfuse']:.1e} "
-                  f"| {curve} |",
-                  flush=True)
-            rows.append({"model": family, "wrap": how, "world": world, "ms": ms, "loss_diff": diff,
-                         "losses": {n: r[0] for n, r in results.items()},
-                         "step_ms": {n: r[1] for n, r in results.items()}})
+            for mode in opts.modes.split(","):
+                results = train(family, how, mode, opts.steps, opts.batch, opts.seq)
+                if rank == 0:
+                    rows.append(report(family, how, mode, results))
     if rank == 0 and opts.json:
         Path(opts.json).write_text(json.dumps({"gpu": torch.cuda.get_device_name() if cuda else "cpu",
                                                "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),

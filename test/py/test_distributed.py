@@ -1,6 +1,7 @@
-"""Distributed training on the CPU (gloo, two processes): torch.compile(backend="mlirfuse") under
+"""Distributed training, two processes: torch.compile(backend="mlirfuse") under
 DistributedDataParallel, both ways round, and under FSDP2's fully_shard, against
-single-process eager training on the same global batches, parameter by parameter."""
+single-process eager training on the same global batches, parameter by parameter. On the CPU
+(gloo), and with `-m gpu` on two GPUs (NCCL, a rank per GPU)."""
 
 from __future__ import annotations
 
@@ -49,13 +50,17 @@ def _train(loss_of, params) -> list[float]:
     return losses
 
 
-def _worker(rank: int, port: int, wrapping: str, out: str, cache: str) -> None:
+def _worker(rank: int, port: int, wrapping: str, out: str, cache: str, device_type: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), MLIRFUSE_CACHE_DIR=cache)
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    device = torch.device("cpu")
+    if device_type == "cuda":
+        torch.cuda.set_device(rank)
+        device = torch.device("cuda", rank)
+    dist.init_process_group("nccl" if device_type == "cuda" else "gloo", rank=rank, world_size=WORLD)
     try:
         from torch.nn.parallel import DistributedDataParallel as DDP
 
-        model = _model()
+        model = _model().to(device)
         if wrapping == "compile(DDP(model))":
             run = torch.compile(DDP(model), backend="mlirfuse")
         elif wrapping == "DDP(compile(model))":
@@ -70,16 +75,18 @@ def _worker(rank: int, port: int, wrapping: str, out: str, cache: str) -> None:
         rows = BATCH // WORLD
 
         def loss_of(ids):
-            mine = ids[rank * rows:(rank + 1) * rows]
+            mine = ids[rank * rows:(rank + 1) * rows].to(device)
             return run(input_ids=mine, labels=mine).loss
 
         losses = _train(loss_of, model.parameters())
         params = {}
         for name, p in model.named_parameters():
             full = p.full_tensor() if hasattr(p, "full_tensor") else p  # FSDP2: a sharded DTensor
-            params[name] = full.detach().clone()
+            params[name] = full.detach().cpu()
         if rank == 0:
-            torch.save({"params": params, "losses": losses}, out)
+            from mlirfuse.torch_backend.backend import stats
+
+            torch.save({"params": params, "losses": losses, "stats": stats()}, out)
     finally:
         dist.destroy_process_group()
 
@@ -102,27 +109,33 @@ def _check_cache(folder: Path) -> None:
             os.environ["MLIRFUSE_CACHE_DIR"] = previous
 
 
-def _eager_reference() -> tuple[dict, list[float]]:
-    model = _model()
-    losses = _train(lambda ids: model(input_ids=ids, labels=ids).loss, model.parameters())
-    return {n: p.detach() for n, p in model.named_parameters()}, losses
+def _eager_reference(device: str) -> tuple[dict, list[float]]:
+    model = _model().to(device)
+    losses = _train(lambda ids: model(input_ids=ids.to(device), labels=ids.to(device)).loss, model.parameters())
+    return {n: p.detach().cpu() for n, p in model.named_parameters()}, losses
 
 
+TWO_GPUS = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2,
+                                                reason="needs two GPUs")]
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=TWO_GPUS)])
 @pytest.mark.parametrize("wrapping", ["compile(DDP(model))", "DDP(compile(model))", "FSDP2"])
-def test_two_ranks_train_as_one_process_does(wrapping: str, tmp_path: Path) -> None:
+def test_two_ranks_train_as_one_process_does(wrapping: str, device: str, tmp_path: Path) -> None:
     """Each rank takes half of every global batch; the ranks' gradients are averaged (DDP's
     all-reduce, FSDP2's reduce-scatter), which is the gradient of the global batch's mean
     loss (equal token counts per rank): after three SGD steps, the same parameters as one
-    eager process training on the whole batches. The ranks compile into one empty disk
-    cache at the same time."""
+    eager process training on the whole batches (on "cuda": NCCL, rank r on cuda:r, the
+    reference on cuda:0). The ranks compile into one empty disk cache at the same time."""
     if wrapping == "FSDP2":
         pytest.importorskip("torch.distributed.fsdp", reason="no FSDP2 in this torch")
     out, cache = str(tmp_path / "rank0.pt"), tmp_path / "cache"  # both ranks start on an empty disk cache
-    mp.start_processes(_worker, args=(_free_port(), wrapping, out, str(cache)), nprocs=WORLD, join=True,
+    mp.start_processes(_worker, args=(_free_port(), wrapping, out, str(cache), device), nprocs=WORLD, join=True,
                        start_method="spawn")
     _check_cache(cache)
     got = torch.load(out)
-    expected, expected_losses = _eager_reference()
+    expected, expected_losses = _eager_reference(device)
+    assert got["stats"]["compiles"] > 0 and got["stats"]["regions"] > 0  # mlirfuse's regions ran
     rank0_losses = got["losses"]  # rank 0's half: close to, not equal to, the global loss
     assert len(rank0_losses) == STEPS and all(abs(a - b) < 0.5 for a, b in zip(rank0_losses, expected_losses))
     for name, p in expected.items():

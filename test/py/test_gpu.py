@@ -241,7 +241,10 @@ def test_column_reduction_first_in_a_fresh_thread(capfd) -> None:
     assert "CUDA_ERROR" not in capfd.readouterr().err
 
 
-@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+two_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+
+
+@two_gpus
 def test_second_device_and_mixing_devices() -> None:
     f = mlirfuse.jit(lambda x, y: x * y)
     a, b = torch.randn(100, device="cuda:1"), torch.randn(100, device="cuda:1")
@@ -250,6 +253,90 @@ def test_second_device_and_mixing_devices() -> None:
     torch.testing.assert_close(out, a * b)
     with pytest.raises(mlirfuse.FusionError):
         f(a, torch.randn(100, device="cuda:0"))
+
+
+@two_gpus
+def test_second_device_launches_on_its_current_stream() -> None:
+    """cuda:1 tensors, cuda:0 the current device, a side stream current on cuda:1: the call is
+    ordered after the work queued on that stream (its input is written after a long sleep
+    there; a launch on cuda:1's default stream, or on cuda:0, would read the zeros before)."""
+    f = mlirfuse.jit(lambda x: ops.exp(x) + 1.0)
+    x = torch.zeros(1 << 20, device="cuda:1")
+    torch.testing.assert_close(f(x), torch.full_like(x, 2.0))  # compiled and loaded: only the launch below
+    side = torch.cuda.Stream(device=1)
+    torch.cuda.synchronize(1)
+    assert torch.cuda.current_device() == 0
+    for _ in range(2):  # the first call with these layouts, then the hot path's
+        x.zero_()
+        torch.cuda.synchronize(1)
+        with torch.cuda.stream(side):
+            with torch.cuda.device(1):
+                torch.cuda._sleep(100_000_000)  # tens of ms on cuda:1's side stream
+            x.fill_(3.0)
+            y = f(x)
+        side.synchronize()
+        assert y.device == x.device
+        torch.testing.assert_close(y, torch.full_like(x, float(np.exp(3.0)) + 1.0))
+
+
+@two_gpus
+def test_two_threads_drive_two_devices_at_once() -> None:
+    """A thread per device, both started at once on a fusion not compiled yet: one compile
+    (the jit's cache serves both devices), the one binary loaded once per device, each
+    thread's results right and on its tensors' device."""
+    import threading
+
+    f = mlirfuse.jit(lambda x, y: ops.tanh(x) * y + 1.0)
+    inputs = {d: (torch.randn(4096, 257, device=f"cuda:{d}"), torch.randn(257, device=f"cuda:{d}"))
+              for d in (0, 1)}
+    start = threading.Barrier(2)
+    results: dict[int, list] = {}
+    errors: list[BaseException] = []
+
+    def work(d: int) -> None:
+        try:
+            start.wait()
+            results[d] = [f(*inputs[d]) for _ in range(50)]
+        except BaseException as e:  # noqa: BLE001 - reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(d,)) for d in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for d, (x, y) in inputs.items():
+        torch.cuda.synchronize(d)
+        for out in results[d]:
+            assert out.device == x.device
+            torch.testing.assert_close(out, torch.tanh(x) * y + 1.0)
+    assert f.cache_info().compiles == 1
+    compiled = next(iter(f._cache.values()))[0]
+    loaded = {device for key, device in gpu_kernel._LOADED if key == compiled.kernel._key}
+    assert loaded == {0, 1}
+
+
+@two_gpus
+def test_torch_compile_on_the_second_device() -> None:
+    """torch.compile(backend="mlirfuse") of a LayerNorm-GELU block whose tensors are on cuda:1
+    (cuda:0 current), forward and backward: results and gradients on cuda:1, as eager's."""
+    ln = torch.nn.LayerNorm(256).to("cuda:1")
+
+    def block(x):
+        return torch.nn.functional.gelu(ln(x) * 2.0 + 1.0)
+
+    x = torch.randn(64, 256, device="cuda:1", requires_grad=True)
+    compiled = torch.compile(block, backend="mlirfuse")
+    out = compiled(x)
+    out.sum().backward()
+    got = (out.detach(), x.grad.clone(), ln.weight.grad.clone())
+    x.grad = ln.weight.grad = ln.bias.grad = None
+    ref = block(x)
+    ref.sum().backward()
+    assert got[0].device == torch.device("cuda", 1)
+    for a, b in zip(got, (ref.detach(), x.grad, ln.weight.grad)):
+        torch.testing.assert_close(a, b)
 
 
 def test_64bit_indexing_past_2_31_elements() -> None:
