@@ -525,10 +525,11 @@ class TorchLauncher:
         self.call = self._straight_line()
 
     def _environment(self) -> dict[str, Any]:
-        stream_cell, launch = self._exe.entry_point()
+        stream_cell, launch, error_cell = self._exe.entry_point()
         env: dict[str, Any] = {"alloc": self._alloc, "stream_of": self._stream, "index": self._index,
                                "lock": self._lock, "packed": self._packed, "launch": launch,
-                               "stream_cell": stream_cell, "call_unlocked": self._exe.call_unlocked,
+                               "stream_cell": stream_cell, "error_cell": error_cell,
+                               "check_error": self._exe.check_error, "call_unlocked": self._exe.call_unlocked,
                                "grow": self._grow, "scratch": self._scratch, "launcher": self,
                                "arena_shape": (self._scratch,), "bytes": self._bytes, "MISS": MISS,
                                "options": config.options, "out_of_range": _out_of_range}
@@ -565,7 +566,8 @@ class TorchLauncher:
             code += ["        used = call_unlocked(stream, packed, arena.data_ptr(), scratch)",
                      "    if used > scratch:", "        grow(used)"]
         else:
-            code += ["        stream_cell.value = stream", "        launch(packed)"]
+            code += ["        stream_cell.value = stream", "        launch(packed)",
+                     "        if error_cell.value:", "            check_error('a launch')"]
         return code
 
     def _unpack(self) -> list[str]:

@@ -1,9 +1,13 @@
-"""gpu-host-overrides: the host code streams and allocates as its caller says.
+"""gpu-host-overrides: the host code streams, allocates and launches as its caller says.
 
 Expects the LLVM dialect host module after the NVVM pipeline. Replaces the CUDA runtime's
 stream and allocation entry points (`mgpuStreamCreate`, `mgpuStreamSynchronize`,
 `mgpuStreamDestroy`, `mgpuMemAlloc`, `mgpuMemFree`) with definitions that use the caller's
-stream and allocator (no stream created, synchronized and destroyed per launch).
+stream and allocator (no stream created, synchronized and destroyed per launch), and its
+module-loading, launch and memset entry points (`mgpuModuleLoad`, `mgpuModuleLoadJIT`,
+`mgpuLaunchKernel`, `mgpuMemset32`) with ones that call the CUDA driver in the context of the
+executable's device (the runtime's use the first device's context for every device). A host
+module calling any other runtime entry point is an error.
 """
 
 from __future__ import annotations

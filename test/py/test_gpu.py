@@ -286,7 +286,7 @@ def test_two_threads_drive_two_devices_at_once() -> None:
     thread's results right and on its tensors' device."""
     import threading
 
-    f = mlirfuse.jit(lambda x, y: ops.tanh(x) * y + 1.0)
+    f = mlirfuse.jit(lambda x, y: ops.tanh(x) * y - 1.0)  # a fusion no other test loads
     inputs = {d: (torch.randn(4096, 257, device=f"cuda:{d}"), torch.randn(257, device=f"cuda:{d}"))
               for d in (0, 1)}
     start = threading.Barrier(2)
@@ -310,7 +310,7 @@ def test_two_threads_drive_two_devices_at_once() -> None:
         torch.cuda.synchronize(d)
         for out in results[d]:
             assert out.device == x.device
-            torch.testing.assert_close(out, torch.tanh(x) * y + 1.0)
+            torch.testing.assert_close(out, torch.tanh(x) * y - 1.0)
     assert f.cache_info().compiles == 1
     compiled = next(iter(f._cache.values()))[0]
     loaded = {device for key, device in gpu_kernel._LOADED if key == compiled.kernel._key}

@@ -24,29 +24,46 @@ STUB = r"""
 #include <stddef.h>
 int64_t launches[64][7];
 int n_launches = 0;
+int fail_launches = 0;  /* the CUresult cuLaunchKernel returns */
+void *pushed[64];       /* the contexts pushed, in order */
+int n_pushed = 0;
+int depth = 0;          /* contexts pushed and not popped */
 static int module;
-void *mgpuModuleLoad(void *data, size_t size) { return &module; }
-void *mgpuModuleLoadJIT(void *data, int opt_level, size_t size) { return &module; }
-void mgpuModuleUnload(void *m) {}
-void *mgpuModuleGetFunction(void *m, const char *name) { return (void *)name; }
-void mgpuLaunchKernel(void *f, intptr_t gx, intptr_t gy, intptr_t gz, intptr_t bx, intptr_t by, intptr_t bz,
-                      int32_t smem, void *stream, void **params, void **extra, size_t n) {
+int cuCtxPushCurrent_v2(void *ctx) {
+  if (n_pushed < 64) pushed[n_pushed] = ctx;
+  n_pushed++;
+  depth++;
+  return 0;
+}
+int cuCtxPopCurrent_v2(void **ctx) { depth--; return 0; }
+int cuModuleLoadData(void **m, const void *data) { *m = &module; return 0; }
+int cuModuleLoadDataEx(void **m, const void *data, unsigned n, int *options, void **values) {
+  *m = &module;
+  return 0;
+}
+int cuFuncSetAttribute(void *f, int attribute, int value) { return 0; }
+int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                   unsigned smem, void *stream, void **params, void **extra) {
   if (n_launches < 64) {
     int64_t *l = launches[n_launches];
     l[0] = gx; l[1] = gy; l[2] = gz; l[3] = bx; l[4] = by; l[5] = bz; l[6] = smem;
   }
   n_launches++;
+  return fail_launches;
 }
+int64_t memsets[16][2];
+int n_memsets = 0;
+int cuMemsetD32Async(uint64_t dst, unsigned value, size_t count, void *stream) {
+  if (n_memsets < 16) { memsets[n_memsets][0] = (int64_t)dst; memsets[n_memsets][1] = (int64_t)count; }
+  n_memsets++;
+  return 0;
+}
+void mgpuModuleUnload(void *m) {}
+void *mgpuModuleGetFunction(void *m, const char *name) { return (void *)name; }
 void mgpuSetDefaultDevice(int32_t device) {}
 void *mgpuMemAlloc(uint64_t size, void *stream, _Bool shared) { return 0; }
 void mgpuMemFree(void *ptr, void *stream) {}
 void mgpuMemcpy(void *dst, void *src, size_t size, void *stream) {}
-int64_t memsets[16][2];
-int n_memsets = 0;
-void mgpuMemset32(void *dst, uint32_t value, size_t count, void *stream) {
-  if (n_memsets < 16) { memsets[n_memsets][0] = (int64_t)dst; memsets[n_memsets][1] = (int64_t)count; }
-  n_memsets++;
-}
 void *mgpuStreamCreate(void) { return 0; }
 void mgpuStreamSynchronize(void *stream) {}
 void mgpuStreamDestroy(void *stream) {}
@@ -129,6 +146,34 @@ def test_scratch_comes_from_the_arena_once_its_size_is_known(stub) -> None:
     assert host.call(shapes_in, shapes_out, arena, first_slice) == need  # the others do not fit
     assert len(host.allocs) == 2 and len(host.frees) == 2
     assert not any(arena <= f < arena + first_slice for f in host.frees)
+
+
+def test_launches_and_memsets_run_in_the_executables_context(stub) -> None:
+    """Each launch and memset pushes the context of the executable's device (the module's
+    `mlirfuse_context`) and pops it after: the MLIR runtime's own entry points would use the
+    first device's context whatever the device (cuda:1 launches in cuda:0's context)."""
+    host = Host(stub, _two_column_sums, np.ones((2, 3, 64), np.float32))
+    context = 0xC0DE0001
+    ctypes.c_void_p.from_address(host.exe._global("context")).value = context
+    pushed = ctypes.c_int.in_dll(host.lib, "n_pushed")
+    pushed.value = 0
+    host.call([(16, 512, 4096)], [(4096,), (4096,)])  # a memset and a launch
+    assert pushed.value == 2 and ctypes.c_int.in_dll(host.lib, "depth").value == 0
+    assert list((ctypes.c_void_p * 64).in_dll(host.lib, "pushed")[:2]) == [context, context]
+
+
+def test_a_failing_launch_raises(stub) -> None:
+    """The driver's error code of a failed launch comes back as a FusionError (the runtime
+    only printed it), and is cleared: the next call that works returns normally."""
+    host = Host(stub, lambda x: ops.relu(x + 1.0), np.ones((4, 8), np.float32))
+    fail = ctypes.c_int.in_dll(host.lib, "fail_launches")
+    fail.value = 700  # CUDA_ERROR_ILLEGAL_ADDRESS
+    try:
+        with pytest.raises(FusionError, match="a launch on CUDA device 0 failed"):
+            host.call([(4, 8)], [(4, 8)])
+    finally:
+        fail.value = 0
+    assert host.call([(4, 8)], [(4, 8)]) == 0 and len(host.launches()) == 1
 
 
 def test_grids_follow_the_sizes_of_each_call(stub) -> None:

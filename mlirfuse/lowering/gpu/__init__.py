@@ -10,7 +10,8 @@
                   kernel (normalization_kernel: the chain's kernel itself)
   naive           what no schedule took: unit loops, one thread an iteration, device buffers
   launches        after the loops: kernel constants, launch lines and counts, one gpu.module
-  host_overrides  the host's stream and allocation calls redirected to the caller's
+  host_overrides  the host's stream, allocation, loading and launch calls: the caller's stream,
+                  allocator and device context
   compile         compile_gpu: the stages run, the artifacts kept
   runtime         loading and calling the compiled module (CUDA runtime, torch streams)
   toolchain       libdevice, ptxas, PTX versions

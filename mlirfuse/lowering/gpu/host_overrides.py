@@ -1,15 +1,23 @@
-"""The host module's runtime hooks: kernels on the caller's stream, scratch memory from the
-caller's arena or allocator.
+"""The host module's runtime hooks: kernels on the caller's stream and device, scratch memory
+from the caller's arena or allocator.
 
 The stock GPU host lowering creates, synchronizes and destroys a stream around every launch
-and allocates with cuMemAlloc. `host_overrides` replaces those runtime entry points in the
-host module (LLVM dialect) with definitions driven by module globals that the caller sets
-before each call (`gpu_runtime.DeviceExecutable`).
+and allocates with cuMemAlloc; and the MLIR CUDA runtime loads modules and launches kernels
+in one context per process, the primary context of the first device it was used with (a
+function-local static): a fusion loaded for cuda:1 in a process that had used cuda:0 loaded
+and launched in cuda:0's context, on cuda:1's stream (an illegal address). `host_overrides`
+replaces those runtime entry points in the host module (LLVM dialect) with definitions driven
+by module globals that the caller sets (`gpu_runtime.DeviceExecutable`): the stream of the
+call, the allocator, and the context of the executable's device, made current around each
+launch and memset. They call the CUDA driver directly; a failing driver call leaves its
+error code in `mlirfuse_cuda_error`, which the caller checks (the runtime printed it).
 """
 
 from __future__ import annotations
 
 from mlir import ir
+
+from mlirfuse.errors import FusionError
 
 # The JIT does not export data symbols, so each global is reached through a `mlirfuse_slot_*`
 # function that returns its address.
@@ -21,12 +29,17 @@ from mlir import ir
 # (or every request, without an arena) goes to the caller's allocator (`mlirfuse_alloc_fn`);
 # `mgpuMemFree` hands back only what did not come from the arena. An empty request is answered
 # with a null pointer (no allocator call, nothing counted) and freeing null does nothing.
-_GLOBALS = ("stream", "alloc_fn", "free_fn", "arena", "arena_size", "arena_used")
+#
+# The context (`mlirfuse_context`): the primary context of the executable's device. The GPU
+# binary is loaded (the module's constructors, `mgpuModuleLoad`) in the context the caller
+# made current; launches and memsets push `mlirfuse_context` and pop it after.
+_GLOBALS = {"stream": "!llvm.ptr", "alloc_fn": "!llvm.ptr", "free_fn": "!llvm.ptr", "arena": "!llvm.ptr",
+            "arena_size": "i64", "arena_used": "i64", "context": "!llvm.ptr", "cuda_error": "i32"}
 
 
 def _global(name: str) -> str:
-    kind = "i64" if name in ("arena_size", "arena_used") else "!llvm.ptr"
-    zero = "llvm.mlir.constant(0 : i64) : i64" if kind == "i64" else "llvm.mlir.zero : !llvm.ptr"
+    kind = _GLOBALS[name]
+    zero = "llvm.mlir.zero : !llvm.ptr" if kind == "!llvm.ptr" else f"llvm.mlir.constant(0 : {kind}) : {kind}"
     return f"""
 llvm.mlir.global external @mlirfuse_{name}() {{addr_space = 0 : i32}} : {kind} {{
   %0 = {zero}
@@ -108,15 +121,121 @@ llvm.func @mgpuMemFree(%p: !llvm.ptr, %s: !llvm.ptr) {
   llvm.call %f(%p, %s) : !llvm.ptr, (!llvm.ptr, !llvm.ptr) -> ()
   llvm.return
 }
+""" + """
+llvm.func @cuCtxPushCurrent_v2(!llvm.ptr) -> i32
+llvm.func @cuCtxPopCurrent_v2(!llvm.ptr) -> i32
+llvm.func @cuModuleLoadData(!llvm.ptr, !llvm.ptr) -> i32
+llvm.func @cuModuleLoadDataEx(!llvm.ptr, !llvm.ptr, i32, !llvm.ptr, !llvm.ptr) -> i32
+llvm.func @cuFuncSetAttribute(!llvm.ptr, i32, i32) -> i32
+llvm.func @cuLaunchKernel(!llvm.ptr, i32, i32, i32, i32, i32, i32, i32, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
+llvm.func @cuMemsetD32Async(i64, i32, i64, !llvm.ptr) -> i32
+llvm.func @mlirfuse_check(%e: i32) {
+  %zero = llvm.mlir.constant(0 : i32) : i32
+  %failed = llvm.icmp "ne" %e, %zero : i32
+  llvm.cond_br %failed, ^record, ^done
+^record:
+  %a = llvm.mlir.addressof @mlirfuse_cuda_error : !llvm.ptr
+  llvm.store %e, %a : i32, !llvm.ptr
+  llvm.br ^done
+^done:
+  llvm.return
+}
+llvm.func @mlirfuse_push_context() {
+  %a = llvm.mlir.addressof @mlirfuse_context : !llvm.ptr
+  %ctx = llvm.load %a : !llvm.ptr -> !llvm.ptr
+  %e = llvm.call @cuCtxPushCurrent_v2(%ctx) : (!llvm.ptr) -> i32
+  llvm.call @mlirfuse_check(%e) : (i32) -> ()
+  llvm.return
+}
+llvm.func @mlirfuse_pop_context() {
+  %one = llvm.mlir.constant(1 : i64) : i64
+  %popped = llvm.alloca %one x !llvm.ptr : (i64) -> !llvm.ptr
+  %e = llvm.call @cuCtxPopCurrent_v2(%popped) : (!llvm.ptr) -> i32
+  llvm.call @mlirfuse_check(%e) : (i32) -> ()
+  llvm.return
+}
+llvm.func @mgpuModuleLoad(%data: !llvm.ptr, %size: i64) -> !llvm.ptr {
+  %one = llvm.mlir.constant(1 : i64) : i64
+  %null = llvm.mlir.zero : !llvm.ptr
+  %m = llvm.alloca %one x !llvm.ptr : (i64) -> !llvm.ptr
+  llvm.store %null, %m : !llvm.ptr, !llvm.ptr
+  %e = llvm.call @cuModuleLoadData(%m, %data) : (!llvm.ptr, !llvm.ptr) -> i32
+  llvm.call @mlirfuse_check(%e) : (i32) -> ()
+  %module = llvm.load %m : !llvm.ptr -> !llvm.ptr
+  llvm.return %module : !llvm.ptr
+}
+llvm.func @mgpuModuleLoadJIT(%data: !llvm.ptr, %level: i32) -> !llvm.ptr {
+  %one = llvm.mlir.constant(1 : i64) : i64
+  %one32 = llvm.mlir.constant(1 : i32) : i32
+  %opt = llvm.mlir.constant(7 : i32) : i32
+  %null = llvm.mlir.zero : !llvm.ptr
+  %m = llvm.alloca %one x !llvm.ptr : (i64) -> !llvm.ptr
+  llvm.store %null, %m : !llvm.ptr, !llvm.ptr
+  %options = llvm.alloca %one x i32 : (i64) -> !llvm.ptr
+  llvm.store %opt, %options : i32, !llvm.ptr
+  %values = llvm.alloca %one x !llvm.ptr : (i64) -> !llvm.ptr
+  %wide = llvm.zext %level : i32 to i64
+  %value = llvm.inttoptr %wide : i64 to !llvm.ptr
+  llvm.store %value, %values : !llvm.ptr, !llvm.ptr
+  %e = llvm.call @cuModuleLoadDataEx(%m, %data, %one32, %options, %values)
+      : (!llvm.ptr, !llvm.ptr, i32, !llvm.ptr, !llvm.ptr) -> i32
+  llvm.call @mlirfuse_check(%e) : (i32) -> ()
+  %module = llvm.load %m : !llvm.ptr -> !llvm.ptr
+  llvm.return %module : !llvm.ptr
+}
+llvm.func @mgpuLaunchKernel(%f: !llvm.ptr, %gx: i64, %gy: i64, %gz: i64, %bx: i64, %by: i64, %bz: i64,
+                            %smem: i32, %stream: !llvm.ptr, %params: !llvm.ptr, %extra: !llvm.ptr, %n: i64) {
+  llvm.call @mlirfuse_push_context() : () -> ()
+  %default_limit = llvm.mlir.constant(49152 : i32) : i32
+  %opt_in = llvm.icmp "sgt" %smem, %default_limit : i32
+  llvm.cond_br %opt_in, ^opt_in, ^launch
+^opt_in:
+  %max_dynamic_shared = llvm.mlir.constant(8 : i32) : i32
+  %e0 = llvm.call @cuFuncSetAttribute(%f, %max_dynamic_shared, %smem) : (!llvm.ptr, i32, i32) -> i32
+  llvm.call @mlirfuse_check(%e0) : (i32) -> ()
+  llvm.br ^launch
+^launch:
+  %gx32 = llvm.trunc %gx : i64 to i32
+  %gy32 = llvm.trunc %gy : i64 to i32
+  %gz32 = llvm.trunc %gz : i64 to i32
+  %bx32 = llvm.trunc %bx : i64 to i32
+  %by32 = llvm.trunc %by : i64 to i32
+  %bz32 = llvm.trunc %bz : i64 to i32
+  %e = llvm.call @cuLaunchKernel(%f, %gx32, %gy32, %gz32, %bx32, %by32, %bz32, %smem, %stream, %params, %extra)
+      : (!llvm.ptr, i32, i32, i32, i32, i32, i32, i32, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
+  llvm.call @mlirfuse_check(%e) : (i32) -> ()
+  llvm.call @mlirfuse_pop_context() : () -> ()
+  llvm.return
+}
+llvm.func @mgpuMemset32(%dst: !llvm.ptr, %value: i32, %count: i64, %stream: !llvm.ptr) {
+  llvm.call @mlirfuse_push_context() : () -> ()
+  %address = llvm.ptrtoint %dst : !llvm.ptr to i64
+  %e = llvm.call @cuMemsetD32Async(%address, %value, %count, %stream) : (i64, i32, i64, !llvm.ptr) -> i32
+  llvm.call @mlirfuse_check(%e) : (i32) -> ()
+  llvm.call @mlirfuse_pop_context() : () -> ()
+  llvm.return
+}
 """
-_OVERRIDDEN = ("mgpuStreamCreate", "mgpuStreamSynchronize", "mgpuStreamDestroy", "mgpuMemAlloc", "mgpuMemFree")
+_OVERRIDDEN = ("mgpuStreamCreate", "mgpuStreamSynchronize", "mgpuStreamDestroy", "mgpuMemAlloc", "mgpuMemFree",
+               "mgpuMemset32")
+# Runtime entry points the host module may keep: they make no context current (the module
+# handle names its context).
+_KEPT = ("mgpuModuleGetFunction", "mgpuModuleUnload")
 
 
 def host_overrides(module: ir.Module) -> None:
-    """Replace the runtime's stream/alloc entry points with ones driven by the caller."""
+    """Replace the runtime's stream, allocation, module-loading, launch and memset entry
+    points with ones driven by the caller. The loading and launch entry points are not
+    declared yet (the translation to LLVM IR adds their calls); the module defines them."""
     for op in list(module.body.operations):
-        if op.operation.name == "llvm.func" and ir.StringAttr(op.attributes["sym_name"]).value in _OVERRIDDEN:
+        if op.operation.name != "llvm.func":
+            continue
+        name = ir.StringAttr(op.attributes["sym_name"]).value
+        if name in _OVERRIDDEN:
             op.operation.erase()
+        elif name.startswith("mgpu") and name not in _KEPT:
+            raise FusionError(f"gpu-host-overrides: the host module calls the CUDA runtime's {name}, "
+                              "which runs in the first device's context; it has no override")
     extra = ir.Module.parse(HOST_OVERRIDES)
     for op in list(extra.body.operations):
         op.operation.detach_from_parent()

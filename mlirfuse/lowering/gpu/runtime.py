@@ -1,7 +1,9 @@
 """Running compiled GPU fusions through the MLIR CUDA runtime (`libmlir_cuda_runtime.so`).
 
 The host module is JIT-compiled once per device; its GPU binary is loaded then (global
-constructors, hence `initialize()`). Each call writes the caller's stream into the module's
+constructors, hence `initialize()`), in that device's primary context, which its launches
+make current (the runtime's own loading and launch entry points would use the first device's
+context for every device: `host_overrides` replaces them). Each call writes the caller's stream into the module's
 `mlirfuse_stream` global and calls the entry point: no stream creation, no synchronization,
 and scratch memory (rare: only unfused intermediates and column reductions' workspaces)
 comes from an arena the caller passes (the hot path: one torch allocation a call, sized by
@@ -10,13 +12,14 @@ the last call) or else from the caller's allocator.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import mlir
 import numpy as np
@@ -40,9 +43,11 @@ def runtime_library() -> str:
 
 
 @functools.cache
+@functools.cache
 def _libcuda() -> ctypes.CDLL | None:
+    """The CUDA driver, its symbols global (host modules call it directly), or None."""
     try:
-        lib = ctypes.CDLL("libcuda.so.1")
+        lib = ctypes.CDLL("libcuda.so.1", mode=ctypes.RTLD_GLOBAL)
     except OSError:
         return None
     return lib if lib.cuInit(0) == 0 else None
@@ -70,29 +75,38 @@ def device_arch(device: int = 0) -> str:
     return f"sm_{major.value}{minor.value}"
 
 
-_BOUND = threading.local()  # per thread: the devices whose context `bind_context` has seen current
+@functools.cache
+def primary_context(device: int) -> int | None:
+    """The primary context of `device` (as the CUDA runtime, torch, binds it), retained for
+    good as the runtime does; None without a driver."""
+    lib = _libcuda()
+    if lib is None:
+        return None
+    dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+    if lib.cuDeviceGet(ctypes.byref(dev), device) != 0 or lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) != 0:
+        raise FusionError(f"GPU backend: no context for CUDA device {device}")
+    return ctx.value
 
 
-def bind_context(device: int) -> None:
-    """Make `device`'s primary context current on this thread where no context is. Kernel
-    launches push it themselves, but the host code's memsets (the column reduction's
-    counters) call the driver as they are, which needs a current context; a thread that has
-    made no CUDA runtime call yet has none (autograd's device threads, a fresh thread): the
-    memset failed there and the counters kept garbage (wrong column sums). Checked once per
-    thread and device."""
-    bound = _BOUND.__dict__.setdefault("devices", set())
-    if device in bound:
+@contextlib.contextmanager
+def _current(context: int | None) -> Iterator[None]:
+    """`context` current on this thread inside the block (nothing where None)."""
+    if context is None:
+        yield
         return
     lib = _libcuda()
-    current = ctypes.c_void_p()
-    if lib is not None and lib.cuCtxGetCurrent(ctypes.byref(current)) == 0 and not current.value:
-        dev, ctx = ctypes.c_int(), ctypes.c_void_p()
-        # The primary context, as the CUDA runtime (torch) binds it; retained for good, as
-        # the runtime does.
-        if lib.cuDeviceGet(ctypes.byref(dev), device) == 0 and \
-                lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0:
-            lib.cuCtxSetCurrent(ctx)
-    bound.add(device)
+    lib.cuCtxPushCurrent_v2(ctypes.c_void_p(context))
+    try:
+        yield
+    finally:
+        lib.cuCtxPopCurrent_v2(ctypes.byref(ctypes.c_void_p()))
+
+
+def cuda_error_name(code: int) -> str:
+    lib, name = _libcuda(), ctypes.c_char_p()
+    if lib is not None and lib.cuGetErrorName(code, ctypes.byref(name)) == 0 and name.value:
+        return name.value.decode()
+    return f"CUresult {code}"
 
 
 def binary_names(host_llvm: str) -> list[str]:
@@ -150,8 +164,12 @@ class DeviceExecutable:
         self._library: Any = None
         self.shared_library: bytes | None = shared_library
         rt = _runtime(runtime)
-        with self._init_lock:
-            rt.mgpuSetDefaultDevice(device)  # the device the binary loads onto (constructors)
+        # The GPU binary loads (the module's constructors) in the device's context, made
+        # current here; launches push it themselves (`host_overrides`). A stub runtime
+        # (tests) runs without a driver.
+        context = primary_context(device) if runtime is None else None
+        with self._init_lock, _current(context):
+            rt.mgpuSetDefaultDevice(device)
             if shared_library is not None:
                 self._library = host_library.load(shared_library)
                 # The JIT turned the binaries' global constructors into init functions that a
@@ -170,7 +188,9 @@ class DeviceExecutable:
         if not address:
             raise FusionError("GPU backend: entry point missing after compilation")
         self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
-        self._needs_context = "mgpuMemset" in self.host_llvm  # see `bind_context`
+        self._error = ctypes.c_int32.from_address(self._global("cuda_error"))
+        self.check_error("loading the GPU binary")
+        ctypes.c_void_p.from_address(self._global("context")).value = context
         self._slots = ArgumentSlots()
         self.lock = threading.Lock()
         self._stream = ctypes.c_void_p.from_address(self._global("stream"))
@@ -240,25 +260,25 @@ class DeviceExecutable:
         self._arena.value = arena or None
         self._arena_size.value = arena_bytes if arena else 0
         self._arena_used.value = 0
-        if self._needs_context:
-            bind_context(self.device)
         self._fn(packed)
         self._arena.value, self._arena_size.value = None, 0
+        if self._error.value:
+            self.check_error("a launch")
         return self._arena_used.value
 
-    def entry_point(self) -> tuple[ctypes.c_void_p, Callable[[ctypes.Array], None]]:
-        """The stream global and the entry point, for a caller (holding `lock`) whose call is
-        known to ask for no scratch memory (its sizes asked for none before): it sets the
-        stream and calls the entry point with a packed argument array, the arena globals
-        left cleared by the last `call_unlocked`."""
-        if not self._needs_context:
-            return self._stream, self._fn
-        fn, device = self._fn, self.device
+    def check_error(self, what: str) -> None:
+        """Raise for the error code a driver call of the host code left (and clear it)."""
+        code, self._error.value = self._error.value, 0
+        if code:
+            raise FusionError(f"GPU backend: {what} on CUDA device {self.device} failed: {cuda_error_name(code)}")
 
-        def launch(packed: ctypes.Array) -> None:
-            bind_context(device)
-            fn(packed)
-        return self._stream, launch
+    def entry_point(self) -> tuple[ctypes.c_void_p, Callable[[ctypes.Array], None], ctypes.c_int32]:
+        """The stream global, the entry point and the error global, for a caller (holding
+        `lock`) whose call is known to ask for no scratch memory (its sizes asked for none
+        before): it sets the stream, calls the entry point with a packed argument array (the
+        arena globals left cleared by the last `call_unlocked`), and calls `check_error`
+        where the error global is set."""
+        return self._stream, self._fn, self._error
 
     def bind(self, args: Sequence[Any]) -> "BoundArguments":
         """Argument cells for calls whose sizes and strides are those of `args` (the hot path:
