@@ -140,10 +140,10 @@ def main() -> None:
                 results = train(family, how, mode, opts.steps, opts.batch, opts.seq)
                 if rank == 0:
                     rows.append(report(family, how, mode, results))
-    if rank == 0 and opts.json:
-        Path(opts.json).write_text(json.dumps({"gpu": torch.cuda.get_device_name() if cuda else "cpu",
-                                               "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
-                                               "world": world, "rows": rows}, indent=2))
+                    if opts.json:  # after every row: a run cut short keeps what it measured
+                        Path(opts.json).write_text(json.dumps({
+                            "gpu": torch.cuda.get_device_name() if cuda else "cpu", "torch": torch.__version__,
+                            "date": time.strftime("%Y-%m-%d"), "world": world, "rows": rows}, indent=2))
     dist.destroy_process_group()
 
 
