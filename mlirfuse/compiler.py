@@ -411,16 +411,25 @@ def _contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
 
 def _torch_allocator(torch: Any, device: int) -> Callable[[tuple, tuple, Any], Any]:
     """`(sizes, strides, dtype) -> tensor` on CUDA device `device`, from torch's caching
-    allocator. Where the device is the only one (so always the current one), torch's own
-    fast path for generated code (`_empty_strided_cuda`, what Inductor's wrappers call:
-    no dispatcher, no option parsing) instead of `torch.empty_strided`."""
+    allocator: torch's own fast path for generated code (`_empty_strided_cuda`, what
+    Inductor's wrappers call: no dispatcher, no option parsing), which allocates on the
+    current device, where `device` is the only one or, with several, is current at the call
+    (a DDP or FSDP rank's device); else `torch.empty_strided` with the device."""
     fast = getattr(getattr(getattr(getattr(torch, "_C", None), "_dynamo", None), "guards", None),
                    "_empty_strided_cuda", None)
     cuda = getattr(torch, "cuda", None)
-    if fast is not None and cuda is not None and cuda.device_count() == 1 and device == 0:
-        return fast
     empty, where = torch.empty_strided, torch.device("cuda", device)
-    return lambda sizes, strides, dtype: empty(sizes, strides, dtype=dtype, device=where)
+    if fast is None or cuda is None:
+        return lambda sizes, strides, dtype: empty(sizes, strides, dtype=dtype, device=where)
+    if cuda.device_count() == 1 and device == 0:
+        return fast
+    current = torch._C._cuda_getDevice
+
+    def alloc(sizes: tuple, strides: tuple, dtype: Any) -> Any:
+        if current() == device:
+            return fast(sizes, strides, dtype)
+        return empty(sizes, strides, dtype=dtype, device=where)
+    return alloc
 
 
 # What a launcher's guarded call returns when its arguments are not those it was made for.

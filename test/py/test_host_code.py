@@ -385,14 +385,16 @@ def test_executables_are_loaded_once_per_fusion_and_device(monkeypatch) -> None:
     assert second.executable(0) is not None and loads == [0, 1, 0]
 
 
-def test_outputs_come_from_torchs_fast_allocation_path_on_a_single_device() -> None:
-    """torch's allocation entry for generated code (no dispatcher) serves the only device;
-    with several devices (the current one may differ) `torch.empty_strided` with the device."""
+def test_outputs_come_from_torchs_fast_allocation_path_on_the_current_device() -> None:
+    """torch's allocation entry for generated code (no dispatcher; it allocates on the current
+    device) serves the only device, and with several devices a call whose device is the
+    current one (a DDP rank's); another device takes `torch.empty_strided` with the device."""
     from types import SimpleNamespace
 
     from mlirfuse.compiler import _torch_allocator
 
     made = []
+    current = [0]
 
     def fast(sizes, strides, dtype):
         return ("fast", sizes, strides, dtype)
@@ -403,11 +405,16 @@ def test_outputs_come_from_torchs_fast_allocation_path_on_a_single_device() -> N
 
     def fake(devices: int, with_fast: bool = True):
         guards = SimpleNamespace(_empty_strided_cuda=fast) if with_fast else SimpleNamespace()
-        return SimpleNamespace(_C=SimpleNamespace(_dynamo=SimpleNamespace(guards=guards)),
+        return SimpleNamespace(_C=SimpleNamespace(_dynamo=SimpleNamespace(guards=guards),
+                                                  _cuda_getDevice=lambda: current[0]),
                                cuda=SimpleNamespace(device_count=lambda: devices),
                                empty_strided=empty_strided, device=lambda kind, index: f"{kind}:{index}")
 
     assert _torch_allocator(fake(1), 0)((4, 4), (4, 1), "f32") == ("fast", (4, 4), (4, 1), "f32")
-    for torch, device in ((fake(2), 1), (fake(2), 0), (fake(1, with_fast=False), 0)):
-        assert _torch_allocator(torch, device)((8,), (1,), "f32") == ("dispatcher", (8,), (1,), "f32")
+    on_1 = _torch_allocator(fake(2), 1)
+    current[0] = 1
+    assert on_1((4,), (1,), "f32") == ("fast", (4,), (1,), "f32") and made == []
+    current[0] = 0
+    for alloc, device in ((on_1, 1), (_torch_allocator(fake(1, with_fast=False), 0), 0)):
+        assert alloc((8,), (1,), "f32") == ("dispatcher", (8,), (1,), "f32")
         assert made[-1] == f"cuda:{device}"
