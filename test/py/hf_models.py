@@ -91,6 +91,40 @@ MORE_FAMILIES: dict[str, Callable[[Any], torch.nn.Module]] = {
     # a selective scan (a sequential loop over the sequence) and a depthwise causal convolution
     "mamba": lambda T: T.MambaForCausalLM(T.MambaConfig(num_hidden_layers=2, hidden_size=64, state_size=8,
                                                        vocab_size=512, expand=2, conv_kernel=4)),
+    # tanh soft-capping of attention scores and logits, sliding-window layers, GeGLU
+    "gemma2": lambda T: T.Gemma2ForCausalLM(T.Gemma2Config(
+        num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        intermediate_size=176, vocab_size=512, sliding_window=8, final_logit_softcapping=30.0,
+        attn_logit_softcapping=50.0)),
+    # ALiBi outside Bloom, fused query-key-value projection with biases
+    "falcon": lambda T: T.FalconForCausalLM(T.FalconConfig(
+        num_hidden_layers=2, hidden_size=64, num_attention_heads=4, vocab_size=512, alibi=True,
+        new_decoder_architecture=False, multi_query=False, parallel_attn=False, bias=True, hidden_dropout=0.0,
+        attention_dropout=0.0)),
+    # rotary embedding on a quarter of each head, attention and MLP in parallel off one residual
+    "gpt_neox": lambda T: T.GPTNeoXForCausalLM(T.GPTNeoXConfig(
+        num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=176, vocab_size=512,
+        rotary_pct=0.25, hidden_dropout=0.0, attention_dropout=0.0)),
+    # learned positions with an offset, scaled embeddings, encoder-decoder with cross-attention
+    "bart": lambda T: T.BartForConditionalGeneration(T.BartConfig(
+        encoder_layers=2, decoder_layers=2, d_model=64, encoder_attention_heads=4, decoder_attention_heads=4,
+        encoder_ffn_dim=128, decoder_ffn_dim=128, vocab_size=512, max_position_embeddings=128, dropout=0.0,
+        attention_dropout=0.0, activation_dropout=0.0, scale_embedding=True)),
+    # shifted windows (rolls, window partitions), a gathered relative position bias, patch merging
+    "swin": lambda T: T.SwinForImageClassification(T.SwinConfig(
+        image_size=32, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[2, 2], window_size=4, num_labels=10,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, drop_path_rate=0.0)),
+    # a strided 1-d convolution stack with GroupNorm, a grouped positional convolution, CTC loss
+    "wav2vec2": lambda T: T.Wav2Vec2ForCTC(T.Wav2Vec2Config(
+        num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128, vocab_size=32,
+        conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=4, hidden_dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
+        feat_proj_dropout=0.0, final_dropout=0.0, layerdrop=0.0, mask_time_prob=0.0)),
+    # MoE with a shared expert behind a sigmoid gate
+    "qwen2_moe": lambda T: T.Qwen2MoeForCausalLM(T.Qwen2MoeConfig(
+        num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, intermediate_size=176,
+        vocab_size=512, moe_intermediate_size=64, shared_expert_intermediate_size=64, num_experts=4,
+        num_experts_per_tok=2)),
 }
 
 
@@ -104,6 +138,9 @@ def example_batch(model: torch.nn.Module, batch: int = 2, seq: int = 32) -> dict
     if name.startswith("Whisper"):
         return dict(input_features=torch.randn(batch, model.config.num_mel_bins, 32, generator=g),
                     labels=torch.randint(3, model.config.vocab_size, (batch, seq // 2), generator=g))
+    if name.startswith("Wav2Vec2"):
+        return dict(input_values=torch.randn(batch, 1600, generator=g),
+                    labels=torch.randint(1, model.config.vocab_size, (batch, 8), generator=g))
     if name.startswith("CLIP"):
         return dict(pixel_values=torch.randn(batch, 3, 32, 32, generator=g), return_loss=True,
                     input_ids=torch.randint(1, model.config.text_config.vocab_size, (batch, seq // 2), generator=g))
