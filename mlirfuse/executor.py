@@ -27,7 +27,7 @@ from mlirfuse.errors import FusionError
 from mlirfuse.fallback import fall_back
 from mlirfuse.frontend.graph import InputSpec
 from mlirfuse.passes.fusion_group import GROUP_ATTR
-from mlirfuse.reference import _Evaluator, compute_dtype, element_dtype
+from mlirfuse.reference import _attr, _Evaluator, compute_dtype, element_dtype
 from mlirfuse.shapes import function_result_shapes
 
 Step = tuple[Callable[[list[Any]], list[Any]], tuple[int, ...], tuple[int, ...]]
@@ -173,7 +173,8 @@ class GraphExecutor:
             return lambda args: [int(args[0].shape[dim])]
         if row is not None and row.kind == "library":
             dtype = element_dtype(op.results[0].type)
-            return lambda args: [self._library(kind, args, dtype)]
+            attrs = {a: _attr(op, a) for a in row.attributes}
+            return lambda args: [self._library(kind, args, dtype, attrs)]
         if kind in ("reshape", "expand", "broadcast_in_dim", "permute", "squeeze", "unsqueeze"):
             return self._view_step(op, kind)
         return self._reference_step(op)
@@ -239,9 +240,9 @@ class GraphExecutor:
         compiled, scalar = kernel
         compiled(values, outputs, scalar)
 
-    def _library(self, name: str, args: Sequence[Any], dtype: DataType) -> Any:
+    def _library(self, name: str, args: Sequence[Any], dtype: DataType, attrs: dict[str, Any]) -> Any:
         converted = [np.asarray(a).astype(compute_dtype(element_dtype_of(a)), copy=False) for a in args]
-        return np.asarray(OPS[name].ref(*converted)).astype(dtype.np, copy=False)
+        return np.asarray(OPS[name].ref(*converted, **attrs)).astype(dtype.np, copy=False)
 
     def _permute(self, x: Any, dims: Sequence[int]) -> Any:
         return np.transpose(x, dims)
@@ -366,13 +367,18 @@ class DeviceGraphExecutor(GraphExecutor):
     def _tensor_argument(self, value: Any) -> Any:
         return self._from_host(value)  # e.g. a runtime scalar broadcast in the caller
 
-    def _library(self, name: str, args: Sequence[Any], dtype: DataType) -> Any:
+    def _library(self, name: str, args: Sequence[Any], dtype: DataType, attrs: dict[str, Any]) -> Any:
         torch = self.torch
         args = [self._from_host(a) for a in args]
         if name == "matmul":
             out = torch.matmul(*args)
         elif name == "linear":
             out = torch.nn.functional.linear(*args)
+        elif name == "cumsum":
+            x, dim = args[0], attrs["dim"]
+            if x.dtype in (torch.float16, torch.bfloat16):
+                x = x.float()  # summed in float32, rounded once (as the fused form and the CPU do)
+            out = torch.flip(torch.cumsum(torch.flip(x, [dim]), dim), [dim]) if attrs["reverse"] else x.cumsum(dim)
         else:
             raise FusionError(f"executor: no torch implementation of library op {name}")
         return out.to(getattr(torch, dtype.value))

@@ -147,7 +147,7 @@ class _Evaluator:
         if row.kind in ("elementwise", "library"):
             operand_dts = [element_dtype(v.type) for v in op.operands]
             converted = [a.astype(compute_dtype(dt), copy=False) for a, dt in zip(args, operand_dts)]
-            return [row.ref(*converted)]
+            return [row.ref(*converted, **{a: _attr(op, a) for a in row.attributes})]
         if row.kind == "reduction":
             extra = {"correction": _attr(op, "correction")} if "correction" in row.attributes else {}
             x = args[0]

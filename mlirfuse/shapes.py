@@ -77,6 +77,8 @@ def result_shapes(op: ir.Operation, operands: Sequence[Any]) -> list[Any]:
         a, b = tuple(operands[0]), tuple(operands[1])
         batch = np.broadcast_shapes(a[:-2], b[:-2])
         return [tuple(batch) + (a[-2:-1] if len(a) > 1 else ()) + (b[-1:] if len(b) > 1 else ())]
+    if name == "cumsum":
+        return [tuple(operands[0])]
     if name == "linear":
         x, w = operands[0], operands[1]
         return [tuple(x[:-1]) + (tuple(w[:1]) if len(w) == 2 else ())]

@@ -256,6 +256,11 @@ def linear(ops, g, y, x, w, b=None):
     return grads + ((sum_to(ops, g, b.shape),) if b is not None else ())
 
 
+def cumsum(ops, g, y, x, dim, reverse):
+    """torch: the gradient of an inclusive sum is the inclusive sum of g the other way."""
+    return (ops.cumsum_library(g, dim, reverse=not reverse),)
+
+
 # -- elementwise rules longer than a line -------------------------------------------------
 def trunc(ops, t):
     """Rounding toward zero (torch's rounding_mode='trunc')."""

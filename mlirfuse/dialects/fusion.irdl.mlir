@@ -574,4 +574,13 @@ irdl.dialect @fusion {
     irdl.operands(input: %input, weight: %weight, bias: optional %bias)
     irdl.results(result: %result)
   }
+  irdl.operation @cumsum {
+    %input = irdl.base "!builtin.tensor"
+    %result = irdl.base "!builtin.tensor"
+    %dim_attr = irdl.base "#builtin.integer"
+    %reverse_attr = irdl.base "#builtin.integer"
+    irdl.attributes {"dim" = %dim_attr, "reverse" = %reverse_attr}
+    irdl.operands(input: %input)
+    irdl.results(result: %result)
+  }
 }

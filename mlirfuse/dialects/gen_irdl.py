@@ -11,7 +11,8 @@ IRDL_PATH = Path(__file__).with_name("fusion.irdl.mlir")
 _ATTR_BASE: dict[str, str | None] = {
     "axes": "#builtin.dense_array", "shape": "#builtin.dense_array",
     "broadcast_dims": "#builtin.dense_array", "dims": "#builtin.dense_array",
-    "keepdim": "#builtin.integer", "dim": "#builtin.integer", "correction": "#builtin.float",
+    "keepdim": "#builtin.integer", "reverse": "#builtin.integer", "dim": "#builtin.integer",
+    "correction": "#builtin.float",
     "value": None, "starts": "#builtin.dense_array", "steps": "#builtin.dense_array",
     "low": "#builtin.dense_array", "high": "#builtin.dense_array", "start": None, "step": None,
 }

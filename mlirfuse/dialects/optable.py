@@ -328,12 +328,23 @@ def _ref_linear(x: np.ndarray, w: np.ndarray, *bias: np.ndarray) -> np.ndarray:
     return y + bias[0] if bias else y
 
 
+def _ref_cumsum(x: np.ndarray, dim: int, reverse: bool) -> np.ndarray:
+    if reverse:
+        return np.flip(np.cumsum(np.flip(x, dim), axis=dim, dtype=x.dtype), dim)
+    return np.cumsum(x, axis=dim, dtype=x.dtype)
+
+
 # Not fused: run by a library (numpy on the CPU, torch for torch tensors), as nvFuser hands
-# matmuls to ATen. Fusion groups form around them.
+# matmuls to ATen. Fusion groups form around them. `cumsum` is the inclusive sum along `dim`
+# of rows too long (or of a length not known when traced) for the fused form, a masked sum
+# whose work is quadratic in the length: no schedule scans yet.
 LIBRARY_OPS = [
     OpDef("matmul", "library", ("lhs", "rhs"), ref=np.matmul, doc="numpy.matmul semantics", vjp=D.matmul),
     OpDef("linear", "library", ("input", "weight", "bias"), ref=_ref_linear,
           doc="x @ w.T + bias (PyTorch's linear); bias optional", optional=("bias",), vjp=D.linear),
+    OpDef("cumsum", "library", ("input",), attributes=("dim", "reverse"), ref=_ref_cumsum,
+          doc="inclusive sum along dim (torch.cumsum, the input's dtype); reverse: from the end",
+          vjp=D.cumsum),
 ]
 
 OPS: dict[str, OpDef] = {op.name: op for op in

@@ -119,6 +119,8 @@ class _Importer:
             out = [ops.rand_like(*xs, dtype=dtype)]
         elif name in ("matmul", "linear"):
             out = [getattr(ops, name)(*xs)]
+        elif name == "cumsum":
+            out = [ops.cumsum_library(xs[0], attrs["dim"], bool(attrs["reverse"]))]
         else:
             raise FusionError(f"import: fusion.{name} with dynamic sizes")
         if out[0].dtype is not dtype:

@@ -15,6 +15,7 @@ the kernels clamp any other into range, so that no index reads outside a tensor.
 from __future__ import annotations
 
 import builtins
+import logging
 import math
 from typing import Any, Callable, Sequence
 
@@ -25,6 +26,8 @@ from mlirfuse.errors import FusionError
 from mlirfuse.frontend import ops as O
 from mlirfuse.frontend.graph import Tensor, static_numel
 from mlirfuse.frontend.symbolic import ConcreteSizeNeeded, Size, SymSize
+
+log = logging.getLogger("mlirfuse.fuser")
 
 Operand = Any  # Tensor | bool | int | float
 _BIG = 2 ** 62  # an index past any tensor
@@ -445,11 +448,18 @@ def argmin(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
     return _arg_extreme(x, dim, keepdim, "argmin")
 
 
+# The longest dim a fused scan covers (its work grows with the square of the length).
+FUSED_SCAN_LIMIT = 256
+
+
 def _scan(x: Tensor, dim: int, what: str, dtype: Any = None) -> Tensor:
     """An inclusive scan as a masked reduction: result[i] = op(x[j] for j <= i) along `dim`,
     the other x[j] replaced by the op's identity. The work is quadratic in the dim's length
-    (no scan schedule yet): fine for masks, position ids and short rows, not for long rows;
-    the torch backend leaves aten's scans to torch for that reason."""
+    (no scan schedule yet): fine for masks, position ids and short rows, not for long ones.
+    A cumsum over a dim longer than FUSED_SCAN_LIMIT, or of a length not known when traced,
+    is left to the library (`fusion.cumsum`: numpy or torch, linear work), the reason
+    logged; the other scans stay fused whatever the length. The torch backend leaves aten's
+    scans to torch."""
     x = _tensor(x, what)
     if dtype is not None:
         x = O.cast(x, dtype)
@@ -458,12 +468,25 @@ def _scan(x: Tensor, dim: int, what: str, dtype: Any = None) -> Tensor:
     if x.ndim == 0:
         return x
     d = O.normalize_dim(dim, x.ndim, what)
-    n = x.shape[d]
+    n = x.fusion.canonical(x.shape[d])
+    if what == "cumsum" and not (isinstance(n, int) and n <= FUSED_SCAN_LIMIT):
+        log.info("cumsum over dim %d of length %s: left to the library (numpy or torch): no schedule scans, "
+                 "and the fused form (a masked sum) is quadratic in the length beyond %d", d, n, FUSED_SCAN_LIMIT)
+        return cumsum_library(x, d)
     square = list(x.shape[:d]) + [n] + list(x.shape[d:])  # (.., i, j, ..)
     xj = O.expand(O.unsqueeze(x, d), square)
     below = O.le(_iota(square, d + 1, 0, 1, DataType.Int, x.fusion), _iota(square, d, 0, 1, DataType.Int, x.fusion))
     reduce, identity = _SCANS[what]
     return reduce(O.where(below, xj, O.cast(identity(x.dtype), x.dtype)), [d + 1])
+
+
+def cumsum_library(x: Tensor, dim: int, reverse: bool = False) -> Tensor:
+    """`fusion.cumsum`: the inclusive sum along `dim` (from the end where `reverse`), in x's
+    dtype, run by the library (numpy on the CPU, torch for torch tensors; half precision
+    summed in float32); fusion groups form around it."""
+    x = _tensor(x, "cumsum")
+    d = O.normalize_dim(dim, x.ndim, "cumsum")
+    return x.fusion.add_node("cumsum", [x], {"dim": d, "reverse": bool(reverse)}, [(x.dtype, x.shape)])[0]
 
 
 def _lowest(dt: DataType) -> Any:
@@ -503,7 +526,8 @@ def cummin(x: Tensor, dim: int) -> Tensor:
 
 __all__ = INDEXING_NAMES = ["iota", "arange", "full", "zeros", "ones", "slice", "slice_dim", "select", "cat", "pad",
                             "gather", "take_along_axis", "index_select", "scatter", "triu", "tril", "masked_fill",
-                            "argmax", "argmin", "cumsum", "cumprod", "cummax", "cummin"]
+                            "argmax", "argmin", "cumsum", "cumprod", "cummax", "cummin",
+                            "cumsum_library"]
 
 
 def getitem(x: Tensor, key: Any) -> Tensor:

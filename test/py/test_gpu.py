@@ -339,6 +339,20 @@ def test_torch_compile_on_the_second_device() -> None:
         torch.testing.assert_close(a, b)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32])
+def test_library_cumsum_between_kernels(dtype) -> None:
+    """A cumsum of dynamic length is `fusion.cumsum`, run by torch between the fused kernels
+    before and after it (bfloat16 summed in float32, rounded once; integers as int64)."""
+    f = mlirfuse.jit(lambda x: ops.cumsum(x * 2, 1) + 1)
+    x = (torch.rand(5, 3000, device="cuda") * 4).to(dtype)
+    wide = torch.float32 if dtype == torch.bfloat16 else torch.int64 if dtype == torch.int32 else dtype
+    want = (torch.cumsum(x.to(wide) * 2, 1) + 1)
+    want = want.to(dtype) if dtype == torch.bfloat16 else want
+    got = f(x)
+    assert got.dtype == want.dtype and got.device == x.device
+    torch.testing.assert_close(got, want, rtol=2e-2 if dtype == torch.bfloat16 else 1e-5, atol=1e-3)
+
+
 def test_64bit_indexing_past_2_31_elements() -> None:
     n = (1 << 31) + 1000
     if torch.cuda.get_device_properties(0).total_memory < 4 * n * 2 + (4 << 30):

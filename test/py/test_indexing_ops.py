@@ -100,7 +100,9 @@ def test_cpu_backend_and_reference_match_numpy(name, fn, ref, args) -> None:
 @needs_libdevice
 @pytest.mark.parametrize("name, fn, ref, args", CASES, ids=IDS)
 def test_gpu_kernels_on_the_emulator_match_the_cpu_backend(name, fn, ref, args) -> None:
-    f = mlirfuse.jit(fn)
+    # cumsum: traced with its static length, the fused form (a masked sum, up to
+    # FUSED_SCAN_LIMIT); a length unknown at trace time goes to the library
+    f = mlirfuse.jit(fn, dynamic=not name.startswith("cumsum"))
     want = f(*args)
     compiled = f.compile(*args, backend="gpu", arch="sm_90")
     got = emulate(compiled.stages["gpu"], list(args), [np.empty_like(np.asarray(want))])
@@ -118,6 +120,51 @@ def test_rotary_and_cat_are_one_loop_with_their_producers_and_consumers() -> Non
     linalg = mlirfuse.jit(_rotary).compile(*args).stages["linalg"]
     assert linalg.count("linalg.generic") == 1, linalg
     assert "scf.if" in linalg and "arith.negf" in linalg
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, ml_dtypes.bfloat16, np.int32])
+def test_long_or_dynamic_cumsum_runs_in_the_library_in_linear_time(dtype, caplog) -> None:
+    """cumsum over a dim longer than FUSED_SCAN_LIMIT, or of a length unknown when traced, is
+    `fusion.cumsum` (numpy here), the reason logged; short static ones stay fused (a masked
+    sum). Values as numpy's (integers as int64; bfloat16 summed in float32, rounded once)."""
+    import logging
+
+    from mlirfuse.frontend.indexing import FUSED_SCAN_LIMIT
+
+    def fn(x):
+        return ops.cumsum(x * 2, 1) + 1
+
+    def want(x):
+        wide = np.float32 if dtype == ml_dtypes.bfloat16 else np.int64 if dtype == np.int32 else dtype
+        out = np.cumsum(x.astype(wide) * 2, 1) + 1
+        return out.astype(dtype) if dtype == ml_dtypes.bfloat16 else out
+
+    for shape, dynamic, library in (((3, 5000), False, True), ((3, 9), True, True), ((3, 9), False, False),
+                                    ((2, FUSED_SCAN_LIMIT), False, False)):
+        x = (np.random.default_rng(0).random(shape) * 4).astype(dtype)
+        f = mlirfuse.jit(fn, dynamic=dynamic)
+        with caplog.at_level(logging.INFO, logger="mlirfuse.fuser"):
+            caplog.clear()
+            got = f(x)
+        assert ('"fusion.cumsum"' in f.fusion_ir(x)) is library
+        assert ("left to the library" in caplog.text) is library
+        tol = 2e-2 if dtype == ml_dtypes.bfloat16 else 1e-5
+        np.testing.assert_allclose(got.astype(np.float64), want(x).astype(np.float64), rtol=tol, atol=tol)
+        assert got.dtype == want(x).dtype
+
+
+def test_library_cumsum_gradient_is_the_reverse_cumsum() -> None:
+    """Through torch autograd (`mlirfuse.jit` of torch tensors requiring grad): the library
+    cumsum's gradient is the inclusive sum of the cotangent from the end, as torch's."""
+    torch = pytest.importorskip("torch")
+    x = torch.randn(3, 700, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(3, 700, dtype=torch.float64)
+    y = mlirfuse.jit(lambda t: ops.cumsum(ops.tanh(t), 1))(x)
+    (y * w).sum().backward()
+    x2 = x.detach().clone().requires_grad_()
+    (torch.cumsum(torch.tanh(x2), 1) * w).sum().backward()
+    torch.testing.assert_close(y.detach(), torch.cumsum(torch.tanh(x2), 1).detach())
+    torch.testing.assert_close(x.grad, x2.grad)
 
 
 def test_bfloat16_slices_and_cat_keep_their_dtype() -> None:
