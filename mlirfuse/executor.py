@@ -376,8 +376,8 @@ class DeviceGraphExecutor(GraphExecutor):
             out = torch.nn.functional.linear(*args)
         elif name == "cumsum":
             x, dim = args[0], attrs["dim"]
-            if x.dtype in (torch.float16, torch.bfloat16):
-                x = x.float()  # summed in float32, rounded once (as the fused form and the CPU do)
+            if x.is_floating_point() and x.element_size() < 4:
+                x = x.float()  # half precision and float8 summed in float32, rounded once (as on the CPU)
             out = torch.flip(torch.cumsum(torch.flip(x, [dim]), dim), [dim]) if attrs["reverse"] else x.cumsum(dim)
         else:
             raise FusionError(f"executor: no torch implementation of library op {name}")

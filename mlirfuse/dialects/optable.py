@@ -330,7 +330,7 @@ def _ref_linear(x: np.ndarray, w: np.ndarray, *bias: np.ndarray) -> np.ndarray:
 
 def _ref_cumsum(x: np.ndarray, dim: int, reverse: bool) -> np.ndarray:
     if reverse:
-        return np.flip(np.cumsum(np.flip(x, dim), axis=dim, dtype=x.dtype), dim)
+        return np.ascontiguousarray(np.flip(np.cumsum(np.flip(x, dim), axis=dim, dtype=x.dtype), dim))
     return np.cumsum(x, axis=dim, dtype=x.dtype)
 
 

@@ -28,8 +28,10 @@ int fail_launches = 0;  /* the CUresult cuLaunchKernel returns */
 void *pushed[64];       /* the contexts pushed, in order */
 int n_pushed = 0;
 int depth = 0;          /* contexts pushed and not popped */
+int fail_pushes = 0;    /* the CUresult cuCtxPushCurrent_v2 returns */
 static int module;
 int cuCtxPushCurrent_v2(void *ctx) {
+  if (fail_pushes) return fail_pushes;
   if (n_pushed < 64) pushed[n_pushed] = ctx;
   n_pushed++;
   depth++;
@@ -160,6 +162,27 @@ def test_launches_and_memsets_run_in_the_executables_context(stub) -> None:
     host.call([(16, 512, 4096)], [(4096,), (4096,)])  # a memset and a launch
     assert pushed.value == 2 and ctypes.c_int.in_dll(host.lib, "depth").value == 0
     assert list((ctypes.c_void_p * 64).in_dll(host.lib, "pushed")[:2]) == [context, context]
+
+
+def test_no_launch_and_no_pop_where_the_context_could_not_be_made_current(stub) -> None:
+    """A failed push: nothing launched, the caller's context not popped, a FusionError; with
+    no context set (the stub's executables), nothing is pushed at all."""
+    host = Host(stub, _two_column_sums, np.ones((2, 3, 64), np.float32))
+    n_pushed, n_launches = (ctypes.c_int.in_dll(host.lib, k) for k in ("n_pushed", "n_launches"))
+    n_pushed.value = 0
+    host.call([(16, 512, 4096)], [(4096,), (4096,)])
+    assert n_pushed.value == 0 and len(host.launches()) == 1  # no context: no push
+    ctypes.c_void_p.from_address(host.exe._global("context")).value = 0xC0DE0001
+    fail = ctypes.c_int.in_dll(host.lib, "fail_pushes")
+    fail.value = 201  # CUDA_ERROR_INVALID_CONTEXT
+    try:
+        with pytest.raises(FusionError, match="failed"):
+            host.call([(16, 512, 4096)], [(4096,), (4096,)])
+    finally:
+        fail.value = 0
+    assert n_launches.value == 0 and ctypes.c_int.in_dll(host.lib, "depth").value == 0
+    host.call([(16, 512, 4096)], [(4096,), (4096,)])
+    assert len(host.launches()) == 1 and ctypes.c_int.in_dll(host.lib, "depth").value == 0
 
 
 def test_a_failing_launch_raises(stub) -> None:

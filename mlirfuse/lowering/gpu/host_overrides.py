@@ -32,7 +32,9 @@ from mlirfuse.errors import FusionError
 #
 # The context (`mlirfuse_context`): the primary context of the executable's device. The GPU
 # binary is loaded (the module's constructors, `mgpuModuleLoad`) in the context the caller
-# made current; launches and memsets push `mlirfuse_context` and pop it after.
+# made current; launches and memsets push `mlirfuse_context` and pop it after (neither where
+# it is null: a stub runtime's tests). Once a driver call has failed (`mlirfuse_cuda_error`
+# set), the call's later launches and memsets are skipped: the caller raises.
 _GLOBALS = {"stream": "!llvm.ptr", "alloc_fn": "!llvm.ptr", "free_fn": "!llvm.ptr", "arena": "!llvm.ptr",
             "arena_size": "i64", "arena_used": "i64", "context": "!llvm.ptr", "cuda_error": "i32"}
 
@@ -140,14 +142,34 @@ llvm.func @mlirfuse_check(%e: i32) {
 ^done:
   llvm.return
 }
-llvm.func @mlirfuse_push_context() {
+llvm.func @mlirfuse_failed() -> i1 {
+  %a = llvm.mlir.addressof @mlirfuse_cuda_error : !llvm.ptr
+  %e = llvm.load %a : !llvm.ptr -> i32
+  %zero = llvm.mlir.constant(0 : i32) : i32
+  %failed = llvm.icmp "ne" %e, %zero : i32
+  llvm.return %failed : i1
+}
+llvm.func @mlirfuse_push_context() -> i1 {
   %a = llvm.mlir.addressof @mlirfuse_context : !llvm.ptr
   %ctx = llvm.load %a : !llvm.ptr -> !llvm.ptr
+  %null = llvm.mlir.zero : !llvm.ptr
+  %none = llvm.icmp "eq" %ctx, %null : !llvm.ptr
+  %false = llvm.mlir.constant(false) : i1
+  llvm.cond_br %none, ^unset, ^push
+^unset:
+  llvm.return %false : i1
+^push:
   %e = llvm.call @cuCtxPushCurrent_v2(%ctx) : (!llvm.ptr) -> i32
   llvm.call @mlirfuse_check(%e) : (i32) -> ()
-  llvm.return
+  %zero = llvm.mlir.constant(0 : i32) : i32
+  %pushed = llvm.icmp "eq" %e, %zero : i32
+  llvm.return %pushed : i1
 }
-llvm.func @mlirfuse_pop_context() {
+llvm.func @mlirfuse_pop_context(%pushed: i1) {
+  llvm.cond_br %pushed, ^pop, ^done
+^done:
+  llvm.return
+^pop:
   %one = llvm.mlir.constant(1 : i64) : i64
   %popped = llvm.alloca %one x !llvm.ptr : (i64) -> !llvm.ptr
   %e = llvm.call @cuCtxPopCurrent_v2(%popped) : (!llvm.ptr) -> i32
@@ -185,7 +207,13 @@ llvm.func @mgpuModuleLoadJIT(%data: !llvm.ptr, %level: i32) -> !llvm.ptr {
 }
 llvm.func @mgpuLaunchKernel(%f: !llvm.ptr, %gx: i64, %gy: i64, %gz: i64, %bx: i64, %by: i64, %bz: i64,
                             %smem: i32, %stream: !llvm.ptr, %params: !llvm.ptr, %extra: !llvm.ptr, %n: i64) {
-  llvm.call @mlirfuse_push_context() : () -> ()
+  %pushed = llvm.call @mlirfuse_push_context() : () -> i1
+  %failed = llvm.call @mlirfuse_failed() : () -> i1
+  llvm.cond_br %failed, ^skip, ^go
+^skip:
+  llvm.call @mlirfuse_pop_context(%pushed) : (i1) -> ()
+  llvm.return
+^go:
   %default_limit = llvm.mlir.constant(49152 : i32) : i32
   %opt_in = llvm.icmp "sgt" %smem, %default_limit : i32
   llvm.cond_br %opt_in, ^opt_in, ^launch
@@ -204,15 +232,21 @@ llvm.func @mgpuLaunchKernel(%f: !llvm.ptr, %gx: i64, %gy: i64, %gz: i64, %bx: i6
   %e = llvm.call @cuLaunchKernel(%f, %gx32, %gy32, %gz32, %bx32, %by32, %bz32, %smem, %stream, %params, %extra)
       : (!llvm.ptr, i32, i32, i32, i32, i32, i32, i32, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
   llvm.call @mlirfuse_check(%e) : (i32) -> ()
-  llvm.call @mlirfuse_pop_context() : () -> ()
+  llvm.call @mlirfuse_pop_context(%pushed) : (i1) -> ()
   llvm.return
 }
 llvm.func @mgpuMemset32(%dst: !llvm.ptr, %value: i32, %count: i64, %stream: !llvm.ptr) {
-  llvm.call @mlirfuse_push_context() : () -> ()
+  %pushed = llvm.call @mlirfuse_push_context() : () -> i1
+  %failed = llvm.call @mlirfuse_failed() : () -> i1
+  llvm.cond_br %failed, ^skip, ^go
+^skip:
+  llvm.call @mlirfuse_pop_context(%pushed) : (i1) -> ()
+  llvm.return
+^go:
   %address = llvm.ptrtoint %dst : !llvm.ptr to i64
   %e = llvm.call @cuMemsetD32Async(%address, %value, %count, %stream) : (i64, i32, i64, !llvm.ptr) -> i32
   llvm.call @mlirfuse_check(%e) : (i32) -> ()
-  llvm.call @mlirfuse_pop_context() : () -> ()
+  llvm.call @mlirfuse_pop_context(%pushed) : (i1) -> ()
   llvm.return
 }
 """

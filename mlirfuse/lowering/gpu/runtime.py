@@ -43,7 +43,6 @@ def runtime_library() -> str:
 
 
 @functools.cache
-@functools.cache
 def _libcuda() -> ctypes.CDLL | None:
     """The CUDA driver, its symbols global (host modules call it directly), or None."""
     try:
@@ -95,7 +94,9 @@ def _current(context: int | None) -> Iterator[None]:
         yield
         return
     lib = _libcuda()
-    lib.cuCtxPushCurrent_v2(ctypes.c_void_p(context))
+    code = lib.cuCtxPushCurrent_v2(ctypes.c_void_p(context))
+    if code:
+        raise FusionError(f"GPU backend: making a device's context current failed: {cuda_error_name(code)}")
     try:
         yield
     finally:
@@ -313,8 +314,9 @@ class HostStaging:
 
     def __init__(self, device: int):
         self.rt = _runtime()
-        self.rt.mgpuSetDefaultDevice(device)
-        self.stream = self.rt.mgpuStreamCreate()
+        with DeviceExecutable._init_lock:  # the runtime's default device is per thread, its context set once
+            self.rt.mgpuSetDefaultDevice(device)
+            self.stream = self.rt.mgpuStreamCreate()
         self.buffers: list[int] = []
 
     def to_device(self, array: Any) -> int:
