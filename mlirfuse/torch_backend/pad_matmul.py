@@ -12,7 +12,8 @@ followed by slices back to the true sizes (views). Zero rows and columns of K ad
 the result is the unpadded one exactly. An operand that is a transpose is padded before it (the
 padded tensor keeps the layout the matmul read), and a tensor padded alike for two matmuls
 (the logits' gradient, in both of the output projection's weight and input gradients) is
-padded once.
+padded once. The nodes the rewrite leaves unread (such a transpose of the unpadded tensor)
+are removed, so that no region writes the unpadded tensor for them.
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ def pad_matmuls(gm: fx.GraphModule) -> int:
             _rewrite(gm.graph, node, padded)
             count += 1
     if count:
+        # What the rewrites left unread (the transpose of an unpadded operand, now padded
+        # before it) goes: its uses would keep the unpadded tensor a region output.
+        gm.graph.eliminate_dead_code()
         gm.graph.lint()
         gm.recompile()
     return count
