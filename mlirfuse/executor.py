@@ -379,6 +379,8 @@ class DeviceGraphExecutor(GraphExecutor):
             if x.is_floating_point() and x.element_size() < 4:
                 x = x.float()  # half precision and float8 summed in float32, rounded once (as on the CPU)
             out = torch.flip(torch.cumsum(torch.flip(x, [dim]), dim), [dim]) if attrs["reverse"] else x.cumsum(dim)
+        elif name in ("cumprod", "cummax", "cummin", "cumprod_grad", "cummaxmin_grad"):
+            out = _torch_scan(torch, name, args, attrs)
         else:
             raise FusionError(f"executor: no torch implementation of library op {name}")
         return out.to(getattr(torch, dtype.value))
@@ -408,3 +410,21 @@ class DeviceGraphExecutor(GraphExecutor):
         if isinstance(value, np.ndarray):
             return self.torch.from_numpy(np.asarray(value, order="C")).cuda()
         return value
+
+
+def _torch_scan(torch: Any, name: str, args: Sequence[Any], attrs: dict[str, Any]) -> Any:
+    """The library scans other than cumsum, and the gradients of cumprod/cummax/cummin, in
+    torch: half precision and float8 computed in float32 (as numpy does on the CPU), bools
+    through uint8 (torch's cummax/cummin have no bool kernel)."""
+    dim = attrs["dim"]
+    xs = [a.float() if a.is_floating_point() and a.element_size() < 4 else a for a in args]
+    if name == "cumprod":
+        return xs[0].cumprod(dim)
+    if name in ("cummax", "cummin"):
+        x = xs[0].to(torch.uint8) if xs[0].dtype == torch.bool else xs[0]
+        return getattr(torch, name)(x, dim).values
+    g, x, y = xs
+    if name == "cumprod_grad":
+        return torch.ops.aten.cumprod_backward(g, x, dim, y)
+    _, index = (torch.cummax if attrs["max"] else torch.cummin)(x, dim)
+    return torch.ops.aten.cummaxmin_backward(g, x, index, dim)

@@ -13,6 +13,9 @@ from mlir import ir
 from mlirfuse.dialects.optable import OPS
 from mlirfuse.errors import FusionError
 
+# Library ops whose result has their first operand's shape.
+SCAN_LIBRARY_OPS = ("cumsum", "cumprod", "cummax", "cummin", "cumprod_grad", "cummaxmin_grad")
+
 Shape = tuple[int, ...]
 
 
@@ -77,7 +80,7 @@ def result_shapes(op: ir.Operation, operands: Sequence[Any]) -> list[Any]:
         a, b = tuple(operands[0]), tuple(operands[1])
         batch = np.broadcast_shapes(a[:-2], b[:-2])
         return [tuple(batch) + (a[-2:-1] if len(a) > 1 else ()) + (b[-1:] if len(b) > 1 else ())]
-    if name == "cumsum":
+    if name in SCAN_LIBRARY_OPS:
         return [tuple(operands[0])]
     if name == "linear":
         x, w = operands[0], operands[1]

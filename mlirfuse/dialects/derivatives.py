@@ -261,6 +261,18 @@ def cumsum(ops, g, y, x, dim, reverse):
     return (ops.cumsum_library(g, dim, reverse=not reverse),)
 
 
+def cumprod(ops, g, y, x, dim):
+    return (ops.scan_grad_library("cumprod_grad", g, x, y, dim),)
+
+
+def cummax(ops, g, y, x, dim):
+    return (ops.scan_grad_library("cummaxmin_grad", g, x, y, dim, max=True),)
+
+
+def cummin(ops, g, y, x, dim):
+    return (ops.scan_grad_library("cummaxmin_grad", g, x, y, dim, max=False),)
+
+
 # -- elementwise rules longer than a line -------------------------------------------------
 def trunc(ops, t):
     """Rounding toward zero (torch's rounding_mode='trunc')."""

@@ -583,4 +583,49 @@ irdl.dialect @fusion {
     irdl.operands(input: %input)
     irdl.results(result: %result)
   }
+  irdl.operation @cumprod {
+    %input = irdl.base "!builtin.tensor"
+    %result = irdl.base "!builtin.tensor"
+    %dim_attr = irdl.base "#builtin.integer"
+    irdl.attributes {"dim" = %dim_attr}
+    irdl.operands(input: %input)
+    irdl.results(result: %result)
+  }
+  irdl.operation @cummax {
+    %input = irdl.base "!builtin.tensor"
+    %result = irdl.base "!builtin.tensor"
+    %dim_attr = irdl.base "#builtin.integer"
+    irdl.attributes {"dim" = %dim_attr}
+    irdl.operands(input: %input)
+    irdl.results(result: %result)
+  }
+  irdl.operation @cummin {
+    %input = irdl.base "!builtin.tensor"
+    %result = irdl.base "!builtin.tensor"
+    %dim_attr = irdl.base "#builtin.integer"
+    irdl.attributes {"dim" = %dim_attr}
+    irdl.operands(input: %input)
+    irdl.results(result: %result)
+  }
+  irdl.operation @cumprod_grad {
+    %grad = irdl.base "!builtin.tensor"
+    %input = irdl.base "!builtin.tensor"
+    %output = irdl.base "!builtin.tensor"
+    %result = irdl.base "!builtin.tensor"
+    %dim_attr = irdl.base "#builtin.integer"
+    irdl.attributes {"dim" = %dim_attr}
+    irdl.operands(grad: %grad, input: %input, output: %output)
+    irdl.results(result: %result)
+  }
+  irdl.operation @cummaxmin_grad {
+    %grad = irdl.base "!builtin.tensor"
+    %input = irdl.base "!builtin.tensor"
+    %output = irdl.base "!builtin.tensor"
+    %result = irdl.base "!builtin.tensor"
+    %dim_attr = irdl.base "#builtin.integer"
+    %max_attr = irdl.base "#builtin.integer"
+    irdl.attributes {"dim" = %dim_attr, "max" = %max_attr}
+    irdl.operands(grad: %grad, input: %input, output: %output)
+    irdl.results(result: %result)
+  }
 }

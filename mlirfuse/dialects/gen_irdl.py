@@ -12,6 +12,7 @@ _ATTR_BASE: dict[str, str | None] = {
     "axes": "#builtin.dense_array", "shape": "#builtin.dense_array",
     "broadcast_dims": "#builtin.dense_array", "dims": "#builtin.dense_array",
     "keepdim": "#builtin.integer", "reverse": "#builtin.integer", "dim": "#builtin.integer",
+    "max": "#builtin.integer",
     "correction": "#builtin.float",
     "value": None, "starts": "#builtin.dense_array", "steps": "#builtin.dense_array",
     "low": "#builtin.dense_array", "high": "#builtin.dense_array", "start": None, "step": None,

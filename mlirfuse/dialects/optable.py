@@ -60,6 +60,7 @@ class OpDef:
 BOOL_RESULT = "bool result"
 INTEGER_OP = "integer op"
 STEPS = "piecewise constant: zero gradient"
+SECOND_ORDER = "a gradient of a library scan: no second derivatives of scans"
 GENERATED = "values made from nothing differentiable (indices, random numbers, constants)"
 
 
@@ -334,10 +335,68 @@ def _ref_cumsum(x: np.ndarray, dim: int, reverse: bool) -> np.ndarray:
     return np.cumsum(x, axis=dim, dtype=x.dtype)
 
 
+def _rows(x: np.ndarray, dim: int) -> np.ndarray:
+    """x with `dim` moved last, as [rows, length] (a copy)."""
+    moved = np.moveaxis(x, dim, -1)
+    return np.array(moved.reshape(-1, moved.shape[-1]) if moved.ndim else moved.reshape(1, 1))
+
+
+def _unrows(rows: np.ndarray, like: np.ndarray, dim: int) -> np.ndarray:
+    moved_shape = np.moveaxis(like, dim, -1).shape if like.ndim else ()
+    return np.ascontiguousarray(np.moveaxis(rows.reshape(moved_shape), -1, dim) if like.ndim else rows.reshape(()))
+
+
+def _ref_cumprod(x: np.ndarray, dim: int) -> np.ndarray:
+    return np.cumprod(x, axis=dim, dtype=x.dtype)
+
+
+def _ref_cummax(x: np.ndarray, dim: int) -> np.ndarray:
+    return np.maximum.accumulate(x, axis=dim)  # NaN, once met, stays (as torch's)
+
+
+def _ref_cummin(x: np.ndarray, dim: int) -> np.ndarray:
+    return np.minimum.accumulate(x, axis=dim)
+
+
+def _ref_cumprod_grad(g: np.ndarray, x: np.ndarray, y: np.ndarray, dim: int) -> np.ndarray:
+    """The gradient of y = cumprod(x) along dim, zeros in x included (torch's
+    cumprod_backward), in linear time: before a row's first zero k, the reverse inclusive
+    sum of g * y divided by x; at k, y[k-1] times the reverse sum of g[j] * prod(x[k+1..j]);
+    after k, zero (every product through them holds x[k])."""
+    gr, xr, yr = _rows(g, dim), _rows(x, dim), _rows(y, dim)
+    out = np.zeros_like(gr)
+    zero = xr == 0
+    clean = ~zero.any(-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out[clean] = np.flip(np.cumsum(np.flip(gr[clean] * yr[clean], -1), -1), -1) / xr[clean]
+    for r in np.flatnonzero(~clean):
+        k = int(np.argmax(zero[r]))
+        if k:
+            out[r, :k] = np.flip(np.cumsum(np.flip(gr[r, :k] * yr[r, :k]))) / xr[r, :k]
+        after = np.cumprod(np.concatenate([[1], xr[r, k + 1:]]).astype(gr.dtype))  # prod(x[k+1..j])
+        out[r, k] = (yr[r, k - 1] if k else 1) * np.sum(gr[r, k:] * after)
+    return _unrows(out, g, dim)
+
+
+def _ref_cummaxmin_grad(g: np.ndarray, x: np.ndarray, y: np.ndarray, dim: int, max: bool) -> np.ndarray:
+    """The gradient of y = cummax(x) (or cummin) along dim: each g[i] goes to the position
+    torch's cummax indices name, the last j <= i with x[j] == y[i] (a NaN: its first one), in
+    linear time. `max` is not needed (y tells), kept for the op's attributes."""
+    del max
+    gr, xr, yr = _rows(g, dim), _rows(x, dim), _rows(y, dim)
+    n = gr.shape[-1]
+    took = (xr == yr) | np.isnan(xr) if xr.dtype.kind == "f" else xr == yr
+    index = np.maximum.accumulate(np.where(took, np.arange(n), 0), axis=-1)
+    out = np.zeros_like(gr)
+    np.add.at(out, (np.arange(gr.shape[0])[:, None], index), gr)
+    return _unrows(out, g, dim)
+
+
 # Not fused: run by a library (numpy on the CPU, torch for torch tensors), as nvFuser hands
-# matmuls to ATen. Fusion groups form around them. `cumsum` is the inclusive sum along `dim`
-# of rows too long (or of a length not known when traced) for the fused form, a masked sum
-# whose work is quadratic in the length: no schedule scans yet.
+# matmuls to ATen. Fusion groups form around them. The scans (`cumsum`, `cumprod`, `cummax`,
+# `cummin`) along `dim` are here for rows too long (or of a length not known when traced) for
+# their fused form, a masked reduction whose work is quadratic in the length: no schedule
+# scans yet. `cumprod_grad` and `cummaxmin_grad` are their gradients.
 LIBRARY_OPS = [
     OpDef("matmul", "library", ("lhs", "rhs"), ref=np.matmul, doc="numpy.matmul semantics", vjp=D.matmul),
     OpDef("linear", "library", ("input", "weight", "bias"), ref=_ref_linear,
@@ -345,6 +404,18 @@ LIBRARY_OPS = [
     OpDef("cumsum", "library", ("input",), attributes=("dim", "reverse"), ref=_ref_cumsum,
           doc="inclusive sum along dim (torch.cumsum, the input's dtype); reverse: from the end",
           vjp=D.cumsum),
+    OpDef("cumprod", "library", ("input",), attributes=("dim",), ref=_ref_cumprod,
+          doc="inclusive product along dim (torch.cumprod, the input's dtype)", vjp=D.cumprod),
+    OpDef("cummax", "library", ("input",), attributes=("dim",), ref=_ref_cummax,
+          doc="running maximum along dim (torch.cummax's values; NaN, once met, stays)", vjp=D.cummax),
+    OpDef("cummin", "library", ("input",), attributes=("dim",), ref=_ref_cummin,
+          doc="running minimum along dim (torch.cummin's values; NaN, once met, stays)", vjp=D.cummin),
+    OpDef("cumprod_grad", "library", ("grad", "input", "output"), attributes=("dim",), ref=_ref_cumprod_grad,
+          doc="the gradient of output = cumprod(input) along dim (zeros in input included)", no_grad=SECOND_ORDER),
+    OpDef("cummaxmin_grad", "library", ("grad", "input", "output"), attributes=("dim", "max"),
+          ref=_ref_cummaxmin_grad,
+          doc="the gradient of output = cummax(input) (cummin where max is false) along dim: each grad "
+              "element added at the position torch's indices name", no_grad=SECOND_ORDER),
 ]
 
 OPS: dict[str, OpDef] = {op.name: op for op in

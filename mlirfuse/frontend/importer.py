@@ -121,6 +121,11 @@ class _Importer:
             out = [getattr(ops, name)(*xs)]
         elif name == "cumsum":
             out = [ops.cumsum_library(xs[0], attrs["dim"], bool(attrs["reverse"]))]
+        elif name in ("cumprod", "cummax", "cummin"):
+            out = [ops.scan_library(xs[0], attrs["dim"], name)]
+        elif name in ("cumprod_grad", "cummaxmin_grad"):
+            out = [ops.scan_grad_library(name, *xs, attrs["dim"], **({"max": bool(attrs["max"])} if "max" in attrs
+                                                                     else {}))]
         else:
             raise FusionError(f"import: fusion.{name} with dynamic sizes")
         if out[0].dtype is not dtype:

@@ -456,10 +456,10 @@ def _scan(x: Tensor, dim: int, what: str, dtype: Any = None) -> Tensor:
     """An inclusive scan as a masked reduction: result[i] = op(x[j] for j <= i) along `dim`,
     the other x[j] replaced by the op's identity. The work is quadratic in the dim's length
     (no scan schedule yet): fine for masks, position ids and short rows, not for long ones.
-    A cumsum over a dim longer than FUSED_SCAN_LIMIT, or of a length not known when traced,
-    is left to the library (`fusion.cumsum`: numpy or torch, linear work), the reason
-    logged; the other scans stay fused whatever the length. The torch backend leaves aten's
-    scans to torch."""
+    A scan over a dim longer than FUSED_SCAN_LIMIT, or of a length not known when traced, is
+    left to the library (`fusion.cumsum`, `fusion.cumprod`, `fusion.cummax`, `fusion.cummin`:
+    numpy or torch, linear work), the reason logged. The torch backend leaves aten's scans
+    to torch."""
     x = _tensor(x, what)
     if dtype is not None:
         x = O.cast(x, dtype)
@@ -469,10 +469,11 @@ def _scan(x: Tensor, dim: int, what: str, dtype: Any = None) -> Tensor:
         return x
     d = O.normalize_dim(dim, x.ndim, what)
     n = x.fusion.canonical(x.shape[d])
-    if what == "cumsum" and not (isinstance(n, int) and n <= FUSED_SCAN_LIMIT):
-        log.info("cumsum over dim %d of length %s: left to the library (numpy or torch): no schedule scans, "
-                 "and the fused form (a masked sum) is quadratic in the length beyond %d", d, n, FUSED_SCAN_LIMIT)
-        return cumsum_library(x, d)
+    if not (isinstance(n, int) and n <= FUSED_SCAN_LIMIT):
+        log.info("%s over dim %d of length %s: left to the library (numpy or torch): no schedule scans, "
+                 "and the fused form (a masked reduction) is quadratic in the length beyond %d",
+                 what, d, n, FUSED_SCAN_LIMIT)
+        return cumsum_library(x, d) if what == "cumsum" else scan_library(x, d, what)
     square = list(x.shape[:d]) + [n] + list(x.shape[d:])  # (.., i, j, ..)
     xj = O.expand(O.unsqueeze(x, d), square)
     below = O.le(_iota(square, d + 1, 0, 1, DataType.Int, x.fusion), _iota(square, d, 0, 1, DataType.Int, x.fusion))
@@ -487,6 +488,24 @@ def cumsum_library(x: Tensor, dim: int, reverse: bool = False) -> Tensor:
     x = _tensor(x, "cumsum")
     d = O.normalize_dim(dim, x.ndim, "cumsum")
     return x.fusion.add_node("cumsum", [x], {"dim": d, "reverse": bool(reverse)}, [(x.dtype, x.shape)])[0]
+
+
+def scan_library(x: Tensor, dim: int, what: str) -> Tensor:
+    """`fusion.cumprod`, `fusion.cummax` or `fusion.cummin` along `dim`, in x's dtype, run by
+    the library (numpy on the CPU, torch for torch tensors; half precision in float32)."""
+    if what not in ("cumprod", "cummax", "cummin"):
+        raise FusionError(f"scan_library: {what!r} is not cumprod, cummax or cummin")
+    x = _tensor(x, what)
+    d = O.normalize_dim(dim, x.ndim, what)
+    return x.fusion.add_node(what, [x], {"dim": d}, [(x.dtype, x.shape)])[0]
+
+
+def scan_grad_library(what: str, g: Tensor, x: Tensor, y: Tensor, dim: int, **attrs: Any) -> Tensor:
+    """The library gradient of y = cumprod(x) (`cumprod_grad`) or cummax/cummin(x)
+    (`cummaxmin_grad`, attribute `max`) along `dim`, given the cotangent g."""
+    g, x, y = (_tensor(t, what) for t in (g, x, y))
+    d = O.normalize_dim(dim, x.ndim, what)
+    return x.fusion.add_node(what, [g, x, y], {"dim": d, **attrs}, [(g.dtype, g.shape)])[0]
 
 
 def _lowest(dt: DataType) -> Any:
@@ -527,7 +546,7 @@ def cummin(x: Tensor, dim: int) -> Tensor:
 __all__ = INDEXING_NAMES = ["iota", "arange", "full", "zeros", "ones", "slice", "slice_dim", "select", "cat", "pad",
                             "gather", "take_along_axis", "index_select", "scatter", "triu", "tril", "masked_fill",
                             "argmax", "argmin", "cumsum", "cumprod", "cummax", "cummin",
-                            "cumsum_library"]
+                            "cumsum_library", "scan_library", "scan_grad_library"]
 
 
 def getitem(x: Tensor, key: Any) -> Tensor:

@@ -353,6 +353,32 @@ def test_library_cumsum_between_kernels(dtype) -> None:
     torch.testing.assert_close(got, want, rtol=2e-2 if dtype == torch.bfloat16 else 1e-5, atol=1e-3)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32])
+@pytest.mark.parametrize("name", ["cumprod", "cummax", "cummin"])
+def test_library_scans_between_kernels(name, dtype) -> None:
+    """cumprod, cummax and cummin of dynamic length are library ops, run by torch between the
+    fused kernels (bfloat16 in float32, rounded once; an integer product is int64), and their
+    gradients (torch's backward formulas) too."""
+    f = mlirfuse.jit(lambda x: getattr(ops, name)(x * 2, 1) + 1)
+    x = torch.rand(5, 3000, device="cuda") * 0.01 + 0.5 if name == "cumprod" else torch.randn(5, 3000, device="cuda")
+    x = (x * 4).to(dtype) if dtype == torch.int32 else x.to(dtype)
+    wide = torch.float32 if dtype == torch.bfloat16 else dtype
+    want = getattr(torch, name)(x.to(wide) * 2, 1)
+    want = (want if isinstance(want, torch.Tensor) else want.values) + 1
+    want = want.to(dtype) if dtype == torch.bfloat16 else want
+    got = f(x)
+    assert got.dtype == want.dtype and got.device == x.device
+    torch.testing.assert_close(got, want, rtol=2e-2 if dtype == torch.bfloat16 else 1e-5, atol=1e-3)
+    if dtype == torch.float32:
+        x = x.requires_grad_()
+        w = torch.randn_like(x)
+        (f(x) * w).sum().backward()
+        x2 = x.detach().clone().requires_grad_()
+        y = getattr(torch, name)(x2 * 2, 1)
+        ((y if isinstance(y, torch.Tensor) else y.values) * w).sum().backward()
+        torch.testing.assert_close(x.grad, x2.grad, rtol=1e-4, atol=1e-4)
+
+
 def test_64bit_indexing_past_2_31_elements() -> None:
     n = (1 << 31) + 1000
     if torch.cuda.get_device_properties(0).total_memory < 4 * n * 2 + (4 << 30):

@@ -167,6 +167,92 @@ def test_library_cumsum_gradient_is_the_reverse_cumsum() -> None:
     torch.testing.assert_close(x.grad, x2.grad)
 
 
+_SCAN_REFS = {"cumprod": np.cumprod, "cummax": np.maximum.accumulate, "cummin": np.minimum.accumulate}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, ml_dtypes.bfloat16, np.int32, np.bool_])
+@pytest.mark.parametrize("name", ["cumprod", "cummax", "cummin"])
+def test_long_or_dynamic_scans_run_in_the_library_in_linear_time(name, dtype, caplog) -> None:
+    """cumprod, cummax and cummin over a dim longer than FUSED_SCAN_LIMIT, or of a length
+    unknown when traced, are `fusion.<name>` (numpy here), the reason logged; short static ones
+    stay fused. Values as numpy's (integer and bool products as int64; bfloat16 in float32,
+    rounded once; NaN, once met, stays in cummax/cummin)."""
+    import logging
+
+    def want(x, dim):
+        wide = np.float32 if dtype == ml_dtypes.bfloat16 else np.int64 if name == "cumprod" and \
+            dtype in (np.int32, np.bool_) else dtype
+        out = _SCAN_REFS[name](x.astype(wide), axis=dim)
+        return out.astype(dtype) if dtype == ml_dtypes.bfloat16 else out
+
+    rng = np.random.default_rng(0)
+    for shape, dynamic, library in (((3, 700), False, True), ((600, 2), False, True), ((3, 9), True, True),
+                                    ((3, 9), False, False)):
+        if dtype == np.bool_:
+            x = rng.random(shape) < (0.998 if name == "cumprod" else 0.5)
+        elif np.issubdtype(dtype, np.integer):
+            x = rng.integers(-3, 4, shape).astype(dtype) if name != "cumprod" else \
+                rng.choice(np.array([-1, 1, 1, 1], dtype), shape)
+        else:
+            x = (rng.random(shape) * 0.2 + 0.9).astype(dtype)
+            x[1, 1] = np.nan
+        dim = 0 if shape[0] > 9 else 1
+        f = mlirfuse.jit(lambda t, dim=dim: getattr(ops, name)(t, dim), dynamic=dynamic)
+        with caplog.at_level(logging.INFO, logger="mlirfuse.fuser"):
+            caplog.clear()
+            got = f(x)
+        assert (f'"fusion.{name}"' in f.fusion_ir(x)) is library
+        assert ("left to the library" in caplog.text) is library
+        tol = 2e-2 if dtype == ml_dtypes.bfloat16 else 1e-5
+        assert got.dtype == want(x, dim).dtype
+        np.testing.assert_allclose(got.astype(np.float64), want(x, dim).astype(np.float64), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("name", ["cumprod", "cummax", "cummin"])
+def test_library_scan_gradients_match_torch(name) -> None:
+    """Through torch autograd: the library cumprod's gradient with no zero, one zero and two
+    zeros in a row (torch's cumprod_backward); cummax/cummin's with ties (each cotangent
+    element goes to the last position holding the running extreme, as torch's indices)."""
+    torch = pytest.importorskip("torch")
+    x = torch.randn(4, 700, dtype=torch.float64)
+    if name == "cumprod":
+        x = x * 0.05 + 1.0
+        x[1, 5] = 0.0
+        x[2, 3] = x[2, 600] = 0.0
+    else:
+        x = torch.round(x * 2) / 2  # ties
+    x.requires_grad_()
+    w = torch.randn(4, 700, dtype=torch.float64)
+    y = mlirfuse.jit(lambda t: getattr(ops, name)(t * 1.5, 1))(x)
+    (y * w).sum().backward()
+    x2 = x.detach().clone().requires_grad_()
+    want = getattr(torch, name)(x2 * 1.5, 1)
+    want = want if isinstance(want, torch.Tensor) else want.values
+    (want * w).sum().backward()
+    torch.testing.assert_close(y.detach(), want.detach())
+    torch.testing.assert_close(x.grad, x2.grad)
+
+
+def test_library_scan_gradient_references_match_torch() -> None:
+    """The numpy references (the CPU backend's implementation) of cumprod_grad and
+    cummaxmin_grad against torch's backward, zeros and ties included, along a middle dim."""
+    torch = pytest.importorskip("torch")
+    from mlirfuse.dialects.optable import OPS
+
+    rng = np.random.default_rng(1)
+    x = np.round(rng.standard_normal((3, 50, 4)) * 2) / 2
+    x[0, 7, 1] = x[1, 3, 2] = x[1, 30, 2] = 0.0
+    g = rng.standard_normal(x.shape)
+    for name, fn in (("cumprod", torch.cumprod), ("cummax", torch.cummax), ("cummin", torch.cummin)):
+        t = torch.from_numpy(x).requires_grad_()
+        y = fn(t, 1)
+        y = y if isinstance(y, torch.Tensor) else y.values
+        (want,) = torch.autograd.grad(y, t, torch.from_numpy(g))
+        ref = OPS["cumprod_grad"].ref(g, x, y.detach().numpy(), 1) if name == "cumprod" else \
+            OPS["cummaxmin_grad"].ref(g, x, y.detach().numpy(), 1, name == "cummax")
+        np.testing.assert_allclose(ref, want.numpy(), rtol=1e-12, atol=1e-12)
+
+
 def test_bfloat16_slices_and_cat_keep_their_dtype() -> None:
     x = randn(4, 8, dtype=ml_dtypes.bfloat16)
     got = mlirfuse.jit(lambda x: ops.cat([ops.slice_dim(x, 1, 4, None), ops.slice_dim(x, 1, 0, 4)], 1))(x)
