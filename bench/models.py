@@ -11,12 +11,14 @@ order of the three rotating every round; spread = max - min over the rounds), GP
 and kernels per step (torch.profiler, one step; memcpy/memset not counted), the loss (or
 logits) difference to eager, and each compiler's first-step time (the compile) less a step.
 
-Then, for mlirfuse, one step with `MLIRFUSE_DUMP=eff_bandwidth,launch_params` (each region
-compiled again; each call then repeated 10 times back to back between two events, so that
-its kernels' time, not the host's gaps of a host-bound step, is what is timed): per fused region, its
-calls in the step, launches per call and each launch's schedule, bytes moved per call, us
-per call (median), GB/s and % of the copy bandwidth measured in the same run. A launch on
-the naive path (one thread an element) makes the run exit with status 1, listing it.
+Then, for mlirfuse, a per-region table: per fused region, its calls in a step, launches per
+call and each launch's schedule, bytes moved per call, GPU us per call (median), GB/s and %
+of the copy bandwidth measured in the same run. The time is the device time of the kernels
+launched inside the region's named range, from torch.profiler over `REGION_STEPS` ordinary
+steps (the hot path, as timed above). Launches, schedules and bytes come from one more step
+with `MLIRFUSE_DUMP=eff_bandwidth,launch_params` (each region compiled again); a region the
+profile did not see keeps that dump's own timing, marked "dump". A launch on the naive path
+(one thread an element) makes the run exit with status 1, listing it.
 
 Markdown to stdout; --json writes the rows (the suite's header fields: gpu, driver, torch,
 date, copy_gbps, complete).
@@ -25,6 +27,7 @@ date, copy_gbps, complete).
 from __future__ import annotations
 
 import argparse
+import bisect
 import copy
 import json
 import math
@@ -48,6 +51,7 @@ MODES = {"f32": (True, None, torch.float32), "bf16_autocast": (True, torch.bfloa
          "bf16": (False, None, torch.bfloat16)}  # mode -> (training, autocast dtype, parameter dtype)
 IMPLEMENTATIONS = ("eager", "inductor", "mlirfuse")
 BIG_REGION = 8 << 20  # bytes: regions moving this much must run near the copy bandwidth
+REGION_STEPS = 3  # profiled steps behind the per-region GPU times
 
 
 def make_step(model: torch.nn.Module, run: Callable[..., Any], ids: torch.Tensor, mode: str) -> Callable[[], Any]:
@@ -76,6 +80,62 @@ def kernels_per_step(step: Callable[[], Any]) -> tuple[float, int]:
     kernels = [e for e in prof.events() if e.device_type.name == "CUDA"
                and not e.name.startswith("Memcpy") and not e.name.startswith("Memset")]
     return sum(e.device_time_total for e in kernels) / 1e3, len(kernels)
+
+
+def region_gpu_us(step: Callable[[], Any], steps: int = REGION_STEPS) -> dict[str, list[float]]:
+    """Per fused region (its fusion key): the GPU us of each of its calls over `steps` steps.
+
+    A call's time is the device time of the kernels and memsets launched inside its named
+    range. The profiler does not link a kernel launched through the driver API to a user range
+    (its device_time_total stays 0), so each device event is matched to the host event that
+    launched it (the flow between them, else their correlation id) and attributed by that
+    launch's host time. Where no event could be matched, the GPU-side copies of the named
+    ranges (Kineto's gpu_user_annotation: first kernel's start to last kernel's end) are used."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    ranges: list[tuple[int, int, str]] = []
+    launched_by_flow: dict[int, int] = {}  # flow id -> host ns of the launch (torch >= 2.12)
+    launched_by_correlation: dict[int, int] = {}  # CUPTI correlation id -> host ns of the launch
+    op_at: dict[int, int] = {}  # a host op's id -> its start ns (a device event's linked op)
+    device: list[tuple[Any, int, int, int]] = []  # (flow id, correlation id, linked op id, ns)
+    spans: dict[str, list[float]] = {}  # fusion key -> GPU span of each call
+    for ev in prof.profiler.kineto_results.events():
+        flow = ev.flow_id() if hasattr(ev, "flow_id") else None
+        if ev.device_type().name == "CPU":
+            if ev.name().startswith("mlirfuse "):
+                ranges.append((ev.start_ns(), ev.end_ns(), ev.name().rsplit(" ", 1)[-1]))
+            if "Launch" in ev.name() or "Memset" in ev.name():
+                if flow and ev.flow_start():
+                    launched_by_flow[flow] = ev.start_ns()
+                if ev.correlation_id():
+                    launched_by_correlation[ev.correlation_id()] = ev.start_ns()
+            elif ev.correlation_id():
+                op_at[ev.correlation_id()] = ev.start_ns()
+        elif ev.name().startswith("mlirfuse "):
+            spans.setdefault(ev.name().rsplit(" ", 1)[-1], []).append(ev.duration_ns() / 1e3)
+        else:
+            device.append((flow, ev.correlation_id(), ev.linked_correlation_id(), ev.duration_ns()))
+    ranges.sort()
+    spent = [0] * len(ranges)
+    starts = [r[0] for r in ranges]
+    for flow, correlation, linked, ns in device:
+        at = launched_by_flow.get(flow) if flow else None
+        at = at if at is not None else launched_by_correlation.get(correlation) if correlation else None
+        at = at if at is not None else op_at.get(linked) if linked else None
+        k = bisect.bisect_right(starts, at) - 1 if at is not None else -1
+        if k >= 0 and at <= ranges[k][1]:
+            spent[k] += ns
+    if not any(spent):
+        return spans
+    calls: dict[str, list[float]] = {}
+    for (_, _, key), ns in zip(ranges, spent):
+        calls.setdefault(key, []).append(ns / 1e3)
+    return calls
 
 
 def timed_rounds(steps: dict[str, Callable[[], Any]], rounds: int, per_round: int) -> dict[str, list[float]]:
@@ -130,6 +190,11 @@ def run_row(family: str, mode: str, batch: int, seq: int, rounds: int, per_round
                      "gpu_kernel_ms": gpu_ms, "kernels": kernels,
                      "compile_s": max(first_step_s[name] - median / 1e3, 0.0),
                      "difference_to_eager": difference(outputs["eager"], outputs[name])}
+    try:
+        row["region_gpu_us"] = region_gpu_us(steps["mlirfuse"])
+    except Exception as e:  # noqa: BLE001 - the per-region table then falls back to the dump's times
+        print(f"per-region profile failed ({type(e).__name__}: {e}); regions keep the dump's times", file=sys.stderr)
+        row["region_gpu_us"] = {}
     row["vs_eager"] = row["eager"]["ms"] / row["mlirfuse"]["ms"]
     row["vs_inductor"] = row["inductor"]["ms"] / row["mlirfuse"]["ms"]
     return row
@@ -139,9 +204,11 @@ _EFF = re.compile(r"GPU kernel \((\d+) launch\(es\)\): (\d+) bytes in ([\d.]+) u
 _KINDS = ("normalization", "inner reduction", "column reduction", "pointwise", "transpose", "naive")
 
 
-def region_table(family: str, mode: str, batch: int, seq: int, copy_gbps: float) -> list[dict]:
-    """One mlirfuse step with the eff_bandwidth and launch_params dumps: per fused region
-    (a fusion's hash), its calls, launches and their schedules, bytes and time per call."""
+def region_table(family: str, mode: str, batch: int, seq: int, copy_gbps: float,
+                 profiled: dict[str, list[float]]) -> list[dict]:
+    """Per fused region (a fusion's hash): its calls, launches and their schedules, bytes per
+    call (one mlirfuse step with the eff_bandwidth and launch_params dumps) and GPU us per call
+    (`profiled`, from region_gpu_us; else the dump's timing)."""
     import torch._dynamo as dynamo
     from hf_models import build
 
@@ -172,11 +239,17 @@ def region_table(family: str, mode: str, batch: int, seq: int, copy_gbps: float)
             lines = params.read_text().split(" launch(es):")[1].strip().splitlines() if params.exists() else []
             launches = [line for line in lines if line.startswith("launch ")]
             moved = int(calls[0][1])
-            us = statistics.median(float(c[2]) for c in calls)
-            regions.append({"region": key, "calls": len(calls), "launches": int(calls[0][0]),
+            dump_us = statistics.median(float(c[2]) for c in calls)
+            seen = [us for us in profiled.get(key, []) if us > 0]  # 0: no kernel attributed to the call
+            us = statistics.median(seen) if seen else dump_us
+            if us <= 0:  # a region that launches nothing (views or copies of its inputs only)
+                continue
+            regions.append({"region": key, "calls": len(profiled[key]) / REGION_STEPS if seen else len(calls),
+                            "launches": int(calls[0][0]),
                             "schedules": [_kind(line) for line in launches] or ["?"],
                             "naive": [line for line in launches if _kind(line) == "naive"],
-                            "bytes": moved, "us": us, "gbps": moved / us / 1e3,
+                            "bytes": moved, "us": us, "timed_by": "profile" if seen else "dump",
+                            "dump_us": dump_us, "gbps": moved / us / 1e3,
                             "pct_copy": 100 * moved / us / 1e3 / copy_gbps})
     return sorted(regions, key=lambda r: -r["us"] * r["calls"])
 
@@ -244,15 +317,17 @@ def main() -> int:
     naive = []
     if not opts.no_regions:
         for row in ok:
-            regions = region_table(row["model"], row["mode"], opts.batch, opts.seq, copy_gbps)
+            regions = region_table(row["model"], row["mode"], opts.batch, opts.seq, copy_gbps,
+                                   row["region_gpu_us"])
             row["regions"] = regions
             write_json()
             print(f"\n### mlirfuse regions: {row['model']}, {row['mode']}\n\n| region | calls | launches | schedules "
                   "| MB | us | GB/s | % copy BW |\n" + "|---" * 8 + "|")
             for r in regions:
                 slow = " (below 75%)" if r["bytes"] >= BIG_REGION and r["pct_copy"] < 75 else ""
-                print(f"| {r['region']} | {r['calls']} | {r['launches']} | {', '.join(r['schedules'])} | "
-                      f"{r['bytes'] / 1e6:.1f} | {r['us']:.1f} | {r['gbps']:.0f} | {r['pct_copy']:.0f}%{slow} |")
+                by = "" if r["timed_by"] == "profile" else " (dump)"
+                print(f"| {r['region']} | {r['calls']:g} | {r['launches']} | {', '.join(r['schedules'])} | "
+                      f"{r['bytes'] / 1e6:.1f} | {r['us']:.1f}{by} | {r['gbps']:.0f} | {r['pct_copy']:.0f}%{slow} |")
             naive += [f"{row['model']} {row['mode']} region {r['region']}: {line}"
                       for r in regions for line in r["naive"]]
     write_json()
