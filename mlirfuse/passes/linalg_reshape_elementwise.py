@@ -12,7 +12,10 @@ into two launches. The reshapes move onto the generic's inputs, where they are v
 contiguous buffers (free): only where every input is contiguous (a strided one would be
 copied), the generic's result has no other user (else it would be computed twice), and the
 reshape's users are linalg.generics to fuse with (a reshape that feeds an output stays:
-there the generic is better left with its siblings of the original shape). A generic whose
+there the generic is better left with its siblings of the original shape). An input may lack
+dims of size 1 of the generic's shape (a column sum cast to its [1, C] keepdim form, then
+viewed as [C] and cast again: the bias gradients of a bf16 step): it holds the same elements
+in the same order, and is reshaped like the others. A generic whose
 body reads its loop indices (a slice or gather reading its source at the element's position)
 moves too: its body reads the reshaped indices mapped back to its own shape (per group of
 dims the reshape merges or splits, the row-major position split by the old sizes), so the
@@ -44,18 +47,36 @@ NAME = "linalg-reshape-elementwise"
 OPTIONS: dict = {}
 
 
-def _elementwise(op: ir.Operation | None, indexed: bool = False) -> bool:
+def _elementwise(op: ir.Operation | None, indexed: bool = False, unit_inputs: bool = False) -> bool:
     """A one-result generic of parallel loops and identity maps over operands of its rank;
-    with `indexed`, its body may read its loop indices (`linalg.index`)."""
+    with `indexed`, its body may read its loop indices (`linalg.index`); with `unit_inputs`,
+    an input may also lack dims of static size 1 of the result (a [C] sum cast to its
+    [1, C] keepdim form): it holds the same elements in the same row-major order."""
     if op is None or op.name != "linalg.generic" or len(op.results) != 1:
         return False
     iterators = [str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
     maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
     rank = len(iterators)
-    return (all("parallel" in it for it in iterators) and all(m == ir.AffineMap.get_identity(rank) for m in maps)
-            and all(isinstance(v.type, ir.RankedTensorType) and v.type.rank == rank
-                    for v in op.operands)
-            and (indexed or not _indexed(op)))
+    if not all("parallel" in it for it in iterators) or not all(isinstance(v.type, ir.RankedTensorType)
+                                                                   for v in op.operands):
+        return False
+    shape = ir.RankedTensorType(op.results[0].type).shape
+    n_inputs = ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"])[0]
+    for k, (m, v) in enumerate(zip(maps, op.operands)):
+        full = m == ir.AffineMap.get_identity(rank) and ir.RankedTensorType(v.type).rank == rank
+        if not full and not (unit_inputs and k < n_inputs and _drops_unit_dims(m, shape)):
+            return False
+    return indexed or not _indexed(op)
+
+
+def _drops_unit_dims(m: ir.AffineMap, shape: list[int]) -> bool:
+    """The map reads dims in order, leaving out only dims of static size 1."""
+    kept = []
+    for r in m.results:
+        if not isinstance(r, ir.AffineDimExpr):
+            return False
+        kept.append(r.position)
+    return kept == sorted(set(kept)) and all(shape[d] == 1 for d in range(len(shape)) if d not in kept)
 
 
 def _indexed(op: ir.Operation) -> bool:
@@ -249,7 +270,7 @@ def run(module: ir.Operation) -> None:
                     continue
                 generic = defining_op(op.operands[0])
                 consumers = users(op.results[0])
-                if _elementwise(generic, indexed=True) and len(users(op.operands[0])) == 1 and \
+                if _elementwise(generic, indexed=True, unit_inputs=True) and len(users(op.operands[0])) == 1 and \
                         all(_contiguous(v) for v in generic.operands) and \
                         consumers and all(c.name == "linalg.generic" for c in consumers):
                     _move_past(op, generic)

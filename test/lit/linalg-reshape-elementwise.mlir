@@ -303,12 +303,15 @@ func.func @indexed_dynamic_rows(%w: tensor<?x?x304xbf16>, %acc: tensor<?xf32>, %
 // The second rule moves a generic only to a value of lower rank (where the reshape merged
 // dims: cross-entropy's rows): fuzzer seed 20370 hung the compile, a [1] generic reading a
 // [1, 1] value (a broadcast) reshaped and another generic's [1] result computed at [1, 1], then at
-// [1] for the other input (read elsewhere too), and so on. Here the generic keeps its shape.
+// [1] for the other input (read elsewhere too), and so on. Here the adding generic keeps its
+// shape; the [1, 1] broadcast of the 0-d value moves past its reshape by the first rule (it
+// lacks only dims of size 1), and the pass ends.
 // CHECK-LABEL: func.func @no_ping_pong(
-// CHECK: %[[A:.+]] = linalg.generic {{.*}} outs(%{{.+}} : tensor<1x1xf32>)
+// CHECK-SAME: %[[X:[a-z0-9_]+]]: tensor<f32>
 // CHECK: %[[B:.+]] = linalg.generic {{.*}} outs(%{{.+}} : tensor<1xf32>)
-// CHECK: %[[R:.+]] = tensor.reshape %[[A]]
-// CHECK: linalg.generic {{.*}} ins(%[[R]], %[[B]] : tensor<1xf32>, tensor<1xf32>)
+// CHECK: %[[XR:.+]] = tensor.reshape %[[X]]
+// CHECK: %[[A:.+]] = linalg.generic {{.*}} ins(%[[XR]] : tensor<1xf32>)
+// CHECK: linalg.generic {{.*}} ins(%[[A]], %[[B]] : tensor<1xf32>, tensor<1xf32>)
 func.func @no_ping_pong(%x: tensor<f32>, %y: tensor<1xf32>) -> (tensor<1xf32>, tensor<1xf32>) {
   %i2 = tensor.empty() : tensor<1x1xf32>
   %a = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> ()>, #id2], iterator_types = ["parallel", "parallel"]}
@@ -333,4 +336,45 @@ func.func @no_ping_pong(%x: tensor<f32>, %y: tensor<1xf32>) -> (tensor<1xf32>, t
     linalg.yield %t : f32
   } -> tensor<1xf32>
   return %s, %b : tensor<1xf32>, tensor<1xf32>
+}
+
+// A column sum cast to its [1, C] keepdim form (the cast reads the [C] sum: an input without
+// the result's size-1 dim), viewed as [C] and cast again: the bias gradient of a bf16 step.
+// The first cast moves past the view (its input holds the same elements in the same order)
+// and fuses with the second: one pointwise kernel after the reduction, not two.
+// CHECK-LABEL: func.func @keepdim_cast(
+// CHECK: %[[SUM:.+]] = linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]
+// CHECK: %[[R:.+]] = tensor.reshape %[[SUM]]
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel"]{{.*}} ins(%[[R]] : tensor<?xf32>)
+// CHECK: arith.truncf
+// FUSED-LABEL: func.func @keepdim_cast(
+// FUSED-COUNT-2: linalg.generic
+// FUSED-NOT: linalg.generic
+// FUSED: arith.truncf
+// FUSED-NEXT: arith.extf
+func.func @keepdim_cast(%x: tensor<?x?xbf16>, %acc: tensor<?xf32>, %o1: tensor<1x?xbf16>, %o2: tensor<?xf32>,
+                        %shape: tensor<1xindex>) -> tensor<?xf32> {
+  %sum = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d1, d0)>, affine_map<(d0, d1) -> (d0)>],
+                         iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<?x?xbf16>) outs(%acc : tensor<?xf32>) {
+  ^bb0(%a: bf16, %out: f32):
+    %e = arith.extf %a : bf16 to f32
+    %s = arith.addf %out, %e : f32
+    linalg.yield %s : f32
+  } -> tensor<?xf32>
+  %kept = linalg.generic {indexing_maps = [#row, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%sum : tensor<?xf32>) outs(%o1 : tensor<1x?xbf16>) {
+  ^bb0(%a: f32, %out: bf16):
+    %t = arith.truncf %a : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<1x?xbf16>
+  %view = tensor.reshape %kept(%shape) : (tensor<1x?xbf16>, tensor<1xindex>) -> tensor<?xbf16>
+  %wide = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>],
+                          iterator_types = ["parallel"]}
+      ins(%view : tensor<?xbf16>) outs(%o2 : tensor<?xf32>) {
+  ^bb0(%a: bf16, %out: f32):
+    %w = arith.extf %a : bf16 to f32
+    linalg.yield %w : f32
+  } -> tensor<?xf32>
+  return %wide : tensor<?xf32>
 }
