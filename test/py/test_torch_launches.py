@@ -98,24 +98,31 @@ def test_padding_keeps_transposed_layouts_and_pads_a_tensor_once() -> None:
     assert [(n.args[0], list(n.args[1])) for n in pads] == [(g, [0, 3]), (w, [0, 0, 0, 3])]
 
 
+def _padded_and_compiled(fn, args, padded: int):
+    """fn's aten graph after pad_matmuls (forced on: `padded` matmuls rewritten), and fn's
+    result through torch.compile(backend="mlirfuse") with padding forced on too."""
+    from mlirfuse.torch_backend.pad_matmul import pad_matmuls
+
+    gm = _aten_graph(fn, *args)
+    previous = mlirfuse.set_options(pad_matmuls="always")
+    try:
+        assert pad_matmuls(gm) == padded
+        out = torch.compile(fn, backend="mlirfuse")(*args)
+    finally:
+        mlirfuse.restore_options(previous)
+    return gm, out
+
+
 def test_padding_leaves_no_dead_transpose_to_keep_the_unpadded_tensor_alive() -> None:
     """BERT's MLM head backward under autocast: both matmuls read the padded logits' gradient,
     one through a transpose. The transpose of the unpadded gradient that padding replaced
     stayed in the graph without users, so the cross-entropy region still wrote the unpadded
     gradient as an output nobody read (250 MB a step at 4096 x 30522 bf16)."""
-    from mlirfuse.torch_backend.pad_matmul import pad_matmuls
-
     def fn(x, w, t):
         g = torch.softmax(x @ w.t(), -1) - t  # the logits' gradient, computed by a region
         return g @ w, g.t() @ x, g.sum(0)
     args = torch.randn(16, 8), torch.randn(37, 8), torch.randn(16, 37)
-    gm = _aten_graph(fn, *args)
-    previous = mlirfuse.set_options(pad_matmuls="always")
-    try:
-        assert pad_matmuls(gm) == 3
-        outs = torch.compile(fn, backend="mlirfuse")(*args)
-    finally:
-        mlirfuse.restore_options(previous)
+    gm, outs = _padded_and_compiled(fn, args, 3)
     assert all(n.users or n.op == "output" for n in gm.graph.nodes if n.op == "call_function"), gm.graph
     partition = partition_graph(gm.graph)
     sub = next(n for n in gm.graph.nodes if n.target is aten.sub.Tensor)
@@ -140,18 +147,10 @@ def test_the_slice_back_to_the_true_width_is_read_inside_the_group() -> None:
     torch, the slice handed the cross-entropy region rows of runtime stride, which its
     pointwise kernels ran on the naive path (2 launches, 9.8 ms of a 16 ms step on the H100);
     inside, the region reads the contiguous padded logits."""
-    from mlirfuse.torch_backend.pad_matmul import pad_matmuls
-
     def fn(x, w, b, t):
         return torch.nn.functional.cross_entropy(torch.nn.functional.linear(x, w, b), t)
     args = torch.randn(16, 8), torch.randn(37, 8), torch.randn(37), torch.randint(0, 37, (16,))
-    gm = _aten_graph(fn, *args)
-    previous = mlirfuse.set_options(pad_matmuls="always")
-    try:
-        assert pad_matmuls(gm) == 1
-        out = torch.compile(fn, backend="mlirfuse")(*args)
-    finally:
-        mlirfuse.restore_options(previous)
+    gm, out = _padded_and_compiled(fn, args, 1)
     partition = partition_graph(gm.graph)
     slices = [n for n in gm.graph.nodes if n.target is aten.slice.Tensor]
     assert slices and all(n not in partition.left for n in slices), partition.left
