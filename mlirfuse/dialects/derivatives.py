@@ -273,6 +273,14 @@ def cummin(ops, g, y, x, dim):
     return (ops.scan_grad_library("cummaxmin_grad", g, x, y, dim, max=False),)
 
 
+def scan_gradient(ops, g, y, *xs, **attrs):
+    """The library scans' gradients have no derivative here: a second derivative through
+    one raises (a zero would be a silent wrong answer)."""
+    from mlirfuse.errors import FusionError
+
+    raise FusionError("no second derivative through a library scan's gradient (cumprod_grad, cummaxmin_grad)")
+
+
 # -- elementwise rules longer than a line -------------------------------------------------
 def trunc(ops, t):
     """Rounding toward zero (torch's rounding_mode='trunc')."""

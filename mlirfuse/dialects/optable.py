@@ -60,7 +60,6 @@ class OpDef:
 BOOL_RESULT = "bool result"
 INTEGER_OP = "integer op"
 STEPS = "piecewise constant: zero gradient"
-SECOND_ORDER = "a gradient of a library scan: no second derivatives of scans"
 GENERATED = "values made from nothing differentiable (indices, random numbers, constants)"
 
 
@@ -411,11 +410,11 @@ LIBRARY_OPS = [
     OpDef("cummin", "library", ("input",), attributes=("dim",), ref=_ref_cummin,
           doc="running minimum along dim (torch.cummin's values; NaN, once met, stays)", vjp=D.cummin),
     OpDef("cumprod_grad", "library", ("grad", "input", "output"), attributes=("dim",), ref=_ref_cumprod_grad,
-          doc="the gradient of output = cumprod(input) along dim (zeros in input included)", no_grad=SECOND_ORDER),
+          doc="the gradient of output = cumprod(input) along dim (zeros in input included)", vjp=D.scan_gradient),
     OpDef("cummaxmin_grad", "library", ("grad", "input", "output"), attributes=("dim", "max"),
           ref=_ref_cummaxmin_grad,
           doc="the gradient of output = cummax(input) (cummin where max is false) along dim: each grad "
-              "element added at the position torch's indices name", no_grad=SECOND_ORDER),
+              "element added at the position torch's indices name", vjp=D.scan_gradient),
 ]
 
 OPS: dict[str, OpDef] = {op.name: op for op in
