@@ -9,7 +9,9 @@ vectorizer); on the GPU, `math` ops lower to libdevice.
 
 from __future__ import annotations
 
-from typing import Callable
+import contextlib
+import contextvars
+from typing import Callable, Iterator
 
 from mlir import ir
 from mlir.dialects import arith, math, scf
@@ -256,8 +258,24 @@ def binary(float_op: Callable, int_op: Callable, bool_op: Callable | None = None
                     (lambda e, a, b: bool_op(a, b)) if bool_op else None)
 
 
+# The target fusion-to-linalg lowers for (`lowering_target`): on the GPU, float8 conversions
+# stay `arith.extf`/`arith.truncf` for gpu-float8-conversions (PTX cvt where the arch has it).
+_TARGET: contextvars.ContextVar[str] = contextvars.ContextVar("mlirfuse_lowering_target", default="cpu")
+
+
+@contextlib.contextmanager
+def lowering_target(target: str) -> Iterator[None]:
+    token = _TARGET.set(target)
+    try:
+        yield
+    finally:
+        _TARGET.reset(token)
+
+
 def convert(value: ir.Value, to: ir.Type) -> ir.Value:
-    """Element conversion with torch semantics (float->bool is `!= 0`, bool->number is 0/1)."""
+    """Element conversion with torch semantics (float->bool is `!= 0`, bool->number is 0/1).
+    float8 goes through float32: integer code on the bits for the CPU, `arith.extf` /
+    `arith.truncf` for the GPU (lowered by gpu-float8-conversions)."""
     src = value.type
     if src == to:
         return value
@@ -266,10 +284,12 @@ def convert(value: ir.Value, to: ir.Type) -> ir.Value:
     if isinstance(to, ir.IntegerType) and to.width == 1:
         zero = Emitter(src, "").const(0)
         return arith.cmpf(F.UNE, value, zero) if src_float else arith.cmpi(IP.ne, value, zero)
-    if _is_float8(src):
-        return convert(_float8_to_f32(value), to)
-    if _is_float8(to):
-        return _f32_to_float8(convert(value, ir.F32Type.get()), to)
+    gpu = _TARGET.get() == "gpu"
+    if is_float8(src):
+        return convert(arith.extf(ir.F32Type.get(), value) if gpu else float8_to_f32(value), to)
+    if is_float8(to):
+        wide = convert(value, ir.F32Type.get())
+        return arith.truncf(to, wide) if gpu else f32_to_float8(wide, to)
     if src_float and dst_float:
         src_w, dst_w = _float_width(src), _float_width(to)
         if src_w == dst_w:  # f16 <-> bf16 go through f32
@@ -296,7 +316,7 @@ def _float_width(t: ir.Type) -> int:
 _FLOAT8 = {"f8E4M3FN": (4, 3, 7, 0x7E, 0x7E), "f8E5M2": (5, 2, 15, 0x7B, 0x7C)}
 
 
-def _is_float8(t: ir.Type) -> bool:
+def is_float8(t: ir.Type) -> bool:
     return str(t) in _FLOAT8
 
 
@@ -305,7 +325,7 @@ def _i32(value: int) -> ir.Value:
     return arith.constant(i32, ir.IntegerAttr.get(i32, value))
 
 
-def _float8_to_f32(value: ir.Value) -> ir.Value:
+def float8_to_f32(value: ir.Value) -> ir.Value:
     """Exact: normal codes rebias their exponent, subnormal ones are m * 2^(1 - bias - M)."""
     exp_bits, man_bits, bias, _, _ = _FLOAT8[str(value.type)]
     f32, i32 = ir.F32Type.get(), ir.IntegerType.get_signless(32)
@@ -327,7 +347,7 @@ def _float8_to_f32(value: ir.Value) -> ir.Value:
     return arith.select(arith.cmpi(IP.eq, e, top), special, result)
 
 
-def _f32_to_float8(value: ir.Value, to: ir.Type) -> ir.Value:
+def f32_to_float8(value: ir.Value, to: ir.Type) -> ir.Value:
     """Round to nearest even: normal results by rounding the float32 mantissa to M bits and
     rebiasing; subnormal ones as round(|x| * 2^(bias + M - 1)) (exact scaling); overflow as
     the format says; NaN stays NaN."""

@@ -17,7 +17,7 @@ from mlirfuse.dialects.optable import OPS
 from mlirfuse.errors import FusionError
 from mlirfuse.lowering import indexing, philox
 from mlirfuse.lowering import linalg_builders as B
-from mlirfuse.lowering.scalar import Emitter, convert
+from mlirfuse.lowering.scalar import Emitter, convert, lowering_target
 
 
 def _ints(op: ir.Operation, name: str) -> list[int]:
@@ -331,6 +331,7 @@ class FusionLowering:
 def lower_module(module: ir.Operation, target: str = "cpu") -> None:
     """Lower every fusion op in every function of `module`."""
     lowering = FusionLowering(target)
-    for op in module.regions[0].blocks[0].operations:
-        if op.operation.name == "func.func":
-            lowering.lower_function(op.operation)
+    with lowering_target(target):
+        for op in module.regions[0].blocks[0].operations:
+            if op.operation.name == "func.func":
+                lowering.lower_function(op.operation)

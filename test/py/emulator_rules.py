@@ -281,7 +281,31 @@ def _atomic_rmw(p, vals):
     return [old]
 
 
+# PTX cvt to and from float8 (gpu-float8-conversions): round to nearest even; `satfinite`
+# clamps to the largest finite value (NaN stays NaN); from float8 to float16 is exact.
+_FLOAT8_LARGEST = {"f8E4M3FN": 448.0, "f8E5M2": 57344.0}
+
+
+def _cvt_to_float8(p: Any, vals: list[Any]) -> list[Any]:
+    to = ir.TypeAttr(p.op.attributes["dstTy"]).value
+    if "sat" not in p.op.attributes or "satfinite" not in str(p.op.attributes["sat"]):
+        raise EmulationError(f"the emulator has cvt to float8 with satfinite only: {p.op}")
+    largest = _FLOAT8_LARGEST[str(to)]
+
+    def code(v: Any) -> int:
+        f = float(v)
+        f = f if math.isnan(f) else min(max(f, -largest), largest)
+        return int(np.array([f], np.float32).astype(FLOATS[str(to)]).view(np.uint8)[0])
+    return [p.kind.of(code(vals[0]) << 8 | code(vals[1]))]
+
+
+def _cvt_from_float8(p: Any, vals: list[Any]) -> list[Any]:
+    src = FLOATS[str(ir.TypeAttr(p.op.attributes["srcType"]).value)]
+    return [tuple(np.float16(np.array([b], np.uint8).view(src).astype(np.float32)[0]) for b in vals[0])]
+
+
 _HANDLERS: dict[str, Callable] = {
+    "nvvm.convert.f32x2.to.f8x2": _cvt_to_float8, "nvvm.convert.f8x2.to.f16x2": _cvt_from_float8,
     "memref.alloc": _alloc, "gpu.alloc": _alloc, "memref.alloca": _alloc, "memref.get_global": _get_global,
     "memref.dealloc": lambda p, vals: [], "gpu.dealloc": lambda p, vals: [],
     "memref.load": _load, "memref.store": _store, "vector.load": _vload, "vector.store": _vstore,

@@ -90,16 +90,24 @@ def test_gcd_is_a_loop_and_nextafter_steps_the_bits() -> None:
     assert ("add.s32" in ptx or "sub.s32" in ptx) and "call" not in ptx
 
 
-def test_float8_loads_and_stores_are_bytes() -> None:
-    """float8 tensors are bytes in memory (LLVM has no 8-bit float): u8 loads and stores,
-    the conversion integer code between them."""
+@pytest.mark.parametrize("name", ["e4m3fn", "e5m2"])
+def test_float8_loads_and_stores_are_bytes_and_convert_by_cvt_from_sm_89(name) -> None:
+    """float8 tensors are bytes in memory (LLVM has no 8-bit float): u8 loads and stores. On
+    sm_90 the conversions are PTX cvt (to float16 and widened; from float32 round to nearest
+    even, satfinite); on sm_80, which has no float8 cvt, integer code on the bits."""
     import ml_dtypes
 
-    x = np.zeros((4, 8), ml_dtypes.float8_e4m3fn)
-    ptx = compile_gpu(lambda t: ops.cast(ops.cast(t, mlirfuse.DataType.Float) * 2.0, mlirfuse.DataType.Float8_e4m3fn),
-                      x).ptx
+    dt = getattr(mlirfuse.DataType, f"Float8_{name}")
+    x = np.zeros((4, 8), getattr(ml_dtypes, f"float8_{name}"))
+    fn = lambda t: ops.cast(ops.cast(t, mlirfuse.DataType.Float) * 2.0, dt)  # noqa: E731
+    f8 = name[:4]
+    cvt = [f"cvt.rn.f16x2.{f8}x2", f"cvt.rn.satfinite.{f8}x2.f32"]
+    ptx = compile_gpu(fn, x).ptx
     assert "ld.global.u8" in ptx or "ld.global.v4.u8" in ptx or "ld.global.b8" in ptx or "ld.global.nc.u8" in ptx
-    assert "st.global" in ptx and ".f16" not in ptx
+    assert "st.global" in ptx
+    assert all(c in ptx for c in cvt), cvt
+    ptx = compile_gpu(fn, x, arch="sm_80").ptx
+    assert not any(c in ptx for c in cvt) and ".f16" not in ptx
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
