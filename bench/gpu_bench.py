@@ -116,6 +116,13 @@ def kernel_us(fn) -> float:
     return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median") * 1e3
 
 
+def driver_version() -> str:
+    """The NVIDIA driver's version (nvidia-smi prints it once per GPU: the first line)."""
+    out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                         capture_output=True, text=True).stdout.strip()
+    return out.splitlines()[0] if out else "unknown"
+
+
 def copy_bandwidth_gbps() -> float:
     x = torch.empty(1 << 28, dtype=torch.float32, device="cuda")  # 1 GiB
     y = torch.empty_like(x)

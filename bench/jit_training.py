@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -145,8 +144,9 @@ def main() -> None:
     opts = parser.parse_args()
     shape = tuple(int(s) for s in opts.shape.split(","))
     gpu = torch.cuda.get_device_name()
-    driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                            capture_output=True, text=True).stdout.strip()
+    from gpu_bench import driver_version
+
+    driver = driver_version()
     print(f"GPU: {gpu}; driver {driver}; torch {torch.__version__}; shape {list(shape)}\n")
     impls = ["eager", "inductor", "mlirfuse-compile", "mlirfuse.jit"]
     print("| block, dtype | it/s " + " / ".join(impls) + " | kernel us | launches | jit vs eager / Inductor "

@@ -33,7 +33,6 @@ import json
 import math
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -274,8 +273,7 @@ def main() -> int:
     import suite
 
     gpu = torch.cuda.get_device_name()
-    driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                            capture_output=True, text=True).stdout.strip()
+    driver = suite.driver_version()
     copy_gbps = suite.copy_bandwidth_gbps()
     print(f"GPU: {gpu}; driver {driver}; torch {torch.__version__}; copy bandwidth {copy_gbps:.0f} GB/s; "
           f"batch {opts.batch} x seq {opts.seq}\n")

@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
 import torch  # noqa: E402
-from gpu_bench import copy_bandwidth_gbps, gelu_backward_t, gelu_bookend_t, host_us_per_call, ideal_bytes, kernel_us  # noqa: E402
+from gpu_bench import copy_bandwidth_gbps, driver_version, gelu_backward_t, gelu_bookend_t, host_us_per_call, ideal_bytes, kernel_us  # noqa: E402
 
 import mlirfuse  # noqa: E402
 from mlirfuse import DataType, gpu_kernel, ops  # noqa: E402
@@ -413,8 +413,7 @@ def main() -> int:
         print(json.dumps(run_case(CASES[opts.row], opts.copy_gbps, opts.quick)))
         return 0
     gpu = torch.cuda.get_device_name()
-    driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                            capture_output=True, text=True).stdout.strip()
+    driver = driver_version()
     copy_gbps = copy_bandwidth_gbps()
     print(f"GPU: {gpu}; driver {driver}; torch {torch.__version__}; copy bandwidth {copy_gbps:.0f} GB/s\n")
     rows: list[dict] = []
