@@ -47,6 +47,15 @@ def print_definition(log: list[Call], number: int | None, inputs: list[Tensor]) 
     return "\n".join(lines) + "\n"
 
 
+def state_indices(log: list[Call]) -> dict[int, int]:
+    """nvFuser's state index of each value the calls made (by `id`): the number in its
+    printed name (`T3` is 3), as `fd.inputs()` and `fd.outputs()` report them."""
+    names: dict[int, str] = {}
+    for call in log:
+        _name_result(call.result, names)
+    return {key: int(name[1:]) for key, name in names.items() if "[" not in name}
+
+
 def _name_result(result: Any, names: dict[int, str]) -> str:
     """Name a call's result: `T3` (`S3` a scalar), `T3, T4` for several results, `V5` for a
     vector (define_vector's list, a shape), whose elements are `V5[0]`, ...; a size

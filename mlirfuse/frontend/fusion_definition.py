@@ -15,12 +15,12 @@ from mlirfuse.errors import FusionError
 from mlirfuse.frontend import complex_ops, nvfuser_ops
 from mlirfuse.frontend.complex_ops import ComplexTensor
 from mlirfuse.frontend.definition_log import Call, Deferred, bind, deferred_result, holds_deferred, in_lists, sized
-from mlirfuse.frontend.definition_printer import print_definition
+from mlirfuse.frontend.definition_printer import print_definition, state_indices
 from mlirfuse.frontend.fusion_inspection import Inspection
 from mlirfuse.frontend.nvfuser_api import FusionCache, compute_contiguity, compute_tensor_descriptor  # noqa: F401
 from mlirfuse.frontend import indexing as I
 from mlirfuse.frontend import ops as ops_module
-from mlirfuse.frontend.graph import Fusion, InputSpec, Tensor, tracing
+from mlirfuse.frontend.graph import SCALAR, Fusion, InputSpec, Tensor, tracing
 from mlirfuse.frontend.output_aliases import alias_outputs
 from mlirfuse.frontend.symbolic import ConcreteSizeNeeded, SymSize
 
@@ -149,6 +149,28 @@ class FusionDefinition(Inspection):
         one), None before it is defined."""
         self._ensure_defined()
         return self._id
+
+    def inputs(self) -> list[int]:
+        """nvFuser's `fd.inputs()`: the state indices (the numbers of the printed `T`/`S`
+        names) of the definition's inputs, in definition order (defined constants are not
+        inputs)."""
+        self._ensure_defined()
+        index = state_indices(self._log)
+        return [index[id(call.result)] for call in self._log if call.user_inputs]
+
+    def outputs(self) -> list[int]:
+        """nvFuser's `fd.outputs()`: the state indices of the added outputs, in order."""
+        self._ensure_defined()
+        index = state_indices(self._log)
+        return [index[id(call.args[0])] for call in self._log if call.key == ("fd", "add_output")]
+
+    def extents(self) -> list[int]:
+        """nvFuser's `fd.extents()`: one negative index per dim of every tensor input, -1
+        down, in input order (nvFuser's states of the inputs' extents)."""
+        self._ensure_defined()
+        dims = sum(len(call.result.shape) for call in self._log
+                   if call.user_inputs and isinstance(call.result, Tensor) and call.result.priority != SCALAR)
+        return list(range(-1, -dims - 1, -1))
 
     def _check_open(self, what: str) -> None:
         if self._finalized:

@@ -17,8 +17,16 @@ from mlirfuse.frontend.symbolic import product
 
 NVFUSER_NAMES = ["div", "broadcast", "truediv", "signbit", "welford", "embedding_fwd", "normal", "segment_set", "frac",
                  "isfinite", "isneginf", "isposinf", "threshold", "addcmul", "randn_like", "real", "imag", "shape",
-                 "tensor_sizes", "slice", "sdpfa_fwd", "sdpfa_bwd"]
+                 "tensor_sizes", "slice", "sdpfa_fwd", "sdpfa_bwd", "cat"]
 __all__ = NVFUSER_NAMES
+
+
+def cat(tensors: Sequence[Tensor], dim: int = 0, manual_padding: bool = False) -> Tensor:
+    """nvFuser's `cat(tensors, dim, manual_padding=False)`: mlirfuse's cat
+    (`manual_padding` asks nvFuser to pad the inputs itself before concatenating, a lowering
+    choice: no effect here)."""
+    del manual_padding
+    return I.cat(tensors, dim)
 
 
 def broadcast(x: Tensor, is_broadcast_dim: Sequence[bool]) -> Tensor:

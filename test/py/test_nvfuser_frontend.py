@@ -293,6 +293,40 @@ def test_torch_gcd_and_nextafter_fuse() -> None:
     assert torch.equal(g, torch.gcd(a, b) + 1) and torch.equal(n, torch.nextafter(x, y) * 2)
 
 
+def test_inputs_outputs_and_extents_are_nvfusers_state_indices() -> None:
+    """fd.inputs() and fd.outputs() give the state indices nvFuser gives (the numbers of the
+    printed T/S names; a defined constant is no input), fd.extents() -1 down, one per dim
+    of each tensor input; a subclass's definition runs first."""
+    x = torch.ones(2, 4, 8)
+    with FusionDefinition() as fd:
+        t0, t1, c2 = fd.from_pytorch(x), fd.from_pytorch(x), fd.define_scalar(3.0)
+        t5 = fd.ops.sum(fd.ops.mul(fd.ops.add(t0, t1), c2), [-1], False, DataType.Float)
+        fd.add_output(t5)
+    assert (fd.inputs(), fd.outputs(), fd.extents()) == ([0, 1], [5], [-1, -2, -3, -4, -5, -6])
+    assert "T5 = fd.ops.sum(T4" in repr(fd)
+
+    class Scaled(FusionDefinition):
+        def definition(self):
+            t = self.define_tensor([-1, -1], dtype=DataType.Float)
+            s = self.define_scalar(dtype=DataType.Double)  # a runtime scalar: an input
+            self.add_output(self.ops.mul(t, s))
+            self.add_output(t)
+    assert (Scaled().inputs(), Scaled().outputs(), Scaled().extents()) == ([0, 1], [2, 0], [-1, -2])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_cat_takes_nvfusers_manual_padding_flag(device) -> None:
+    """cat(tensors, dim, manual_padding=...) as nvFuser's (the flag only chooses how nvFuser
+    lowers the padding): the same concatenation either way, and the printed definition keeps it."""
+    x = torch.randn(3, 5, device=device)
+    for flag in (False, True):
+        with FusionDefinition() as fd:
+            t = fd.from_pytorch(x)
+            fd.add_output(fd.ops.cat([fd.ops.neg(t), t], dim=-1, manual_padding=flag))
+        torch.testing.assert_close(fd.execute([x])[0], torch.cat([-x, x], -1))
+        assert f"manual_padding={flag}" in repr(fd)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int32, torch.int64, torch.bool])
 @pytest.mark.parametrize("name", ["cumsum", "cumprod", "cummax", "cummin"])
