@@ -187,7 +187,8 @@ class FusionDefinition(Inspection):
         """A tensor input. shape: -1 for a symbolic size, 1 for a broadcast dim, else static;
         or, as nvFuser's third form, `define_tensor(sizes, strides, dtype, static_sizes)`;
         `stride_order` (dim i's stride ranked, 0 the innermost) gives a permuted layout, whose
-        contiguity is then listed in memory order."""
+        contiguity is then listed in memory order. `is_cpu=True` declares a 0-d tensor held
+        on the host (a CPU scalar tensor beside GPU inputs); nvFuser rejects any other rank."""
         self._check_open("define_tensor")
         if isinstance(shape, int) and not isinstance(shape, bool) and shape >= 0:  # nvFuser's oldest form: a rank
             shape = [-1] * shape
@@ -206,6 +207,9 @@ class FusionDefinition(Inspection):
             if isinstance(s, bool) or not isinstance(s, int) or s < -1:
                 raise FusionError(f"define_tensor: invalid shape entry {s!r} in {list(shape)}")
             dims.append(None if s == -1 else s)
+        if is_cpu and dims:
+            raise FusionError(f"define_tensor: CPU non-scalar tensor is not supported! (is_cpu=True with shape "
+                              f"{list(shape)}: a CPU input must be 0-d, as nvFuser requires)")
         if contiguity is None:
             contiguous = strides is None or _is_contiguous(sizes or [], strides)
         elif isinstance(contiguity, bool):

@@ -293,6 +293,22 @@ def test_torch_gcd_and_nextafter_fuse() -> None:
     assert torch.equal(g, torch.gcd(a, b) + 1) and torch.equal(n, torch.nextafter(x, y) * 2)
 
 
+def test_a_cpu_tensor_input_must_be_0d() -> None:
+    """is_cpu=True declares a 0-d tensor on the host (nvFuser's CPU scalar tensors); any
+    other rank is an error when defined, every time (nothing of the failed definition is
+    cached); a 0-d one runs."""
+    for _ in range(2):
+        with pytest.raises(FusionError, match="CPU non-scalar tensor is not supported!"):
+            with FusionDefinition() as fd:
+                fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Int, is_cpu=True)
+    x, s = torch.randn(4, 3), torch.tensor(2.5, dtype=torch.float64)
+    with FusionDefinition() as fd:
+        t = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        c = fd.define_tensor(shape=[], contiguity=[], dtype=DataType.Double, is_cpu=True)
+        fd.add_output(fd.ops.mul(t, c))
+    torch.testing.assert_close(fd.execute([x, s])[0], x * 2.5)
+
+
 def test_inputs_outputs_and_extents_are_nvfusers_state_indices() -> None:
     """fd.inputs() and fd.outputs() give the state indices nvFuser gives (the numbers of the
     printed T/S names; a defined constant is no input), fd.extents() -1 down, one per dim
