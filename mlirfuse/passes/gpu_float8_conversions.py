@@ -40,10 +40,20 @@ def run(module: ir.Operation, arch: str = "sm_90") -> None:
 
 
 def _replace(op: ir.Operation, lower) -> None:
-    if str(op.operands[0].type) != "f32" and str(op.results[0].type) != "f32":
-        raise FusionError(f"{NAME}: float8 converts through float32 only, got {op}")
+    """Replace `op` by `lower` (float32 <-> float8) applied through float32: canonicalization
+    folds `truncf(extf(x))` and `extf(extf(x))`, so a bf16/f16 source or an f16/f64 result meets
+    the conversion directly; float32 holds all of them exactly on the way."""
+    source, result = op.operands[0].type, op.results[0].type
+    f32 = ir.F32Type.get()
+    if any(str(t) == "f64" for t in (source, result)) and is_float8(result):
+        raise FusionError(f"{NAME}: float64 to float8 must round once, through no float32: {op}")
     with ir.InsertionPoint(op), op.location:
-        value = lower(op.operands[0])
+        value = op.operands[0]
+        if not is_float8(source) and source != f32:
+            value = arith.extf(f32, value)  # bf16/f16: exact
+        value = lower(value)
+        if not is_float8(result) and result != f32:  # float8 values are exact in f16, bf16, f64
+            value = arith.extf(result, value) if str(result) == "f64" else arith.truncf(result, value)
     op.results[0].replace_all_uses_with(value)
     op.erase()
 

@@ -44,3 +44,35 @@ func.func @casts(%a: memref<4xf8E4M3FN>, %b: memref<4xf32>, %c: memref<4xf8E4M3F
   %host = arith.truncf %h : f32 to f8E5M2
   return %host : f8E5M2
 }
+
+// Canonicalization folds truncf(extf(x)) and extf(extf(x)): a bf16 source and f16/f64 results
+// meet the float8 conversion directly; they go through float32 (exact for all of them).
+// CHECK-LABEL: func.func @folded
+// CHECK: %[[W:.+]] = arith.extf %{{.+}} : bf16 to f32
+// CHECK: nvvm.convert.f32x2.to.f8x2 %{{.+}}, %[[W]] {{.*}} : i16(f8E4M3FN)
+// CHECK: %[[H:.+]] = nvvm.convert.f8x2.to.f16x2
+// CHECK: %[[E:.+]] = arith.extf %{{.+}} : f16 to f32
+// CHECK: arith.truncf %[[E]] : f32 to f16
+// CHECK: nvvm.convert.f8x2.to.f16x2
+// CHECK: %[[F:.+]] = arith.extf %{{.+}} : f16 to f32
+// CHECK: arith.extf %[[F]] : f32 to f64
+// CHECK-NOT: arith.truncf {{.*}} to f8
+// SM80-LABEL: func.func @folded
+// SM80-NOT: arith.truncf {{.*}} to f8
+// SM80-NOT: arith.extf %{{.+}} : f8
+// SM80: return
+func.func @folded(%a: memref<4xbf16>, %c: memref<4xf8E4M3FN>, %h: memref<4xf16>, %d: memref<4xf64>) {
+  %c1 = arith.constant 1 : index
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    %x = memref.load %a[%tx] : memref<4xbf16>
+    %n = arith.truncf %x : bf16 to f8E4M3FN
+    memref.store %n, %c[%tx] : memref<4xf8E4M3FN>
+    %y = arith.extf %n : f8E4M3FN to f16
+    memref.store %y, %h[%tx] : memref<4xf16>
+    %z = arith.extf %n : f8E4M3FN to f64
+    memref.store %z, %d[%tx] : memref<4xf64>
+    gpu.terminator
+  }
+  return
+}
