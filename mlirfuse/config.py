@@ -43,6 +43,7 @@ class Options:
     fallback: bool = True
     pad_matmuls: str = "auto"  # torch backend: "auto" (CUDA half precision), "always", "off"
     check_regions: bool = False  # torch backend: each region also runs in torch, outputs compared
+    scatter_embedding_grads: bool = True  # torch backend: embedding gradients as index_add_ (embedding_grad.py)
     dump: frozenset[str] = field(default_factory=frozenset)
     dump_dir: str | None = None
 
@@ -55,6 +56,7 @@ class Options:
             fallback=not _flag("MLIRFUSE_DISABLE_FALLBACK", False),
             pad_matmuls=os.environ.get("MLIRFUSE_PAD_MATMULS", "auto").strip().lower(),
             check_regions=_flag("MLIRFUSE_CHECK_REGIONS", False),
+            scatter_embedding_grads=_flag("MLIRFUSE_SCATTER_EMBEDDING_GRADS", True),
             dump=frozenset(d.strip() for d in os.environ.get("MLIRFUSE_DUMP", "").split(",") if d.strip()),
             dump_dir=os.environ.get("MLIRFUSE_DUMP_DIR") or None,
         )
@@ -103,7 +105,7 @@ def set_options(**changes: object) -> Options:
 
 
 _KINDS = {"horizontal": bool, "single_node": bool, "fallback": bool, "max_args": int, "pad_matmuls": str,
-          "check_regions": bool}
+          "check_regions": bool, "scatter_embedding_grads": bool}
 PAD_MATMULS = ("auto", "always", "off")
 
 

@@ -492,7 +492,7 @@ def lookup(target: Any) -> AtenLowering | None:
 def unsupported_reason(target: Any) -> str:
     """Why an op without a row stays in torch."""
     packet = getattr(target, "overloadpacket", None)
-    if packet in LIBRARY:
+    if packet in LIBRARY or getattr(target, "library_call", False):
         return "library op, runs in torch"
     if packet in NOT_FUSED:
         return NOT_FUSED[packet]

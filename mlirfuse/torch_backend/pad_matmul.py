@@ -19,12 +19,12 @@ are removed, so that no region writes the unpadded tensor for them.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import torch
 from torch import fx
 
 from mlirfuse import config
+from mlirfuse.torch_backend.graph_edit import new_node
 
 aten = torch.ops.aten
 
@@ -96,11 +96,11 @@ def _rewrite(graph: fx.Graph, node: fx.Node, padded: dict) -> None:
             args = (_padded(graph, bias, bias_pads, padded), a2, b2) + tuple(node.args[3:])
         else:
             args = (a2, b2) + tuple(node.args[2:])
-        out = _call(graph, node.target, args, node.kwargs)
+        out = new_node(graph, node.target, args, node.kwargs)
         for dim, (size, pad) in ((-2, (m, dm)), (-1, (n, dn))):
             if pad:
                 rank = out.meta["val"].dim()
-                out = _call(graph, aten.slice.Tensor, (out, rank + dim, 0, size))
+                out = new_node(graph, aten.slice.Tensor, (out, rank + dim, 0, size))
     node.replace_all_uses_with(out)
     graph.erase_node(node)
 
@@ -118,12 +118,12 @@ def _padded(graph: fx.Graph, x: fx.Node, pads: dict[int, int], cache: dict) -> f
         if perm is not None:
             source = x.args[0]
             inner = _padded(graph, source, {perm[d] - rank: p for d, p in enumerate(after) if p}, cache)
-            cache[key] = _call(graph, aten.permute.default, (inner, perm))
+            cache[key] = new_node(graph, aten.permute.default, (inner, perm))
         else:
             widths = [w for p in reversed(after) for w in (0, p)]  # (before, after), last dim first
             while widths[-1] == 0:
                 del widths[-2:]
-            cache[key] = _call(graph, aten.constant_pad_nd.default, (x, widths, 0.0))
+            cache[key] = new_node(graph, aten.constant_pad_nd.default, (x, widths, 0.0))
     return cache[key]
 
 
@@ -138,18 +138,3 @@ def _transpose_of(x: fx.Node) -> list[int] | None:
     d0, d1 = (0, rank - 1) if x.target is aten.t.default else (x.args[1] % rank, x.args[2] % rank)
     perm[d0], perm[d1] = perm[d1], perm[d0]
     return perm
-
-
-def _call(graph: fx.Graph, target: Any, args: tuple, kwargs: dict | None = None) -> fx.Node:
-    """A new node with its fake value (what the partitioner reads)."""
-    from torch._guards import detect_fake_mode
-
-    node = graph.call_function(target, args, kwargs or {})
-    values = [a.meta["val"] if isinstance(a, fx.Node) else a for a in args]
-    mode = detect_fake_mode([v for v in values if isinstance(v, torch.Tensor)])
-    if mode is None:
-        node.meta["val"] = target(*values, **(kwargs or {}))
-    else:
-        with mode:
-            node.meta["val"] = target(*values, **(kwargs or {}))
-    return node

@@ -469,10 +469,12 @@ def _source_read_again(n: fx.Node, inside: set[fx.Node], deps: dict[fx.Node, lis
 
 
 def _hands_strided_rows(n: fx.Node) -> bool:
-    """A slice that makes a contiguous tensor's rows strided (a padded matmul's result cut back
-    to its true width): the group reads the contiguous tensor and slices it as index
-    arithmetic, where given the slice its kernels would read an operand of runtime strides."""
-    if n.target is not aten.slice.Tensor or not isinstance(n.args[0], fx.Node):
+    """A view that makes a contiguous tensor strided: a slice cutting rows (a padded matmul's
+    result cut back to its true width) or an expand (BERT's token types, one row for the
+    batch). The group reads the contiguous tensor and slices or broadcasts it as index
+    arithmetic, where given the view its kernels would read an operand of runtime strides,
+    which only the pointwise schedule takes (a reduction of it ran on the naive path)."""
+    if n.target not in (aten.slice.Tensor, aten.expand.default) or not isinstance(n.args[0], fx.Node):
         return False
     source, result = n.args[0].meta.get("val"), n.meta.get("val")
     return (isinstance(source, torch.Tensor) and isinstance(result, torch.Tensor)
@@ -483,8 +485,8 @@ def _strip_edges(members: list[fx.Node], deps: dict[fx.Node, list[fx.Node]],
                  left: dict[fx.Node, str]) -> list[fx.Node]:
     """Views whose inputs all come from outside the group (leading) or whose users are all
     outside (trailing) run in torch, where they cost nothing; repeated until none is left.
-    A getitem goes with the op it reads; a slice that would hand the group strided rows stays
-    in it. Copies (clone) are identities inside a group but a kernel in torch: one leaves a
+    A getitem goes with the op it reads; a slice or an expand that would hand the group a
+    strided operand stays in it. Copies (clone) are identities inside a group but a kernel in torch: one leaves a
     group only at its end, and only where the value it copies is read from or also written
     outside the group anyway."""
     inside = set(members)
