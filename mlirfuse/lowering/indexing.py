@@ -110,7 +110,7 @@ class Reader:
     def _read_elsewhere(self, value: ir.Value) -> bool:
         """Whether an op of the function other than the indexing op being lowered (and the
         generic being built for it) reads `value`: a consumer it is materialized for. Size
-        queries (`tensor.dim`) read no data."""
+        queries (`tensor.dim`, and `fusion.size` not lowered yet) read no data."""
         block = self.reader.parent.regions[0].blocks[0]
 
         def top(op: ir.Operation) -> ir.Operation:
@@ -120,7 +120,7 @@ class Reader:
         building = top(ir.InsertionPoint.current.block.owner)
         for use in value.uses:
             op = top(use_owner(use))
-            if op.name != "tensor.dim" and op != self.reader and op != building:
+            if op.name not in ("tensor.dim", "fusion.size") and op != self.reader and op != building:
                 return True
         return False
 
