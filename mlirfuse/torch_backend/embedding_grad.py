@@ -88,13 +88,15 @@ def _rewrite(graph: fx.Graph, node: fx.Node) -> int:
     into = _sum_with(node)
     replaced = node if into is None else next(iter(node.users))
     with graph.inserting_before(replaced):
+        val = grad.meta["val"]
+        zero = None  # one 0-d zero of the gradient's dtype, for the padding mask and the masked sums
+        if padding_idx >= 0 or num_weights <= SMALL_TABLE:
+            zero = new_node(graph, aten.scalar_tensor.default, (0.0,), {"dtype": val.dtype, "device": val.device})
         if padding_idx >= 0:
             pad = new_node(graph, aten.unsqueeze.default, (new_node(graph, aten.eq.Scalar, (indices, padding_idx)), -1))
-            zero = new_node(graph, aten.scalar_tensor.default, (0.0,),
-                            {"dtype": grad.meta["val"].dtype, "device": grad.meta["val"].device})
             grad = new_node(graph, aten.where.self, (pad, zero, grad))
         if num_weights <= SMALL_TABLE:
-            out = _masked_sum(graph, grad, indices, num_weights)
+            out = _masked_sum(graph, grad, indices, num_weights, zero)
             if into is not None:
                 out = new_node(graph, aten.add.Tensor, (into, out))
         else:
@@ -107,16 +109,14 @@ def _rewrite(graph: fx.Graph, node: fx.Node) -> int:
     return 1
 
 
-def _masked_sum(graph: fx.Graph, grad: fx.Node, indices: fx.Node, num_weights: int) -> fx.Node:
+def _masked_sum(graph: fx.Graph, grad: fx.Node, indices: fx.Node, num_weights: int, zero: fx.Node) -> fx.Node:
     """Row w of the table's gradient: the sum over the tokens of where(indices == w, grad, 0),
     one column reduction per row (siblings: one launch), stacked."""
-    val = grad.meta["val"]
-    zero = new_node(graph, aten.scalar_tensor.default, (0.0,), {"dtype": val.dtype, "device": val.device})
+    dims = list(range(grad.meta["val"].dim() - 1))
     rows = []
     for w in range(num_weights):
         hit = new_node(graph, aten.unsqueeze.default, (new_node(graph, aten.eq.Scalar, (indices, w)), -1))
-        total = new_node(graph, aten.sum.dim_IntList, (new_node(graph, aten.where.self, (hit, grad, zero)),
-                                                        list(range(val.dim() - 1))))
+        total = new_node(graph, aten.sum.dim_IntList, (new_node(graph, aten.where.self, (hit, grad, zero)), dims))
         rows.append(new_node(graph, aten.unsqueeze.default, (total, 0)))
     return rows[0] if num_weights == 1 else new_node(graph, aten.cat.default, (rows,))
 
