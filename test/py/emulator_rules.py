@@ -312,6 +312,9 @@ _HANDLERS: dict[str, Callable] = {
     "memref.dim": lambda p, vals: [vals[0].sizes[vals[1]]],
     "memref.collapse_shape": _collapse, "memref.expand_shape": _expand, "memref.reshape": _reshape,
     "memref.extract_aligned_pointer_as_index": lambda p, vals: [vals[0].address],
+    "memref.extract_strided_metadata": lambda p, vals: [
+        MemRef(vals[0].data, vals[0].address, 0, [], [], vals[0].host, vals[0].device),
+        vals[0].offset, *vals[0].sizes, *vals[0].strides],
     "vector.extract": lambda p, vals: [vals[0][_position(p)]],
     "vector.from_elements": lambda p, vals: [tuple(vals)],
     "vector.broadcast": lambda p, vals: [(vals[0],) * ir.VectorType(p.op.results[0].type).shape[0]],

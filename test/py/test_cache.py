@@ -117,8 +117,9 @@ def test_the_second_load_links_a_library_that_later_processes_dlopen(cache_dir: 
 @pytest.mark.skipif(__import__("mlirfuse.lowering.gpu.toolchain", fromlist=["find"]).find().libdevice is None,
                     reason="no libdevice")
 def test_a_gpu_entry_keeps_its_launch_count(cache_dir: Path) -> None:
-    """A normalization is two kernel functions (rows held, the looping variant) and one launch
-    a call: the host module's text says so, and a load from the disk cache reads it back."""
+    """A normalization is three kernel functions (rows held; looping, in vectors or element by
+    element) and one launch a call: the host module's text says so, and a load from the disk
+    cache reads it back."""
     from mlirfuse.gpu_kernel import GpuKernel
     from mlirfuse.lowering.gpu.runtime import CachedGpuModule
 
@@ -130,5 +131,5 @@ def test_a_gpu_entry_keeps_its_launch_count(cache_dir: Path) -> None:
     cold = GpuKernel(fusion.to_mlir(), fusion.specs, "sm_90", "isa")
     warm = GpuKernel(fusion.to_mlir(), fusion.specs, "sm_90", "isa")
     assert isinstance(warm.module, CachedGpuModule) and not isinstance(cold.module, CachedGpuModule)
-    assert cold.n_launches == warm.n_launches == 1 and warm.module.n_kernels == 2
+    assert cold.n_launches == warm.n_launches == 1 and warm.module.n_kernels == 3
     assert warm.module.host_llvm.startswith("// mlirfuse: 1 launch(es) a call\n")

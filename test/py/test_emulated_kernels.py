@@ -31,9 +31,9 @@ def randn(*shape: int, dtype=np.float32) -> np.ndarray:
         (a > 0).astype(dtype) if dtype is np.bool_ else a.astype(dtype)
 
 
-def on_emulated_gpu(fn, *args, misalign: dict[int, int] | None = None):
+def on_emulated_gpu(fn, *args, misalign: dict[int, int] | None = None, dynamic: bool = True):
     """(compiled for the GPU, its outputs from the emulator, the CPU backend's outputs)."""
-    f = mlirfuse.jit(fn)
+    f = mlirfuse.jit(fn, dynamic=dynamic)
     want = f(*args)
     want = list(want) if isinstance(want, (list, tuple)) else [want]
     compiled = f.compile(*args, backend="gpu", arch="sm_90")
@@ -41,8 +41,8 @@ def on_emulated_gpu(fn, *args, misalign: dict[int, int] | None = None):
     return compiled, got, want
 
 
-def check(fn, *args, misalign: dict[int, int] | None = None, reduction_size: int = 1):
-    compiled, got, want = on_emulated_gpu(fn, *args, misalign=misalign)
+def check(fn, *args, misalign: dict[int, int] | None = None, reduction_size: int = 1, dynamic: bool = True):
+    compiled, got, want = on_emulated_gpu(fn, *args, misalign=misalign, dynamic=dynamic)
     for k, (g, w) in enumerate(zip(got, want)):
         assert_close(g, w, f"output {k}", reduction_size)
     return compiled
@@ -331,7 +331,9 @@ def test_bfloat16_softmax_divides_by_a_reciprocal() -> None:
     x = randn(16, 300, dtype=ml_dtypes.bfloat16)
     compiled, got, _ = on_emulated_gpu(_softmax, x)
     check_row_quotients(got[0], x)
-    assert compiled.ptx.count("div.rn.f32") <= 2  # the persistent and the looping variant's reciprocal
+    # a reciprocal a row in each variant (held, looping in vectors, in scalars), not a
+    # division an element (LLVM may duplicate the one after a loop)
+    assert [e.count("div.rn.f32") <= 2 for e in compiled.ptx.split(".entry")[1:]] == [True] * 3
 
 
 def _layer_norm(x, w, b):
@@ -345,6 +347,50 @@ def test_normalization_held_and_looping_variants(row, misalign) -> None:
     c = check(_layer_norm, randn(3, row), randn(row), randn(row), misalign=misalign, reduction_size=row)
     assert schedules(c) == ["normalization (row, row, reduce, reduce, tile)"]
     check(lambda x: ops.softmax(x, -1), randn(2, row), reduction_size=row)
+
+
+def _variants(compiled) -> list[str]:
+    """The normalization kernels' variants as launch_params describes them, in order."""
+    lines = [line.split(": ", 1)[1] for line in compiled.stages["launch_params"].splitlines()
+             if ": normalization" in line]
+    first = lines[0].split("; ", 1)[1] if "; " in lines[0] else "rows held"
+    return [first] + [line.split("normalization: ", 1)[1] for line in lines[1:]]
+
+
+SHIFTED_HELD = "rows held, vectors from each row's first aligned element"
+SCALAR_LOOPING = "the looping variant, for rows too long to hold or unaligned"
+
+
+@pytest.mark.parametrize("row,dtype,first", [
+    (101, np.float32, SHIFTED_HELD), (301, ml_dtypes.bfloat16, SHIFTED_HELD),
+    (16387, np.float32, "the looping variant in vectors from each row's first aligned element"),
+    (16388, np.float32, "the looping variant in vectors")])
+@pytest.mark.parametrize("misalign", [None, {0: 4}], ids=["aligned", "input+4B"])
+def test_static_rows_of_any_length_are_read_in_vectors(row, dtype, first, misalign) -> None:
+    """A row length known at compile time that is not a multiple of the vector (vocabulary
+    rows: 30522, 50257) or too long to hold: vectors from each row's first aligned element,
+    the few elements before and after them one to a lane (every row of 5 starts misaligned
+    differently); rows too long to hold loop over chunks of vectors. Column vectors (the
+    LayerNorm weights) are read an element at a time there; a misaligned input takes the
+    looping variant an element at a time. Each row's sums stay within tolerance."""
+    x, w, b = randn(5, row, dtype=dtype), randn(row, dtype=dtype), randn(row, dtype=dtype)
+    for fn, args in ((_layer_norm, (x, w, b)), (lambda t: ops.softmax(t, -1), (x,))):
+        c = check(fn, *args, misalign=misalign, reduction_size=row, dynamic=False)
+        assert _variants(c) == [first, SCALAR_LOOPING], c.stages["launch_params"]
+
+
+@pytest.mark.parametrize("row", [301, 16387])
+def test_shifted_rows_with_a_tile_broadcast_over_rows_and_iota(row) -> None:
+    """A shifted row reading a tile broadcast over the batch (its rows start misaligned
+    otherwise: read an element at a time) and the column index (cross-entropy's one-hot)."""
+    def fn(x, p, label):
+        y = x + p
+        logp = y - ops.log(ops.exp(y - y.max(-1, keepdim=True)).sum(-1, keepdim=True)) - y.max(-1, keepdim=True)
+        hot = I.iota(row) == label
+        return ops.where(hot, logp, 0.0).sum(-1), ops.exp(logp)
+    label = np.array([[0], [row - 1], [5], [row // 2], [row - 2], [1]], np.int64).reshape(2, 3, 1)
+    c = check(fn, randn(2, 3, row), randn(1, 3, row), label, reduction_size=row, dynamic=False)
+    assert _variants(c)[0] != SCALAR_LOOPING, c.stages["launch_params"]
 
 
 INV_ROW = 1 / 64

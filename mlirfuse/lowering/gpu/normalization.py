@@ -19,10 +19,16 @@ and shared memory give every thread of the row the total, a row op computes per 
 Buffers that only the chain uses (its temporaries) are neither stored nor, once the chain
 is emitted, allocated (`drop_dead_buffers`). Rows too long to hold, or not aligned to the
 vector, take the looping variant: a pass over the row per reduction, recomputing tile
-values from global memory, and a last pass writing the outputs. The two variants are two
-kernels (the host picks one per call, `gpu_kernels.ALTERNATIVE_ATTR`): ptxas compiles them
-in parallel, and the held rows do not share a register budget with the looping code
-(bias-dropout-add-LayerNorm: 68 bytes of spills in one kernel, none in the held variant's).
+values from global memory, and a last pass writing the outputs; in vectors from each row's
+first element aligned in memory (`Variant.shifted`: the elements before and after them one
+to a lane), or an element at a time where the buffers are not aligned alike. A static row
+length that fits but is not a multiple of the vector is held with the same shift. The
+variants are kernels of their own (the host picks one per call,
+`gpu_kernels.ALTERNATIVE_ATTR`): ptxas compiles them in parallel, and the held rows do not
+share a register budget with the looping code (bias-dropout-add-LayerNorm: 68 bytes of
+spills in one kernel, none in the held variant's). H200, vocabulary rows (bench/models.py,
+session 39): GPT-2 bf16-autocast cross-entropy backward 808 -> 497 us, GPT-2 f32 forward
+550 -> 467 us, BERT f32 forward 398 -> 336 us.
 Parameters come from `heuristics.normalization_heuristic`.
 """
 
@@ -32,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mlir import ir
-from mlir.dialects import arith
+from mlir.dialects import arith, memref
 
 from mlirfuse.lowering.gpu import heuristics as S
 from mlirfuse.lowering.gpu.kernels import (
@@ -315,19 +321,34 @@ def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationPar
         shared = [ir.MemRefType.get([params.block // S.WARP], o.type.element_type, memory_space=workgroup)
                   for m in chain.reductions for o in m.generic.outputs]
         nonempty = arith.cmpi(arith.CmpIPredicate.ugt, rows, index_const(0))
-        # Two kernels, the host launching one: compiled apart (ptxas compiles them in parallel,
-        # and the held rows' registers are not the looping variant's).
-        looping = arith.xori(persistent, arith.constant(ir.IntegerType.get_signless(1), 1))
-        variants = [(False, persistent), (True, looping)]
-        static = chain.static_row()  # (one tier then) a row known not to be held: only the looping variant
-        if static is not None and (static == 0 or static > params.tiers[0].threads * vec * params.slots
-                                   or static % vec):
-            variants = [(True, None)]
+        # Kernels of which the host launches one: compiled apart (ptxas compiles them in
+        # parallel, and the held rows' registers are not the looping variant's).
+        plan = _plan(chain.static_row(), params)
+        if plan and plan[0].shifted and not _row_laid(chain, views, vectored):
+            plan = [LOOPING]  # no tile laid out as the rows to align them by
+        true = arith.constant(ir.IntegerType.get_signless(1), 1)
+        if plan is None and (vec == 1 or not _row_laid(chain, views, vectored)):
+            variants = [(HELD, persistent), (LOOPING, arith.xori(persistent, true))]
+        elif plan is None:  # held rows; else vectors from each row's first aligned element; else scalars
+            persistent = arith.andi(persistent, _rows_aligned(chain, views, vectored, vec, False))
+            other = arith.xori(persistent, true)
+            shifted = arith.andi(arith.andi(other, arith.cmpi(arith.CmpIPredicate.uge, threads, index_const(2 * vec))),
+                                 arith.andi(arith.cmpi(arith.CmpIPredicate.ugt, row_len, index_const(0)), arith.andi(
+                                     aligned(list(vectored), [vec * o.element_bytes for o in vectored.values()]),
+                                     _rows_aligned(chain, views, vectored, vec, True))))
+            variants = [(HELD, persistent), (Variant(True, True, True), shifted),
+                        (LOOPING, arith.andi(other, arith.xori(shifted, true)))]
+        elif len(plan) == 1:
+            variants = [(plan[0], None)]
+        else:
+            vector_ok = arith.andi(aligned(list(vectored), [vec * o.element_bytes for o in vectored.values()]),
+                                   _rows_aligned(chain, views, vectored, vec, plan[0].shifted))
+            variants = [(plan[0], vector_ok), (plan[1], arith.xori(vector_ok, true))]
         launches = []
-        for variant, when in variants:
+        for k, (variant, when) in enumerate(variants):
             body, _ = guarded_launch(chain.members[-1].generic, "normalization",
                                      arith.andi(nonempty, when) if when is not None else nonempty,
-                                     grid, block, shared, alternative=len(variants) > 1 and variant)
+                                     grid, block, shared, alternative=k > 0)
             # The block size is the host's choice: the kernel must fit `params.block` threads.
             set_kernel_attrs(body.owner, {"nvvm.maxnreg": ir.IntegerAttr.get(
                 ir.IntegerType.get_signless(32), params.max_registers)})
@@ -337,13 +358,93 @@ def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationPar
             kernel = NormalizationKernel(chain, params, views, live_out, row_ext, col_ext, rows, row_len,
                                           threads, rows_per_block, list(body.arguments)[12:],
                                           body.arguments[0], body.arguments[3])
-            if variant:
-                kernel.run(1, params.loop_slots, looping=True)
-            else:
-                kernel.run(vec, params.slots, looping=False)
+            width = vec if variant.vectors else 1
+            kernel.run(width, params.loop_slots if variant.looping else params.slots, looping=variant.looping,
+                       lead=_row_laid(chain, views, vectored)[0] if variant.shifted else None)
     for m in reversed(chain.members):
         m.generic.op.erase()
     return [variant for _, variant in launches]
+
+
+def _row_laid(chain: Chain, views: dict, vectored: dict) -> list[ir.Value]:
+    """The [rows, row] views of the vectored tiles not broadcast over rows (their rows are
+    the chain's rows), inputs first."""
+    broadcast = chain.broadcast_rows()
+    laid = [(o.is_output, views[(v, TILE)]) for v, o in vectored.items()
+            if (v, TILE) in views and v not in broadcast]
+    return [view for _, view in sorted(laid, key=lambda t: t[0])]
+
+
+def _rows_aligned(chain: Chain, views: dict, vectored: dict, vec: int, shifted: bool) -> ir.Value:
+    """Host: every vector the kernel reads or writes is aligned, given aligned base pointers.
+    Unshifted: every view's offset and row stride are multiples of the vector. Shifted (a
+    row's vectors start at the first tile's first aligned element): the tiles laid out as the
+    rows have offsets and row strides congruent to the first's (their rows are misaligned
+    alike); column vectors and broadcast tiles are read an element at a time."""
+    broadcast = chain.broadcast_rows()
+    laid = _row_laid(chain, views, vectored)
+    others = [] if shifted else [view for (v, role), view in views.items()
+                                 if v in vectored and (role == COL or v in broadcast)]
+    ok = arith.constant(ir.IntegerType.get_signless(1), 1)
+    w = index_const(vec)
+
+    def layout(view: ir.Value) -> tuple[ir.Value, ir.Value | None]:
+        rank = ir.MemRefType(view.type).rank
+        meta = memref.ExtractStridedMetadataOp(view).results
+        return meta[1], (meta[2 + rank] if rank == 2 else None)  # offset, row stride
+
+    def same(a: ir.Value, b: ir.Value) -> ir.Value:
+        return arith.cmpi(arith.CmpIPredicate.eq, arith.remui(a, w), arith.remui(b, w))
+
+    zero = index_const(0)
+    reference = layout(laid[0]) if shifted and laid else None
+    for view in (laid[1:] if shifted else laid) + others:
+        offset, stride = layout(view)
+        ok = arith.andi(ok, same(offset, reference[0] if reference else zero))
+        if stride is not None:
+            ok = arith.andi(ok, same(stride, reference[1] if reference else zero))
+    return ok
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One kernel of a chain: rows held in registers or `looping` over chunks, in vectors or
+    an element at a time, `shifted` (rows whose length is not a multiple of the vector:
+    vectors from each row's first vector boundary, the elements around them one a lane)."""
+
+    looping: bool
+    vectors: bool
+    shifted: bool = False
+
+    def describe(self) -> str:
+        if not self.looping:
+            return "rows held" + (", vectors from each row's first aligned element" if self.shifted else "")
+        if not self.vectors:
+            return "the looping variant, for rows too long to hold or unaligned"
+        return "the looping variant in vectors" + (" from each row's first aligned element" if self.shifted else "")
+
+
+HELD, LOOPING = Variant(False, True), Variant(True, False)
+
+
+def _plan(static: int | None, params: S.NormalizationParams) -> list[Variant] | None:
+    """The kernels for a row of `static` elements (its tier known): the first where the
+    buffers are aligned to the vector, the second (if any) otherwise. None for a row length
+    known at run time only: rows held (length a multiple of the vector, aligned buffers)
+    or the looping variant an element at a time."""
+    if static is None:
+        return None
+    vec = params.vector
+    threads = params.tiers[0].threads
+    held = 0 < static <= threads * vec * params.slots
+    if static == 0:
+        return [LOOPING]
+    if vec == 1:
+        return [HELD] if held else [LOOPING]
+    shifted = static % vec != 0
+    if shifted and threads < 2 * vec:  # too few lanes for the elements around the vectors
+        return [LOOPING]
+    return [Variant(not held, True, shifted), LOOPING]
 
 
 def _escapes(buffer: ir.Value, chain_ops: set) -> bool:

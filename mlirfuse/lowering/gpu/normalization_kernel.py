@@ -68,13 +68,29 @@ class NormalizationKernel:
             self.broadcast_rows[buffer] = linear
 
     # -- the chain, member by member
-    def run(self, width: int, slots: int, looping: bool) -> None:
-        self.width, self.slots, self.looping = width, slots, looping
+    def run(self, width: int, slots: int, looping: bool, lead: ir.Value | None = None) -> None:
+        """Emit the chain: `slots` vectors of `width` elements a thread, the whole row held
+        (or, `looping`, a chunk at a time). `lead`: rows are shifted (their length is not a
+        multiple of `width`): a row's vectors start at the first element of the [rows, row]
+        view `lead` that is a multiple of `width` in memory (`start` < width elements in; the
+        host checked that the other tiles laid out as rows are misaligned alike); the `start`
+        elements before and the fewer than `width` after the vectors go one to a lane of an
+        edge chunk (the kernel then needs threads >= 2 width)."""
+        self.width, self.slots, self.looping, self.shifted = width, slots, looping, lead is not None
+        self.start, self.end, self.edge = index_const(0), self.row_len, None
+        if lead is not None:
+            w = index_const(width)
+            meta = memref.ExtractStridedMetadataOp(lead).results  # base, offset, sizes, strides
+            first = arith.addi(meta[1], arith.muli(self.safe_row, meta[4]))
+            self.start = arith.remui(arith.subi(w, arith.remui(first, w)), w)
+            self.end = arith.addi(self.start, arith.muli(arith.divui(arith.subi(self.row_len, self.start), w), w))
+            self.edge = self.edge_chunk()
         self.row_values: dict[ir.Value, ir.Value] = {}  # [rows] buffers: this row's value
         self.row_loads: dict[tuple[ir.Value, str], ir.Value] = {}
         self.producer: dict[ir.Value, tuple[Member, int]] = {}  # tile buffer -> member, output
         self.env: dict[int, dict] = {}  # id(member) -> its inputs as of its place in the chain
         self.whole_row = None if looping else self.chunk(index_const(0))
+        row_chunks = [] if looping else [self.whole_row] + ([self.edge] if self.edge else [])
         shared = iter(self.shared)
         stored: list[Member] = []
         for m in self.chain.members:
@@ -90,7 +106,8 @@ class NormalizationKernel:
                     if looping:
                         stored.append(m)
                     else:
-                        self.store_tiles(m, self.whole_row)
+                        for chunk in row_chunks:
+                            self.store_tiles(m, chunk)
         if stored:  # the looping variant's last pass: every output tile
             self.over_chunks([], lambda chunk, accs: self.store_all(stored, chunk))
 
@@ -158,7 +175,7 @@ class NormalizationKernel:
 
     def accumulate(self, m: Member, chunk: Chunk, accs: list[ir.Value]) -> list[ir.Value]:
         g = m.generic
-        for j in range(self.slots):
+        for j in range(len(chunk.cols)):
             before = accs
             for e in range(chunk.width):
                 mapping = self.mapping(m, chunk, j, e)
@@ -169,37 +186,52 @@ class NormalizationKernel:
 
     # -- row-sized values, a chunk at a time
     def chunk(self, base: ir.Value) -> Chunk:
-        """Slots j < slots of the chunk starting at element `base`: slot j of lane l starts at
-        base + (j * threads + l) * width (a warp's slot j is one contiguous span)."""
+        """Slots j < slots of the chunk starting at element `base` of the vectors' span:
+        slot j of lane l starts at start + base + (j * threads + l) * width (a warp's slot j is
+        one contiguous span), valid where its whole vector is inside the span."""
         cols, valid = [], []
+        first = arith.addi(self.start, base) if self.shifted else base
         for j in range(self.slots):
             vectors = arith.addi(arith.muli(index_const(j), self.threads), self.lane) if j else self.lane
-            col = arith.addi(base, arith.muli(vectors, index_const(self.width)))
+            col = arith.addi(first, arith.muli(vectors, index_const(self.width)))
             cols.append(col)
-            valid.append(arith.andi(self.row_ok, arith.cmpi(arith.CmpIPredicate.ult, col, self.row_len)))
+            valid.append(arith.andi(self.row_ok, arith.cmpi(arith.CmpIPredicate.ult, col, self.end)))
         return Chunk(self.width, cols, valid)
+
+    def edge_chunk(self) -> Chunk:
+        """The elements outside the vectors' span, one a lane: lane l < start takes column l,
+        the next lanes the columns from `end` on."""
+        head = arith.cmpi(arith.CmpIPredicate.ult, self.lane, self.start)
+        col = arith.select(head, self.lane, arith.addi(self.end, arith.subi(self.lane, self.start)))
+        count = arith.addi(self.start, arith.subi(self.row_len, self.end))
+        valid = arith.andi(self.row_ok, arith.cmpi(arith.CmpIPredicate.ult, self.lane, count))
+        return Chunk(1, [col], [valid])
 
     def over_chunks(self, accs: list[ir.Value], body) -> list[ir.Value]:
         """`body(chunk, accs)` on the whole row (held in registers), or in the looping variant
-        on each chunk in turn, carrying `accs`."""
+        on each chunk in turn, carrying `accs`; then on the edge chunk of a shifted row."""
         if not self.looping:
-            return body(self.whole_row, accs)
-        per_chunk = arith.muli(self.threads, index_const(self.slots * self.width))
-        loop = scf.ForOp(index_const(0), arith.ceildivui(self.row_len, per_chunk), index_const(1), accs)
-        with ir.InsertionPoint(loop.body):
-            chunk = self.chunk(arith.muli(loop.induction_variable, per_chunk))
-            scf.YieldOp(body(chunk, list(loop.inner_iter_args)))
-        return list(loop.results)
+            accs = body(self.whole_row, accs)
+        else:
+            per_chunk = arith.muli(self.threads, index_const(self.slots * self.width))
+            span = arith.subi(self.end, self.start) if self.shifted else self.row_len
+            loop = scf.ForOp(index_const(0), arith.ceildivui(span, per_chunk), index_const(1), accs)
+            with ir.InsertionPoint(loop.body):
+                chunk = self.chunk(arith.muli(loop.induction_variable, per_chunk))
+                scf.YieldOp(body(chunk, list(loop.inner_iter_args)))
+            accs = list(loop.results)
+        return body(self.edge, accs) if self.edge is not None else accs
 
     def tiles(self, m: Member, chunk: Chunk) -> list[list[list[ir.Value]]]:
         """The tile member's outputs on the chunk: [output][slot][element]."""
         key = ("member", id(m))
         if key not in chunk.memo:
             g = m.generic
-            outs: list[list[list[ir.Value]]] = [[[] for _ in range(self.slots)] for _ in g.outputs]
-            shared_calls = chunk.width % 4 == 0 and len(m.cols) == 1 and philox_linear_in(
+            outs: list[list[list[ir.Value]]] = [[[] for _ in chunk.cols] for _ in g.outputs]
+            # (a shifted row's vectors do not start at multiples of 4 of the random index)
+            shared_calls = chunk.width % 4 == 0 and not self.shifted and len(m.cols) == 1 and philox_linear_in(
                 g.body, m.cols[0], lambda v: self.chain.extents.class_of(v) == self.chain.col_classes[0])
-            for j in range(self.slots):
+            for j in range(len(chunk.cols)):
                 cloned: list[list[ir.Operation]] = []
                 for e in range(chunk.width):
                     cloned.append([])
@@ -230,15 +262,22 @@ class NormalizationKernel:
         return mapping
 
     def load(self, buffer: ir.Value, role: str, chunk: Chunk) -> list[list[ir.Value]]:
-        """The buffer's slots on the chunk, every slot loaded at once (invalid ones at column
-        0 of a valid row, their values unused: the loads need no branch)."""
+        """The buffer's slots on the chunk, every slot loaded at once (invalid ones at the
+        span's first column of a valid row, their values unused: the loads need no branch).
+        In a shifted row, buffers not laid out as the rows (column vectors, tiles broadcast
+        over rows) start their vectors elsewhere: they are read an element at a time."""
         key = ("load", buffer, role)
         if key not in chunk.memo:
             view = self.views[(buffer, role)]
+            row = self.broadcast_rows.get(buffer, self.safe_row)
+            apart = self.shifted and (role == COL or buffer in self.broadcast_rows)
             slots = []
             for j in range(len(chunk.cols)):
                 col = self.safe_col(chunk, j)
-                row = self.broadcast_rows.get(buffer, self.safe_row)
+                if apart:
+                    cols = [arith.addi(col, index_const(e)) if e else col for e in range(chunk.width)]
+                    slots.append([memref.load(view, [row, c] if role == TILE else [c]) for c in cols])
+                    continue
                 loaded = load(view, [row, col] if role == TILE else [col], chunk.width)
                 slots.append([element(loaded, e) for e in range(chunk.width)])
             chunk.memo[key] = slots
@@ -268,11 +307,12 @@ class NormalizationKernel:
         return self.row_index(m, d)
 
     def safe_col(self, chunk: Chunk, j: int) -> ir.Value:
-        """Slot j's first column, or column 0 where the slot is past the row's end (its
-        values are discarded; the body's reads at its indices stay in bounds)."""
+        """Slot j's first column, or the vectors' first column where the slot is past the
+        row's end (its values are discarded; the body's reads at its indices stay in bounds,
+        and a vector there is aligned)."""
         key = ("col", j)
         if key not in chunk.memo:
-            chunk.memo[key] = arith.select(chunk.valid[j], chunk.cols[j], index_const(0))
+            chunk.memo[key] = arith.select(chunk.valid[j], chunk.cols[j], self.start)
         return chunk.memo[key]
 
     def across_row(self, combiners: list[ir.Operation], accs: list[ir.Value],

@@ -144,9 +144,12 @@ def _apply(ops: list[ir.Operation], i: int, schedule: tuple[str, Any], chain: An
             _fail(op, f"the last op of a normalization chain takes a normalization (or naive) schedule, not {kind}")
         _check_vector(op, kind, params, chain.vector_bytes())
         note = f"normalization ({gpu_normalization.describe(chain)}): {params}"
-        if gpu_normalization.emit_chain(ops, chain, params) == [True]:  # a static row known not to be held
+        variants = gpu_normalization.emit_chain(ops, chain, params)
+        if variants == [gpu_normalization.LOOPING]:  # a static row known not to be held
             return [f"{note}; the looping variant only (rows of this length are not held)"]
-        return [note, "normalization: the looping variant, for rows too long to hold or unaligned"]
+        if variants[0] != gpu_normalization.HELD:
+            note = f"{note}; {variants[0].describe()}"
+        return [note] + [f"normalization: {v.describe()}" for v in variants[1:]]
     g = gpu_kernels.analyze(op, strided_inputs=kind == "pointwise")
     match = _MATCHERS.get(kind, _no_match)(g) if not isinstance(g, str) else g
     if isinstance(match, str):

@@ -1,6 +1,6 @@
 // Inner reductions beyond float32 sums. var_mean: the mean's sum, the mean, the squared
 // deviations and the variance are one normalization kernel: x loaded once (4 vectors a
-// thread), the mean and variance written once per row.
+// thread), the mean and variance written once per row (three kernel variants, one launch).
 // float64 max: 2 x 64-bit vectors, each 64-bit shuffle split into two 32-bit ones, -inf as
 // the starting value.
 // RUN: mlirfuse-opt %S/Inputs/var_mean.mlir --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline{stop=gpu})' | FileCheck %s --check-prefix=VAR-PARAMS
@@ -11,7 +11,7 @@
 // VAR-PARAMS: normalization (row, row, reduce, row, reduce, row): NormalizationParams(vector=4,
 // VAR-PARAMS-NOT: naive
 // VAR-PARAMS: "launches: 1"
-// VAR-PARAMS: "kernels: 2"
+// VAR-PARAMS: "kernels: 3"
 
 // VAR: gpu.launch blocks{{.*}} workgroup(
 // VAR-COUNT-4: vector.load %arg0[%{{[^ ]+}}, %{{[^ ]+}}] {alignment = 16 : i64} : memref<?x?xf32>, vector<4xf32>

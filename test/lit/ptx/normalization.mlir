@@ -8,17 +8,20 @@
 // registers for the variance and the output. Every thread of a row gets each total
 // (butterflies, then the warps' totals through shared memory in warp order). The
 // temporaries (the two [rows] totals, the centred rows) are never allocated. Rows that are
-// unaligned or too long take the looping variant: a second kernel, launched instead of the
-// first (its guard is `mlirfuse.alternative`), so one launch a call and two PTX entries.
+// unaligned or too long take a looping variant: a second kernel, in vectors from each row's
+// first aligned element, or, where a buffer is misaligned, a third, an element at a time;
+// each is launched instead of the first (its guard is `mlirfuse.alternative`), so one
+// launch a call and three PTX entries.
 // RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline{stop=gpu})' | FileCheck %s --check-prefix=PARAMS
 // RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline{stop=gpu})' | FileCheck %s --check-prefix=GPU
 // RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline)' --emit=ptx | FileCheck %s --check-prefix=PTX
 
 // PARAMS: normalization (row, row, reduce, reduce, tile): NormalizationParams(vector=4, slots=4, block=1024, tiers=(RowTier(max_row=16, threads=1), {{.*}}, RowTier(max_row=512, threads=32), {{.*}}, RowTier(max_row=None, threads=1024)), loop_slots=1, min_block=128)
+// PARAMS: launch 0 (or) gridDim=(?, 1, 1) blockDim=(?, 1, 1): normalization: the looping variant in vectors from each row's first aligned element
 // PARAMS: launch 0 (or) gridDim=(?, 1, 1) blockDim=(?, 1, 1): normalization: the looping variant, for rows too long to hold or unaligned
 // PARAMS-NOT: launch 1
 // PARAMS: "launches: 1"
-// PARAMS: "kernels: 2"
+// PARAMS: "kernels: 3"
 
 // GPU-LABEL: func.func @mlirfuse_entry(
 // GPU-NOT: gpu.alloc
@@ -43,10 +46,19 @@
 // GPU: vector.store %{{[^ ]+}}, %arg3[%{{[^ ]+}}, %{{[^ ]+}}] {alignment = 16 : i64} : memref<?x?xf32>, vector<4xf32>
 // GPU-NOT: scf.for
 // GPU: } {mlirfuse.schedule = "normalization"}
-// The looping variant, launched instead: element by element, a pass per reduction, then the outputs.
+// The looping variants, launched instead: a pass per reduction, then the outputs; in
+// vectors from the row's first aligned element (the elements around them one a lane), ...
+// GPU: gpu.launch blocks
+// GPU-SAME: threads({{.*}}) in ({{[^ ]+}} = %[[BLOCK]],
+// GPU: memref.extract_strided_metadata %arg0
+// GPU: scf.for
+// GPU: vector.load %arg0
+// GPU: } {mlirfuse.alternative, mlirfuse.schedule = "normalization"}
+// ... or element by element.
 // GPU: gpu.launch blocks
 // GPU-SAME: threads({{.*}}) in ({{[^ ]+}} = %[[BLOCK]],
 // GPU: scf.for
+// GPU-NOT: vector.load %arg0
 // GPU: memref.load %arg0
 // GPU: } {mlirfuse.alternative, mlirfuse.schedule = "normalization"}
 // GPU-NOT: gpu.launch
@@ -61,6 +73,9 @@
 // PTX: shfl.sync.bfly.b32
 // PTX: bar.sync 0;
 // PTX: st.global.v4.{{[bf]}}32
+// PTX: .visible .entry mlirfuse_entry_kernel_{{[0-9]+}}(
+// PTX: .maxnreg 64
+// PTX: ld.global.v4.{{[bf]}}32
 // PTX: .visible .entry mlirfuse_entry_kernel_{{[0-9]+}}(
 // PTX: .maxnreg 64
 // PTX-NOT: .entry
