@@ -473,23 +473,28 @@ def test_cross_entropy_reads_bf16_logits_in_one_normalization_kernel_each_way() 
     assert "gpu.alloc" not in backward.stages["gpu"]
 
 
-@pytest.mark.parametrize("b, s, v, pitch", [(2, 3, 300, 304), (3, 5, 1001, 1008)])
-def test_cross_entropy_reads_a_slice_of_padded_logits_in_place(b, s, v, pitch) -> None:
+@pytest.mark.parametrize("b, s, v, pitch", [(2, 3, 300, 304), (3, 5, 1001, 1008), (3, 5, 1001, 1003)])
+@pytest.mark.parametrize("misalign", [None, {0: 2}], ids=["aligned", "logits+2B"])
+def test_cross_entropy_reads_a_slice_of_padded_logits_in_place(b, s, v, pitch, misalign) -> None:
     """Logits sliced from a padded product ([b, s, pitch] -> [b, s, v]): cast, viewed as rows
     and normalized with the slice read in place, one normalization kernel each way and no
-    copy of the logits (the slice used to be written out in float32 first)."""
+    copy of the logits (the slice used to be written out in float32 first). The slice's
+    rows are read in vectors from each row's first aligned element (a pitch of 1003 starts
+    each row elsewhere), or, misaligned, an element at a time."""
     rng = np.random.default_rng(5)
     wide = (rng.standard_normal((b, s, pitch)) * 3).astype(ml_dtypes.bfloat16)
     labels = rng.integers(0, v, (b * s, 1)).astype(np.int64)
-    forward = check(lambda w, y: _cross_entropy_forward(I.slice_dim(w, 2, 0, v), y), wide, labels, reduction_size=v)
+    forward = check(lambda w, y: _cross_entropy_forward(I.slice_dim(w, 2, 0, v), y), wide, labels, reduction_size=v,
+                    misalign=misalign)
     assert [k.split(" ")[0] for k in schedules(forward)] == ["normalization"]
+    assert "vector.load %arg0[" in forward.stages["gpu"]
     assert re.findall(r"gpu\.alloc .*", forward.stages["gpu"]) == [f"gpu.alloc  () : memref<{b * s}xf32>"]
     x = wide.astype(np.float32)[:, :, :v].reshape(b * s, v)
     m = x.max(1, keepdims=True)
     lse = np.log(np.exp(x - m).sum(1, keepdims=True)).astype(np.float32)
     other = (rng.standard_normal((b, s, v)) * 0.1).astype(ml_dtypes.bfloat16)
     backward = check(lambda w, m, lse, y, sc, o: _cross_entropy_backward(I.slice_dim(w, 2, 0, v), m, lse, y, sc, o),
-                     wide, m, lse, labels, np.float32(0.25), other, reduction_size=v)
+                     wide, m, lse, labels, np.float32(0.25), other, reduction_size=v, misalign=misalign)
     assert schedules(backward) == ["normalization (tile, row, reduce, tile)"]
     assert "gpu.alloc" not in backward.stages["gpu"]
 
@@ -548,6 +553,33 @@ def test_cross_entropy_of_a_slice_reads_labels_of_valid_rows_only() -> None:
 def test_reference_workloads(w) -> None:
     inputs = w.make_inputs(w.small, np.random.default_rng(0))
     check(w.jit_fn, *inputs, reduction_size=w.small[-1])
+
+
+@pytest.mark.parametrize("name,fn,args,vectors", [
+    # a weight padded with rows to a multiple of 8 (the output projection's, every step)
+    ("pad rows", lambda w: ops.pad(w, [0, 0, 0, 3]), [randn(37, 64, dtype=ml_dtypes.bfloat16)], True),
+    ("pad rows both sides", lambda w: ops.pad(w * 2.0, [0, 0, 2, 3], 1.5), [randn(5, 32)], True),
+    ("slice of columns at a vector", lambda x: ops.slice(x, [0, 8], [None, 40]) + 1.0, [randn(6, 48)], True),
+    ("slice of columns off a vector", lambda x: ops.slice(x, [0, 3], [None, 35]) + 1.0, [randn(6, 48)], False),
+    ("cat of rows", lambda a, b: ops.cat([a, b * 2.0], 0), [randn(3, 16), randn(5, 16)], True),
+    ("embedding rows", lambda w, i: ops.index_select(w, i, 0) * 2.0,
+     [randn(10, 32), np.array([9, 0, 3, 3, 7], np.int64)], True),
+    ("pad of the last dim", lambda x: ops.pad(x, [0, 4]), [randn(4, 12)], False),
+])
+@pytest.mark.parametrize("misalign", [None, {0: 4}], ids=["aligned", "input+4B"])
+def test_reads_in_the_body_along_rows_are_vector_loads(name, fn, args, vectors, misalign) -> None:
+    """A pad, slice, cat or gather reads its source inside the pointwise kernel's body: where
+    a vector's elements read consecutive elements of one row of the source (the last index
+    is the innermost loop's, plus a multiple of the vector), they are one vector load, made
+    before the body's copies (a pad's rows past the end read the last row, unused). Values
+    equal the CPU backend's, aligned or not (a misaligned source takes the scalar variant)."""
+    c = check(fn, *args, misalign=misalign)
+    assert schedules(c) == ["pointwise"], c.stages["launch_params"]
+    source = c.stages["gpu"].split("gpu.launch", 1)[1]
+    loads = re.findall(r"vector\.load %arg0\[", source)
+    assert bool(loads) == vectors, source[:3000]
+    if vectors:  # the vector variant without them too, for a source the vectors do not fit
+        assert source.count("scf.if") >= 2 and re.search(r"memref\.load %arg0\[", source)
 
 
 def test_the_emulator_catches_a_missing_barrier(monkeypatch) -> None:

@@ -186,25 +186,38 @@ def monotone(results: Sequence[int]) -> bool:
 
 # -- body cloning -------------------------------------------------------------------------
 def clone_body(body: ir.Block, mapping: dict, index_of: Callable[[int], ir.Value],
-               cloned: list[ir.Operation] | None = None) -> list[ir.Value]:
+               cloned: list[ir.Operation] | None = None, replaced: dict[int, ir.Value] | None = None) -> list[ir.Value]:
     """Emit the body at the current insertion point; `mapping` gives the block arguments'
     values, `index_of(d)` the value of `linalg.index d`. Returns the yielded values; the
-    copies of the body's ops are appended to `cloned` where given."""
+    copies of the body's ops are appended to `cloned` where given. `replaced`: single-result
+    ops (by their place among the body's ops in pre-order, `nested_ops`, nested ones too)
+    not copied: their result is the given value."""
     mapping = dict(mapping)
+    replaced = replaced or {}
+    position = 0
     for op in body.operations:
         op = op.operation
+        here, position = position, position + len(walk_ops(op))
         if op.name == "linalg.yield":
             return [mapping.get(v, v) for v in op.operands]
         if op.name == "linalg.index":
             mapping[op.results[0]] = index_of(ir.IntegerAttr(op.attributes["dim"]).value)
             continue
+        if here in replaced:
+            mapping[op.results[0]] = replaced[here]
+            continue
         new = op.clone()
         if cloned is not None:
             cloned.append(new.operation)
-        for inner in walk_ops(new):
+        copies = walk_ops(new)
+        for inner in copies:
             for v in list(inner.operands):
                 if v in mapping:
                     inner.replace_uses_of_with(v, mapping[v])
+        for k in sorted((k for k in replaced if here < k < position), reverse=True):
+            copy = copies[k - here]
+            copy.results[0].replace_all_uses_with(replaced[k])
+            copy.erase()
         for old, value in zip(op.results, new.results):
             mapping[old] = value
     raise ValueError("linalg.generic body without linalg.yield")

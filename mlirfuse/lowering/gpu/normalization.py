@@ -41,6 +41,7 @@ from mlir import ir
 from mlir.dialects import arith, memref
 
 from mlirfuse.lowering.gpu import heuristics as S
+from mlirfuse.lowering.gpu.body_reads import contiguous_reads
 from mlirfuse.lowering.gpu.kernels import (
     ZERO,
     Generic,
@@ -324,10 +325,19 @@ def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationPar
         # Kernels of which the host launches one: compiled apart (ptxas compiles them in
         # parallel, and the held rows' registers are not the looping variant's).
         plan = _plan(chain.static_row(), params)
-        if plan and plan[0].shifted and not _row_laid(chain, views, vectored):
+        laid = _row_laid(chain, views, vectored)
+        reads = vec > 1 and _reads_rows(chain, vec)  # in the members' bodies: a lead where no tile is laid
+        if plan and plan[0].shifted and not laid and not reads:
             plan = [LOOPING]  # no tile laid out as the rows to align them by
         true = arith.constant(ir.IntegerType.get_signless(1), 1)
-        if plan is None and (vec == 1 or not _row_laid(chain, views, vectored)):
+        if plan is None and not laid and reads:
+            other = arith.xori(persistent, true)
+            shifted = arith.andi(other, arith.andi(
+                arith.cmpi(arith.CmpIPredicate.uge, threads, index_const(2 * vec)),
+                arith.cmpi(arith.CmpIPredicate.ugt, row_len, index_const(0))))
+            variants = [(HELD, persistent), (Variant(True, True, True), shifted),
+                        (LOOPING, arith.andi(other, arith.xori(shifted, true)))]
+        elif plan is None and (vec == 1 or not laid):
             variants = [(HELD, persistent), (LOOPING, arith.xori(persistent, true))]
         elif plan is None:  # held rows; else vectors from each row's first aligned element; else scalars
             persistent = arith.andi(persistent, _rows_aligned(chain, views, vectored, vec, False))
@@ -360,10 +370,17 @@ def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationPar
                                           body.arguments[0], body.arguments[3])
             width = vec if variant.vectors else 1
             kernel.run(width, params.loop_slots if variant.looping else params.slots, looping=variant.looping,
-                       lead=_row_laid(chain, views, vectored)[0] if variant.shifted else None)
+                       lead=(laid[0] if laid else True) if variant.shifted else None)
     for m in reversed(chain.members):
         m.generic.op.erase()
     return [variant for _, variant in launches]
+
+
+def _reads_rows(chain: Chain, vec: int) -> bool:
+    """A member's body reads a buffer along the rows (`body_reads`: a slice, pad or gather
+    of a source captured by the body), which the kernel can read in vectors."""
+    return any(m.kind != ROW and m.cols == [m.generic.n_loops - 1] and contiguous_reads(m.generic, vec)
+               for m in chain.members)
 
 
 def _row_laid(chain: Chain, views: dict, vectored: dict) -> list[ir.Value]:

@@ -9,15 +9,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from mlir import ir
-from mlir.dialects import arith, gpu, memref, scf
+from mlir.dialects import arith, gpu, memref, scf, vector
 
 from mlirfuse.lowering.gpu import heuristics as S
+from mlirfuse.lowering.gpu.body_reads import Hoisted, contiguous_reads
 from mlirfuse.lowering.gpu.combiners import butterfly, identity
 from mlirfuse.lowering.gpu.kernels import (
     clone_body,
     combine,
     delinearize,
     element,
+    element_bytes,
     load,
     store,
 )
@@ -68,20 +70,34 @@ class NormalizationKernel:
             self.broadcast_rows[buffer] = linear
 
     # -- the chain, member by member
-    def run(self, width: int, slots: int, looping: bool, lead: ir.Value | None = None) -> None:
+    def run(self, width: int, slots: int, looping: bool, lead: ir.Value | bool | None = None) -> None:
         """Emit the chain: `slots` vectors of `width` elements a thread, the whole row held
         (or, `looping`, a chunk at a time). `lead`: rows are shifted (their length is not a
         multiple of `width`): a row's vectors start at the first element of the [rows, row]
         view `lead` that is a multiple of `width` in memory (`start` < width elements in; the
         host checked that the other tiles laid out as rows are misaligned alike); the `start`
         elements before and the fewer than `width` after the vectors go one to a lane of an
-        edge chunk (the kernel then needs threads >= 2 width)."""
+        edge chunk (the kernel then needs threads >= 2 width). `lead` True: no tile is in memory
+        as rows; the first of the bodies' reads along rows (`body_reads`) sets the start.
+        Reads along rows in the members' bodies are vector loads where their row is aligned
+        to the vectors (checked in the kernel, row by row), else `width` scalar loads."""
         self.width, self.slots, self.looping, self.shifted = width, slots, looping, lead is not None
         self.start, self.end, self.edge = index_const(0), self.row_len, None
+        self.reads = {}  # id(member) -> its body's reads along rows (vector chunks only)
+        for m in self.chain.members if width > 1 else []:
+            if m.kind in (TILE, REDUCE) and m.cols == [m.generic.n_loops - 1]:
+                found = contiguous_reads(m.generic, width)
+                if found:
+                    self.reads[id(m)] = found
         if lead is not None:
             w = index_const(width)
-            meta = memref.ExtractStridedMetadataOp(lead).results  # base, offset, sizes, strides
-            first = arith.addi(meta[1], arith.muli(self.safe_row, meta[4]))
+            if lead is True:
+                m = next(m for m in self.chain.members if id(m) in self.reads)
+                first = self.read_row_start(m, self.reads[id(m)].reads[0], Hoisted(
+                    self.reads[id(m)], lambda d, m=m: self.row_index(m, d)))
+            else:
+                meta = memref.ExtractStridedMetadataOp(lead).results  # base, offset, sizes, strides
+                first = arith.addi(meta[1], arith.muli(self.safe_row, meta[4]))
             self.start = arith.remui(arith.subi(w, arith.remui(first, w)), w)
             self.end = arith.addi(self.start, arith.muli(arith.divui(arith.subi(self.row_len, self.start), w), w))
             self.edge = self.edge_chunk()
@@ -177,10 +193,12 @@ class NormalizationKernel:
         g = m.generic
         for j in range(len(chunk.cols)):
             before = accs
+            read = self.read_elements(m, chunk, j)
             for e in range(chunk.width):
                 mapping = self.mapping(m, chunk, j, e)
                 mapping.update({o.arg: a for o, a in zip(g.outputs, accs)})
-                accs = clone_body(g.body, mapping, lambda d, e=e: self.index(m, chunk, j, e, d))
+                accs = clone_body(g.body, mapping, lambda d, e=e: self.index(m, chunk, j, e, d),
+                                  replaced={p: elements[e] for p, elements in read.items()})
             accs = [arith.select(chunk.valid[j], a, b) for a, b in zip(accs, before)]
         return accs
 
@@ -233,15 +251,75 @@ class NormalizationKernel:
                 g.body, m.cols[0], lambda v: self.chain.extents.class_of(v) == self.chain.col_classes[0])
             for j in range(len(chunk.cols)):
                 cloned: list[list[ir.Operation]] = []
+                read = self.read_elements(m, chunk, j)
                 for e in range(chunk.width):
                     cloned.append([])
                     values = clone_body(g.body, self.mapping(m, chunk, j, e),
-                                        lambda d, e=e: self.index(m, chunk, j, e, d), cloned[-1])
+                                        lambda d, e=e: self.index(m, chunk, j, e, d), cloned[-1],
+                                        replaced={p: elements[e] for p, elements in read.items()})
                     for k, v in enumerate(values):
                         outs[k][j].append(v)
                 if shared_calls:  # the row is aligned to the vector: so are the random indices
                     share_philox(cloned)
             chunk.memo[key] = outs
+        return chunk.memo[key]
+
+    def read_elements(self, m: Member, chunk: Chunk, j: int) -> dict[int, list[ir.Value]]:
+        """Slot j's elements of each read along rows in m's body (`body_reads`), by the read's
+        place in the body: one vector load where the row is aligned to the vector (the
+        kernel checks, row by row), else a load an element."""
+        found = self.reads.get(id(m)) if chunk.width > 1 else None
+        if not found:
+            return {}
+        key = ("reads", id(m), j)
+        if key not in chunk.memo:
+            width = chunk.width
+            at = Hoisted(found, lambda d: self.safe_col(chunk, j) if d in m.cols else self.row_index(m, d))
+            elements = {}
+            for r in found.reads:
+                source = r.load.operands[0]
+                row, col = at.row(r), at.column(r, self.safe_col(chunk, j))
+                t = ir.MemRefType(source.type)
+                ok = self.read_aligned(m, r, at, chunk)
+                choice = scf.IfOp(ok, [ir.VectorType.get([width], t.element_type)], has_else=True)
+                with ir.InsertionPoint(choice.then_block):
+                    scf.YieldOp([load(source, row + [col], width)])
+                with ir.InsertionPoint(choice.else_block):
+                    scalars = [memref.load(source, row + [arith.addi(col, index_const(e)) if e else col])
+                               for e in range(width)]
+                    scf.YieldOp([vector.from_elements(ir.VectorType.get([width], t.element_type), scalars)])
+                elements[r.position] = [element(choice.results[0], e) for e in range(width)]
+            chunk.memo[key] = elements
+        return chunk.memo[key]
+
+    def read_row_start(self, m: Member, r, at: Hoisted) -> ir.Value:
+        """The element of the read's source, in memory order from its aligned pointer, that
+        this row's column 0 reads."""
+        source = r.load.operands[0]
+        rank = ir.MemRefType(source.type).rank
+        meta = memref.ExtractStridedMetadataOp(source).results  # base, offset, sizes, strides
+        first = meta[1]
+        for d, i in enumerate(at.row(r)):
+            first = arith.addi(first, arith.muli(i, meta[2 + rank + d]))
+        return arith.addi(first, index_const(r.offset)) if r.offset else first
+
+    def read_aligned(self, m: Member, r, at: Hoisted, chunk: Chunk) -> ir.Value:
+        """The read's vectors are aligned in this row (its pointer, and the row's first vector
+        column) and inside the source's row."""
+        key = ("read ok", id(m), r.position)
+        if key not in chunk.memo:
+            source = r.load.operands[0]
+            t = ir.MemRefType(source.type)
+            vector_bytes = self.width * element_bytes(t.element_type)
+            w = index_const(self.width)
+            first = arith.addi(self.read_row_start(m, r, at), self.start)
+            ptr = memref.extract_aligned_pointer_as_index(source)
+            ok = arith.andi(arith.cmpi(arith.CmpIPredicate.eq, arith.remui(ptr, index_const(vector_bytes)),
+                                       index_const(0)),
+                            arith.cmpi(arith.CmpIPredicate.eq, arith.remui(first, w), index_const(0)))
+            row = memref.dim(source, index_const(t.rank - 1))
+            inside = arith.cmpi(arith.CmpIPredicate.ule, arith.addi(self.row_len, index_const(r.offset)), row)
+            chunk.memo[key] = arith.andi(ok, inside)
         return chunk.memo[key]
 
     def mapping(self, m: Member, chunk: Chunk, j: int, e: int) -> dict:

@@ -23,6 +23,7 @@ from mlir import ir
 from mlir.dialects import arith, memref, scf
 
 from mlirfuse.lowering.gpu import heuristics as S
+from mlirfuse.lowering.gpu.body_reads import BodyReads, contiguous_reads, hoist, host_conditions
 from mlirfuse.lowering.gpu.kernels import (
     Generic,
     Operand,
@@ -78,11 +79,13 @@ def emit_pointwise(m: PointwiseMatch, params: S.PointwiseParams) -> ir.Operation
                  for o in g.operands if o.is_memref}
         vec = params.vector
         vector_ok = None
+        reads = contiguous_reads(g, vec)
         if vec > 1:
             vectored = [o for o in g.operands if o.is_memref and _vector_access(o, g.n_loops)
                         and not any(o is e for e in m.elementwise)]
             vector_ok = arith.andi(divisible(total if m.flat else extents[-1], vec),
                                    aligned([o.value for o in vectored], [vec * o.element_bytes for o in vectored]))
+            reads_ok = host_conditions(reads, vec, extents[-1]) if reads else None
         per_block = params.unroll * params.block
         grid = arith.ceildivui(total, index_const(per_block))
         if vector_ok is not None:
@@ -91,10 +94,22 @@ def emit_pointwise(m: PointwiseMatch, params: S.PointwiseParams) -> ir.Operation
         nonempty = arith.cmpi(arith.CmpIPredicate.ugt, total, index_const(0))
         body, guard = guarded_launch(g, "pointwise", nonempty, grid, index_const(params.block))
     with ir.InsertionPoint(body.operations[len(body.operations) - 1]), g.op.location:
-        kernel = _PointwiseKernel(m, params, views, extents, total, body.arguments[0], body.arguments[3])
-        variants(vector_ok, vec, kernel.variant)
+        kernel = _PointwiseKernel(m, params, views, extents, total, body.arguments[0], body.arguments[3], reads)
+        if vector_ok is not None and reads:  # the body's reads in vectors too where they allow it
+            variants(vector_ok, vec, lambda width: kernel.variant(1) if width == 1 else _either(
+                reads_ok, lambda: kernel.variant(width), lambda: kernel.variant(width, vector_reads=False)))
+        else:
+            variants(vector_ok, vec, kernel.variant)
     g.op.erase()
     return guard.operation
+
+
+def _either(cond: ir.Value, then, otherwise) -> None:
+    choice = scf.IfOp(cond, has_else=True)
+    for block, emit in ((choice.then_block, then), (choice.else_block, otherwise)):
+        with ir.InsertionPoint(block):
+            emit()
+            scf.YieldOp([])
 
 
 def _element(loaded: ir.Value | list[ir.Value], e: int) -> ir.Value:
@@ -112,13 +127,16 @@ class _PointwiseKernel:
     iteration u of a warp touches one contiguous span. Full blocks issue every load first."""
 
     def __init__(self, m: PointwiseMatch, params: S.PointwiseParams, views: dict, extents: list[ir.Value],
-                 total: ir.Value, bx: ir.Value, tx: ir.Value):
+                 total: ir.Value, bx: ir.Value, tx: ir.Value, reads: BodyReads):
         self.m, self.g, self.p, self.views = m, m.generic, params, views
         self.extents, self.total, self.bx, self.tx = extents, total, bx, tx
+        self.reads = reads  # the body's reads of vectors along the innermost loop (`body_reads`)
 
-    def variant(self, width: int) -> None:
+    def variant(self, width: int, vector_reads: bool = True) -> None:
         """Vectors of `width` elements; width 1 is the scalar variant (one body per thread and
-        step: it only runs on unaligned data)."""
+        step: it only runs on unaligned data). `vector_reads`: the body's reads along rows
+        (`self.reads`) too, where the host found their sources aligned."""
+        self.vector_reads = vector_reads
         p = self.p
         per_block = p.unroll * p.block
         if width == 1:
@@ -176,6 +194,7 @@ class _PointwiseKernel:
         g = self.g
         linear, ivs, values = loaded
         results: list[list[ir.Value]] = [[] for _ in g.outputs]
+        hoisted = hoist(self.reads, width, ivs) if width > 1 and self.reads and self.vector_reads else {}
         for e in range(width):
             mapping = {o.arg: (_element(values[id(o)], e) if id(o) in values else o.value)
                        for o in g.operands if id(o) in values or not o.is_memref}
@@ -184,7 +203,8 @@ class _PointwiseKernel:
                 iv = ivs[d]
                 return arith.addi(iv, index_const(e)) if e and d == g.n_loops - 1 else iv
 
-            for k, v in enumerate(clone_body(g.body, mapping, index_of)):
+            replaced = {position: elements[e] for position, elements in hoisted.items()}
+            for k, v in enumerate(clone_body(g.body, mapping, index_of, replaced=replaced)):
                 results[k].append(v)
         for o, elems in zip(g.outputs, results):
             store(elems if width > 1 else elems[0], self.views[id(o)], [linear])

@@ -1,0 +1,210 @@
+"""Reads inside a generic's body that a kernel can take a vector at a time.
+
+Slices, pads, cats and gathers read their sources at computed indices inside the body of the
+generic that `lowering/indexing.py` builds for them: `memref.load %source[i0, ..., iK]` of a
+buffer captured from outside the body. Cloned once per element of a vector, such a read is
+one scalar load per element (the weight padded to a multiple of 8 rows before GPT-2's and
+BERT's output projection: 2-byte loads at 1.8 TB/s where Inductor's copy runs at 4.1).
+
+A `ContiguousRead` is one whose last index is the innermost loop's index plus a constant and
+whose other indices do not depend on the innermost loop: the elements of a vector along the
+innermost loop read consecutive elements of one row of the source. A kernel loads them with
+one `vector.load` before the body's copies (`hoist`): the other indices computed once, each
+clamped into the source (the read may sit in a branch not taken, a pad's rows past the end:
+its vector is then read from the last row and not used), and each element's copy of the
+body takes its element of the vector. The host must check what the vector needs
+(`host_conditions`): the source aligned to the vector, its rows a multiple of the vector
+long, the constant too, and the innermost loop's extent plus the constant within the row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlir import ir
+from mlir.dialects import arith, memref
+
+from mlirfuse.lowering.gpu.kernels import Generic, aligned, divisible, element, element_bytes, load, nested_ops
+from mlirfuse.lowering.linalg_builders import index_const
+
+
+@dataclass
+class ContiguousRead:
+    position: int  # the load's place among the body's operations, in pre-order (`nested_ops`)
+    load: ir.Operation
+    source: ir.Value  # the buffer read, captured from outside the body
+    offset: int  # the last index is the innermost loop index plus this
+
+
+@dataclass
+class BodyReads:
+    reads: list[ContiguousRead]
+    inside: set  # the values the body defines (results, block arguments)
+
+    def __bool__(self) -> bool:
+        return bool(self.reads)
+
+
+def contiguous_reads(g: Generic, width: int) -> BodyReads:
+    """The body's reads that `width` consecutive elements of the innermost loop take as one
+    vector of their source (offsets that are multiples of `width`, sources of contiguous
+    layout)."""
+    inside: set = set(g.body.arguments)
+    ops = nested_ops(g.body)
+    for op in ops:
+        inside.update(op.results)
+        for region in op.regions:
+            for block in region.blocks:
+                inside.update(block.arguments)
+    if width <= 1 or g.n_loops == 0:
+        return BodyReads([], inside)
+    inner = g.n_loops - 1
+    top_level = {_key(op) for op in g.body.operations}
+    uniform: dict = {}
+
+    def is_uniform(v: ir.Value) -> bool:
+        """`v` is the same for every element along the innermost loop, and computable ahead
+        of the body's branches (pure ops, or loads the body runs unconditionally)."""
+        if v not in inside:
+            return True
+        if v not in uniform:
+            uniform[v] = False  # (SSA has no cycles; this only guards the recursion)
+            owner = v.owner
+            if isinstance(owner, ir.Block):
+                return False  # an element of an operand, or a block argument of a branch
+            op = owner.operation
+            if op.name == "linalg.index":
+                ok = ir.IntegerAttr(op.attributes["dim"]).value != inner
+            elif op.name.startswith("arith.") or op.name == "memref.dim":
+                ok = all(is_uniform(x) for x in op.operands)
+            elif op.name == "memref.load":
+                ok = _key(op) in top_level and all(is_uniform(x) for x in op.operands)
+            else:
+                ok = False
+            uniform[v] = ok
+        return uniform[v]
+
+    def innermost_plus(v: ir.Value) -> int | None:
+        """c where `v` is the innermost loop's index plus the constant c."""
+        owner = v.owner
+        if isinstance(owner, ir.Block):
+            return None
+        op = owner.operation
+        if op.name == "linalg.index":
+            return 0 if ir.IntegerAttr(op.attributes["dim"]).value == inner else None
+        if op.name == "arith.addi":
+            for a, b in (list(op.operands), list(op.operands)[::-1]):
+                c = _constant(b)
+                if c is not None and innermost_plus(a) == 0:
+                    return c
+        return None
+
+    reads = []
+    for position, op in enumerate(ops):
+        if op.name != "memref.load":
+            continue
+        source, *indices = op.operands
+        t = ir.MemRefType(source.type)
+        if source in inside or not indices or not _contiguous(t) or isinstance(t.element_type, ir.IndexType):
+            continue
+        offset = innermost_plus(indices[-1])
+        if offset is None or offset < 0 or offset % width or not all(is_uniform(i) for i in indices[:-1]):
+            continue
+        if not all(is_uniform(c) for c in _guards(op, g.body)):
+            continue  # taken for some elements of a vector only (a pad of the innermost dim)
+        reads.append(ContiguousRead(position, op, source, offset))
+    return BodyReads(reads, inside)
+
+
+def host_conditions(found: BodyReads, width: int, inner_extent: ir.Value) -> ir.Value:
+    """Host: the reads' vectors are aligned and inside their sources (see the module)."""
+    reads = found.reads
+    ok = aligned([r.source for r in reads], [width * element_bytes(ir.MemRefType(r.source.type).element_type)
+                                             for r in reads])
+    for r in reads:
+        rank = ir.MemRefType(r.source.type).rank
+        row = memref.dim(r.source, index_const(rank - 1))
+        ok = arith.andi(ok, divisible(row, width))
+        ok = arith.andi(ok, arith.cmpi(arith.CmpIPredicate.ule, arith.addi(inner_extent, index_const(r.offset)), row))
+        for d in range(rank - 1):  # a clamped index needs a row to clamp into
+            ok = arith.andi(ok, arith.cmpi(arith.CmpIPredicate.ugt, memref.dim(r.source, index_const(d)),
+                                           index_const(0)))
+    return ok
+
+
+class Hoisted:
+    """The reads' indices computed ahead of the body's copies, at the current insertion
+    point: `index_of(d)` gives the value of `linalg.index d` (the innermost loop's: that of
+    a vector's first element)."""
+
+    def __init__(self, found: BodyReads, index_of) -> None:
+        self.found, self.index_of = found, index_of
+        self.computed: dict = {}
+
+    def value(self, v: ir.Value) -> ir.Value:
+        """A uniform value of the body (`contiguous_reads`), computed here."""
+        if v not in self.found.inside:
+            return v
+        if v not in self.computed:
+            op = v.owner.operation
+            if op.name == "linalg.index":
+                self.computed[v] = self.index_of(ir.IntegerAttr(op.attributes["dim"]).value)
+            else:
+                operands = [self.value(x) for x in op.operands]
+                new = op.clone()
+                for k, x in enumerate(operands):
+                    new.operands[k] = x
+                for old, result in zip(op.results, new.results):
+                    self.computed[old] = result
+        return self.computed[v]
+
+    def row(self, r: ContiguousRead) -> list[ir.Value]:
+        """The read's indices but the last, each clamped into its source (a read in a branch
+        not taken, a pad's row past the end, stays inside)."""
+        source, *indices = r.load.operands
+        return [arith.minui(self.value(i), arith.subi(memref.dim(source, index_const(d)), index_const(1)))
+                for d, i in enumerate(indices[:-1])]
+
+    def column(self, r: ContiguousRead, first: ir.Value) -> ir.Value:
+        """The source column of the element whose innermost loop index is `first`."""
+        return arith.addi(first, index_const(r.offset)) if r.offset else first
+
+
+def hoist(found: BodyReads, width: int, ivs: list[ir.Value]) -> dict[int, list[ir.Value]]:
+    """Load each read's vector at the current insertion point, for the elements from loop
+    indices `ivs` on along the innermost loop: position -> the vector's elements."""
+    at = Hoisted(found, lambda d: ivs[d])
+    elements = {}
+    for r in found.reads:
+        vec = load(r.load.operands[0], at.row(r) + [at.column(r, ivs[-1])], width)
+        elements[r.position] = [element(vec, e) for e in range(width)]
+    return elements
+
+
+def _guards(op: ir.Operation, body: ir.Block) -> list[ir.Value]:
+    """The conditions of the branches `op` sits in, within `body`."""
+    conditions = []
+    parent = op.parent
+    while parent is not None and parent.name != "linalg.generic":
+        if parent.name == "scf.if":
+            conditions.append(parent.operands[0])
+        parent = parent.parent
+    return conditions
+
+
+def _key(op: ir.Operation) -> ir.Operation:
+    return op.operation if isinstance(op, ir.OpView) else op
+
+
+def _constant(v: ir.Value) -> int | None:
+    owner = v.owner
+    if isinstance(owner, ir.Block) or owner.operation.name != "arith.constant":
+        return None
+    attr = owner.operation.attributes["value"]
+    return ir.IntegerAttr(attr).value if isinstance(attr, ir.IntegerAttr) else None
+
+
+def _contiguous(t: ir.MemRefType) -> bool:
+    layout = t.layout
+    return (t.memory_space is None and isinstance(layout, ir.AffineMapAttr)
+            and layout.value == ir.AffineMap.get_identity(t.rank))
