@@ -11,7 +11,10 @@ the identity are read through a 1-D view at the linear index; broadcast operands
 own indices: a vector where they run along the innermost loop, one scalar per vector where
 they do not. The vector variant needs every vector-accessed pointer 16-byte aligned and the
 size (or the inner extent, with broadcasts) a multiple of the vector: the host checks and
-passes the choice in; otherwise the kernel runs its scalar variant. Parameters come from
+passes the choice in; otherwise the kernel runs its scalar variant. Reads inside the body
+along a row of a captured source (slices, pads, cats, gathers: `body_reads`) are vector loads
+in the vector variant where the host finds their sources fit (aligned, rows a multiple of the
+vector), else the vector variant reads them element by element. Parameters come from
 `heuristics.pointwise_heuristic`.
 """
 
