@@ -3,8 +3,8 @@
 Slices, pads, cats and gathers read their sources at computed indices inside the body of the
 generic that `lowering/indexing.py` builds for them: `memref.load %source[i0, ..., iK]` of a
 buffer captured from outside the body. Cloned once per element of a vector, such a read is
-one scalar load per element (the weight padded to a multiple of 8 rows before GPT-2's and
-BERT's output projection: 2-byte loads at 1.8 TB/s where Inductor's copy runs at 4.1).
+one scalar load per element (a 2-byte load for the bf16 weight padded to a multiple of 8
+rows before GPT-2's and BERT's output projection, or for logits sliced from a padded product).
 
 A `ContiguousRead` is one whose last index is the innermost loop's index plus a constant and
 whose other indices do not depend on the innermost loop: the elements of a vector along the
@@ -12,9 +12,11 @@ innermost loop read consecutive elements of one row of the source. A kernel load
 one `vector.load` before the body's copies (`hoist`): the other indices computed once, each
 clamped into the source (the read may sit in a branch not taken, a pad's rows past the end:
 its vector is then read from the last row and not used), and each element's copy of the
-body takes its element of the vector. The host must check what the vector needs
-(`host_conditions`): the source aligned to the vector, its rows a multiple of the vector
-long, the constant too, and the innermost loop's extent plus the constant within the row.
+body takes its element of the vector. The pointwise kernel has the host check what the
+vector needs (`host_conditions`): the source aligned to the vector, its rows a multiple of
+the vector long, the constant too, and the innermost loop's extent plus the constant within
+the row. The normalization kernel checks a row at a time in the kernel (`Hoisted` gives it
+the row's indices), its vectors starting where the row's own alignment puts them.
 """
 
 from __future__ import annotations
