@@ -330,22 +330,18 @@ def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationPar
         if plan and plan[0].shifted and not laid and not reads:
             plan = [LOOPING]  # no tile laid out as the rows to align them by
         true = arith.constant(ir.IntegerType.get_signless(1), 1)
-        if plan is None and not laid and reads:
-            other = arith.xori(persistent, true)
-            shifted = arith.andi(other, arith.andi(
-                arith.cmpi(arith.CmpIPredicate.uge, threads, index_const(2 * vec)),
-                arith.cmpi(arith.CmpIPredicate.ugt, row_len, index_const(0))))
-            variants = [(HELD, persistent), (Variant(True, True, True), shifted),
-                        (LOOPING, arith.andi(other, arith.xori(shifted, true)))]
-        elif plan is None and (vec == 1 or not laid):
+        if plan is None and (vec == 1 or not laid and not reads):
             variants = [(HELD, persistent), (LOOPING, arith.xori(persistent, true))]
         elif plan is None:  # held rows; else vectors from each row's first aligned element; else scalars
-            persistent = arith.andi(persistent, _rows_aligned(chain, views, vectored, vec, False))
+            fits = true  # (rows aligned by a body's read: the kernel checks them)
+            if laid:
+                persistent = arith.andi(persistent, _rows_aligned(chain, views, vectored, vec, False))
+                fits = arith.andi(aligned(list(vectored), [vec * o.element_bytes for o in vectored.values()]),
+                                  _rows_aligned(chain, views, vectored, vec, True))
             other = arith.xori(persistent, true)
-            shifted = arith.andi(arith.andi(other, arith.cmpi(arith.CmpIPredicate.uge, threads, index_const(2 * vec))),
-                                 arith.andi(arith.cmpi(arith.CmpIPredicate.ugt, row_len, index_const(0)), arith.andi(
-                                     aligned(list(vectored), [vec * o.element_bytes for o in vectored.values()]),
-                                     _rows_aligned(chain, views, vectored, vec, True))))
+            shifted = arith.andi(arith.andi(other, fits), arith.andi(
+                arith.cmpi(arith.CmpIPredicate.uge, threads, index_const(2 * vec)),
+                arith.cmpi(arith.CmpIPredicate.ugt, row_len, index_const(0))))
             variants = [(HELD, persistent), (Variant(True, True, True), shifted),
                         (LOOPING, arith.andi(other, arith.xori(shifted, true)))]
         elif len(plan) == 1:
@@ -447,8 +443,9 @@ HELD, LOOPING = Variant(False, True), Variant(True, False)
 def _plan(static: int | None, params: S.NormalizationParams) -> list[Variant] | None:
     """The kernels for a row of `static` elements (its tier known): the first where the
     buffers are aligned to the vector, the second (if any) otherwise. None for a row length
-    known at run time only: rows held (length a multiple of the vector, aligned buffers)
-    or the looping variant an element at a time."""
+    known at run time only (`emit_chain`: rows held where the length is a multiple of the
+    vector and the buffers aligned; else the looping variant in vectors from each row's
+    first aligned element; else an element at a time)."""
     if static is None:
         return None
     vec = params.vector
