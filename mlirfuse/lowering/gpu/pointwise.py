@@ -99,20 +99,12 @@ def emit_pointwise(m: PointwiseMatch, params: S.PointwiseParams) -> ir.Operation
     with ir.InsertionPoint(body.operations[len(body.operations) - 1]), g.op.location:
         kernel = _PointwiseKernel(m, params, views, extents, total, body.arguments[0], body.arguments[3], reads)
         if vector_ok is not None and reads:  # the body's reads in vectors too where they allow it
-            variants(vector_ok, vec, lambda width: kernel.variant(1) if width == 1 else _either(
-                reads_ok, lambda: kernel.variant(width), lambda: kernel.variant(width, vector_reads=False)))
+            variants(vector_ok, vec, lambda width: kernel.variant(1) if width == 1 else variants(
+                reads_ok, 2, lambda reads_fit: kernel.variant(width, vector_reads=reads_fit > 1)))
         else:
             variants(vector_ok, vec, kernel.variant)
     g.op.erase()
     return guard.operation
-
-
-def _either(cond: ir.Value, then, otherwise) -> None:
-    choice = scf.IfOp(cond, has_else=True)
-    for block, emit in ((choice.then_block, then), (choice.else_block, otherwise)):
-        with ir.InsertionPoint(block):
-            emit()
-            scf.YieldOp([])
 
 
 def _element(loaded: ir.Value | list[ir.Value], e: int) -> ir.Value:
