@@ -15,13 +15,14 @@ an element is read, gather clamps its indices into the dim.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from mlir import ir
 from mlir.dialects import arith, linalg, scf, tensor
 
 from mlirfuse.lowering import linalg_builders as B
 from mlirfuse.lowering.gpu.kernels import clone_body
+from mlirfuse.lowering.reshape_indices import source_indices
 from mlirfuse.lowering.scalar import convert
 from mlirfuse.passes.common import use_owner
 
@@ -179,20 +180,11 @@ class Reader:
             return None
         result_t, source_t = ir.RankedTensorType(op.results[0].type), ir.RankedTensorType(source.type)
 
-        def size(value: ir.Value, t: ir.RankedTensorType, d: int) -> ir.Value:
-            return tensor.dim(value, B.index_const(d)) if t.is_dynamic_dim(d) else B.index_const(t.shape[d])
+        def dim(value: ir.Value) -> Callable[[int], ir.Value]:
+            return lambda d: tensor.dim(value, B.index_const(d))
 
-        linear = indices[0] if indices else B.index_const(0)
-        for d in range(1, result_t.rank):
-            linear = arith.addi(arith.muli(linear, size(op.results[0], result_t, d)), indices[d])
-        at: list[ir.Value] = []
-        for d in reversed(range(1, source_t.rank)):
-            extent = size(source, source_t, d)
-            at.append(arith.remui(linear, extent))
-            linear = arith.divui(linear, extent)
-        if source_t.rank:
-            at.append(linear)
-        return self.read(source, at[::-1])
+        at = source_indices(list(indices), dim(op.results[0]), dim(source), list(source_t.shape), list(result_t.shape))
+        return self.read(source, at)
 
     def branch(self, cond: ir.Value, result_type: ir.Type, then: Callable[[], ir.Value],
                otherwise: Callable[[], ir.Value]) -> ir.Value:

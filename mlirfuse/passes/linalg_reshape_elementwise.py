@@ -38,9 +38,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from mlir import ir
-from mlir.dialects import arith, linalg, tensor
+from mlir.dialects import linalg, tensor
 
 from mlirfuse.lowering import linalg_builders as B
+from mlirfuse.lowering.reshape_indices import source_indices
 from mlirfuse.passes.common import body_ops, defining_op, functions, users
 
 NAME = "linalg-reshape-elementwise"
@@ -83,64 +84,6 @@ def _indexed(op: ir.Operation) -> bool:
     return any(inner.operation.name == "linalg.index" for inner in op.regions[0].blocks[0].operations)
 
 
-def _groups(old: list[int], new: list[int]) -> list[tuple[list[int], list[int]]]:
-    """The reshape from `old` to `new` as groups of consecutive dims of equal products
-    ([2, 3, 300] -> [6, 300]: ([0, 1], [0]) and ([2], [1])). Equal static dims at either end
-    are groups of their own; what lies between them is split by static products, or is one
-    group where a size there is dynamic (-1), so a row's dynamic extents never mix with the
-    columns' static ones. Size-1 dims join a neighbouring group."""
-    head: list[tuple[list[int], list[int]]] = []
-    tail: list[tuple[list[int], list[int]]] = []
-    i, j, m, n = 0, 0, len(old), len(new)
-    while i < m - 1 and j < n - 1 and old[i] == new[j] >= 0:
-        head.append(([i], [j]))
-        i, j = i + 1, j + 1
-    while m - 1 > i and n - 1 > j and old[m - 1] == new[n - 1] >= 0:
-        tail.insert(0, ([m - 1], [n - 1]))
-        m, n = m - 1, n - 1
-    a, b = old[i:m], new[j:n]
-    if any(s < 0 for s in a + b):
-        return head + [(list(range(i, m)), list(range(j, n)))] + tail
-    middle: list[tuple[list[int], list[int]]] = []
-    x = y = 0
-    while x < len(a) and y < len(b):
-        ga, gb = [i + x], [j + y]
-        pa, pb = a[x], b[y]
-        x, y = x + 1, y + 1
-        while pa != pb:
-            if pa < pb:
-                pa, x = pa * a[x], x + 1
-                ga.append(i + x - 1)
-            else:
-                pb, y = pb * b[y], y + 1
-                gb.append(j + y - 1)
-        middle.append((ga, gb))
-    if not middle:
-        return head + [(list(range(i, m)), list(range(j, n)))] + tail
-    middle[-1][0].extend(range(i + x, m))  # trailing size-1 dims
-    middle[-1][1].extend(range(j + y, n))
-    return head + middle + tail
-
-
-def _old_indices(new_ivs: list[ir.Value], new_dims: list[ir.Value], old_dims: list[ir.Value],
-                 groups: list[tuple[list[int], list[int]]]) -> list[ir.Value]:
-    """The element's indices in the generic's own shape, from its indices in the reshaped
-    one: per group, the row-major position in the group, split by the old dims."""
-    old_ivs: list[ir.Value | None] = [None] * len(old_dims)
-    for a, b in groups:
-        if len(a) == 1 and len(b) == 1:
-            old_ivs[a[0]] = new_ivs[b[0]]
-            continue
-        linear = new_ivs[b[0]]
-        for d in b[1:]:
-            linear = arith.addi(arith.muli(linear, new_dims[d]), new_ivs[d])
-        for d in reversed(a[1:]):
-            old_ivs[d] = arith.remui(linear, old_dims[d])
-            linear = arith.divui(linear, old_dims[d])
-        old_ivs[a[0]] = linear
-    return old_ivs
-
-
 def _contiguous(value: ir.Value) -> bool:
     """False for a tensor read from a memref with a strided layout (an entry point's
     non-contiguous input: reshaping it would copy it); computed tensors and function
@@ -166,10 +109,10 @@ def _move_past(reshape: ir.Operation, generic: ir.Operation) -> None:
             old_dims = B.dims_of(list(generic.operands)[n_in])
             new_dims = [B.index_const(size) if size >= 0 else tensor.extract(shape_operand, [B.index_const(d)])
                         for d, size in enumerate(result.shape)]  # (the shape operand: defined before)
-            groups = _groups(list(old_type.shape), list(result.shape))
 
             def index_of(ivs: list[ir.Value]) -> list[ir.Value]:
-                return _old_indices(ivs, new_dims, old_dims, groups)
+                return source_indices(ivs, new_dims.__getitem__, old_dims.__getitem__, list(old_type.shape),
+                                      list(result.shape))
         operands = []
         for v in generic.operands:
             element = ir.RankedTensorType(v.type).element_type

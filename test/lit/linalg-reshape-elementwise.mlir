@@ -378,3 +378,43 @@ func.func @keepdim_cast(%x: tensor<?x?xbf16>, %acc: tensor<?xf32>, %o1: tensor<1
   } -> tensor<?xf32>
   return %wide : tensor<?xf32>
 }
+
+// A gather of rows of a table of dynamic width (BERT's position embeddings: [512, ?]),
+// viewed as [1, 512, 768]: the static view fixes the width (the element counts are equal:
+// 512 x ? = 1 x 512 x 768, so ? = 768). The column index is the generic's own, the row index
+// 512 x d0 + d1: no division per element by the width read at run time, which kept the
+// normalization kernel after it from reading the table in vectors (BERT inference,
+// embeddings + LayerNorm: 71 us on the H200).
+// CHECK-LABEL: func.func @indexed_inferred_width(
+// CHECK-SAME: %[[W:[a-z0-9_]+]]: tensor<?x?xbf16>
+// CHECK: linalg.generic {{.*}}outs({{.*}} : tensor<1x512x768xf32>)
+// CHECK-NOT: arith.remui
+// CHECK-NOT: arith.divui
+// CHECK: %[[C:.+]] = linalg.index 2 : index
+// CHECK: tensor.extract %[[W]][%{{.+}}, %[[C]]] : tensor<?x?xbf16>
+// CHECK: linalg.yield
+func.func @indexed_inferred_width(%w: tensor<?x?xbf16>, %ids: tensor<512xindex>, %acc: tensor<1x512xf32>) -> tensor<1x512xf32> {
+  %c1 = arith.constant 1 : index
+  %width = tensor.dim %w, %c1 : tensor<?x?xbf16>
+  %init = tensor.empty(%width) : tensor<512x?xf32>
+  %rows = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+      outs(%init : tensor<512x?xf32>) {
+  ^bb0(%out: f32):
+    %i = linalg.index 0 : index
+    %j = linalg.index 1 : index
+    %row = tensor.extract %ids[%i] : tensor<512xindex>
+    %e = tensor.extract %w[%row, %j] : tensor<?x?xbf16>
+    %f = arith.extf %e : bf16 to f32
+    linalg.yield %f : f32
+  } -> tensor<512x?xf32>
+  %shape = arith.constant dense<[1, 512, 768]> : tensor<3xindex>
+  %view = tensor.reshape %rows(%shape) : (tensor<512x?xf32>, tensor<3xindex>) -> tensor<1x512x768xf32>
+  %sum = linalg.generic {indexing_maps = [#id3, affine_map<(d0, d1, d2) -> (d0, d1)>],
+                         iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%view : tensor<1x512x768xf32>) outs(%acc : tensor<1x512xf32>) {
+  ^bb0(%a: f32, %out: f32):
+    %s = arith.addf %out, %a : f32
+    linalg.yield %s : f32
+  } -> tensor<1x512xf32>
+  return %sum : tensor<1x512xf32>
+}

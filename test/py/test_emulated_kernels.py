@@ -739,6 +739,33 @@ def test_torch_backend_region_of_embeddings_and_layer_norm(monkeypatch) -> None:
     _emulate_recorded(calls, reduction_size=64)
 
 
+def test_torch_backend_region_of_bert_embeddings(monkeypatch) -> None:
+    """transformers' BertEmbeddings (word, token-type and position rows gathered, summed,
+    LayerNorm) through torch.compile(backend="mlirfuse"): the region takes the tables with
+    sizes known at run time only ([?, ?]) and views the gathered [S, ?] rows as [B, S, H]. The
+    view's static sizes fix the width, so each table's rows are read in vectors (BERT
+    inference on the H200: this kernel took 71 us with the tables read an element at a
+    time), and the results are torch's."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    calls = _recorded_region_calls(monkeypatch)
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=50, hidden_size=64, num_hidden_layers=1, num_attention_heads=2,
+                                     intermediate_size=128, max_position_embeddings=16, type_vocab_size=2)
+    embeddings = transformers.models.bert.modeling_bert.BertEmbeddings(config).eval()
+    ids = torch.randint(0, 50, (2, 12))
+    with torch.no_grad():
+        torch.compile(embeddings, backend="mlirfuse")(input_ids=ids)
+    assert len(calls) == 1
+    tables = [tuple(a.shape) for a in calls[0][1] if isinstance(a, torch.Tensor) and a.dtype == torch.float32
+              and a.dim() == 2]
+    assert sorted(tables) == [(2, 64), (16, 64), (50, 64)]
+    (compiled,) = _emulate_recorded(calls, reduction_size=64)
+    assert [k for k in schedules(compiled) if k.startswith("normalization")]
+    read = re.findall(r"vector\.load %arg\d+\[[^\]]*\] {[^}]*} : memref<\?x\?xf32>, vector<4xf32>", compiled.stages["gpu"])
+    assert len(read) >= 3, compiled.stages["gpu"]
+
+
 def test_torch_backend_regions_of_cross_entropy_on_padded_logits(monkeypatch) -> None:
     """Cross-entropy as transformers computes it (`logits.float().view(-1, V)`) on bf16
     logits that are a slice of a padded product, as they reach the loss across a graph break:
