@@ -42,6 +42,7 @@ class Options:
     max_args: int = 128
     fallback: bool = True
     pad_matmuls: str = "auto"  # torch backend: "auto" (CUDA half precision), "always", "off"
+    unfuse_addmm: str = "auto"  # torch backend: "auto" (CUDA, not half precision), "always", "off"
     check_regions: bool = False  # torch backend: each region also runs in torch, outputs compared
     scatter_embedding_grads: bool = True  # torch backend: embedding gradients as index_add_ (embedding_grad.py)
     dump: frozenset[str] = field(default_factory=frozenset)
@@ -55,6 +56,7 @@ class Options:
             max_args=_int("MLIRFUSE_MAX_ARGS", 128),
             fallback=not _flag("MLIRFUSE_DISABLE_FALLBACK", False),
             pad_matmuls=os.environ.get("MLIRFUSE_PAD_MATMULS", "auto").strip().lower(),
+            unfuse_addmm=os.environ.get("MLIRFUSE_UNFUSE_ADDMM", "auto").strip().lower(),
             check_regions=_flag("MLIRFUSE_CHECK_REGIONS", False),
             scatter_embedding_grads=_flag("MLIRFUSE_SCATTER_EMBEDDING_GRADS", True),
             dump=frozenset(d.strip() for d in os.environ.get("MLIRFUSE_DUMP", "").split(",") if d.strip()),
@@ -89,8 +91,9 @@ def set_options(**changes: object) -> Options:
         kind = _KINDS.get(name)
         if kind is not None and type(value) is not kind:  # bool is no int here, nor a string a bool
             raise FusionError(f"option {name}: expected {kind.__name__}, got {value!r}")
-    if changes.get("pad_matmuls", "auto") not in PAD_MATMULS:
-        raise FusionError(f"option pad_matmuls: expected one of {PAD_MATMULS}, got {changes['pad_matmuls']!r}")
+    for name in ("pad_matmuls", "unfuse_addmm"):
+        if changes.get(name, "auto") not in PAD_MATMULS:
+            raise FusionError(f"option {name}: expected one of {PAD_MATMULS}, got {changes[name]!r}")
     if changes.get("max_args", 1) < 1:  # type: ignore[operator]
         raise FusionError(f"option max_args: expected at least 1, got {changes['max_args']!r}")
     if "dump" in changes:
@@ -105,6 +108,7 @@ def set_options(**changes: object) -> Options:
 
 
 _KINDS = {"horizontal": bool, "single_node": bool, "fallback": bool, "max_args": int, "pad_matmuls": str,
+          "unfuse_addmm": str,
           "check_regions": bool, "scatter_embedding_grads": bool}
 PAD_MATMULS = ("auto", "always", "off")
 

@@ -4,7 +4,8 @@ Dynamo hands the backend a torch-level FX graph; AOTAutograd (with the decomposi
 so that layer_norm, softmax, GELU, dropout and their backwards become primitive aten ops)
 splits it into forward and backward aten graphs, recomputing cheap ops in the backward
 instead of saving them (the min-cut partitioner, as the tutorial's memory_efficient_fusion).
-`compile_graph` then pads half-precision matmuls of misaligned sizes (pad_matmul.py), makes
+`compile_graph` then leaves float32 addmms' bias to the region after them (unfuse_addmm.py),
+pads half-precision matmuls of misaligned sizes (pad_matmul.py), makes
 embedding gradients scatter-adds (embedding_grad.py), partitions each graph (partition.py),
 makes every group a region traced for `mlirfuse.jit` (region.py) and returns the rewritten
 graph (runtime.py).
@@ -31,6 +32,7 @@ from mlirfuse.frontend.jit import JitFunction
 from mlirfuse.torch_backend.aten_table import LIBRARY
 from mlirfuse.torch_backend.embedding_grad import scatter_embedding_grads
 from mlirfuse.torch_backend.pad_matmul import pad_matmuls
+from mlirfuse.torch_backend.unfuse_addmm import unfuse_addmms
 from mlirfuse.torch_backend.partition import partition_graph
 from mlirfuse.torch_backend.region import LoweringFailed, Region, build_region
 from mlirfuse.torch_backend.runtime import FusedRegion, region_module, rewrite
@@ -134,6 +136,7 @@ def compile_graph(gm: fx.GraphModule, example_inputs: Any, kind: str = "forward"
     with _REGISTRY.lock:
         _REGISTRY.graphs[kind] += 1
         key = f"{kind}{_REGISTRY.graphs[kind] - 1}"
+    unfuse_addmms(gm)
     pad_matmuls(gm)
     scatter_embedding_grads(gm)
     dump.emit("fx_graph", f"{kind} graph:\n" + gm.print_readable(print_output=False), key)

@@ -146,6 +146,28 @@ def test_model_step_matches_eager_cpu(family: str, mode: str) -> None:
     _compare(family, mode)
 
 
+@pytest.mark.parametrize("mode", ["f64", "f32"])
+@pytest.mark.parametrize("family", ["gpt2", "bert"])
+def test_addmms_unfused_match_eager_cpu(family: str, mode: str, monkeypatch) -> None:
+    """The GPU's float32 rewrite of an addmm into its product and the bias added in the region
+    after it (unfuse_addmm.py), forced on the CPU: GPT-2's MLP and BERT's projections take it,
+    and the training step still matches eager."""
+    from mlirfuse.torch_backend import backend, unfuse_addmm
+
+    rewritten = []
+
+    def counted(gm):
+        rewritten.append(unfuse_addmm.unfuse_addmms(gm))
+        return rewritten[-1]
+    monkeypatch.setattr(backend, "unfuse_addmms", counted)
+    previous = mlirfuse.set_options(unfuse_addmm="always")
+    try:
+        _compare(family, mode)
+    finally:
+        mlirfuse.restore_options(previous)
+    assert sum(rewritten) >= 2, rewritten
+
+
 # Families whose float64 step computes in float64 throughout (T5, Gemma, Gemma 2, Bloom,
 # Mixtral and Qwen2-MoE compute parts in float32 by design, or have no float64 kernel on the
 # CPU; Wav2Vec2's CTC head takes a float32 log_softmax).
