@@ -201,6 +201,7 @@ def drop_dead_buffers(func: ir.Operation) -> None:
     """Erase allocations whose only uses are their deallocations and size queries
     (temporaries a kernel now keeps in registers); a `memref.dim` of one is answered from
     the allocation's size operands."""
+    dead = []  # found first, erased after: a size query erased with its allocation may come later in the block
     for op in list(func.regions[0].blocks[0].operations):
         op = op.operation
         if op.name != "memref.alloc":
@@ -211,6 +212,8 @@ def drop_dead_buffers(func: ir.Operation) -> None:
         sizes = [_alloc_size(op, u) for u in users if u.name == "memref.dim"]
         if any(size is None for size in sizes):
             continue
+        dead.append((op, users, sizes))
+    for op, users, sizes in dead:
         dims = [u for u in users if u.name == "memref.dim"]
         for dim, size in zip(dims, sizes):
             dim.results[0].replace_all_uses_with(size)
