@@ -252,30 +252,26 @@ def _rms_norm(x, w):
     return x * ops.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * w
 
 
-ONE_PASS = "; each max and its sum of exponentials in one pass"
-
-
 @needs_libdevice
-@pytest.mark.parametrize("fn,args,kinds,online", [
-    (_layer_norm, (X, X[0], X[0]), "row, row, reduce, reduce, tile", ""),
-    (_softmax, (X,), "row, reduce, tile, row, reduce, tile", ONE_PASS),
-    (_rms_norm, (X, X[0]), "row, reduce, tile", ""),
-    (lambda x: ops.var_mean(x, [-1]), (X.reshape(2, 2, 8),), "row, row, reduce, row, reduce, row", ""),
+@pytest.mark.parametrize("fn,args,kinds", [
+    (_layer_norm, (X, X[0], X[0]), "row, row, reduce, reduce, tile"),
+    (_softmax, (X,), "row, reduce, tile, row, reduce, tile"),
+    (_rms_norm, (X, X[0]), "row, reduce, tile"),
+    (lambda x: ops.var_mean(x, [-1]), (X.reshape(2, 2, 8),), "row, row, reduce, row, reduce, row"),
 ], ids=["layer_norm", "softmax", "rms_norm", "var_mean_3d"])
-def test_normalizations_are_one_kernel_without_temporaries(fn, args, kinds, online) -> None:
+def test_normalizations_are_one_kernel_without_temporaries(fn, args, kinds) -> None:
     """One launch a call: the kernel's three variants (rows held in registers; rows too long
     or unaligned looping over chunks in vectors from each row's first aligned element; those
     of misaligned buffers an element at a time) are three kernel functions, launched one
-    instead of the others. The looping softmax takes its max and sum of exponentials in one
-    pass (online_softmax.py)."""
+    instead of the others."""
     c = compiled(fn, *args)
     held, vectors, looping = c.stages["launch_params"].splitlines()
     assert held.startswith("launch 0 ") and held.endswith(
         f"normalization ({kinds}): " + repr(normalization_heuristic(None, None, [4], H100)))
     assert vectors.startswith("launch 0 (or) ") and vectors.endswith(
-        ": normalization: the looping variant in vectors from each row's first aligned element" + online)
+        ": normalization: the looping variant in vectors from each row's first aligned element")
     assert looping.startswith("launch 0 (or) ") and looping.endswith(": normalization: the looping variant, "
-                                                                     "for rows too long to hold or unaligned" + online)
+                                                                     "for rows too long to hold or unaligned")
     assert c.n_launches == 1 and c.kernel.module.n_kernels == 3 and c.ptx.count(".entry") == 3
     assert "gpu.alloc" not in c.stages["gpu"]  # the totals and centred rows stay in registers
     assert c.ptx.count("ld.global.v4") >= 5 and "shfl.sync.bfly" in c.ptx and ".local" not in c.ptx

@@ -95,35 +95,23 @@ def fold_fills(ops: list[ir.Operation], generics: dict[int, Generic],
     return folds
 
 
-Merger = Callable[[list[ir.Value], list[ir.Value]], list[ir.Value]]
-
-
-def butterfly(combiners: list[ir.Operation], accs: list[ir.Value], lanes: ir.Value | None = None,
-              merge: Merger | None = None) -> list[ir.Value]:
+def butterfly(combiners: list[ir.Operation], accs: list[ir.Value], lanes: ir.Value | None = None) -> list[ir.Value]:
     """Combine across groups of `lanes` lanes (a whole warp where None): xor steps of
-    offset < lanes, each a uniform branch. Every lane of a group ends with its total.
-    `merge(mine, theirs)` combines whole tuples of accumulators where they are not
-    independent (the online max and sum of exponentials); else each with its combiner."""
-    merge = merge or merger(combiners)
+    offset < lanes, each a uniform branch. Every lane of a group ends with its total."""
     offset = S.WARP // 2
     while offset:
         if lanes is None:
-            accs = merge(accs, [shuffle_xor(a, offset) for a in accs])
+            accs = [combine(c, a, shuffle_xor(a, offset)) for c, a in zip(combiners, accs)]
         else:
             step = scf.IfOp(arith.cmpi(arith.CmpIPredicate.ugt, lanes, index_const(offset)),
                             [a.type for a in accs], has_else=True)
             with ir.InsertionPoint(step.then_block):
-                scf.YieldOp(merge(accs, [shuffle_xor(a, offset) for a in accs]))
+                scf.YieldOp([combine(c, a, shuffle_xor(a, offset)) for c, a in zip(combiners, accs)])
             with ir.InsertionPoint(step.else_block):
                 scf.YieldOp(accs)
             accs = list(step.results)
         offset //= 2
     return accs
-
-
-def merger(combiners: list[ir.Operation]) -> Merger:
-    """Accumulators combined one by one, each with its combiner."""
-    return lambda mine, theirs: [combine(c, a, b) for c, a, b in zip(combiners, mine, theirs)]
 
 
 def shuffle_xor(value: ir.Value, offset: int) -> ir.Value:

@@ -12,9 +12,8 @@ from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf, vector
 
 from mlirfuse.lowering.gpu import heuristics as S
-from mlirfuse.lowering.gpu import online_softmax
 from mlirfuse.lowering.gpu.body_reads import Hoisted, contiguous_reads
-from mlirfuse.lowering.gpu.combiners import Merger, butterfly, identity, merger
+from mlirfuse.lowering.gpu.combiners import butterfly, identity
 from mlirfuse.lowering.gpu.kernels import (
     clone_body,
     combine,
@@ -108,20 +107,12 @@ class NormalizationKernel:
         self.env: dict[int, dict] = {}  # id(member) -> its inputs as of its place in the chain
         self.whole_row = None if looping else self.chunk(index_const(0))
         row_chunks = [] if looping else [self.whole_row] + ([self.edge] if self.edge else [])
-        # Looping, a max and the sum of exponentials after it are one pass (online_softmax.py).
-        online = online_softmax.find_online_pairs(self.chain) if looping else {}
-        self.online_sums: dict[int, ir.Value] = {}  # id(sum member) -> its total, from its max's pass
         shared = iter(self.shared)
         stored: list[Member] = []
         for m in self.chain.members:
             self.env[id(m)] = self.inputs(m)
             if m.kind == ROW:
                 self.row_op(m)
-            elif id(m) in online:
-                self.reduce_online(online[id(m)], [next(shared), next(shared)])
-            elif id(m) in self.online_sums:
-                init = self.row_value(m.generic.outputs[0].value)
-                self.set_rows(m, [combine(m.combiners[0], init, self.online_sums.pop(id(m)))])
             elif m.kind == REDUCE:
                 self.reduce(m, [next(shared) for _ in m.generic.outputs])
             else:
@@ -197,29 +188,6 @@ class NormalizationKernel:
         totals = self.across_row(m.combiners, accs, shared)
         inits = [self.row_value(o.value) for o in g.outputs]
         self.set_rows(m, [combine(c, i, t) for c, i, t in zip(m.combiners, inits, totals)])
-
-    def reduce_online(self, pair: online_softmax.OnlinePair, shared: list[ir.Value]) -> None:
-        """The max member's result, and the sum member's total for when the chain reaches it,
-        from one pass keeping (max so far, sum of exp(x - max so far)). A thread takes
-        `ONLINE_ELEMENTS` elements at a time (vectors of the chunk's width; loads in flight)
-        and rescales its sum once for them: one exp an element, as the two passes had."""
-        m = pair.max_member
-        t = m.generic.outputs[0].type.element_type
-
-        def body(chunk: Chunk, accs: list[ir.Value]) -> list[ir.Value]:
-            xs = [(self.mapping(m, chunk, j, e)[pair.x], chunk.valid[j])
-                  for j in range(len(chunk.cols)) for e in range(chunk.width)]
-            if pair.widened:
-                xs = [(arith.extf(t, x), valid) for x, valid in xs]
-            return online_softmax.chunk_step(*accs, xs)
-        slots, self.slots = self.slots, max(1, online_softmax.ONLINE_ELEMENTS // self.width)
-        nothing = [identity("arith.maximumf", t), identity("arith.addf", t)]
-        accs = self.over_chunks(nothing, body)
-        self.slots = slots
-        top, sums = self.across_row([], accs, shared, online_softmax.merge, nothing)
-        result = combine(m.combiners[0], self.row_value(m.generic.outputs[0].value), top)
-        self.set_rows(m, [result])
-        self.online_sums[id(pair.sum_member)] = online_softmax.total(top, sums, result, self.row_len)
 
     def accumulate(self, m: Member, chunk: Chunk, accs: list[ir.Value]) -> list[ir.Value]:
         g = m.generic
@@ -426,15 +394,11 @@ class NormalizationKernel:
         return chunk.memo[key]
 
     def across_row(self, combiners: list[ir.Operation], accs: list[ir.Value],
-                   shared: list[ir.Value], merge: Merger | None = None,
-                   start: list[ir.Value] | None = None) -> list[ir.Value]:
+                   shared: list[ir.Value]) -> list[ir.Value]:
         """Every thread of the row gets the row's totals: butterflies within each warp (or
         group of lanes), then, where a row has several warps, their totals through shared
-        memory, combined by every thread in warp order (the same order everywhere). `merge`
-        combines the accumulators where they are not independent (see `butterfly`), from
-        `start` (their identities)."""
-        merge = merge or merger(combiners)
-        accs = butterfly(combiners, accs, self.threads, merge)
+        memory, combined by every thread in warp order (the same order everywhere)."""
+        accs = butterfly(combiners, accs, self.threads)
         warps = arith.divui(self.threads, index_const(S.WARP))
         several = scf.IfOp(arith.cmpi(arith.CmpIPredicate.ugt, warps, index_const(1)),
                            [a.type for a in accs], has_else=True)
@@ -448,11 +412,12 @@ class NormalizationKernel:
                 scf.YieldOp([])
             gpu.barrier()
             first = arith.muli(arith.divui(self.tx, self.threads), warps)
-            start = start or [identity(c.name, a.type) for c, a in zip(combiners, accs)]
+            start = [identity(c.name, a.type) for c, a in zip(combiners, accs)]
             loop = scf.ForOp(index_const(0), warps, index_const(1), start)
             with ir.InsertionPoint(loop.body):
                 w = arith.addi(first, loop.induction_variable)
-                scf.YieldOp(merge(list(loop.inner_iter_args), [memref.load(sh, [w]) for sh in shared]))
+                scf.YieldOp([combine(c, t, memref.load(sh, [w]))
+                             for c, t, sh in zip(combiners, loop.inner_iter_args, shared)])
             scf.YieldOp(list(loop.results))
         with ir.InsertionPoint(several.else_block):
             scf.YieldOp(accs)

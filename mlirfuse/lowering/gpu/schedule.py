@@ -22,7 +22,6 @@ from mlirfuse.lowering.gpu import pointwise as gpu_pointwise
 from mlirfuse.lowering.gpu import reduction as gpu_reduction
 from mlirfuse.lowering.gpu import schedule_attrs as A
 from mlirfuse.lowering.gpu import transpose as gpu_transpose
-from mlirfuse.lowering.gpu.online_softmax import find_online_pairs
 
 log = logging.getLogger("mlirfuse.schedules")
 
@@ -145,16 +144,12 @@ def _apply(ops: list[ir.Operation], i: int, schedule: tuple[str, Any], chain: An
             _fail(op, f"the last op of a normalization chain takes a normalization (or naive) schedule, not {kind}")
         _check_vector(op, kind, params, chain.vector_bytes())
         note = f"normalization ({gpu_normalization.describe(chain)}): {params}"
-        one_pass = "; each max and its sum of exponentials in one pass" if find_online_pairs(chain) else ""
-
-        def describe(v: gpu_normalization.Variant) -> str:
-            return v.describe() + (one_pass if v.looping else "")
         variants = gpu_normalization.emit_chain(ops, chain, params)
         if variants == [gpu_normalization.LOOPING]:  # a static row known not to be held
-            return [f"{note}; the looping variant only (rows of this length are not held){one_pass}"]
+            return [f"{note}; the looping variant only (rows of this length are not held)"]
         if variants[0] != gpu_normalization.HELD:
-            note = f"{note}; {describe(variants[0])}"
-        return [note] + [f"normalization: {describe(v)}" for v in variants[1:]]
+            note = f"{note}; {variants[0].describe()}"
+        return [note] + [f"normalization: {v.describe()}" for v in variants[1:]]
     g = gpu_kernels.analyze(op, strided_inputs=kind == "pointwise")
     match = _MATCHERS.get(kind, _no_match)(g) if not isinstance(g, str) else g
     if isinstance(match, str):
