@@ -201,7 +201,7 @@ def drop_dead_buffers(func: ir.Operation) -> None:
     """Erase allocations whose only uses are their deallocations and size queries
     (temporaries a kernel now keeps in registers); a `memref.dim` of one is answered from
     the allocation's size operands."""
-    dead = []  # found first, erased after: a size query erased with its allocation may come later in the block
+    dead = []  # found first, erased after: the deallocation erased with an allocation comes later in the block
     for op in list(func.regions[0].blocks[0].operations):
         op = op.operation
         if op.name != "memref.alloc":
