@@ -92,8 +92,8 @@ def set_options(**changes: object) -> Options:
         if kind is not None and type(value) is not kind:  # bool is no int here, nor a string a bool
             raise FusionError(f"option {name}: expected {kind.__name__}, got {value!r}")
     for name in ("pad_matmuls", "unfuse_addmm"):
-        if changes.get(name, "auto") not in PAD_MATMULS:
-            raise FusionError(f"option {name}: expected one of {PAD_MATMULS}, got {changes[name]!r}")
+        if changes.get(name, "auto") not in GRAPH_REWRITE_MODES:
+            raise FusionError(f"option {name}: expected one of {GRAPH_REWRITE_MODES}, got {changes[name]!r}")
     if changes.get("max_args", 1) < 1:  # type: ignore[operator]
         raise FusionError(f"option max_args: expected at least 1, got {changes['max_args']!r}")
     if "dump" in changes:
@@ -110,7 +110,7 @@ def set_options(**changes: object) -> Options:
 _KINDS = {"horizontal": bool, "single_node": bool, "fallback": bool, "max_args": int, "pad_matmuls": str,
           "unfuse_addmm": str,
           "check_regions": bool, "scatter_embedding_grads": bool}
-PAD_MATMULS = ("auto", "always", "off")
+GRAPH_REWRITE_MODES = ("auto", "always", "off")  # pad_matmuls, unfuse_addmm
 
 
 def restore_options(previous: Options) -> None:

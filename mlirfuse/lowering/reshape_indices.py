@@ -91,8 +91,9 @@ def source_indices(new_ivs: list[ir.Value], new_dim: Callable[[int], ir.Value], 
     position in the group split by the source's sizes, static where `fixed` knows them."""
     old_sizes, new_sizes = fixed(old, new)
 
-    def extent(sizes: list[int], dim: Callable[[int], ir.Value], d: int) -> ir.Value:
-        return index_const(sizes[d]) if sizes[d] >= 0 > (old if sizes is old_sizes else new)[d] else dim(d)
+    def extent(sizes: list[int], given: list[int], dim: Callable[[int], ir.Value], d: int) -> ir.Value:
+        """A size `fixed` filled in as a constant; any other as the caller gives it."""
+        return index_const(sizes[d]) if given[d] < 0 <= sizes[d] else dim(d)
 
     old_ivs: list[ir.Value | None] = [None] * len(old)
     for a, b in groups(old_sizes, new_sizes):
@@ -101,9 +102,9 @@ def source_indices(new_ivs: list[ir.Value], new_dim: Callable[[int], ir.Value], 
             continue
         linear = new_ivs[b[0]] if b else index_const(0)
         for d in b[1:]:
-            linear = arith.addi(arith.muli(linear, extent(new_sizes, new_dim, d)), new_ivs[d])
+            linear = arith.addi(arith.muli(linear, extent(new_sizes, new, new_dim, d)), new_ivs[d])
         for d in reversed(a[1:]):
-            size = extent(old_sizes, old_dim, d)
+            size = extent(old_sizes, old, old_dim, d)
             old_ivs[d] = arith.remui(linear, size)
             linear = arith.divui(linear, size)
         if a:

@@ -32,10 +32,10 @@ from mlirfuse.frontend.jit import JitFunction
 from mlirfuse.torch_backend.aten_table import LIBRARY
 from mlirfuse.torch_backend.embedding_grad import scatter_embedding_grads
 from mlirfuse.torch_backend.pad_matmul import pad_matmuls
-from mlirfuse.torch_backend.unfuse_addmm import unfuse_addmms
 from mlirfuse.torch_backend.partition import partition_graph
 from mlirfuse.torch_backend.region import LoweringFailed, Region, build_region
 from mlirfuse.torch_backend.runtime import FusedRegion, region_module, rewrite
+from mlirfuse.torch_backend.unfuse_addmm import unfuse_addmms
 
 aten = torch.ops.aten
 

@@ -26,10 +26,10 @@ from torch import fx
 from mlirfuse import config
 from mlirfuse.torch_backend import aten_table as A
 from mlirfuse.torch_backend.graph_edit import new_node
+from mlirfuse.torch_backend.pad_matmul import HALF
 from mlirfuse.torch_backend.partition import kind, support
 
 aten = torch.ops.aten
-HALF = (torch.float16, torch.bfloat16)
 
 
 def unfuse_addmms(gm: fx.GraphModule) -> int:

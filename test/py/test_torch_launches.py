@@ -339,3 +339,12 @@ def test_addmms_unfused_on_the_gpu_in_float32_only() -> None:
     assert count == 1
     torch.testing.assert_close(out, relu(*args))
     assert _unfused(relu, [a.to(torch.bfloat16) for a in args], "auto")[1] == 0
+
+
+def test_the_unfuse_addmm_knob_takes_auto_always_or_off() -> None:
+    from mlirfuse.errors import FusionError
+
+    with pytest.raises(FusionError, match="option unfuse_addmm: expected one of"):
+        mlirfuse.set_options(unfuse_addmm="sometimes")
+    with pytest.raises(FusionError, match="option unfuse_addmm: expected str"):
+        mlirfuse.set_options(unfuse_addmm=True)
