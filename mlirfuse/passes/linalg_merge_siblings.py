@@ -19,7 +19,10 @@ function returns in float32 and its bfloat16 cast; a mask returned for the backw
 labels selected by it). Otherwise the later generic must not use the earlier one's results,
 and nothing between them may (the merged op takes the later one's place); the bodies move
 into the merged op whole, regions included.
-Reductions along the innermost dim are left alone: normalization chains take them.
+Reductions along the innermost dim are left alone where they keep a loop: normalization
+chains take them. Whole-tensor reductions (every loop reduced) merge: no chain takes them,
+and one kernel then reads the shared input once (a cross-entropy's count of labels kept and
+its loss sum, both over the labels).
 """
 
 from __future__ import annotations
@@ -52,12 +55,13 @@ def _shared_domain(a: ir.Operation, b: ir.Operation) -> bool:
     iterators = _iterators(a)
     if iterators != _iterators(b):
         return False
+    whole = all("reduction" in it for it in iterators)
     ins_a = list(zip(list(a.operands)[:_n_inputs(a)], _maps(a)))
     ins_b = list(zip(list(b.operands)[:_n_inputs(b)], _maps(b)))
     for value, m in ins_a:
         dims = [e.position for e in m.results if isinstance(e, ir.AffineDimExpr)]
         if not dims or len(m.results) != m.n_dims or sorted(dims) != list(range(m.n_dims)) \
-                or "reduction" in iterators[dims[-1]]:
+                or ("reduction" in iterators[dims[-1]] and not whole):
             continue
         if any(value == v and m == n for v, n in ins_b):
             return True

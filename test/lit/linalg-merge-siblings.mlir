@@ -241,3 +241,42 @@ func.func @transposed_consumer(%x: tensor<?x?xf32>, %n: index) -> (tensor<?x?xf3
   } -> tensor<?x?xf32>
   return %p, %q : tensor<?x?xf32>, tensor<?x?xf32>
 }
+
+// Whole-tensor reductions reading one input (a cross-entropy's count of labels kept and its
+// loss sum): one generic with both results, each its own type and combiner.
+// CHECK-LABEL: func.func @whole_tensor_reductions(
+// CHECK: linalg.generic {{.*}}iterator_types = ["reduction"]{{.*}} ins(%{{.*}}, %{{.*}} : tensor<?xi64>, tensor<?xf32>) outs(%{{.*}}, %{{.*}} : tensor<i64>, tensor<f32>)
+// CHECK: arith.extui
+// CHECK: arith.addi
+// CHECK: arith.select
+// CHECK: arith.addf
+// CHECK: linalg.yield %{{.*}}, %{{.*}} : i64, f32
+// CHECK-NOT: linalg.generic
+#all = affine_map<(d0) -> (d0)>
+#none = affine_map<(d0) -> ()>
+func.func @whole_tensor_reductions(%labels: tensor<?xi64>, %v: tensor<?xf32>) -> (tensor<i64>, tensor<f32>) {
+  %ignore = arith.constant -100 : i64
+  %zi = arith.constant 0 : i64
+  %zf = arith.constant 0.0 : f32
+  %ei = tensor.empty() : tensor<i64>
+  %fi = linalg.fill ins(%zi : i64) outs(%ei : tensor<i64>) -> tensor<i64>
+  %count = linalg.generic {indexing_maps = [#all, #none], iterator_types = ["reduction"]}
+      ins(%labels : tensor<?xi64>) outs(%fi : tensor<i64>) {
+  ^bb0(%l: i64, %acc: i64):
+    %keep = arith.cmpi ne, %l, %ignore : i64
+    %one = arith.extui %keep : i1 to i64
+    %s = arith.addi %acc, %one : i64
+    linalg.yield %s : i64
+  } -> tensor<i64>
+  %ef = tensor.empty() : tensor<f32>
+  %ff = linalg.fill ins(%zf : f32) outs(%ef : tensor<f32>) -> tensor<f32>
+  %loss = linalg.generic {indexing_maps = [#all, #all, #none], iterator_types = ["reduction"]}
+      ins(%labels, %v : tensor<?xi64>, tensor<?xf32>) outs(%ff : tensor<f32>) {
+  ^bb0(%l: i64, %x: f32, %acc: f32):
+    %keep = arith.cmpi ne, %l, %ignore : i64
+    %kept = arith.select %keep, %x, %zf : f32
+    %s = arith.addf %acc, %kept : f32
+    linalg.yield %s : f32
+  } -> tensor<f32>
+  return %count, %loss : tensor<i64>, tensor<f32>
+}

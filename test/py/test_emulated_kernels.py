@@ -238,8 +238,7 @@ def test_few_long_rows_are_cut_into_chunks(fn, kind, shape, misalign, monkeypatc
     monkeypatch.setenv("MLIRFUSE_CACHE_DIR", "off")
     full = kind.startswith("full")  # one row of every element (positive terms: no cancellation)
     c = check(fn, randn(*shape), misalign=misalign, reduction_size=shape[1] * (shape[0] if full else 1))
-    assert "inner reduction" in schedules(c) and c.n_launches == schedules(c).count("inner reduction") + (
-        kind == "sum-keepdim-then-pointwise")
+    assert "inner reduction" in schedules(c) and c.n_launches == schedules(c).count("inner reduction")
     assert "the last block of each row combines its partials in chunk order" in c.stages["launch_params"]
 
 
@@ -315,6 +314,51 @@ def test_normalization_reading_a_broadcast_tile(p_shape, row) -> None:
     p_shape = p_shape[:2] + (row if p_shape[2] != 1 else 1,)
     c = check(fn, randn(4, 6, row), randn(*p_shape), randn(row), randn(row), reduction_size=row)
     assert [s.split(" (")[0] for s in schedules(c)] == ["normalization"], c.stages["launch_params"]
+
+
+def _masked_mean(v, labels):
+    """A cross-entropy's loss over kept labels: the count of labels not -100 and the sum of
+    the kept values (two whole-tensor sums over the labels), then their quotient."""
+    keep = labels != -100
+    return ops.sum(ops.where(keep, v, 0.0)) / ops.cast(ops.sum(keep), DataType.Float)
+
+
+def _labels(n: int) -> np.ndarray:
+    labels = RNG.integers(0, 50, n)
+    labels[RNG.random(n) < 0.3] = -100
+    return labels
+
+
+@pytest.mark.parametrize("fn,args,size", [
+    (lambda x: ops.mean(x, [1]), (randn(50, 300),), 300),
+    (lambda x, b: ops.rsqrt(ops.mean(x * x, [2], keepdim=True) + 1e-5) * b, (randn(3, 5, 40), randn(3, 5, 1)), 40),
+    (lambda x: ops.sum(x, [0, 1]) / 7.0, (randn(9, 40),), 360),
+    (lambda x: (lambda s: (s * 2.0, ops.exp(s * 0.01) + I.iota(x.shape[0], 0, 1, DataType.Float)))(ops.sum(x, [1])),
+     (randn(33, 70),), 70),
+    (lambda x, w: (lambda s: ops.sqrt(s + w * 0.0 + 1.0) * 3.0)(ops.sum(x * x, [0, 1])), (randn(21, 30), 2.5), 630),
+    (_masked_mean, (randn(300), _labels(300)), 300),
+], ids=["mean", "rms-keepdim-times-per-row", "whole-sum-divided", "two-results-and-iota", "whole-scalar-chain",
+        "masked-mean"])
+def test_a_reduction_computes_its_pointwise_epilogue(fn, args, size) -> None:
+    """The pointwise work on a reduction's results (the division of a mean, rsqrt(mean + eps)
+    times a per-row input, a loss sum divided by a count) runs in the reduction's kernel, by
+    the thread writing each row's total: one launch. A cross-entropy's two whole-tensor
+    sums over the labels (the count and the loss) are one kernel, its division their epilogue."""
+    c = check(fn, *args, reduction_size=size)
+    assert schedules(c) == ["inner reduction"], c.stages["launch_params"]
+    assert "with its pointwise epilogue" in c.stages["launch_params"]
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x, i: (lambda s: I.slice_dim(s, 0, 1, None) - I.slice_dim(s, 0, 0, -1))(ops.sum(x, [1])),
+    lambda x, i: (lambda s: I.index_select(s, i, 0) * 2.0)(ops.sum(x, [1])),
+], ids=["differences", "index-select"])
+def test_pointwise_work_reading_other_rows_of_a_reduction_is_a_kernel_of_its_own(fn) -> None:
+    """s[i + 1] - s[i] and s[index[i]] read row sums other than their own row's: the thread
+    writing a row's total cannot compute them, so they stay a kernel after the reduction."""
+    c = check(fn, randn(40, 30), RNG.integers(0, 40, 40), reduction_size=30)
+    assert "inner reduction" in schedules(c) and len(schedules(c)) >= 2
+    assert "epilogue" not in c.stages["launch_params"]
 
 
 def test_inner_reduction_of_empty_rows() -> None:

@@ -11,7 +11,7 @@ from mlir import ir
 from mlir.dialects import arith, gpu, scf
 
 from mlirfuse.lowering.gpu import heuristics as S
-from mlirfuse.lowering.gpu.kernels import Generic, Operand, combine, host_only
+from mlirfuse.lowering.gpu.kernels import Generic, Operand, combine, passive
 from mlirfuse.lowering.linalg_builders import index_const
 
 _FLOAT_IDENTITY = {"arith.addf": 0.0, "arith.mulf": 1.0, "arith.maximumf": float("-inf"),
@@ -82,9 +82,9 @@ def fold_fills(ops: list[ir.Operation], generics: dict[int, Generic],
         if any(u.owner.name not in ("linalg.generic", "memref.dealloc", "memref.dim") for u in buffer.uses):
             continue
         j = i + 1
-        while j < len(ops) and (j not in generics and host_only(ops[j])
+        while j < len(ops) and (j not in generics and passive(ops[j])
                                 or ops[j].name == "linalg.generic" and buffer not in list(ops[j].operands)):
-            j += 1  # past host ops, and generics (a normalization chain's too) not touching it
+            j += 1  # past host ops and views, and generics (a normalization chain's too) not touching it
         if j not in generics:
             continue
         r = generics[j]

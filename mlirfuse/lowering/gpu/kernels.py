@@ -119,6 +119,26 @@ def host_only(op: ir.Operation) -> bool:
     return op.name in ("memref.alloc", "memref.dim") or op.name.startswith("arith.")
 
 
+VIEWS = ("memref.reshape", "memref.collapse_shape", "memref.expand_shape", "memref.subview", "memref.cast")
+
+
+def passive(op: ir.Operation) -> bool:
+    """Host ops a kernel merging the generics around them may span: sizes and allocations
+    (`host_only`), views, and stores to the host's shape buffers (`index` elements, read by
+    memref.reshape). They touch no device buffer's contents (a merged kernel must still keep
+    its generics from meeting through a view: `base_buffer`)."""
+    if host_only(op) or op.name in VIEWS:
+        return True
+    return op.name == "memref.store" and isinstance(ir.MemRefType(op.operands[1].type).element_type, ir.IndexType)
+
+
+def base_buffer(buffer: ir.Value) -> ir.Value:
+    """The buffer a view is of (views alias it)."""
+    while not isinstance(buffer.owner, ir.Block) and buffer.owner.operation.name in VIEWS:
+        buffer = buffer.owner.operation.operands[0]
+    return buffer
+
+
 def _identity_layout(t: ir.MemRefType) -> bool:
     layout = t.layout
     return (t.memory_space is None and isinstance(layout, ir.AffineMapAttr)

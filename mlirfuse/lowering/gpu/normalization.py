@@ -47,12 +47,13 @@ from mlirfuse.lowering.gpu.kernels import (
     Generic,
     aligned,
     analyze,
+    base_buffer,
     collapse,
     divisible,
     flat,
     guarded_launch,
-    host_only,
     in_order,
+    passive,
     product,
     set_kernel_attrs,
 )
@@ -219,7 +220,7 @@ def find_chains(ops: list[ir.Operation]) -> list[Chain]:
                             continue
                         break
                     found[j] = member
-                elif not _passive(ops[j]):
+                elif not passive(ops[j]):
                     break
                 j += step
         indices = sorted(found)
@@ -232,33 +233,14 @@ def find_chains(ops: list[ir.Operation]) -> list[Chain]:
     return chains
 
 
-_VIEWS = ("memref.reshape", "memref.collapse_shape", "memref.expand_shape", "memref.subview", "memref.cast")
-
-
-def _passive(op: ir.Operation) -> bool:
-    """Host ops a chain may span: sizes and allocations (`host_only`), views, and stores to
-    the host's shape buffers (`index` elements, read by memref.reshape). They touch no
-    device buffer's contents; `_aliased` keeps members from meeting through a view."""
-    if host_only(op) or op.name in _VIEWS:
-        return True
-    return op.name == "memref.store" and isinstance(ir.MemRefType(op.operands[1].type).element_type, ir.IndexType)
-
-
 def _aliased(members: list[Member]) -> bool:
     """A member reads or writes, through another view, a buffer a member writes: the chain
     passes values between members by buffer, so that access would bypass it (and race
     with the other threads of the row)."""
     written = {o.value for m in members for o in m.generic.outputs}
-    bases = {_base(v) for v in written}
-    return any(o.is_memref and o.value not in written and _base(o.value) in bases
+    bases = {base_buffer(v) for v in written}
+    return any(o.is_memref and o.value not in written and base_buffer(o.value) in bases
                for m in members for o in m.generic.operands)
-
-
-def _base(buffer: ir.Value) -> ir.Value:
-    """The buffer a view is of (views alias it)."""
-    while not isinstance(buffer.owner, ir.Block) and buffer.owner.operation.name in _VIEWS:
-        buffer = buffer.owner.operation.operands[0]
-    return buffer
 
 
 def _independent(g: Generic, members: list[Member]) -> bool:
@@ -268,11 +250,11 @@ def _independent(g: Generic, members: list[Member]) -> bool:
     reduction is not skipped (it would start a chain of its own)."""
     if not isinstance(match_inner_reduction(g), str):
         return False
-    written = {_base(o.value) for m in members for o in m.generic.outputs}
-    touched = written | {_base(o.value) for m in members for o in m.generic.inputs if o.is_memref}
-    reads = {_base(o.value) for o in g.inputs if o.is_memref} | \
-        {_base(o.value) for o in g.outputs if list(o.arg.uses)}
-    return not reads & written and not {_base(o.value) for o in g.outputs} & touched
+    written = {base_buffer(o.value) for m in members for o in m.generic.outputs}
+    touched = written | {base_buffer(o.value) for m in members for o in m.generic.inputs if o.is_memref}
+    reads = {base_buffer(o.value) for o in g.inputs if o.is_memref} | \
+        {base_buffer(o.value) for o in g.outputs if list(o.arg.uses)}
+    return not reads & written and not {base_buffer(o.value) for o in g.outputs} & touched
 
 
 def _row_local(members: list[Member]) -> bool:

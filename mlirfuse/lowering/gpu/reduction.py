@@ -23,6 +23,7 @@ from mlir.dialects import arith, gpu, memref, nvvm, scf
 
 from mlirfuse.lowering.gpu import heuristics as S
 from mlirfuse.lowering.gpu.combiners import butterfly, identity, output_combiners
+from mlirfuse.lowering.gpu.epilogue import Epilogue, emit_epilogue
 from mlirfuse.lowering.gpu.kernels import (
     SCHEDULE_ATTR,
     ZERO,
@@ -53,6 +54,7 @@ class InnerReductionMatch:
     row_loops: dict[int, list[int]]  # id(operand) -> the kept loops that pick its row (a broadcast: fewer)
     combiners: list[ir.Operation]  # per output: the op combining its accumulator with a value
     inits: dict = field(default_factory=dict)  # output buffer -> its initial value (a folded fill)
+    epilogue: list[Epilogue] = field(default_factory=list)  # pointwise generics after it (`epilogue`)
 
     def static_row(self) -> int | None:
         return static_product(self.generic, self.reduced)
@@ -116,9 +118,11 @@ def emit_inner_reduction(m: InnerReductionMatch, params: S.InnerReductionParams)
     Where `params.split_blocks` allows and the rows of a whole block are few, the host cuts
     each row into chunks, a block each, writing partials to a [rows, chunks] workspace, and
     each row's last block combines them in chunk order (deterministic); otherwise the
-    workspace and counters are empty (no allocation, no memset)."""
+    workspace and counters are empty (no allocation, no memset). With an epilogue, the
+    kernel runs where its last generic was, and those generics are erased too."""
     g = m.generic
-    with ir.InsertionPoint(g.op), g.op.location:
+    anchor = m.epilogue[-1].generic.op if m.epilogue else g.op
+    with ir.InsertionPoint(anchor), g.op.location:
         ext = g.extents()
         rows = product([ext[d] for d in m.kept])
         row_len = product([ext[d] for d in m.reduced])
@@ -166,9 +170,11 @@ def emit_inner_reduction(m: InnerReductionMatch, params: S.InnerReductionParams)
         _ReductionKernel(m, params, views, ext, rows, row_len, threads, rows_per_block,
                          list(body.arguments)[12:], body.arguments[0], body.arguments[3], chunks).emit(vector_ok)
     if chunks is not None:
-        with ir.InsertionPoint(g.op), g.op.location:
+        with ir.InsertionPoint(anchor), g.op.location:
             for buffer in workspaces + [counters]:
                 memref.dealloc(buffer)
+    for e in m.epilogue:
+        e.generic.op.erase()
     g.op.erase()
     return guard.operation
 
@@ -394,7 +400,13 @@ class _ReductionKernel:
             scf.YieldOp([])
 
     def write_outputs(self, totals: list[ir.Value]) -> None:
+        """The row's totals combined with the outputs' initial values, stored; then the
+        epilogue on them."""
+        finals = {}
         for o, c, total in zip(self.g.outputs, self.m.combiners, totals):
             view, loops = self.views[id(o)]
             index = self.row_index(loops)
-            memref.store(combine(c, _initial(self.m, o, view, index), total), view, index)
+            finals[o.value] = combine(c, _initial(self.m, o, view, index), total)
+            memref.store(finals[o.value], view, index)
+        if self.m.epilogue:
+            emit_epilogue(self.m.epilogue, finals, delinearize(self.row, [self.extents[k] for k in self.m.kept]))

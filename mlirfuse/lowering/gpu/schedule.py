@@ -15,6 +15,7 @@ from mlir import ir
 from mlirfuse.lowering import linalg_builders as B
 from mlirfuse.lowering.gpu import column as gpu_column
 from mlirfuse.lowering.gpu import combiners
+from mlirfuse.lowering.gpu import epilogue as gpu_epilogue
 from mlirfuse.lowering.gpu import heuristics as schedules
 from mlirfuse.lowering.gpu import kernels as gpu_kernels
 from mlirfuse.lowering.gpu import normalization as gpu_normalization
@@ -125,16 +126,35 @@ def apply_schedules(func: ir.Operation) -> list[str]:
     inits: dict[int, dict] = {}
     for fold in folds.values():
         inits.setdefault(fold["reduction"], {})[fold["buffer"]] = fold["value"]
+    epilogues = _epilogues(ops, generics, schedule)
+    in_epilogues = {j for found in epilogues.values() for j, _ in found}
     notes = []
     for i, op in enumerate(ops):
         if i in folds:
             ops[i].erase()
-        elif i in schedule:
-            notes += _apply(ops, i, schedule[i], chains.get(i), inits.get(i, {}))
+        elif i in schedule and i not in in_epilogues:  # an epilogue is erased with its reduction
+            notes += _apply(ops, i, schedule[i], chains.get(i), inits.get(i, {}),
+                            [e for _, e in epilogues.get(i, [])])
     return notes
 
 
-def _apply(ops: list[ir.Operation], i: int, schedule: tuple[str, Any], chain: Any, inits: dict) -> list[str]:
+def _epilogues(ops: list[ir.Operation], generics: dict[int, gpu_kernels.Generic],
+               schedule: dict[int, tuple[str, Any]]) -> dict[int, list]:
+    """Inner reduction's position -> its epilogue (`gpu_epilogue`): positions and generics."""
+    pointwise = {i for i, (kind, _) in schedule.items() if kind == "pointwise"}
+    found = {}
+    for i, g in generics.items():
+        if schedule.get(i, ("",))[0] != "inner_reduction":
+            continue
+        m = gpu_reduction.match_inner_reduction(g)
+        epilogue = [] if isinstance(m, str) else gpu_epilogue.find_epilogue(ops, i, m, generics, pointwise)
+        if epilogue:
+            found[i] = epilogue
+    return found
+
+
+def _apply(ops: list[ir.Operation], i: int, schedule: tuple[str, Any], chain: Any, inits: dict,
+           epilogue: list) -> list[str]:
     kind, params = schedule
     op = ops[i]
     if kind == "naive":
@@ -162,10 +182,12 @@ def _apply(ops: list[ir.Operation], i: int, schedule: tuple[str, Any], chain: An
         gpu_transpose.emit_transpose(match, params)
         return [f"transpose: {params}"]
     if kind == "inner_reduction":
-        match.inits = inits
+        match.inits, match.epilogue = inits, epilogue
         gpu_reduction.emit_inner_reduction(match, params)
         return [f"inner reduction: {params}" + ("; where rows are cut into chunks, the last block of each row "
-                                                "combines its partials in chunk order" if params.split_blocks else "")]
+                                                "combines its partials in chunk order" if params.split_blocks else "")
+                + (f"; with its pointwise epilogue ({len(epilogue)} generic{'s' * (len(epilogue) > 1)})"
+                   if epilogue else "")]
     match.inits = inits
     gpu_column.emit_column_reduction(match, params)
     return [f"column reduction: {params}; the last block of each column block combines its partials in a fixed order"]
