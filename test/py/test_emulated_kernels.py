@@ -806,7 +806,8 @@ def test_torch_backend_region_of_bert_embeddings(monkeypatch) -> None:
     assert sorted(tables) == [(2, 64), (16, 64), (50, 64)]
     (compiled,) = _emulate_recorded(calls, reduction_size=64)
     assert [k for k in schedules(compiled) if k.startswith("normalization")]
-    read = re.findall(r"vector\.load %arg\d+\[[^\]]*\] {[^}]*} : memref<\?x\?xf32>, vector<4xf32>", compiled.stages["gpu"])
+    read = re.findall(r"vector\.load %arg\d+\[[^\]]*\] {[^}]*} : memref<\?x\?xf32>, vector<4xf32>",
+                      compiled.stages["gpu"])
     assert len(read) >= 3, compiled.stages["gpu"]
 
 
