@@ -5,6 +5,8 @@ Expects what `gpu-apply-schedules` leaves: the entry function with each kernel a
 code between them (arithmetic, views, sizes, allocations) and no buffer one writes that
 another reads or writes becomes one launch: grid the sum of theirs, block the widest of
 theirs, block b running the kernel whose range holds it (`mlirfuse.lowering.gpu.packing`).
+First, a pointwise launch moves up to an earlier one past launches it is independent of
+(`hoist_independent`), so that it joins that one's run.
 In the module's `mlirfuse.schedule_notes` (one line per launch) the packed kernels' lines
 become one.
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 from mlir import ir
 
-from mlirfuse.lowering.gpu.packing import pack, packable_runs
+from mlirfuse.lowering.gpu.packing import hoist_independent, pack, packable_runs
 from mlirfuse.passes.common import entry_functions
 from mlirfuse.passes.gpu_apply_schedules import NOTES
 
@@ -21,23 +23,28 @@ NAME = "gpu-pack-launches"
 OPTIONS: dict = {}
 
 
+def _slots(func: ir.Operation) -> list[ir.Operation]:
+    """The launches' guards and naive ops, in order: what the notes describe, one line each."""
+    return [op for op in [o.operation for o in func.regions[0].blocks[0].operations]
+            if op.name == "scf.if" and any(i.operation.name == "gpu.launch" for i in op.regions[0].blocks[0])
+            or op.name.startswith("linalg.")]
+
+
 def run(module: ir.Operation) -> None:
     attrs = module.attributes
     notes = [ir.StringAttr(a).value for a in ir.ArrayAttr(attrs[NOTES])] if NOTES in attrs else []
     for func in entry_functions(module):
-        # The notes are in the order of the launches and naive ops they describe.
-        slots = [op for op in [o.operation for o in func.regions[0].blocks[0].operations]
-                 if op.name == "scf.if" and any(i.operation.name == "gpu.launch" for i in op.regions[0].blocks[0])
-                 or op.name.startswith("linalg.")]
+        slots = _slots(func)
+        described = dict(zip(slots, notes)) if len(slots) == len(notes) else None
+        hoist_independent(func)
         runs = packable_runs(func)
-        if len(slots) == len(notes):
-            slot = {op: k for k, op in enumerate(slots)}
+        if described is not None:
             for guards in runs:
-                params = "; ".join(notes[slot[g]].split(": ", 1)[1] for g in guards)
+                params = "; ".join(described[g].split(": ", 1)[1] for g in guards)
                 for g in guards[:-1]:
-                    notes[slot[g]] = ""
-                notes[slot[guards[-1]]] = f"pointwise: {len(guards)} kernels packed in one launch: {params}"
-            notes = [n for n in notes if n]
+                    described[g] = ""
+                described[guards[-1]] = f"pointwise: {len(guards)} kernels packed in one launch: {params}"
+            notes = [described[op] for op in _slots(func) if described[op]]
         for guards in runs:
             pack(guards)
     if notes:

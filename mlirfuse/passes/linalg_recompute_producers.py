@@ -8,8 +8,10 @@ row chain, as in RMSNorm's backward) is materialized, a full tensor written and 
 twice, where recomputing it costs an operation or two per element. Taken: single-result
 generics with only parallel loops, an identity output map, at most `max-ops` arith ops
 (no math functions; `linalg.index` is free: masks computed from loop indices, as the
-gradients of slices and cats have, are recomputed too) that do not read the output's old
-value, used as an input of two or more linalg.generic ops (other uses, e.g. as a result,
+gradients of slices and cats have, are recomputed too; so are reads of a tensor at computed
+indices, `tensor.extract` under `scf.if`: a causal LM's labels shifted by one, read by the
+loss's reductions and by the masks kept for the backward, are read from the input by each
+instead of written out by a kernel of their own) that do not read the output's old value, used as an input of two or more linalg.generic ops (other uses, e.g. as a result,
 keep the original).
 """
 
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 from mlir import ir
 
-from mlirfuse.passes.common import body_ops, functions, use_owner
+from mlirfuse.passes.common import body_ops, functions, use_owner, walk_ops
 
 NAME = "linalg-recompute-producers"
 OPTIONS = {"max-ops": (int, 4, "most arith ops in a producer's body for it to be recomputed")}
@@ -32,8 +34,11 @@ def _cheap(op: ir.Operation, max_ops: int) -> bool:
     if maps[-1] != ir.AffineMap.get_identity(maps[-1].n_dims):
         return False
     block = op.regions[0].blocks[0]
-    inner = [o.operation for o in block.operations][:-1]  # the yield aside
-    arith = [o for o in inner if o.name != "linalg.index"]  # loop indices are free
+    inner = [o for top in list(block.operations)[:-1] for o in walk_ops(top.operation)]  # the yield aside
+    # loop indices are free; reads of a source at computed indices (a slice, pad or shift
+    # of an input: tensor.extract, under an scf.if where an index may fall outside) cost
+    # what reading the materialized result would
+    arith = [o for o in inner if o.name not in ("linalg.index", "tensor.extract", "scf.if", "scf.yield")]
     if len(arith) > max_ops or any(not o.name.startswith("arith.") for o in arith):
         return False
     return not list(block.arguments[-1].uses)

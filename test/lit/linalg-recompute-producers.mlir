@@ -146,3 +146,53 @@ func.func @index_mask_read_twice(%x: tensor<4x16xf32>) -> (tensor<4x16xf32>, ten
   } -> tensor<4x16xf32>
   return %a, %b : tensor<4x16xf32>, tensor<4x16xf32>
 }
+
+// Labels shifted by one (a causal LM's: the next token, -100 past the end) read from the
+// input at computed indices, under an scf.if: read by two kernels, they are recomputed in
+// each (the reads cost what reading the written-out labels would).
+// CHECK-LABEL: func.func @shifted_labels_read_twice(
+// CHECK-COUNT-2: tensor.extract %arg0
+// FUSED-LABEL: func.func @shifted_labels_read_twice(
+// FUSED: linalg.generic {{.*}}outs(%{{.+}} : tensor<8x512xi8>)
+// FUSED: tensor.extract %arg0
+// FUSED: linalg.generic {{.*}}outs(%{{.+}} : tensor<8x512xi64>)
+// FUSED: tensor.extract %arg0
+// FUSED-NOT: linalg.generic
+// FUSED: return
+func.func @shifted_labels_read_twice(%labels: tensor<8x512xi64>) -> (tensor<8x512xi8>, tensor<8x512xi64>) {
+  %c1 = arith.constant 1 : index
+  %c512 = arith.constant 512 : index
+  %ignore = arith.constant -100 : i64
+  %e = tensor.empty() : tensor<8x512xi64>
+  %shifted = linalg.generic {indexing_maps = [#id], iterator_types = ["parallel", "parallel"]} outs(%e : tensor<8x512xi64>) {
+  ^bb0(%o: i64):
+    %i = linalg.index 0 : index
+    %j = linalg.index 1 : index
+    %next = arith.addi %j, %c1 : index
+    %inside = arith.cmpi ult, %next, %c512 : index
+    %l = scf.if %inside -> (i64) {
+      %v = tensor.extract %labels[%i, %next] : tensor<8x512xi64>
+      scf.yield %v : i64
+    } else {
+      scf.yield %ignore : i64
+    }
+    linalg.yield %l : i64
+  } -> tensor<8x512xi64>
+  %em = tensor.empty() : tensor<8x512xi8>
+  %mask = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%shifted : tensor<8x512xi64>) outs(%em : tensor<8x512xi8>) {
+  ^bb0(%l: i64, %o: i8):
+    %keep = arith.cmpi ne, %l, %ignore : i64
+    %k = arith.extui %keep : i1 to i8
+    linalg.yield %k : i8
+  } -> tensor<8x512xi8>
+  %kept = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%shifted : tensor<8x512xi64>) outs(%e : tensor<8x512xi64>) {
+  ^bb0(%l: i64, %o: i64):
+    %keep = arith.cmpi ne, %l, %ignore : i64
+    %z = arith.constant 0 : i64
+    %s = arith.select %keep, %l, %z : i64
+    linalg.yield %s : i64
+  } -> tensor<8x512xi64>
+  return %mask, %kept : tensor<8x512xi8>, tensor<8x512xi64>
+}

@@ -60,7 +60,58 @@ def packable_runs(func: ir.Operation) -> list[list[ir.Operation]]:
     return [r for r in runs if len(r) > 1]
 
 
+def hoist_independent(func: ir.Operation) -> None:
+    """Move each packable pointwise launch up to just after an earlier packable one, past
+    what sits between where that is safe: launches (and deallocations) sharing no buffer
+    with it in a way that orders them (neither writes a buffer the other reads or writes),
+    and host ops whose results it does not use. The labels a cross-entropy keeps for its
+    backward, written after its normalization and loss kernels, then pack with the kernel
+    before them. A launch with no earlier one to join stays where it is."""
+    ops = [o.operation for o in func.regions[0].blocks[0].operations]
+    for i in range(len(ops)):
+        op = ops[i]
+        if _packable(op) is None:
+            continue
+        reads, writes = _accesses(op)
+        used = _used_from_outside(op)
+        carried = []  # host ops it uses (its sizes, pointers and views), moved up with it
+        for x in reversed(ops[:i]):
+            if _packable(x) is not None:
+                r, w = _accesses(x)
+                if not (w & (reads | writes) or r & writes) and x != ops[i - 1]:
+                    for c in reversed(carried):
+                        c.move_after(x)
+                        x = c
+                    op.move_after(x)
+                break
+            if _host_only(x):
+                if any(r in used for r in x.results):
+                    if x.name == "memref.store":
+                        break
+                    carried.append(x)
+                    used |= set(x.operands)
+                continue
+            if x.name not in ("scf.if", "memref.dealloc"):
+                break
+            r, w = _accesses(x)
+            if w & (reads | writes) or r & writes or any(r in used for r in x.results):
+                break
+        ops = [o.operation for o in func.regions[0].blocks[0].operations]
+
+
+def _used_from_outside(op: ir.Operation) -> set:
+    """The values `op` and the ops nested in it use that are defined outside it."""
+    inside = walk_ops(op)
+    defined = {r for o in inside for r in o.results} | {a for o in inside for region in o.regions
+                                                          for block in region.blocks for a in block.arguments}
+    return {v for o in inside for v in o.operands if v not in defined}
+
+
 def _host_only(op: ir.Operation) -> bool:
+    """Host arithmetic, views, sizes, allocations, and stores to the host's shape buffers
+    (`index` elements, read by memref.reshape)."""
+    if op.name == "memref.store":
+        return isinstance(ir.MemRefType(op.operands[1].type).element_type, ir.IndexType)
     return op.name.startswith(("arith.", "index.")) or op.name in _HOST
 
 
@@ -96,8 +147,8 @@ def _root(value: ir.Value) -> ir.Value:
 
 
 def _accesses(launch: ir.Operation) -> tuple[set, set]:
-    """The root buffers the kernel reads and those it writes (any use but a read counts as
-    a write)."""
+    """The root buffers the kernel (or any op with what it nests) reads and those it writes
+    (any use but a read counts as a write)."""
     reads, writes = set(), set()
     for op in walk_ops(launch)[1:]:
         for k, v in enumerate(op.operands):
