@@ -203,6 +203,17 @@ def _clone_body(old_op: ir.Operation, new_op: ir.Operation,
             ir.InsertionPoint(block).insert(op.detach_from_parent())
 
 
+def _readers(consumers: list[ir.Operation], generic: ir.Operation) -> bool:
+    """The reshape's users are generics to fuse with; or, for a generic reading no input (a
+    gather or iota: it has no siblings of its own shape to stay with), generics and the
+    function's return (Llama's embedding rows, a result, viewed as [batch, seq, hidden] and
+    normalized: computed in that shape, the gather joins the normalization's kernel)."""
+    n_inputs = ir.DenseI32ArrayAttr(generic.attributes["operandSegmentSizes"])[0]
+    result = ("func.return", "bufferization.materialize_in_destination")  # before and after inlining
+    return any(c.name == "linalg.generic" for c in consumers) and \
+        all(c.name == "linalg.generic" or c.name in result and not n_inputs for c in consumers)
+
+
 def run(module: ir.Operation) -> None:
     for func in functions(module):
         changed = True
@@ -214,8 +225,7 @@ def run(module: ir.Operation) -> None:
                 generic = defining_op(op.operands[0])
                 consumers = users(op.results[0])
                 if _elementwise(generic, indexed=True, unit_inputs=True) and len(users(op.operands[0])) == 1 and \
-                        all(_contiguous(v) for v in generic.operands) and \
-                        consumers and all(c.name == "linalg.generic" for c in consumers):
+                        all(_contiguous(v) for v in generic.operands) and _readers(consumers, generic):
                     _move_past(op, generic)
                     changed = True
                     break

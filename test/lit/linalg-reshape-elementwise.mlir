@@ -418,3 +418,39 @@ func.func @indexed_inferred_width(%w: tensor<?x?xbf16>, %ids: tensor<512xindex>,
   } -> tensor<1x512xf32>
   return %sum : tensor<1x512xf32>
 }
+
+// The same gather when the viewed rows are also a result (Llama's embeddings: the residual
+// stream, and the input of the first RMSNorm): a generic reading no input has no siblings of
+// its own shape to stay with, so it moves past the reshape all the same, and the function
+// returns the rows it computes in the viewed shape.
+// CHECK-LABEL: func.func @indexed_result_too(
+// CHECK: %[[ROWS:.+]] = linalg.generic {{.*}}outs({{.*}} : tensor<1x512x768xf32>)
+// CHECK-NOT: tensor.reshape
+// CHECK: linalg.generic {{.*}}ins(%[[ROWS]] : tensor<1x512x768xf32>)
+// CHECK: return %[[ROWS]], %{{.+}} : tensor<1x512x768xf32>, tensor<1x512xf32>
+func.func @indexed_result_too(%w: tensor<?x?xf32>, %ids: tensor<512xindex>, %acc: tensor<1x512xf32>)
+    -> (tensor<1x512x768xf32>, tensor<1x512xf32>) {
+  %c1 = arith.constant 1 : index
+  %width = tensor.dim %w, %c1 : tensor<?x?xf32>
+  %init = tensor.empty(%width) : tensor<512x?xf32>
+  %rows = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+      outs(%init : tensor<512x?xf32>) {
+  ^bb0(%out: f32):
+    %i = linalg.index 0 : index
+    %j = linalg.index 1 : index
+    %row = tensor.extract %ids[%i] : tensor<512xindex>
+    %e = tensor.extract %w[%row, %j] : tensor<?x?xf32>
+    linalg.yield %e : f32
+  } -> tensor<512x?xf32>
+  %shape = arith.constant dense<[1, 512, 768]> : tensor<3xindex>
+  %view = tensor.reshape %rows(%shape) : (tensor<512x?xf32>, tensor<3xindex>) -> tensor<1x512x768xf32>
+  %sum = linalg.generic {indexing_maps = [#id3, affine_map<(d0, d1, d2) -> (d0, d1)>],
+                         iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%view : tensor<1x512x768xf32>) outs(%acc : tensor<1x512xf32>) {
+  ^bb0(%a: f32, %out: f32):
+    %q = arith.mulf %a, %a : f32
+    %s = arith.addf %out, %q : f32
+    linalg.yield %s : f32
+  } -> tensor<1x512xf32>
+  return %view, %sum : tensor<1x512x768xf32>, tensor<1x512xf32>
+}

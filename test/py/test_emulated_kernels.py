@@ -783,6 +783,27 @@ def test_torch_backend_region_of_embeddings_and_layer_norm(monkeypatch) -> None:
     _emulate_recorded(calls, reduction_size=64)
 
 
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_torch_backend_region_of_embeddings_and_rms_norm_is_one_kernel(monkeypatch, dynamic) -> None:
+    """Llama's input: the embedding rows, a result (the residual stream), and their RMSNorm.
+    The region gathers [B * S] rows and views them as [B, S, H]; the gather is computed in
+    the viewed shape, so one normalization kernel gathers, writes and normalizes the rows (the
+    normalization read them back from memory in a second launch)."""
+    torch = pytest.importorskip("torch")
+    functional = torch.nn.functional
+    calls = _recorded_region_calls(monkeypatch)
+    torch.manual_seed(0)
+    wte, w = torch.randn(50, 64), torch.randn(64)
+
+    def fn(ids):
+        h = functional.embedding(ids, wte)
+        return h, h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+    torch.compile(fn, backend="mlirfuse", dynamic=dynamic)(torch.randint(0, 50, (2, 12)))
+    assert len(calls) == 1
+    (compiled,) = _emulate_recorded(calls, reduction_size=64)
+    assert [k.split(" (")[0] for k in schedules(compiled)] == ["normalization"], compiled.stages["launch_params"]
+
+
 def test_torch_backend_region_of_bert_embeddings(monkeypatch) -> None:
     """transformers' BertEmbeddings (word, token-type and position rows gathered, summed,
     LayerNorm) through torch.compile(backend="mlirfuse"): the region takes the tables with
@@ -834,6 +855,33 @@ def test_torch_backend_regions_of_cross_entropy_on_padded_logits(monkeypatch) ->
     for compiled in _emulate_recorded(calls, reduction_size=v):
         assert [k for k in schedules(compiled) if not k.startswith("pointwise")][0].startswith("normalization")
         assert not [a for a in re.findall(r"gpu\.alloc .*", compiled.stages["gpu"]) if f"x{v}x" in a]  # no copy
+
+
+def test_torch_backend_region_of_a_causal_lm_loss_is_three_launches(monkeypatch) -> None:
+    """A causal LM's loss as transformers computes it (labels padded with -100 and shifted by
+    one, cross-entropy averaged over the labels kept): the forward region runs the row
+    log-sum-exp as one normalization kernel; the count of kept labels, the loss sum and their
+    quotient as one reduction kernel; and the labels and mask kept for the backward, read
+    from the input labels, packed with the shifted labels the reduction reads (a kernel that
+    waited for the others before) - 3 launches."""
+    torch = pytest.importorskip("torch")
+    functional = torch.nn.functional
+    calls = _recorded_region_calls(monkeypatch)
+    torch.manual_seed(0)
+    b, s, v = 4, 48, 37
+    logits = torch.randn(b, s, v, requires_grad=True)
+    labels = torch.randint(0, v, (b, s))
+    labels[0, :5] = -100
+
+    def loss(logits, labels):
+        labels = functional.pad(labels, (0, 1), value=-100)[..., 1:].contiguous()
+        return functional.cross_entropy(logits.float().view(-1, v), labels.view(-1), ignore_index=-100)
+    torch.compile(loss, backend="mlirfuse")(logits, labels).backward()
+    forward = _emulate_recorded(calls, reduction_size=b * s)[0]
+    assert schedules(forward) == ["pointwise", "normalization (row, reduce, row, row, reduce, row)",
+                                  "inner reduction"], forward.stages["launch_params"]
+    assert "2 kernels packed in one launch" in forward.stages["launch_params"]
+    assert "with its pointwise epilogue" in forward.stages["launch_params"]
 
 
 # -- symbolic sizes of 1 ---------------------------------------------------------------------------
