@@ -11,8 +11,9 @@ generics with only parallel loops, an identity output map, at most `max-ops` ari
 gradients of slices and cats have, are recomputed too; so are reads of a tensor at computed
 indices, `tensor.extract` under `scf.if`: a causal LM's labels shifted by one, read by the
 loss's reductions and by the masks kept for the backward, are read from the input by each
-instead of written out by a kernel of their own) that do not read the output's old value, used as an input of two or more linalg.generic ops (other uses, e.g. as a result,
-keep the original).
+instead of written out by a kernel of their own) that do not read the output's old value,
+used as an input of two or more linalg.generic ops (other uses, e.g. as a result, keep the
+original).
 """
 
 from __future__ import annotations
