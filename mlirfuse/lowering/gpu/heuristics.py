@@ -259,7 +259,8 @@ def normalization_heuristic(row: int | None, rows: int | None, element_bytes: Se
     """The fewest threads per row (a power of two up to the block of 1024) whose registers
     hold the row: one thread for rows up to 16 float32 elements, a warp up to 512, 256
     threads at 4096, 1024 threads up to 16K (32K for 16-bit types; a static row twice that
-    with `LONG_ROW_SLOTS`); blocks of at least 128 threads. `rows` is not used yet: few long rows would need a row split across blocks."""
+    with `LONG_ROW_SLOTS`); blocks of at least 128 threads. `rows` is not used yet: few long
+    rows would need a row split across blocks."""
     del rows, device
     vec = vector_width(element_bytes)
     block = NORMALIZATION_MAX_BLOCK
