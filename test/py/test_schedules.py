@@ -143,17 +143,6 @@ def test_normalization_static_rows_get_one_tier() -> None:
     assert normalization_heuristic(100000, None, [4], H100).tiers == (RowTier(None, 1024),)  # the looping variant
 
 
-@pytest.mark.parametrize("row, element_bytes, slots", [(16384, 4, 4), (16385, 4, 8), (30522, 4, 8), (32000, 4, 8),
-                                                         (32768, 4, 8), (32769, 4, 4), (50257, 4, 4), (32000, 2, 4),
-                                                         (50257, 2, 8)])
-def test_static_rows_a_block_holds_with_twice_the_slots_are_held(row, element_bytes, slots) -> None:
-    """Llama's and BERT's float32 vocabulary rows (32000, 30522) held by a block with 8 slots
-    (one pass) instead of looping with 4; rows a block holds with 4, or does not hold with 8,
-    keep 4."""
-    p = normalization_heuristic(row, None, [element_bytes], H100)
-    assert p.slots == slots and p.tiers == (RowTier(None, 1024),)
-
-
 def test_transpose_squares_are_8_vectors_of_16_bytes_a_side() -> None:
     p = transpose_heuristic([4, 4], [4], H100)
     assert p == TransposeParams(vector=4, tile=32, block=256)  # one vector per thread and phase

@@ -211,12 +211,10 @@ NORMALIZATION_MIN_BLOCK = 128
 # 760.5, RMSNorm bf16 4096x65536 696.8 -> 696.7, bias-dropout-add-LayerNorm 8192x4095
 # 482.0 -> 482.0; that kernel's PTX 2793 -> 1763 lines, its cold compile 0.89 -> 0.60 s.
 LOOP_SLOTS = 1
-# Slots for a static row longer than a whole block holds with PERSISTENT_SLOTS, up to twice
-# that: held in one pass instead of looping (a pass per reduction). H200, cross-entropy
-# forward + backward kernels over 4096 rows, us, 4 slots -> 8: f32 32000 (Llama's vocabulary)
-# 326 + 350 -> 205 + 290; f32 30522 (BERT's) backward 358 -> 304; bf16 32000 174 + 257 ->
-# 139 + 177 (held either way: the bf16 vector of 8 holds 32768 with 4 slots).
-LONG_ROW_SLOTS = 8
+# Not taken: 8 slots for static rows a block holds with 8 but not 4 (16K-32K float32). H200,
+# session 41: the cross-entropy micro-benchmark's backward kernel over 4096 x 32000 went
+# 350 -> 294 us, but Llama f32's cross-entropy backward region (more tiles held per row)
+# 430 -> 586 us; the forward's rows are of dynamic length, so it was not reached.
 REGISTER_FILE = 65536  # 32-bit registers per SM (sm_70 to sm_100)
 
 
@@ -258,19 +256,17 @@ def normalization_heuristic(row: int | None, rows: int | None, element_bytes: Se
                             device: DeviceProperties = DeviceProperties()) -> NormalizationParams:
     """The fewest threads per row (a power of two up to the block of 1024) whose registers
     hold the row: one thread for rows up to 16 float32 elements, a warp up to 512, 256
-    threads at 4096, 1024 threads up to 16K (32K for 16-bit types; a static row twice that
-    with `LONG_ROW_SLOTS`); blocks of at least 128 threads. `rows` is not used yet: few long
-    rows would need a row split across blocks."""
+    threads at 4096, 1024 threads up to 16K (32K for 16-bit types); blocks of at least 128
+    threads. `rows` is not used yet: few long rows would need a row split across blocks."""
     del rows, device
     vec = vector_width(element_bytes)
     block = NORMALIZATION_MAX_BLOCK
     tiers = [RowTier(t * vec * PERSISTENT_SLOTS, t) for t in (1 << k for k in range(11)) if t < block]
     tiers.append(RowTier(None, block))
     params = NormalizationParams(vec, PERSISTENT_SLOTS, block, tuple(tiers), LOOP_SLOTS)
-    if row is not None:  # a static row length: one tier, and more slots where that holds it
-        slots = LONG_ROW_SLOTS if block * vec * PERSISTENT_SLOTS < row <= block * vec * LONG_ROW_SLOTS \
-            else PERSISTENT_SLOTS
-        params = NormalizationParams(vec, slots, block, (RowTier(None, params.tier(row).threads),), LOOP_SLOTS)
+    if row is not None:  # a static row length: one tier
+        params = NormalizationParams(vec, PERSISTENT_SLOTS, block, (RowTier(None, params.tier(row).threads),),
+                                     LOOP_SLOTS)
     return params
 
 
