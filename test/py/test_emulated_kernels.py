@@ -602,6 +602,12 @@ def test_reference_workloads(w) -> None:
     check(w.jit_fn, *inputs, reduction_size=w.small[-1])
 
 
+def _rotate_half(x):
+    """cat(-x2, x1) of x's two halves along the last dim (rotary embeddings)."""
+    half = x.shape[-1] // 2
+    return ops.cat([-I.slice_dim(x, -1, half, x.shape[-1]), I.slice_dim(x, -1, 0, half)], -1)
+
+
 @pytest.mark.parametrize("name,fn,args,vectors", [
     # a weight padded with rows to a multiple of 8 (the output projection's, every step)
     ("pad rows", lambda w: ops.pad(w, [0, 0, 0, 3]), [randn(37, 64, dtype=ml_dtypes.bfloat16)], True),
@@ -612,14 +618,24 @@ def test_reference_workloads(w) -> None:
     ("embedding rows", lambda w, i: ops.index_select(w, i, 0) * 2.0,
      [randn(10, 32), np.array([9, 0, 3, 3, 7], np.int64)], True),
     ("pad of the last dim", lambda x: ops.pad(x, [0, 4]), [randn(4, 12)], False),
+    # a branch on the innermost index at a multiple of the vector: each vector reads one side
+    ("rotation of halves", lambda x: _rotate_half(x) * 2.0, [randn(6, 32)], True),
+    ("rotation of halves bf16", lambda x: _rotate_half(x) * 2.0, [randn(6, 64, dtype=ml_dtypes.bfloat16)], True),
+    ("rotation off a vector", lambda x: _rotate_half(x) * 2.0, [randn(6, 12)], False),
+    ("rotary embedding", lambda x, c, s: x * c + _rotate_half(x) * s,
+     [randn(2, 3, 8, 32), randn(1, 1, 8, 32), randn(1, 1, 8, 32)], True),
+    ("cat of columns", lambda a, b: ops.cat([a, b * 2.0], -1), [randn(5, 8), randn(5, 16)], True),
 ])
 @pytest.mark.parametrize("misalign", [None, {0: 4}], ids=["aligned", "input+4B"])
 def test_reads_in_the_body_along_rows_are_vector_loads(name, fn, args, vectors, misalign) -> None:
     """A pad, slice, cat or gather reads its source inside the pointwise kernel's body: where
     a vector's elements read consecutive elements of one row of the source (the last index
     is the innermost loop's, plus a multiple of the vector), they are one vector load, made
-    before the body's copies (a pad's rows past the end read the last row, unused). Values
-    equal the CPU backend's, aligned or not (a misaligned source takes the scalar variant)."""
+    before the body's copies (a pad's rows past the end read the last row, unused). So are
+    reads in a branch that a vector takes whole (a rotation's halves: `j < 32` with vectors
+    of 4 or 8), at a column clamped into the row (the side not taken is loaded and unused).
+    Values equal the CPU backend's, aligned or not (a misaligned source takes the scalar
+    variant)."""
     c = check(fn, *args, misalign=misalign)
     assert schedules(c) == ["pointwise"], c.stages["launch_params"]
     source = c.stages["gpu"].split("gpu.launch", 1)[1]

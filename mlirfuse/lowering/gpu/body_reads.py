@@ -36,6 +36,7 @@ class ContiguousRead:
     load: ir.Operation
     source: ir.Value  # the buffer read, captured from outside the body
     offset: int  # the last index is the innermost loop index plus this
+    clamped: bool = False  # in a branch taken for whole vectors only: its column is clamped into the row
 
 
 @dataclass
@@ -47,10 +48,15 @@ class BodyReads:
         return bool(self.reads)
 
 
-def contiguous_reads(g: Generic, width: int) -> BodyReads:
+def contiguous_reads(g: Generic, width: int, whole_vectors: bool = False) -> BodyReads:
     """The body's reads that `width` consecutive elements of the innermost loop take as one
     vector of their source (offsets that are multiples of `width`, sources of contiguous
-    layout)."""
+    layout). With `whole_vectors` (the kernel's vectors start at innermost indices that are
+    multiples of `width`), also reads in branches whose condition compares the innermost
+    index with a bound that is a multiple of `width` away from a vector's start, e.g. a
+    cat's halves or a rotation's (`j < 64 ? -x[j + 64] : x[j - 64]`): such a branch is taken
+    by all of a vector's elements or none, so its read is one vector, loaded whichever way
+    the branch goes, at a column clamped into the row (`clamped`)."""
     inside: set = set(g.body.arguments)
     ops = nested_ops(g.body)
     for op in ops:
@@ -99,7 +105,31 @@ def contiguous_reads(g: Generic, width: int) -> BodyReads:
                 c = _constant(b)
                 if c is not None and innermost_plus(a) == 0:
                     return c
+        if op.name == "arith.subi":
+            c = _constant(op.operands[1])
+            if c is not None and innermost_plus(op.operands[0]) == 0:
+                return -c
         return None
+
+    def whole_vector(condition: ir.Value) -> bool:
+        """The condition is the same for a vector's elements: the innermost index plus a
+        constant compared with a constant, their difference a multiple of `width` (or such
+        conditions combined)."""
+        if is_uniform(condition):
+            return True
+        owner = condition.owner
+        if not whole_vectors or isinstance(owner, ir.Block):
+            return False
+        op = owner.operation
+        if op.name in ("arith.andi", "arith.ori"):
+            return all(whole_vector(x) for x in op.operands)
+        if op.name != "arith.cmpi":
+            return False
+        for a, b in (list(op.operands), list(op.operands)[::-1]):
+            c, bound = innermost_plus(a), _constant(b)
+            if c is not None and bound is not None:
+                return (bound - c) % width == 0
+        return False
 
     reads = []
     for position, op in enumerate(ops):
@@ -110,11 +140,15 @@ def contiguous_reads(g: Generic, width: int) -> BodyReads:
         if source in inside or not indices or not _contiguous(t) or isinstance(t.element_type, ir.IndexType):
             continue
         offset = innermost_plus(indices[-1])
-        if offset is None or offset < 0 or offset % width or not all(is_uniform(i) for i in indices[:-1]):
+        if offset is None or offset % width or not all(is_uniform(i) for i in indices[:-1]):
             continue
-        if not all(is_uniform(c) for c in _guards(op, g.body)):
+        guards = _guards(op, g.body)
+        clamped = not all(is_uniform(c) for c in guards)
+        if clamped and not all(whole_vector(c) for c in guards):
             continue  # taken for some elements of a vector only (a pad of the innermost dim)
-        reads.append(ContiguousRead(position, op, source, offset))
+        if offset < 0 and not clamped:
+            continue
+        reads.append(ContiguousRead(position, op, source, offset, clamped))
     return BodyReads(reads, inside)
 
 
@@ -127,7 +161,11 @@ def host_conditions(found: BodyReads, width: int, inner_extent: ir.Value) -> ir.
         rank = ir.MemRefType(r.source.type).rank
         row = memref.dim(r.source, index_const(rank - 1))
         ok = arith.andi(ok, divisible(row, width))
-        ok = arith.andi(ok, arith.cmpi(arith.CmpIPredicate.ule, arith.addi(inner_extent, index_const(r.offset)), row))
+        if r.clamped:  # a vector to clamp into
+            ok = arith.andi(ok, arith.cmpi(arith.CmpIPredicate.uge, row, index_const(width)))
+        else:
+            ok = arith.andi(ok, arith.cmpi(arith.CmpIPredicate.ule, arith.addi(inner_extent, index_const(r.offset)),
+                                           row))
         for d in range(rank - 1):  # a clamped index needs a row to clamp into
             ok = arith.andi(ok, arith.cmpi(arith.CmpIPredicate.ugt, memref.dim(r.source, index_const(d)),
                                            index_const(0)))
@@ -167,9 +205,16 @@ class Hoisted:
         return [arith.minui(self.value(i), arith.subi(memref.dim(source, index_const(d)), index_const(1)))
                 for d, i in enumerate(indices[:-1])]
 
-    def column(self, r: ContiguousRead, first: ir.Value) -> ir.Value:
-        """The source column of the element whose innermost loop index is `first`."""
-        return arith.addi(first, index_const(r.offset)) if r.offset else first
+    def column(self, r: ContiguousRead, first: ir.Value, width: int = 1) -> ir.Value:
+        """The source column of the element whose innermost loop index is `first` (for a
+        clamped read, clamped to [0, row - width]: where its branch is taken the vector is
+        in the row, so clamping changes nothing there)."""
+        column = arith.addi(first, index_const(r.offset)) if r.offset else first
+        if not r.clamped:
+            return column
+        source = r.load.operands[0]
+        last = arith.subi(memref.dim(source, index_const(ir.MemRefType(source.type).rank - 1)), index_const(width))
+        return arith.maxsi(arith.minsi(column, last), index_const(0))
 
 
 def hoist(found: BodyReads, width: int, ivs: list[ir.Value]) -> dict[int, list[ir.Value]]:
@@ -178,7 +223,7 @@ def hoist(found: BodyReads, width: int, ivs: list[ir.Value]) -> dict[int, list[i
     at = Hoisted(found, lambda d: ivs[d])
     elements = {}
     for r in found.reads:
-        vec = load(r.load.operands[0], at.row(r) + [at.column(r, ivs[-1])], width)
+        vec = load(r.load.operands[0], at.row(r) + [at.column(r, ivs[-1], width)], width)
         elements[r.position] = [element(vec, e) for e in range(width)]
     return elements
 

@@ -82,7 +82,7 @@ def emit_pointwise(m: PointwiseMatch, params: S.PointwiseParams) -> ir.Operation
                  for o in g.operands if o.is_memref}
         vec = params.vector
         vector_ok = None
-        reads = contiguous_reads(g, vec)
+        reads = contiguous_reads(g, vec, whole_vectors=True)  # the vector variant needs extents[-1] % vec == 0
         if vec > 1:
             vectored = [o for o in g.operands if o.is_memref and _vector_access(o, g.n_loops)
                         and not any(o is e for e in m.elementwise)]
