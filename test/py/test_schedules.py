@@ -579,3 +579,51 @@ def test_column_reductions_match_the_cpu_backend() -> None:
     x = np.random.default_rng(1).standard_normal((257, 3, 40)).astype(np.float32)
     f = mlirfuse.jit(lambda t: (ops.exp(t) * 0.5).sum((0, 1)))
     np.testing.assert_allclose(f(torch.from_numpy(x).cuda()).cpu().numpy(), f(x), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("predicate, bound, swapped, taken_whole", [
+    ("ult", 32, False, True), ("slt", 30, False, False), ("ule", 31, False, True), ("ule", 32, False, False),
+    ("ugt", 31, False, True), ("uge", 32, False, True), ("eq", 32, False, False), ("ne", 32, False, False),
+    ("ult", 31, True, True), ("ule", 32, True, True), ("ult", 32, True, False)])
+def test_a_read_in_a_branch_is_a_vector_where_each_vector_takes_the_branch_whole(predicate, bound, swapped,
+                                                                                 taken_whole) -> None:
+    """`if j cmp bound: x[i, j]` with vectors of 4 along j (starting at multiples of 4): one
+    vector load only where the condition changes at a multiple of 4 (j < 32, j <= 31, j > 31,
+    31 < j, 32 <= j), never for == or != (true at one index)."""
+    from mlir import ir
+
+    from mlirfuse.dialects import fusion as fusion_dialect
+    from mlirfuse.lowering.gpu.body_reads import contiguous_reads
+    from mlirfuse.lowering.gpu.kernels import analyze
+
+    compare = "%bound, %j" if swapped else "%j, %bound"
+    text = f"""
+    func.func @f(%x: memref<4x64xf32>, %y: memref<4x64xf32>) {{
+      %bound = arith.constant {bound} : index
+      %zero = arith.constant 0.0 : f32
+      linalg.generic {{indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}}
+          outs(%y : memref<4x64xf32>) {{
+      ^bb0(%out: f32):
+        %i = linalg.index 0 : index
+        %j = linalg.index 1 : index
+        %c = arith.cmpi {predicate}, {compare} : index
+        %v = scf.if %c -> (f32) {{
+          %e = memref.load %x[%i, %j] : memref<4x64xf32>
+          scf.yield %e : f32
+        }} else {{
+          scf.yield %zero : f32
+        }}
+        linalg.yield %v : f32
+      }}
+      return
+    }}"""
+    with fusion_dialect.context():
+        module = ir.Module.parse(text)
+        func = module.body.operations[0]
+        generic = next(op.operation for op in func.regions[0].blocks[0].operations
+                       if op.operation.name == "linalg.generic")
+        g = analyze(generic)
+        found = contiguous_reads(g, 4, whole_vectors=True)
+        assert bool(found) == taken_whole
+        assert all(r.clamped for r in found.reads)
+        assert not contiguous_reads(g, 4)  # the normalization kernel's rows may start off a multiple of 4

@@ -125,10 +125,16 @@ def contiguous_reads(g: Generic, width: int, whole_vectors: bool = False) -> Bod
             return all(whole_vector(x) for x in op.operands)
         if op.name != "arith.cmpi":
             return False
-        for a, b in (list(op.operands), list(op.operands)[::-1]):
+        predicate = ir.IntegerAttr(op.attributes["predicate"]).value
+        for a, b, swapped in ((*op.operands, False), (*list(op.operands)[::-1], True)):
             c, bound = innermost_plus(a), _constant(b)
-            if c is not None and bound is not None:
-                return (bound - c) % width == 0
+            if c is None or bound is None or predicate not in _FLIP_AT:
+                continue
+            # the innermost index where the condition changes: bound - c for <, >=; one more
+            # for <=, > (bound cmp j + c swapped: j + c > bound is bound < j + c); an unsigned
+            # compare of j + c < 0 also changes where j + c wraps, at j = -c
+            flip = bound - c + (1 if _FLIP_AT[predicate] != swapped else 0)
+            return flip % width == 0 and c % width == 0
         return False
 
     reads = []
@@ -226,6 +232,12 @@ def hoist(found: BodyReads, width: int, ivs: list[ir.Value]) -> dict[int, list[i
         vec = load(r.load.operands[0], at.row(r) + [at.column(r, ivs[-1], width)], width)
         elements[r.position] = [element(vec, e) for e in range(width)]
     return elements
+
+
+# arith.cmpi's predicates that hold on one side of a bound (eq and ne not: they hold at one
+# index) -> whether the bound's own index is on the side after the change (<=, >).
+# slt, sle, sgt, sge, ult, ule, ugt, uge:
+_FLIP_AT = {2: False, 3: True, 4: True, 5: False, 6: False, 7: True, 8: True, 9: False}
 
 
 def _guards(op: ir.Operation, body: ir.Block) -> list[ir.Value]:
