@@ -85,9 +85,9 @@ def hoist_independent(func: ir.Operation) -> None:
                     op.move_after(x)
                 break
             if _host_only(x):
+                if x.name == "memref.store" and any(v in used for v in x.operands):
+                    break  # fills a shape buffer it (or a view carried with it) reads
                 if any(r in used for r in x.results):
-                    if x.name == "memref.store":
-                        break
                     carried.append(x)
                     used |= set(x.operands)
                 continue
