@@ -1,4 +1,5 @@
-"""constant-outputs-as-fills: a result that is a splat constant is written by `linalg.fill`.
+"""constant-outputs-as-fills: a result that is a splat constant, or a scalar argument made a
+tensor, is written by `linalg.fill`.
 
 Expects the destination-passing entry point on tensors (after inlining and
 `output-views-in-place`, before bufferization), whose outputs are written by
@@ -11,6 +12,9 @@ code reads outside the group too), it becomes
 Bufferization would otherwise copy the constant from a `memref.global` of the host module,
 and on the GPU that copy is a kernel reading host memory: an illegal address (T5 under bf16
 autocast). The fill keeps the value an immediate of the kernel that writes the output.
+Likewise a result that is `tensor.from_elements %s` of one element (a scalar input passed by
+value and returned, `lambda x, s: (x * s, s)`): bufferized, the host stored %s into a buffer
+that on the GPU is device memory (the host process faults), for a kernel to copy it out.
 """
 
 from __future__ import annotations
@@ -35,15 +39,24 @@ def _splat(value: ir.Value) -> ir.Attribute | None:
     return attr.get_splat_value()
 
 
+def _scalar(value: ir.Value) -> ir.Value | None:
+    """The scalar of a one-element `tensor.from_elements`, or None."""
+    op = defining_op(value)
+    if op is None or op.name != "tensor.from_elements" or len(op.operands) != 1:
+        return None
+    return op.operands[0]
+
+
 def run(module: ir.Operation) -> None:
     for func in functions(module):
         for op in output_materializations(func):
-            element = _splat(op.operands[0])
-            if element is None:
+            element, scalar = _splat(op.operands[0]), _scalar(op.operands[0])
+            if element is None and scalar is None:
                 continue
-            constant = defining_op(op.operands[0])
+            producer = defining_op(op.operands[0])
             with ir.InsertionPoint(op), op.location:
-                linalg.fill(arith.constant(element.type, element), outs=[op.operands[1]])
+                linalg.fill(arith.constant(element.type, element) if scalar is None else scalar,
+                            outs=[op.operands[1]])
             op.erase()
-            if not has_uses(constant):
-                constant.erase()
+            if not has_uses(producer):
+                producer.erase()

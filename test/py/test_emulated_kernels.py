@@ -170,6 +170,15 @@ def test_independent_pointwise_kernels_run_in_one_packed_launch(misalign) -> Non
     assert "5 kernels packed in one launch" in c.stages["launch_params"]
 
 
+def test_a_packed_kernel_reading_a_dynamic_reshape_keeps_its_shape_stores() -> None:
+    """z viewed as [rows * cols] (a memref.reshape whose shape the host stores into a buffer)
+    packed with x * 2: the kernel moving up to join the other launch takes the reshape along,
+    and must not pass the stores of its shape (found in review: the packed kernel read the
+    shape buffer before it was written)."""
+    c = check(lambda x, z: (x * 2.0, ops.reshape(z, [z.shape[0] * z.shape[1]]) * 3.0), randn(8, 16), randn(6, 5))
+    assert c.n_launches == 1 and "2 kernels packed in one launch" in c.stages["launch_params"]
+
+
 def test_packed_kernels_of_different_block_sizes_and_broadcasts() -> None:
     """Kernels whose heuristics chose different blocks (a small bf16 tensor, a large float32
     one with a row broadcast) packed: each runs on the threads it was launched with."""
@@ -953,6 +962,15 @@ def test_constant_results_are_written_by_the_kernel_not_read_from_host_memory(dt
         zero = ops.cast(0.0, DataType(np.dtype(dtype).name) if dtype is not ml_dtypes.bfloat16 else DataType.BFloat16)
         return zero, ops.where(m, ops.expand(zero, list(x.shape)), x), ops.reshape(zero, [1, 1]) + 1
     check(f, randn(4, 8, 16, dtype=dtype), randn(4, 8, 16, dtype=np.bool_))
+
+
+@pytest.mark.parametrize("scalar", [np.float32(2.5), np.bool_(True), np.int64(-3)], ids=lambda s: s.dtype.name)
+def test_a_scalar_argument_returned_is_written_by_a_kernel(scalar) -> None:
+    """A scalar passed by value and returned as a 0-d result (found by running random programs
+    through the emulator): the host stored it into a buffer, which on a GPU is device memory
+    (the host process faults), for a kernel to copy out; a fill kernel now writes it."""
+    compiled = check(lambda x, s: (ops.abs(x), s), randn(5), scalar)
+    assert "memref.store %arg" not in compiled.stages["gpu"].split("gpu.launch")[0]
 
 
 @pytest.mark.parametrize("fn", [
