@@ -8,11 +8,12 @@ order, one of the reduction's kept loops. This is proved from the buffers, not a
 generic reads some result of the reduction (or of an earlier epilogue generic) at the dims
 the reduction writes it at, so their extents are that buffer's. Every other operand is read
 or written at the row too, or is a scalar read by every row. Nothing the kernel writes is
-read through another view or in the body, and no epilogue writes a buffer the reduction
-reads (other blocks may still be reading it). Only host ops (sizes, allocations, views) may
-sit between the reduction and its epilogue: the kernel runs where the last epilogue generic
-was. An epilogue generic whose own schedule is not pointwise (a naive one, say) is not
-folded. The reduction still writes its results (other ops may read them).
+read through another view or in the body, and no epilogue writes a buffer the kernel reads
+(an input of the reduction or of an earlier epilogue generic, or a buffer a body loads from:
+other blocks or rows may still be reading it). Only host ops (sizes, allocations, views,
+stores to shape buffers: `passive`) may sit between the reduction and its epilogue: the
+kernel runs where the last epilogue generic was. An epilogue generic whose own schedule is
+not pointwise (a naive one, say) is not folded. The reduction still writes its results (other ops may read them).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def find_epilogue(ops: list[ir.Operation], i: int, m: InnerReductionMatch, gener
     and loops), each one pointwise-scheduled in `pointwise`; past host ops only."""
     # buffer written -> the dims its row loops are at (in the kept loops' order)
     written = {o.value: _row_dims(o, m.kept) for o in m.generic.outputs}
-    read_by_reduction = {base_buffer(o.value) for o in m.generic.inputs if o.is_memref}
+    read = _reads(m.generic)  # what the kernel reads before an epilogue's write (other blocks too)
     found: list[tuple[int, Epilogue]] = []
     j = i + 1
     while j < len(ops):
@@ -51,13 +52,21 @@ def find_epilogue(ops: list[ir.Operation], i: int, m: InnerReductionMatch, gener
             continue
         if j not in pointwise or j not in generics:
             break
-        e = _epilogue(generics[j], len(m.kept), written, read_by_reduction)
+        e = _epilogue(generics[j], len(m.kept), written, read)
         if e is None:
             break
         found.append((j, e))
         written.update({o.value: _row_dims(o, e.loops) for o in e.generic.outputs})
+        read |= _reads(e.generic)
         j += 1
     return found
+
+
+def _reads(g: Generic) -> set:
+    """The buffers (at their roots) a generic reads: its memref inputs and the buffers its
+    body loads from (a gather's source)."""
+    return {base_buffer(o.value) for o in g.inputs if o.is_memref} | {
+        base_buffer(v) for op in nested_ops(g.body) for v in op.operands if isinstance(v.type, ir.MemRefType)}
 
 
 def _row_dims(o, loops: list[int]) -> list[int]:
@@ -65,7 +74,7 @@ def _row_dims(o, loops: list[int]) -> list[int]:
     return [p for d in loops for p, r in enumerate(o.results) if r == d]
 
 
-def _epilogue(g: Generic, n_rows: int, written: dict, read_by_reduction: set) -> Epilogue | None:
+def _epilogue(g: Generic, n_rows: int, written: dict, read: set) -> Epilogue | None:
     if any(g.reduction):
         return None
     loops = [d for d in range(g.n_loops) if g.static[d] != 1]
@@ -87,8 +96,8 @@ def _epilogue(g: Generic, n_rows: int, written: dict, read_by_reduction: set) ->
             reads_result = True
         elif base_buffer(o.value) in bases:
             return None  # a buffer the kernel writes, through another view
-        if o.is_output and base_buffer(o.value) in read_by_reduction:
-            return None  # other blocks of the reduction may still be reading it
+        if o.is_output and base_buffer(o.value) in read:
+            return None  # other blocks (or rows) of the kernel may still be reading it
     if not reads_result:
         return None
     touched = bases | {base_buffer(o.value) for o in g.outputs}

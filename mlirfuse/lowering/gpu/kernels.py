@@ -119,7 +119,8 @@ def host_only(op: ir.Operation) -> bool:
     return op.name in ("memref.alloc", "memref.dim") or op.name.startswith("arith.")
 
 
-VIEWS = ("memref.reshape", "memref.collapse_shape", "memref.expand_shape", "memref.subview", "memref.cast")
+VIEWS = ("memref.reshape", "memref.collapse_shape", "memref.expand_shape", "memref.subview", "memref.cast",
+         "memref.reinterpret_cast", "memref.view", "memref.transpose")
 
 
 def passive(op: ir.Operation) -> bool:
