@@ -78,7 +78,8 @@ def add_entry_point(module: ir.Module, specs: Sequence[InputSpec]) -> None:
 
 
 def inline_scalar_operands(module: ir.Module) -> None:
-    """Read 0-d `tensor.from_elements` inputs of linalg.generics as captured scalars.
+    """Read `tensor.from_elements` inputs of linalg.generics (0-d, or viewed as any shape of
+    size-1 dims) as captured scalars.
 
     Runs after inlining, before bufferization: the scalar then never touches memory.
     """
@@ -91,6 +92,27 @@ def inline_scalar_operands(module: ir.Module) -> None:
                 _inline_scalars(op)
 
 
+_ONE_ELEMENT_VIEWS = ("tensor.reshape", "tensor.expand_shape", "tensor.collapse_shape", "tensor.cast")
+
+
+def scalar_of_tensor(value: ir.Value) -> ir.Value | None:
+    """The scalar a one-element tensor holds where it is `tensor.from_elements %s`, viewed in
+    any shape of size-1 dims (a runtime scalar reshaped to [1], say), else None."""
+    while True:
+        t = value.type
+        if not isinstance(t, ir.RankedTensorType) or not t.has_static_shape or any(d != 1 for d in t.shape):
+            return None
+        owner = value.owner
+        if isinstance(owner, ir.Block):
+            return None
+        owner = owner.operation
+        if owner.name == "tensor.from_elements" and len(owner.operands) == 1:
+            return owner.operands[0]
+        if owner.name not in _ONE_ELEMENT_VIEWS:
+            return None
+        value = owner.operands[0]
+
+
 def _inline_scalars(op: ir.Operation) -> None:
     from mlir.dialects import linalg  # compile time only: a warm start does not import it
 
@@ -98,12 +120,9 @@ def _inline_scalars(op: ir.Operation) -> None:
     inputs, outputs = list(op.operands)[:n_in], list(op.operands)[n_in:]
     scalar_of = {}
     for i, v in enumerate(inputs):
-        owner = v.owner
-        if isinstance(owner, ir.OpView):
-            owner = owner.operation
-        if isinstance(owner, ir.Operation) and owner.name == "tensor.from_elements" and \
-                ir.RankedTensorType(v.type).rank == 0:
-            scalar_of[i] = owner.operands[0]
+        scalar = scalar_of_tensor(v)
+        if scalar is not None:
+            scalar_of[i] = scalar
     if not scalar_of:
         return
     maps = list(ir.ArrayAttr(op.attributes["indexing_maps"]))

@@ -12,9 +12,10 @@ code reads outside the group too), it becomes
 Bufferization would otherwise copy the constant from a `memref.global` of the host module,
 and on the GPU that copy is a kernel reading host memory: an illegal address (T5 under bf16
 autocast). The fill keeps the value an immediate of the kernel that writes the output.
-Likewise a result that is `tensor.from_elements %s` of one element (a scalar input passed by
-value and returned, `lambda x, s: (x * s, s)`): bufferized, the host stored %s into a buffer
-that on the GPU is device memory (the host process faults), for a kernel to copy it out.
+Likewise a result that is `tensor.from_elements %s` of one element, in any shape of size-1
+dims (a scalar input passed by value and returned, `lambda x, s: (x * s, s)`): bufferized,
+the host stored %s into a buffer that on the GPU is device memory (the host process
+faults), for a kernel to copy it out.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, linalg
 
+from mlirfuse.lowering.host_abi import scalar_of_tensor
 from mlirfuse.passes.common import defining_op, functions, has_uses, output_materializations
 
 NAME = "constant-outputs-as-fills"
@@ -39,18 +41,10 @@ def _splat(value: ir.Value) -> ir.Attribute | None:
     return attr.get_splat_value()
 
 
-def _scalar(value: ir.Value) -> ir.Value | None:
-    """The scalar of a one-element `tensor.from_elements`, or None."""
-    op = defining_op(value)
-    if op is None or op.name != "tensor.from_elements" or len(op.operands) != 1:
-        return None
-    return op.operands[0]
-
-
 def run(module: ir.Operation) -> None:
     for func in functions(module):
         for op in output_materializations(func):
-            element, scalar = _splat(op.operands[0]), _scalar(op.operands[0])
+            element, scalar = _splat(op.operands[0]), scalar_of_tensor(op.operands[0])
             if element is None and scalar is None:
                 continue
             producer = defining_op(op.operands[0])

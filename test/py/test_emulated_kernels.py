@@ -654,6 +654,28 @@ def test_reads_in_the_body_along_rows_are_vector_loads(name, fn, args, vectors, 
         assert source.count("scf.if") >= 2 and re.search(r"memref\.load %arg0\[", source)
 
 
+def test_random_programs_on_the_emulated_gpu() -> None:
+    """The random-program generator's programs (test_random_programs.py) compiled for the GPU
+    and run by the emulator, against the CPU backend: host code touching device memory, a
+    kernel out of bounds or a wrong value in any schedule is a failure. (It found a scalar
+    argument returned as a result stored by the host into device memory.)"""
+    from hypothesis import given, settings
+    from test_random_programs import HEALTH, _as_tuple, programs
+    from test_random_programs import check as check_outputs
+
+    @settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=HEALTH)
+    @given(programs())
+    def run(prog) -> None:
+        args = prog.make_inputs()
+        f = mlirfuse.jit(prog.function(ops))
+        want = _as_tuple(f(*args))
+        compiled = f.compile(*args, backend="gpu", arch="sm_90")
+        got = emulate(compiled.stages["gpu"], list(args), [np.empty_like(np.asarray(w)) for w in want])
+        check_outputs(prog, [np.asarray(g) for g in got], want, "the emulated GPU vs the CPU backend")
+
+    run()
+
+
 def test_the_emulator_catches_a_missing_barrier(monkeypatch) -> None:
     """Without its barrier the transpose reads shared memory before other threads wrote it."""
     from mlirfuse.lowering.gpu import transpose as gpu_transpose
@@ -970,6 +992,14 @@ def test_a_scalar_argument_returned_is_written_by_a_kernel(scalar) -> None:
     through the emulator): the host stored it into a buffer, which on a GPU is device memory
     (the host process faults), for a kernel to copy out; a fill kernel now writes it."""
     compiled = check(lambda x, s: (ops.abs(x), s), randn(5), scalar)
+    assert "memref.store %arg" not in compiled.stages["gpu"].split("gpu.launch")[0]
+
+
+def test_scalar_arguments_viewed_as_one_element_tensors_are_read_by_value() -> None:
+    """neg(reshape(s + t, [-1])) of two scalars passed by value (a random program): the
+    reshaped scalars were stored by the host into device buffers for the kernel to read; a
+    kernel now takes them by value."""
+    compiled = check(lambda t, s: ops.neg(ops.reshape(ops.neg(s + t), [-1])), np.int32(3), 5)
     assert "memref.store %arg" not in compiled.stages["gpu"].split("gpu.launch")[0]
 
 
