@@ -376,6 +376,14 @@ def test_inner_reduction_of_empty_rows() -> None:
     assert schedules(c) == ["inner reduction"]
 
 
+@pytest.mark.parametrize("shape", [(0, 2, 2), (3, 0, 4), (2, 3, 0), (0, 0, 5)])
+def test_middle_axis_sums_of_empty_tensors(shape) -> None:
+    """A sum over the middle axis of a tensor with an empty batch (a random program: the host
+    divided by the batch's zero blocks, which traps on the CPU running the host code), with
+    no rows, or with no columns."""
+    check(lambda t: ops.sum(t, -2, keepdim=True), np.zeros(shape, np.float32))
+
+
 def test_bfloat16_softmax_divides_by_a_reciprocal() -> None:
     """linalg-reciprocal-divisors on the GPU path: one reciprocal per row instead of a
     division per element, each quotient within one ulp of the correctly rounded one."""

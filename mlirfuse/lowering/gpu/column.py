@@ -185,7 +185,9 @@ def emit_column_reduction(m: ColumnReductionMatch, params: S.ColumnReductionPara
         col_blocks = arith.maxui(arith.ceildivui(columns, arith.muli(width, index_const(p.block_x))), one)
         most = arith.ceildivui(rows, index_const(p.block_y * p.min_rows_per_thread))
         blocks = arith.muli(col_blocks, batch)
-        splits = arith.maxui(arith.minui(arith.ceildivui(index_const(p.target_blocks), blocks), most), one)
+        # (an empty batch has no blocks: divided by one, not zero, a trap on the host)
+        splits = arith.maxui(arith.minui(arith.ceildivui(index_const(p.target_blocks), arith.maxui(blocks, one)),
+                                         most), one)
         rows_per_split = arith.ceildivui(rows, splits)
         all_columns = arith.muli(columns, batch)  # the outputs' elements
         types = [o.type.element_type for o in g.outputs]
