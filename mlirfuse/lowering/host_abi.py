@@ -81,7 +81,10 @@ def inline_scalar_operands(module: ir.Module) -> None:
     """Read `tensor.from_elements` inputs of linalg.generics (0-d, or viewed as any shape of
     size-1 dims) as captured scalars.
 
-    Runs after inlining, before bufferization: the scalar then never touches memory.
+    Runs after inlining, before bufferization: the scalar then never touches memory. A
+    one-element tensor of a scalar still read through memory (the only operand giving a loop
+    its extent) is made by a `linalg.fill`, a kernel on the GPU: bufferized, the host stored
+    the scalar into the buffer, which on the GPU is device memory.
     """
     for func in module.body.operations:
         if func.operation.name != "func.func":
@@ -90,6 +93,21 @@ def inline_scalar_operands(module: ir.Module) -> None:
             op = op.operation
             if op.name == "linalg.generic":
                 _inline_scalars(op)
+        for op in list(func.regions[0].blocks[0].operations):
+            op = op.operation
+            if op.name == "tensor.from_elements" and len(op.operands) == 1 and list(op.results[0].uses):
+                _fill_instead(op)
+
+
+def _fill_instead(op: ir.Operation) -> None:
+    """`tensor.from_elements %s` replaced by a fill of %s into an empty tensor of its type."""
+    from mlir.dialects import linalg, tensor  # compile time only
+
+    t = ir.RankedTensorType(op.results[0].type)
+    with ir.InsertionPoint(op), op.location:
+        filled = linalg.fill(op.operands[0], outs=[tensor.EmptyOp(t.shape, t.element_type).result])
+    op.results[0].replace_all_uses_with(filled)
+    op.erase()
 
 
 _ONE_ELEMENT_VIEWS = ("tensor.reshape", "tensor.expand_shape", "tensor.collapse_shape", "tensor.cast")
@@ -113,19 +131,28 @@ def scalar_of_tensor(value: ir.Value) -> ir.Value | None:
         value = owner.operands[0]
 
 
+def _loop_dims(attr: ir.Attribute) -> set[int]:
+    """The loop dims an indexing map's results name."""
+    return {e.position for e in ir.AffineMapAttr(attr).value.results if isinstance(e, ir.AffineDimExpr)}
+
+
 def _inline_scalars(op: ir.Operation) -> None:
     from mlir.dialects import linalg  # compile time only: a warm start does not import it
 
     n_in = len(op.operands) - len(op.results)
     inputs, outputs = list(op.operands)[:n_in], list(op.operands)[n_in:]
+    maps = list(ir.ArrayAttr(op.attributes["indexing_maps"]))
     scalar_of = {}
     for i, v in enumerate(inputs):
         scalar = scalar_of_tensor(v)
         if scalar is not None:
             scalar_of[i] = scalar
+    # a one-element input of rank > 0 may be the only operand giving a loop its extent (a sum
+    # of a scalar viewed as [1]): it stays an input then
+    defined = {d for i, m in enumerate(maps) if i not in scalar_of for d in _loop_dims(m)}
+    scalar_of = {i: v for i, v in scalar_of.items() if _loop_dims(maps[i]) <= defined}
     if not scalar_of:
         return
-    maps = list(ir.ArrayAttr(op.attributes["indexing_maps"]))
     keep = [i for i in range(n_in) if i not in scalar_of]
     with ir.InsertionPoint(op), op.location:
         new = linalg.GenericOp([r.type for r in op.results], [inputs[i] for i in keep], outputs,
