@@ -95,7 +95,8 @@ def inline_scalar_operands(module: ir.Module) -> None:
                 _inline_scalars(op)
         for op in list(func.regions[0].blocks[0].operations):
             op = op.operation
-            if op.name == "tensor.from_elements" and len(op.operands) == 1 and list(op.results[0].uses):
+            if op.name == "tensor.from_elements" and len(op.operands) == 1 and list(op.results[0].uses) \
+                    and not isinstance(op.operands[0].type, ir.IndexType):  # (index: a reshape's shape, on the host)
                 _fill_instead(op)
 
 
