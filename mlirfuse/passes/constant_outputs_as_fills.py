@@ -1,5 +1,4 @@
-"""constant-outputs-as-fills: a result that is a splat constant, or a scalar argument made a
-tensor, is written by `linalg.fill`.
+"""constant-outputs-as-fills: a result that is a splat constant is written by `linalg.fill`.
 
 Expects the destination-passing entry point on tensors (after inlining and
 `output-views-in-place`, before bufferization), whose outputs are written by
@@ -12,10 +11,7 @@ code reads outside the group too), it becomes
 Bufferization would otherwise copy the constant from a `memref.global` of the host module,
 and on the GPU that copy is a kernel reading host memory: an illegal address (T5 under bf16
 autocast). The fill keeps the value an immediate of the kernel that writes the output.
-Likewise a result that is `tensor.from_elements %s` of one element, in any shape of size-1
-dims (a scalar input passed by value and returned, `lambda x, s: (x * s, s)`): bufferized,
-the host stored %s into a buffer that on the GPU is device memory (the host process
-faults), for a kernel to copy it out.
+(A scalar argument returned as a result is filled earlier, by `inline-scalar-operands`.)
 """
 
 from __future__ import annotations
@@ -23,7 +19,6 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, linalg
 
-from mlirfuse.lowering.host_abi import scalar_of_tensor
 from mlirfuse.passes.common import defining_op, functions, has_uses, output_materializations
 
 NAME = "constant-outputs-as-fills"
@@ -44,13 +39,12 @@ def _splat(value: ir.Value) -> ir.Attribute | None:
 def run(module: ir.Operation) -> None:
     for func in functions(module):
         for op in output_materializations(func):
-            element, scalar = _splat(op.operands[0]), scalar_of_tensor(op.operands[0])
-            if element is None and scalar is None:
+            element = _splat(op.operands[0])
+            if element is None:
                 continue
-            producer = defining_op(op.operands[0])
+            constant = defining_op(op.operands[0])
             with ir.InsertionPoint(op), op.location:
-                linalg.fill(arith.constant(element.type, element) if scalar is None else scalar,
-                            outs=[op.operands[1]])
+                linalg.fill(arith.constant(element.type, element), outs=[op.operands[1]])
             op.erase()
-            if not has_uses(producer):
-                producer.erase()
+            if not has_uses(constant):
+                constant.erase()

@@ -41,18 +41,3 @@ func.func @zero_and_where(%x: memref<?xbf16>, %m: memref<?xi8>, %out0: memref<bf
   return
 }
 
-// A scalar argument returned as a 0-d result: filled into its output too (bufferized, the
-// host stored it into a buffer for a kernel to copy, and on the GPU that buffer is device
-// memory).
-// CHECK-LABEL: func.func @scalar_returned(
-// CHECK-SAME: %[[S:[a-z0-9]+]]: f32, %[[OUT:[a-z0-9]+]]: memref<f32>)
-// CHECK-NEXT: linalg.fill ins(%[[S]] : f32) outs(%[[OUT]] : memref<f32>)
-// CHECK-NOT: tensor.from_elements
-// BUF-LABEL: func.func @scalar_returned(
-// BUF-NOT: memref.store
-// BUF: linalg.fill
-func.func @scalar_returned(%s: f32, %out: memref<f32>) {
-  %t = tensor.from_elements %s : tensor<f32>
-  bufferization.materialize_in_destination %t in restrict writable %out : (tensor<f32>, memref<f32>) -> ()
-  return
-}

@@ -20,15 +20,13 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, gpu, scf
 
-from mlirfuse.lowering.gpu.kernels import ALTERNATIVE_ATTR, SCHEDULE_ATTR, walk_ops
+from mlirfuse.lowering.gpu.kernels import ALTERNATIVE_ATTR, SCHEDULE_ATTR, VIEWS, base_buffer, walk_ops
 from mlirfuse.lowering.linalg_builders import index_const
 
 PACKED_ATTR = "mlirfuse.packed"  # on a packed launch's guard: how many kernels it runs
-_VIEWS = ("memref.collapse_shape", "memref.expand_shape", "memref.subview", "memref.reinterpret_cast",
-          "memref.cast", "memref.reshape", "memref.view", "memref.transpose")
-_HOST = _VIEWS + ("memref.alloc", "memref.dim", "memref.extract_aligned_pointer_as_index",
+_HOST = VIEWS + ("memref.alloc", "memref.dim", "memref.extract_aligned_pointer_as_index",
                   "memref.extract_strided_metadata", "affine.apply")
-_READS = ("memref.load", "vector.load", "memref.dim", "memref.extract_aligned_pointer_as_index") + _VIEWS
+_READS = ("memref.load", "vector.load", "memref.dim", "memref.extract_aligned_pointer_as_index") + VIEWS
 _STORES = {"memref.store": 1, "vector.store": 1}  # op -> position of the buffer it writes
 _BLOCK_WIDE = ("gpu.barrier", "gpu.shuffle", "gpu.block_dim", "gpu.grid_dim", "gpu.block_id", "gpu.thread_id",
                "gpu.subgroup_reduce", "gpu.all_reduce")
@@ -47,7 +45,7 @@ def packable_runs(func: ir.Operation) -> list[list[ir.Operation]]:
             for host in [o.operation for o in op.regions[0].blocks[0].operations][:-2]:
                 host.move_before(op)  # the launch's sizes (constants), defined where a packed launch sees them
             r, w = _accesses(launch)
-            if w & (reads | writes) or r & writes:
+            if _ordered((r, w), (reads, writes)):
                 runs.append(run)
                 run, reads, writes = [], set(), set()
             run.append(op)
@@ -72,17 +70,17 @@ def hoist_independent(func: ir.Operation) -> None:
         op = ops[i]
         if _packable(op) is None:
             continue
-        reads, writes = _accesses(op)
+        accesses = _accesses(op)
         used = _used_from_outside(op)
         carried = []  # host ops it uses (its sizes, pointers and views), moved up with it
         for x in reversed(ops[:i]):
             if _packable(x) is not None:
-                r, w = _accesses(x)
-                if not (w & (reads | writes) or r & writes) and x != ops[i - 1]:
+                if not _ordered(_accesses(x), accesses) and x != ops[i - 1]:
                     for c in reversed(carried):
                         c.move_after(x)
                         x = c
                     op.move_after(x)
+                    ops = [o.operation for o in func.regions[0].blocks[0].operations]
                 break
             if _host_only(x):
                 if x.name == "memref.store" and any(v in used for v in x.operands):
@@ -91,12 +89,14 @@ def hoist_independent(func: ir.Operation) -> None:
                     carried.append(x)
                     used |= set(x.operands)
                 continue
-            if x.name not in ("scf.if", "memref.dealloc"):
+            if x.name not in ("scf.if", "memref.dealloc") or _ordered(_accesses(x), accesses) \
+                    or any(r in used for r in x.results):
                 break
-            r, w = _accesses(x)
-            if w & (reads | writes) or r & writes or any(r in used for r in x.results):
-                break
-        ops = [o.operation for o in func.regions[0].blocks[0].operations]
+
+
+def _ordered(a: tuple[set, set], b: tuple[set, set]) -> bool:
+    """Two ops' (reads, writes) make their order matter: one writes what the other touches."""
+    return bool(a[1] & (b[0] | b[1]) or a[0] & b[1])
 
 
 def _used_from_outside(op: ir.Operation) -> set:
@@ -139,13 +139,6 @@ def _packable(op: ir.Operation) -> ir.Operation | None:
     return launch
 
 
-def _root(value: ir.Value) -> ir.Value:
-    """The buffer under any views: a function (or block) argument, or an allocation."""
-    while not isinstance(value.owner, ir.Block) and value.owner.name in _VIEWS:
-        value = value.owner.operands[0]
-    return value
-
-
 def _accesses(launch: ir.Operation) -> tuple[set, set]:
     """The root buffers the kernel (or any op with what it nests) reads and those it writes
     (any use but a read counts as a write)."""
@@ -155,9 +148,9 @@ def _accesses(launch: ir.Operation) -> tuple[set, set]:
             if not isinstance(v.type, ir.MemRefType):
                 continue
             if op.name in _READS or op.name in _STORES and k != _STORES[op.name]:
-                reads.add(_root(v))
+                reads.add(base_buffer(v))
             else:
-                writes.add(_root(v))
+                writes.add(base_buffer(v))
     return reads, writes
 
 
