@@ -420,6 +420,7 @@ def _variants(compiled) -> list[str]:
 
 SHIFTED_HELD = "rows held, vectors from each row's first aligned element"
 SCALAR_LOOPING = "the looping variant, for rows too long to hold or unaligned"
+ONLINE = "; sums of exp(u - r) in the pass before"  # a looping softmax's
 
 
 @pytest.mark.parametrize("row,dtype,first,misalign", [
@@ -437,10 +438,13 @@ def test_static_rows_of_any_length_are_read_in_vectors(row, dtype, first, misali
     looping variant an element at a time. Each row's sums stay within tolerance. (Rows too
     long to hold: softmax alone, the emulator's slowest case.)"""
     x, w, b = randn(4, row, dtype=dtype), randn(row, dtype=dtype), randn(row, dtype=dtype)
-    cases = ((_layer_norm, (x, w, b)), (lambda t: ops.softmax(t, -1), (x,)))
-    for fn, args in cases[1:] if row > 16384 else cases:
+    # (a bfloat16 softmax sums its exp rounded to bfloat16: not summed online)
+    online_f32 = ONLINE if dtype == np.float32 else ""
+    cases = ((_layer_norm, (x, w, b), ""), (lambda t: ops.softmax(t, -1), (x,), online_f32))
+    for fn, args, online in cases[1:] if row > 16384 else cases:
         c = check(fn, *args, misalign=misalign, reduction_size=row, dynamic=False)
-        assert _variants(c) == [first, SCALAR_LOOPING], c.stages["launch_params"]
+        looping = [v + online if "looping" in v else v for v in (first, SCALAR_LOOPING)]
+        assert _variants(c) == looping, c.stages["launch_params"]
 
 
 @pytest.mark.parametrize("row", [301, 16387])
@@ -455,6 +459,99 @@ def test_shifted_rows_with_a_tile_broadcast_over_rows_and_iota(row) -> None:
     label = np.array([[0], [row - 1], [5], [row // 2]], np.int64).reshape(2, 2, 1)
     c = check(fn, randn(2, 2, row), randn(1, 2, row), label, reduction_size=row, dynamic=False)
     assert _variants(c)[0] != SCALAR_LOOPING, c.stages["launch_params"]
+
+
+def _log_softmax_parts(x):
+    """Cross-entropy's forward: log-softmax, its row maximum and log-sum-exp."""
+    m = x.max(-1, keepdim=True)
+    lse = ops.log(ops.exp(x - m).sum(-1, keepdim=True))
+    return x - m - lse, m, lse
+
+
+def _global_loads(compiled) -> list[int]:
+    return [len(re.findall(r"\bld\.global", entry)) for entry in compiled.ptx.split(".entry")[1:]]
+
+
+@pytest.mark.parametrize("misalign", [None, {0: 4}], ids=["vectors", "scalars"])
+def test_looping_variant_sums_exp_against_a_running_maximum(misalign) -> None:
+    """Rows too long to hold or unaligned (here 203 elements, a length known at run time)
+    loop over chunks: the sum of exp(x - max) is accumulated in the max's pass against each
+    thread's running maximum, rescaled as it grows, then to the row's maximum. Rows that a
+    two-pass kernel gets right and a careless online one does not: all -inf (NaN, as
+    torch), +inf and NaN elements, values to 3e4 (exp overflows without the rescaling),
+    -inf over most of the row, a maximum in the row's last chunk; empty rows. A sum of exp(2x - max)
+    rescales to a maximum that is not its own. Softmax's exp(x - max), also divided by the
+    sum, is a tile op of its own: the sum's source. The looping kernels read the row one pass
+    fewer than the same chain whose sum is not of exp(u - r) (multiplied by a scalar)."""
+    x = randn(8, 203)
+    x[1] = -np.inf
+    x[2, 7] = np.inf
+    x[3, 100] = np.nan
+    x[4] *= 1e4
+    x[5, :150] = -np.inf
+    x[6, 202] = 50.0
+    c = check(_log_softmax_parts, x, misalign=misalign, reduction_size=203)
+    check(_log_softmax_parts, np.zeros((3, 0), np.float32))  # empty rows: max -inf, sum 0
+    soft = check(lambda t: ops.softmax(t, -1), x, misalign=misalign, reduction_size=203)  # exp a tile op
+    assert all(v.endswith(ONLINE) for v in _variants(soft)[1:]), soft.stages["launch_params"]
+    assert all(v.endswith(ONLINE) for v in _variants(c)[1:]), c.stages["launch_params"]
+    check(lambda t: ops.exp(2.0 * t - t.max(-1, keepdim=True)).sum(-1), randn(5, 203), misalign=misalign,
+          reduction_size=203)
+
+    def scaled(t, k):
+        m = t.max(-1, keepdim=True)
+        return t - m - ops.log((ops.exp(t - m) * k).sum(-1, keepdim=True))
+
+    plain = check(scaled, x, 1.0, misalign=misalign, reduction_size=203)
+    assert "sums of exp" not in plain.stages["launch_params"]
+    online, two_pass = _global_loads(c), _global_loads(plain)
+    assert online[0] <= two_pass[0] and all(a < b for a, b in zip(online[1:], two_pass[1:])), (online, two_pass)
+
+
+_COPY_INTO_EXP = """    linalg.generic {indexing_maps = [#map2, #map2], iterator_types = ["parallel", "parallel"]} \
+ins(%arg0 : memref<?x?xf32>) outs(%alloc_3 : memref<?x?xf32>) {
+    ^bb0(%in: f32, %out: f32):
+      linalg.yield %in : f32
+    }
+"""
+
+
+@pytest.mark.parametrize("edit", ["written-twice", "captured-u"])
+def test_online_sums_of_hand_edited_softmax_schedules(edit) -> None:
+    """Schedules edited by hand (`compile(..., scheduled_ir=)`) that look like a softmax's
+    sum of exp(u - max) but are not (both found by review): the exp tile's buffer written
+    again (by a copy of x) before the sum reads it, so it sums x, and an exp(c - max) whose
+    c is captured from outside the body (its clone never reached c: the compile aborted).
+    Neither is summed online; each computes what the two passes compute."""
+    f = mlirfuse.jit(lambda t: ops.softmax(t, -1))
+    x = (RNG.random((6, 203)) + 0.5).astype(np.float32)
+    text = f.compile(x, backend="gpu", arch="sm_90").stages["scheduled"]
+    if edit == "written-twice":
+        anchor = '    linalg.generic {indexing_maps = [#map, #map1], iterator_types = ["parallel"]} ins(%cst_0'
+        text, want = text.replace(anchor, _COPY_INTO_EXP + anchor), x / x.sum(-1, keepdims=True)
+    else:
+        old = "      %0 = arith.subf %in, %in_4 : f32\n      %1 = math.exp %0 : f32"
+        text, want = text.replace(old, "      %0 = arith.subf %cst_0, %in_4 : f32\n      %1 = math.exp %0 : f32"), \
+            np.full_like(x, 1 / 203)
+    assert text != f.compile(x, backend="gpu", arch="sm_90").stages["scheduled"]
+    c = f.compile(x, backend="gpu", arch="sm_90", scheduled_ir=text)
+    assert "sums of exp" not in c.stages["launch_params"]
+    for misalign in (None, {0: 4}):
+        assert_close(emulate(c.stages["gpu"], [x], [np.empty_like(x)], misalign)[0], want, edit, 203)
+
+
+def test_chains_read_once_loop_over_rows_of_more_than_256_threads() -> None:
+    """A chain the looping variant reads once (a cross-entropy's forward: the max and, summed
+    online, the sum of exp; only row values out) loops over rows that would take more than
+    256 threads held (5000 float32: 512 threads), in rows of 256 threads, more rows a block:
+    it reads them once either way. Softmax, whose output is a last pass, stays held. A row
+    length known at run time makes the same choice on the host."""
+    x = randn(3, 5000)
+    c = check(lambda t: _log_softmax_parts(t)[1:], x, reduction_size=5000, dynamic=False)
+    assert _variants(c)[0] == "the looping variant in vectors" + ONLINE, c.stages["launch_params"]
+    soft = check(lambda t: ops.softmax(t, -1), x, reduction_size=5000, dynamic=False)
+    assert _variants(soft)[0] == "rows held", soft.stages["launch_params"]
+    check(lambda t: _log_softmax_parts(t)[1:], x, reduction_size=5000)
 
 
 INV_ROW = 1 / 64

@@ -116,9 +116,32 @@ def test_column_reduction_a_warp_across_columns_and_a_wave_of_blocks() -> None:
     assert column_reduction_heuristic(None, None, [4], H100, body_ops=40).unroll == 1
 
 
+@pytest.mark.parametrize("change,message", [
+    ({"loop_threads": 100}, "loop_threads of 100 threads, not a power of two"),
+    ({"loop_threads": 2048}, "loop_threads of 2048 threads"),
+    ({"loop_slots": 0}, "loop_slots 0"),
+    ({"tiers": (RowTier(None, 96),)}, "tier of 96 threads, not a power of two"),
+])
+def test_a_normalization_schedule_written_by_hand_keeps_rows_in_powers_of_two(change, message) -> None:
+    """Rows of a normalization kernel share blocks and warps (block // threads rows a block,
+    butterflies over the row's lanes): a hand-written schedule whose row threads are not a
+    power of two up to the block, or that loops over no vectors, is refused when read."""
+    import dataclasses
+
+    from mlir import ir
+
+    from mlirfuse.lowering.gpu import schedule_attrs
+
+    params = normalization_heuristic(None, None, [4], H100)
+    with ir.Context():
+        assert schedule_attrs.read(schedule_attrs.to_attr("normalization", params)) == ("normalization", params)
+        with pytest.raises(mlirfuse.FusionError, match=re.escape(message)):
+            schedule_attrs.read(schedule_attrs.to_attr("normalization", dataclasses.replace(params, **change)))
+
+
 def test_normalization_holds_rows_of_16k_float32_and_32k_bfloat16_in_registers() -> None:
     p = normalization_heuristic(None, None, [4], H100)
-    assert (p.vector, p.slots, p.block, p.min_block, p.loop_slots) == (4, 4, 1024, 128, 1)
+    assert (p.vector, p.slots, p.block, p.min_block, p.loop_slots, p.loop_threads) == (4, 4, 1024, 128, 4, 256)
     assert [t.threads for t in p.tiers] == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
     assert all(t.max_row == t.threads * p.vector * p.slots for t in p.tiers[:-1])
     assert p.tier(16).threads == 1 and p.tier(1024).threads == 64 and p.tier(4096).threads == 256
@@ -139,7 +162,7 @@ def test_normalization_blocks_hold_several_short_rows_within_the_register_cap() 
 
 
 def test_normalization_static_rows_get_one_tier() -> None:
-    assert normalization_heuristic(4096, None, [4], H100) == NormalizationParams(4, 4, 1024, (RowTier(None, 256),), 1)
+    assert normalization_heuristic(4096, None, [4], H100) == NormalizationParams(4, 4, 1024, (RowTier(None, 256),), 4, 256)
     assert normalization_heuristic(100000, None, [4], H100).tiers == (RowTier(None, 1024),)  # the looping variant
 
 
@@ -268,10 +291,11 @@ def test_normalizations_are_one_kernel_without_temporaries(fn, args, kinds) -> N
     held, vectors, looping = c.stages["launch_params"].splitlines()
     assert held.startswith("launch 0 ") and held.endswith(
         f"normalization ({kinds}): " + repr(normalization_heuristic(None, None, [4], H100)))
+    online = "; sums of exp(u - r) in the pass before" if fn is _softmax else ""  # one pass fewer
     assert vectors.startswith("launch 0 (or) ") and vectors.endswith(
-        ": normalization: the looping variant in vectors from each row's first aligned element")
+        ": normalization: the looping variant in vectors from each row's first aligned element" + online)
     assert looping.startswith("launch 0 (or) ") and looping.endswith(": normalization: the looping variant, "
-                                                                     "for rows too long to hold or unaligned")
+                                                                     "for rows too long to hold or unaligned" + online)
     assert c.n_launches == 1 and c.kernel.module.n_kernels == 3 and c.ptx.count(".entry") == 3
     assert "gpu.alloc" not in c.stages["gpu"]  # the totals and centred rows stay in registers
     assert c.ptx.count("ld.global.v4") >= 5 and "shfl.sync.bfly" in c.ptx and ".local" not in c.ptx

@@ -21,6 +21,16 @@ _INT_IDENTITY = {"arith.addi": lambda w: 0, "arith.ori": lambda w: 0, "arith.xor
                  "arith.minsi": lambda w: (1 << (w - 1)) - 1, "arith.maxui": lambda w: 0, "arith.minui": lambda w: -1}
 
 
+class _Combiner:
+    """A combiner not taken from a body (`combine` reads an op's name and attributes)."""
+
+    def __init__(self, name: str):
+        self.name, self.attributes = name, {}
+
+
+MAXIMUM = _Combiner("arith.maximumf")  # NaN-propagating, as torch's max
+
+
 def identity(name: str, t: ir.Type) -> ir.Value:
     if isinstance(t, ir.IntegerType):
         return arith.constant(t, _INT_IDENTITY[name](t.width))

@@ -204,13 +204,14 @@ PERSISTENT_SLOTS = 4
 NORMALIZATION_MAX_BLOCK = 1024
 # Short rows share blocks of this many threads (block // threads rows each).
 NORMALIZATION_MIN_BLOCK = 128
-# Vectors a thread handles per chunk where the row is not held (too long or unaligned). One:
-# the block's 1024 threads keep enough loads in flight, and every slot is another copy of the
-# recomputed producers (Philox for dropout) in each pass. H100, kernel us, 4 slots -> 1:
-# softmax f32 4096x50257 (unaligned) 1036.5 -> 1036.5, LayerNorm f32 4096x32768 760.3 ->
-# 760.5, RMSNorm bf16 4096x65536 696.8 -> 696.7, bias-dropout-add-LayerNorm 8192x4095
-# 482.0 -> 482.0; that kernel's PTX 2793 -> 1763 lines, its cold compile 0.89 -> 0.60 s.
-LOOP_SLOTS = 1
+# The looping variant (rows too long to hold, or unaligned): rows of at most 256 threads,
+# each handling 4 vectors a chunk (4 loads in flight). A row of 1024 threads, one vector a
+# thread, left each thread a few chunks of a vocabulary row and the block its barriers and
+# tail: H200, session 42, cross-entropy micro-benchmark over 4096 rows, kernel us, (1024
+# threads, 1 vector) -> (256, 4): forward float32 x 32000 312 -> 142, bfloat16 x 50257
+# 347 -> 195; backward 350 -> 263 and 257 (128 threads: 138/175 forward, 271/282 backward).
+LOOP_SLOTS = 4
+LOOP_THREADS = 256
 # Not taken: 8 slots for static rows a block holds with 8 but not 4 (16K-32K float32). H200,
 # session 41: the cross-entropy micro-benchmark's backward kernel over 4096 x 32000 went
 # 350 -> 294 us, but Llama f32's cross-entropy backward region (more tiles held per row)
@@ -227,14 +228,16 @@ class NormalizationParams:
     `min_block`) threads (chosen on the host with the tier), holding block // threads rows;
     the kernel is compiled for blocks of up to `block` threads, so with at most
     `max_registers` registers a thread. Rows longer than `block * vector * slots`, or
-    unaligned ones, take the looping variant: each reduction's pass re-reads its inputs,
-    `loop_slots` elements per thread per chunk, and the outputs are written by a last pass."""
+    unaligned ones, take the looping variant: rows of at most `loop_threads` threads (more
+    rows a block), each reduction's pass re-reading its inputs, `loop_slots` vectors per
+    thread per chunk, and the outputs written by a last pass."""
 
     vector: int
     slots: int
     block: int
     tiers: tuple[RowTier, ...]
     loop_slots: int
+    loop_threads: int = LOOP_THREADS
     min_block: int = NORMALIZATION_MIN_BLOCK
 
     @property
@@ -263,10 +266,10 @@ def normalization_heuristic(row: int | None, rows: int | None, element_bytes: Se
     block = NORMALIZATION_MAX_BLOCK
     tiers = [RowTier(t * vec * PERSISTENT_SLOTS, t) for t in (1 << k for k in range(11)) if t < block]
     tiers.append(RowTier(None, block))
-    params = NormalizationParams(vec, PERSISTENT_SLOTS, block, tuple(tiers), LOOP_SLOTS)
+    params = NormalizationParams(vec, PERSISTENT_SLOTS, block, tuple(tiers), LOOP_SLOTS, LOOP_THREADS)
     if row is not None:  # a static row length: one tier
         params = NormalizationParams(vec, PERSISTENT_SLOTS, block, (RowTier(None, params.tier(row).threads),),
-                                     LOOP_SLOTS)
+                                     LOOP_SLOTS, LOOP_THREADS)
     return params
 
 

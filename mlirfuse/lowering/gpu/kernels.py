@@ -207,19 +207,25 @@ def monotone(results: Sequence[int]) -> bool:
 
 # -- body cloning -------------------------------------------------------------------------
 def clone_body(body: ir.Block, mapping: dict, index_of: Callable[[int], ir.Value],
-               cloned: list[ir.Operation] | None = None, replaced: dict[int, ir.Value] | None = None) -> list[ir.Value]:
+               cloned: list[ir.Operation] | None = None, replaced: dict[int, ir.Value] | None = None,
+               until: ir.Value | None = None) -> list[ir.Value]:
     """Emit the body at the current insertion point; `mapping` gives the block arguments'
     values, `index_of(d)` the value of `linalg.index d`. Returns the yielded values; the
     copies of the body's ops are appended to `cloned` where given. `replaced`: single-result
     ops (by their place among the body's ops in pre-order, `nested_ops`, nested ones too)
-    not copied: their result is the given value."""
+    not copied: their result is the given value. `until`: a value of the body's block (an
+    argument or a top-level op's result): the ops up to its definition only, and [its copy]."""
     mapping = dict(mapping)
     replaced = replaced or {}
     position = 0
     for op in body.operations:
+        if until is not None and until in mapping:
+            return [mapping[until]]
         op = op.operation
         here, position = position, position + len(walk_ops(op))
         if op.name == "linalg.yield":
+            if until is not None:
+                raise ValueError("clone_body: `until` is not a value of the body's block")
             return [mapping.get(v, v) for v in op.operands]
         if op.name == "linalg.index":
             mapping[op.results[0]] = index_of(ir.IntegerAttr(op.attributes["dim"]).value)
@@ -245,7 +251,8 @@ def clone_body(body: ir.Block, mapping: dict, index_of: Callable[[int], ir.Value
 
 
 def combine(template: ir.Operation, a: ir.Value, b: ir.Value) -> ir.Value:
-    """`template`'s operation (a binary combiner, e.g. arith.addf with its fastmath) on a, b."""
+    """`template`'s operation (a binary combiner, e.g. arith.addf with its fastmath) on a, b.
+    Only its `name` and `attributes` are read (`combiners.MAXIMUM` is not an op)."""
     attrs = {name: template.attributes[name] for name in template.attributes}
     return ir.Operation.create(template.name, results=[a.type], operands=[a, b], attributes=attrs).result
 

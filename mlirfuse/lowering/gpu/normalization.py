@@ -18,8 +18,10 @@ an earlier member), a reduction accumulates its slots, then `gpu.shuffle xor` bu
 and shared memory give every thread of the row the total, a row op computes per row.
 Buffers that only the chain uses (its temporaries) are neither stored nor, once the chain
 is emitted, allocated (`drop_dead_buffers`). Rows too long to hold, or not aligned to the
-vector, take the looping variant: a pass over the row per reduction, recomputing tile
-values from global memory, and a last pass writing the outputs; in vectors from each row's
+vector, take the looping variant (rows of at most `loop_threads` threads): a pass over the
+row per reduction, recomputing tile values from global memory, and a last pass writing the
+outputs; a sum of exp(u - r) after a reduction giving r (softmax's after its maximum) is
+accumulated in that reduction's pass (`online_sums`); in vectors from each row's
 first element aligned in memory (`Variant.shifted`: the elements before and after them one
 to a lane), or an element at a time where the buffers are not aligned alike. A static row
 length that fits but is not a multiple of the vector is held with the same shift. The
@@ -58,6 +60,7 @@ from mlirfuse.lowering.gpu.kernels import (
     set_kernel_attrs,
 )
 from mlirfuse.lowering.gpu.normalization_kernel import COL, REDUCE, ROW, SCALAR, TILE, NormalizationKernel
+from mlirfuse.lowering.gpu.online_sums import OnlineSum, online_sums
 from mlirfuse.lowering.gpu.reduction import match_inner_reduction, static_product
 from mlirfuse.lowering.linalg_builders import index_const
 from mlirfuse.passes.common import DimClasses
@@ -294,6 +297,14 @@ def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationPar
         held = arith.muli(threads, index_const(vec * params.slots))
         persistent = arith.andi(arith.cmpi(arith.CmpIPredicate.ugt, row_len, index_const(0)),
                                 arith.cmpi(arith.CmpIPredicate.ule, row_len, held))
+        online = online_sums(chain)
+        laid = _row_laid(chain, views, vectored)
+        reads = vec > 1 and _reads_rows(chain, vec)  # in the members' bodies: a lead where no tile is laid
+        # rows of more threads loop where the looping variant reads them once too, in vectors
+        single = _single_pass(chain, online, live_out) and (vec == 1 or bool(laid) or reads)
+        if single:
+            persistent = arith.andi(persistent, arith.cmpi(arith.CmpIPredicate.ule, threads,
+                                                           index_const(params.loop_threads)))
         if vec > 1:
             persistent = arith.andi(persistent, arith.andi(divisible(row_len, vec), aligned(
                 list(vectored), [vec * o.element_bytes for o in vectored.values()])))
@@ -301,14 +312,15 @@ def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationPar
         rows_per_block = arith.divui(block, threads)
         grid = arith.ceildivui(rows, rows_per_block)
         workgroup = ir.Attribute.parse("#gpu.address_space<workgroup>")
+        # a buffer a reduction output, then one an online sum (its rescaled total)
         shared = [ir.MemRefType.get([params.block // S.WARP], o.type.element_type, memory_space=workgroup)
-                  for m in chain.reductions for o in m.generic.outputs]
+                  for m in chain.reductions for o in m.generic.outputs] + \
+                 [ir.MemRefType.get([params.block // S.WARP], s.member.generic.outputs[0].type.element_type,
+                                    memory_space=workgroup) for s in online.values()]
         nonempty = arith.cmpi(arith.CmpIPredicate.ugt, rows, index_const(0))
         # Kernels of which the host launches one: compiled apart (ptxas compiles them in
         # parallel, and the held rows' registers are not the looping variant's).
-        plan = _plan(chain.static_row(), params)
-        laid = _row_laid(chain, views, vectored)
-        reads = vec > 1 and _reads_rows(chain, vec)  # in the members' bodies: a lead where no tile is laid
+        plan = _plan(chain.static_row(), params, single)
         if plan and plan[0].shifted and not laid and not reads:
             plan = [LOOPING]  # no tile laid out as the rows to align them by
         true = arith.constant(ir.IntegerType.get_signless(1), 1)
@@ -332,20 +344,29 @@ def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationPar
             vector_ok = arith.andi(aligned(list(vectored), [vec * o.element_bytes for o in vectored.values()]),
                                    _rows_aligned(chain, views, vectored, vec, plan[0].shifted))
             variants = [(plan[0], vector_ok), (plan[1], arith.xori(vector_ok, true))]
+        # the looping variants' rows: at most `loop_threads` threads each (more rows a block)
+        loop_threads = arith.minui(threads, index_const(params.loop_threads))
+        loop_block = arith.maxui(loop_threads, index_const(params.min_block))
+        loop_rows_per_block = arith.divui(loop_block, loop_threads)
+        loop_grid = arith.ceildivui(rows, loop_rows_per_block)
+        layouts = {False: (threads, rows_per_block, grid, block),
+                   True: (loop_threads, loop_rows_per_block, loop_grid, loop_block)}
         launches = []
         for k, (variant, when) in enumerate(variants):
+            _, _, grid_v, block_v = layouts[variant.looping]
             body, _ = guarded_launch(chain.members[-1].generic, "normalization",
                                      arith.andi(nonempty, when) if when is not None else nonempty,
-                                     grid, block, shared, alternative=k > 0)
+                                     grid_v, block_v, shared, alternative=k > 0)
             # The block size is the host's choice: the kernel must fit `params.block` threads.
             set_kernel_attrs(body.owner, {"nvvm.maxnreg": ir.IntegerAttr.get(
                 ir.IntegerType.get_signless(32), params.max_registers)})
             launches.append((body, variant))
     for body, variant in launches:
+        threads_v, rows_per_block_v, _, _ = layouts[variant.looping]
         with ir.InsertionPoint(body.operations[len(body.operations) - 1]), last.location:
             kernel = NormalizationKernel(chain, params, views, live_out, row_ext, col_ext, rows, row_len,
-                                          threads, rows_per_block, list(body.arguments)[12:],
-                                          body.arguments[0], body.arguments[3])
+                                          threads_v, rows_per_block_v, list(body.arguments)[12:],
+                                          body.arguments[0], body.arguments[3], online)
             width = vec if variant.vectors else 1
             kernel.run(width, params.loop_slots if variant.looping else params.slots, looping=variant.looping,
                        lead=(laid[0] if laid else True) if variant.shifted else None)
@@ -422,17 +443,18 @@ class Variant:
 HELD, LOOPING = Variant(False, True), Variant(True, False)
 
 
-def _plan(static: int | None, params: S.NormalizationParams) -> list[Variant] | None:
+def _plan(static: int | None, params: S.NormalizationParams, single: bool) -> list[Variant] | None:
     """The kernels for a row of `static` elements (its tier known): the first where the
     buffers are aligned to the vector, the second (if any) otherwise. None for a row length
     known at run time only (`emit_chain`: rows held where the length is a multiple of the
     vector and the buffers aligned; else the looping variant in vectors from each row's
-    first aligned element; else an element at a time)."""
+    first aligned element; else an element at a time). `single`: the looping variant reads
+    the row once (`_single_pass`), so it takes the rows of more than `loop_threads` threads."""
     if static is None:
         return None
     vec = params.vector
     threads = params.tiers[0].threads
-    held = 0 < static <= threads * vec * params.slots
+    held = 0 < static <= threads * vec * params.slots and not (single and threads > params.loop_threads)
     if static == 0:
         return [LOOPING]
     if vec == 1:
@@ -441,6 +463,18 @@ def _plan(static: int | None, params: S.NormalizationParams) -> list[Variant] | 
     if shifted and threads < 2 * vec:  # too few lanes for the elements around the vectors
         return [LOOPING]
     return [Variant(not held, True, shifted), LOOPING]
+
+
+def _single_pass(chain: Chain, online: dict[int, OnlineSum], live_out: set) -> bool:
+    """The looping variant reads each row once: one reduction with a pass of its own (the
+    others summed online in it, `OnlineSum`) and no tile output (no last pass), as a
+    cross-entropy's forward (max, sum of exp; row values out). Such rows need not be held: a
+    row of 1024 threads held, one block an SM, left the SM idle through each row's barriers
+    and tail, where rows of 256 threads loop with 4 blocks an SM in flight."""
+    partners = {id(s.member) for s in online.values()}
+    passes = sum(1 for m in chain.reductions if id(m) not in partners)
+    stores = any(o.value in live_out for m in chain.members if m.kind == TILE for o in m.generic.outputs)
+    return passes + stores <= 1
 
 
 def _escapes(buffer: ir.Value, chain_ops: set) -> bool:

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from mlir import ir
-from mlir.dialects import arith, gpu, memref, scf, vector
+from mlir.dialects import arith, gpu, math, memref, scf, vector
 
 from mlirfuse.lowering.gpu import heuristics as S
 from mlirfuse.lowering.gpu.body_reads import Hoisted, contiguous_reads
-from mlirfuse.lowering.gpu.combiners import butterfly, identity
+from mlirfuse.lowering.gpu.combiners import MAXIMUM, butterfly, identity
 from mlirfuse.lowering.gpu.kernels import (
     clone_body,
     combine,
@@ -27,10 +27,13 @@ from mlirfuse.lowering.gpu.philox_sharing import philox_linear_in, share_philox
 from mlirfuse.lowering.linalg_builders import index_const
 
 if TYPE_CHECKING:
+    from mlirfuse.lowering.gpu.kernels import Operand
     from mlirfuse.lowering.gpu.normalization import Chain, Member
+    from mlirfuse.lowering.gpu.online_sums import OnlineSum
 
 # A member's kind (REDUCE, TILE, ROW) and an operand's role (TILE, COL, ROW, SCALAR).
 REDUCE, TILE, ROW, COL, SCALAR = "reduce", "tile", "row", "col", "scalar"
+UNKNOWN = object()  # an input's value not known yet (`inputs`): left out of a body's mapping
 
 
 @dataclass
@@ -47,10 +50,15 @@ class Chunk:
 class NormalizationKernel:
     def __init__(self, chain: Chain, params: S.NormalizationParams, views: dict, live_out: set,
                  row_ext: list[ir.Value], col_ext: list[ir.Value], rows: ir.Value, row_len: ir.Value,
-                 threads: ir.Value, rows_per_block: ir.Value, shared: list[ir.Value], bx: ir.Value, tx: ir.Value):
+                 threads: ir.Value, rows_per_block: ir.Value, shared: list[ir.Value], bx: ir.Value, tx: ir.Value,
+                 online: dict[int, OnlineSum]):
         self.chain, self.p, self.views, self.live_out = chain, params, views, live_out
         self.col_ext, self.row_len, self.threads, self.tx = col_ext, row_len, threads, tx
-        self.shared = shared
+        self.online = online
+        # the shared buffers: each reduction's, one an output, then each online sum's extra one
+        buffers = iter(shared)
+        self.shared = {id(m): [next(buffers) for _ in m.generic.outputs] for m in chain.reductions}
+        self.online_shared = {k: next(buffers) for k in online}
         self.lane = arith.remui(tx, threads)
         self.row = arith.addi(arith.muli(bx, rows_per_block), arith.divui(tx, threads))
         self.row_ok = arith.cmpi(arith.CmpIPredicate.ult, self.row, rows)
@@ -107,14 +115,16 @@ class NormalizationKernel:
         self.env: dict[int, dict] = {}  # id(member) -> its inputs as of its place in the chain
         self.whole_row = None if looping else self.chunk(index_const(0))
         row_chunks = [] if looping else [self.whole_row] + ([self.edge] if self.edge else [])
-        shared = iter(self.shared)
+        self.online_totals: dict[int, tuple[ir.Value, ir.Value]] = {}  # id(member) -> (maximum, sum)
         stored: list[Member] = []
         for m in self.chain.members:
             self.env[id(m)] = self.inputs(m)
             if m.kind == ROW:
                 self.row_op(m)
+            elif m.kind == REDUCE and id(m) in self.online_totals:
+                self.rescale_online(m)
             elif m.kind == REDUCE:
-                self.reduce(m, [next(shared) for _ in m.generic.outputs])
+                self.reduce(m)
             else:
                 for k, o in enumerate(m.generic.outputs):
                     self.producer[o.value] = (m, k)
@@ -132,11 +142,15 @@ class NormalizationKernel:
             self.store_tiles(m, chunk)
         return []
 
-    def inputs(self, m: Member) -> dict:
+    def inputs(self, m: Member, unknown: Operand | None = None) -> dict:
         """Each input operand's source at the member's place: a tile's producer (or None:
-        memory), a row value, a scalar; captured values as they are."""
+        memory), a row value, a scalar; captured values as they are. `unknown` (an online
+        sum's r, before the chain computes it): `UNKNOWN`, which no body may read."""
         env = {}
         for o in m.generic.inputs:
+            if o is unknown:
+                env[id(o)] = UNKNOWN
+                continue
             if not o.is_memref:
                 env[id(o)] = o.value
                 continue
@@ -180,14 +194,66 @@ class NormalizationKernel:
                     memref.store(v, self.views[(o.value, ROW)], [self.row])
                 scf.YieldOp([])
 
-    def reduce(self, m: Member, shared: list[ir.Value]) -> None:
+    def reduce(self, m: Member) -> None:
         g = m.generic
         types = [o.type.element_type for o in g.outputs]
         start = [identity(c.name, t) for c, t in zip(m.combiners, types)]
-        accs = self.over_chunks(start, lambda chunk, accs: self.accumulate(m, chunk, accs))
-        totals = self.across_row(m.combiners, accs, shared)
+        online = self.online.get(id(m)) if self.looping else None
+        if online is None:
+            accs = self.over_chunks(start, lambda chunk, accs: self.accumulate(m, chunk, accs))
+        else:
+            accs = self.reduce_online(m, start, online)
+        totals = self.across_row(m.combiners, accs, self.shared[id(m)])
         inits = [self.row_value(o.value) for o in g.outputs]
         self.set_rows(m, [combine(c, i, t) for c, i, t in zip(m.combiners, inits, totals)])
+
+    def reduce_online(self, m: Member, start: list[ir.Value], online: OnlineSum) -> list[ir.Value]:
+        """m's pass accumulating the online sum too (against a running maximum of its u, see
+        `online_sums`): m's accumulators; the sum's row maximum of u and its total, rescaled
+        to that maximum, kept for `rescale_online`."""
+        n, s = len(start), online.member
+        self.env[id(online.source)] = self.inputs(online.source, unknown=online.rescaled)
+        t = s.generic.outputs[0].type.element_type
+        accs = self.over_chunks(start + [identity(MAXIMUM.name, t), identity("arith.addf", t)],
+                                lambda chunk, accs: self.accumulate(m, chunk, accs[:n])
+                                + self.accumulate_online(online, chunk, *accs[n:]))
+        high, total = accs[n:]
+        row_high = self.across_row([MAXIMUM], [high], self.shared[id(s)])[0]
+        total = arith.mulf(total, _rescale(high, row_high))
+        self.online_totals[id(s)] = (row_high, self.across_row(s.combiners, [total], [self.online_shared[id(m)]])[0])
+        return accs[:n]
+
+    def accumulate_online(self, online: OnlineSum, chunk: Chunk, high: ir.Value, total: ir.Value) -> list[ir.Value]:
+        """The chunk's exp(u - high') added to `total`, high' the maximum of `high` and the
+        chunk's u, `total` first rescaled from `high` to it: (high', total')."""
+        m, g = online.source, online.source.generic
+        exponents = []
+        for j in range(len(chunk.cols)):
+            read = self.read_elements(m, chunk, j)
+            for e in range(chunk.width):
+                u = clone_body(g.body, self.mapping(m, chunk, j, e), lambda d, j=j, e=e: self.index(m, chunk, j, e, d),
+                               replaced={p: elements[e] for p, elements in read.items()}, until=online.exponent)[0]
+                exponents.append((chunk.valid[j], u))
+        lowest = identity(MAXIMUM.name, high.type)
+        new = high
+        for valid, u in exponents:
+            new = arith.maximumf(new, arith.select(valid, u, lowest))
+        total = arith.mulf(total, _rescale(high, new))
+        for valid, u in exponents:
+            total = arith.select(valid, combine(online.member.combiners[0], total, _rescale(u, new)), total)
+        return [new, total]
+
+    def rescale_online(self, m: Member) -> None:
+        """An online sum where the chain reaches it: its total, summed against the row's
+        maximum of u, rescaled to the row value r its body subtracts."""
+        online = next(s for s in self.online.values() if s.member is m)
+        high, total = self.online_totals[id(m)]
+        r = self.env[id(online.source)][id(online.rescaled)]
+        # exp(high - r) unguarded: a row of u = -inf and r = -inf sums to NaN, as exp(u - r)
+        # does; a sum of no element stays 0
+        zero = arith.cmpf(arith.CmpFPredicate.OEQ, total, arith.constant(total.type, 0.0))
+        total = arith.select(zero, total, arith.mulf(total, math.exp(arith.subf(high, r))))
+        self.set_rows(m, [combine(m.combiners[0], self.row_value(m.generic.outputs[0].value), total)])
 
     def accumulate(self, m: Member, chunk: Chunk, accs: list[ir.Value]) -> list[ir.Value]:
         g = m.generic
@@ -335,7 +401,7 @@ class NormalizationKernel:
                 mapping[o.arg] = slot[e]
             elif role == COL:
                 mapping[o.arg] = self.load(o.value, COL, chunk)[j][e]
-            else:
+            elif env[id(o)] is not UNKNOWN:
                 mapping[o.arg] = env[id(o)]
         return mapping
 
@@ -422,3 +488,13 @@ class NormalizationKernel:
         with ir.InsertionPoint(several.else_block):
             scf.YieldOp(accs)
         return list(several.results)
+
+
+def _rescale(old: ir.Value, new: ir.Value) -> ir.Value:
+    """exp(old - new): the factor taking a sum of exp(u - old) to one of exp(u - new), and a
+    term exp(u - new) of u = old. 1 where they are equal, infinities included: a thread's
+    elements of -inf while its maximum is -inf count 1 each (not NaN), and vanish (times
+    exp(-inf)) once a larger maximum comes; if none comes, `rescale_online`'s exp(-inf - r)
+    gives the sum torch's two passes give."""
+    one = arith.constant(old.type, 1.0)
+    return arith.select(arith.cmpf(arith.CmpFPredicate.OEQ, old, new), one, math.exp(arith.subf(old, new)))

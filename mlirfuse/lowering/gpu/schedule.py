@@ -164,12 +164,17 @@ def _apply(ops: list[ir.Operation], i: int, schedule: tuple[str, Any], chain: An
             _fail(op, f"the last op of a normalization chain takes a normalization (or naive) schedule, not {kind}")
         _check_vector(op, kind, params, chain.vector_bytes())
         note = f"normalization ({gpu_normalization.describe(chain)}): {params}"
+        online = "; sums of exp(u - r) in the pass before" if gpu_normalization.online_sums(chain) else ""
         variants = gpu_normalization.emit_chain(ops, chain, params)
         if variants == [gpu_normalization.LOOPING]:  # a static row known not to be held
-            return [f"{note}; the looping variant only (rows of this length are not held)"]
+            return [f"{note}; the looping variant only (rows of this length are not held){online}"]
+
+        def text(v: gpu_normalization.Variant) -> str:
+            return v.describe() + (online if v.looping else "")
+
         if variants[0] != gpu_normalization.HELD:
-            note = f"{note}; {variants[0].describe()}"
-        return [note] + [f"normalization: {v.describe()}" for v in variants[1:]]
+            note = f"{note}; {text(variants[0])}"
+        return [note] + [f"normalization: {text(v)}" for v in variants[1:]]
     g = gpu_kernels.analyze(op, strided_inputs=kind == "pointwise")
     match = _MATCHERS.get(kind, _no_match)(g) if not isinstance(g, str) else g
     if isinstance(match, str):

@@ -117,6 +117,13 @@ def _check_limits(kind: str, params: Any) -> None:
     for t in getattr(params, "tiers", ()):
         if not 1 <= t.threads <= block:
             raise ScheduleError(f"{kind} schedule: a tier of {t.threads} threads in blocks of {block}")
+    if kind == "normalization":  # rows share blocks and warps: powers of two
+        for what, n in [("tier", t.threads) for t in params.tiers] + [("loop_threads", params.loop_threads)]:
+            if not 1 <= n <= block or n & (n - 1):
+                raise ScheduleError(f"normalization schedule: {what} of {n} threads, not a power of two up to "
+                                    f"the block of {block}")
+        if params.loop_slots < 1:
+            raise ScheduleError(f"normalization schedule: loop_slots {params.loop_slots} (at least 1)")
 
 
 def check_vector(kind: str, params: Any, element_bytes: list[int]) -> None:

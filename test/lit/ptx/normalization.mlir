@@ -16,7 +16,7 @@
 // RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline{stop=gpu})' | FileCheck %s --check-prefix=GPU
 // RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline)' --emit=ptx | FileCheck %s --check-prefix=PTX
 
-// PARAMS: normalization (row, row, reduce, reduce, tile): NormalizationParams(vector=4, slots=4, block=1024, tiers=(RowTier(max_row=16, threads=1), {{.*}}, RowTier(max_row=512, threads=32), {{.*}}, RowTier(max_row=None, threads=1024)), loop_slots=1, min_block=128)
+// PARAMS: normalization (row, row, reduce, reduce, tile): NormalizationParams(vector=4, slots=4, block=1024, tiers=(RowTier(max_row=16, threads=1), {{.*}}, RowTier(max_row=512, threads=32), {{.*}}, RowTier(max_row=None, threads=1024)), loop_slots=4, loop_threads=256, min_block=128)
 // PARAMS: launch 0 (or) gridDim=(?, 1, 1) blockDim=(?, 1, 1): normalization: the looping variant in vectors from each row's first aligned element
 // PARAMS: launch 0 (or) gridDim=(?, 1, 1) blockDim=(?, 1, 1): normalization: the looping variant, for rows too long to hold or unaligned
 // PARAMS-NOT: launch 1
@@ -28,6 +28,9 @@
 // GPU: arith.cmpi ule, %[[LEN:[^ ]+]], %c8192
 // GPU: arith.cmpi ule, %[[LEN]], %c512
 // GPU: %[[BLOCK:[^ ]+]] = arith.maxui %{{[^ ]+}}, %c128 : index
+// The looping variants' rows have at most 256 threads (several rows a block of 128):
+// GPU: %[[LOOP_THREADS:[^ ]+]] = arith.minui %{{[^ ]+}}, %c256 : index
+// GPU: %[[LOOP_BLOCK:[^ ]+]] = arith.maxui %[[LOOP_THREADS]], %c128 : index
 // GPU: gpu.launch blocks
 // GPU-SAME: threads({{.*}}) in ({{[^ ]+}} = %[[BLOCK]],
 // GPU-SAME: workgroup(%[[MEAN:[^ ]+]] : memref<32xf32, #gpu.address_space<workgroup>>, %[[VAR:[^ ]+]] : memref<32xf32, #gpu.address_space<workgroup>>)
@@ -49,14 +52,14 @@
 // The looping variants, launched instead: a pass per reduction, then the outputs; in
 // vectors from the row's first aligned element (the elements around them one a lane), ...
 // GPU: gpu.launch blocks
-// GPU-SAME: threads({{.*}}) in ({{[^ ]+}} = %[[BLOCK]],
+// GPU-SAME: threads({{.*}}) in ({{[^ ]+}} = %[[LOOP_BLOCK]],
 // GPU: memref.extract_strided_metadata %arg0
 // GPU: scf.for
 // GPU: vector.load %arg0
 // GPU: } {mlirfuse.alternative, mlirfuse.schedule = "normalization"}
 // ... or element by element.
 // GPU: gpu.launch blocks
-// GPU-SAME: threads({{.*}}) in ({{[^ ]+}} = %[[BLOCK]],
+// GPU-SAME: threads({{.*}}) in ({{[^ ]+}} = %[[LOOP_BLOCK]],
 // GPU: scf.for
 // GPU-NOT: vector.load %arg0
 // GPU: memref.load %arg0
