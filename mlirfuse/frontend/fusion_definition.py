@@ -12,7 +12,7 @@ from mlirfuse.arrays import classify_all, numpy_to_torch, placement
 from mlirfuse.compiler import CompiledFusion
 from mlirfuse.dtypes import DataType, to_dtype
 from mlirfuse.errors import FusionError
-from mlirfuse.frontend import complex_ops, nvfuser_ops
+from mlirfuse.frontend import complex_ops, nvfuser_ops, repro
 from mlirfuse.frontend.complex_ops import ComplexTensor
 from mlirfuse.frontend.definition_log import Call, Deferred, bind, deferred_result, holds_deferred, in_lists, sized
 from mlirfuse.frontend.definition_printer import print_definition, state_indices
@@ -552,6 +552,9 @@ class FusionDefinition(Inspection):
         inputs = _flatten_vectors(inputs)
         profile = bool(nvfuser_options.pop("profile", False))
         capture_debug_output = bool(nvfuser_options.pop("capture_debug_output", False))
+        # nvFuser's repro state (its older name: save_repro_inputs): what the inputs were like
+        if nvfuser_options.pop("save_repro_state", False) | nvfuser_options.pop("save_repro_inputs", False):
+            self._repro_inputs = repro.describe(inputs)
         for name in nvfuser_options:
             if name not in _WARNED:
                 _WARNED.add(name)
@@ -590,6 +593,32 @@ class FusionDefinition(Inspection):
         outputs = alias_outputs(self.fusion, outputs, inputs, self._aliases,
                                 set(self._output_perms) | self._complex_outputs)
         return [o for i, o in enumerate(outputs) if i not in self._aliases]
+
+    def repro_script_for(self, inputs: Sequence[Any] | None = None) -> str:
+        """nvFuser's repro script (`repro`): this definition, defined again and, given
+        `inputs`, run on random inputs of their sizes, strides, dtypes and devices (runtime
+        scalars as given)."""
+        self._ensure_defined()
+        import mlirfuse
+
+        header = []
+        torch = _torch_module()
+        if torch is not None:
+            devices = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            header += ["CUDA devices:"] + [f" {i}: {torch.cuda.get_device_name(i)}" for i in range(devices)]
+            header += [f"torch version: {torch.__version__}", f"cuda version: {torch.version.cuda}"]
+        header.append(f"mlirfuse version: {mlirfuse.__version__}")
+        number = self.id()
+        function = f"nvfuser_fusion_id{number}" if number is not None else "nvfuser_incomplete_fusion"
+        described = None if inputs is None else repro.describe(_flatten_vectors(list(inputs)))
+        return repro.script(repr(self), function, described, header)
+
+    def last_repro_script(self) -> str:
+        """The repro script for the inputs of the last `execute(inputs, save_repro_state=True)`."""
+        if getattr(self, "_repro_inputs", None) is None:
+            raise AssertionError("fd.last_repro_script() cannot provide a repro because "
+                                 "fd.execute(inputs, save_repro_state=True) was not executed!")
+        return self.repro_script_for(self._repro_inputs)
 
     def validate(self, inputs: Sequence[Any], reference_outputs: Sequence[Any] | None = None) -> None:
         """Run, and check every output against `reference_outputs` or, without them, against

@@ -256,3 +256,59 @@ def test_profiles_name_library_kernels_and_user_schedules() -> None:
     scheduled.execute([a], profile=True)
     (kernel,) = scheduled.profile().kernel_profiles
     assert kernel.scheduler == "user" and kernel.time_ms is not None and not math.isnan(kernel.time_ms)
+
+
+# -- repro scripts ----------------------------------------------------------------------------
+def _repro_fusion(fd: FusionDefinition) -> None:
+    t0 = fd.define_tensor([-1, -1], dtype=DataType.Float, contiguity=[True, False], stride_order=[0, 1])
+    t1 = fd.define_tensor([-1], dtype=DataType.Bool)
+    s = fd.define_scalar(None, DataType.Double)
+    t2 = fd.ops.mul(t0, s)
+    fd.add_output(fd.ops.where(t1, t2, fd.ops.neg(t2)))
+
+
+def test_last_repro_script_needs_the_repro_state_of_an_execute() -> None:
+    """nvFuser asserts (an AssertionError, its message) where no execute saved its inputs."""
+    fd = _define(_repro_fusion)
+    fd.execute([torch.randn(3, 2).t(), torch.tensor([True, False, True]), 2.0])
+    with pytest.raises(AssertionError, match=r"save_repro_state=True\) was not executed"):
+        fd.last_repro_script()
+
+
+@pytest.mark.parametrize("scalar", [2.0, float("inf"), float("nan")])
+def test_the_last_repro_script_runs_alone_on_inputs_like_the_last(scalar, recwarn) -> None:
+    """`execute(inputs, save_repro_state=True)` (no warning: the option is honoured) keeps a
+    description of the inputs, and `last_repro_script()` is a script that, executed with
+    nothing in scope, defines the fusion again and runs it on inputs of the same sizes,
+    strides (a transposed input), dtypes and devices, the runtime scalar as it was
+    (nvFuser's spelling of inf and nan). Its outputs match the fusion's on those inputs."""
+    fd = _define(_repro_fusion)
+    x, keep = torch.randn(3, 2).t(), torch.tensor([True, False, True])
+    fd.execute([x, keep, scalar], save_repro_state=True)
+    assert not [w for w in recwarn if "save_repro_state" in str(w.message)]
+    text = fd.last_repro_script()
+    assert text.startswith("# CUDA devices:") and "from mlirfuse import FusionDefinition, DataType" in text
+    assert ".as_strided((2, 3), (1, 2))" in text and "torch.testing.make_tensor((3,), dtype=torch.bool" in text
+    namespace: dict = {}
+    exec(text, namespace)  # noqa: S102 - the script is the feature under test
+    inputs = namespace["inputs"]
+    assert inputs[0].stride() == x.stride() and inputs[0].dtype == x.dtype and inputs[1].dtype == torch.bool
+    assert inputs[2] == scalar or (math.isnan(scalar) and math.isnan(inputs[2]))
+    (want,) = fd.execute(inputs)
+    (got,) = namespace["fd"].execute(inputs)
+    torch.testing.assert_close(got, want, equal_nan=True)
+
+
+def test_a_repro_script_for_given_inputs_or_none() -> None:
+    """`repro_script_for(inputs)` for any inputs (numpy arrays too, on the CPU); without
+    inputs, the definition alone."""
+    import numpy as np
+
+    fd = _define(_repro_fusion)
+    text = fd.repro_script_for([np.ones((2, 3), np.float32), np.array([True, False, True]), 0.5])
+    assert "torch.testing.make_tensor((2, 3), dtype=torch.float32, device='cpu')" in text and "    0.5,\n" in text
+    bare = fd.repro_script_for()
+    assert "inputs = [" not in bare and "with FusionDefinition() as fd:\n    nvfuser_fusion_id" in bare
+    namespace: dict = {}
+    exec(bare, namespace)  # noqa: S102
+    assert repr(namespace["fd"]) == repr(fd)
