@@ -11,9 +11,14 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
+
+from mlirfuse.dtypes import to_dtype
 
 
 @dataclass(frozen=True)
@@ -43,17 +48,18 @@ def describe(inputs: Sequence[Any]) -> list[Any]:
 
 
 def _describe(x: Any) -> Any:
-    if hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, (int, float, complex, bool)):
-        if type(x).__module__.startswith("torch"):
-            return TensorInput(tuple(x.size()), tuple(x.stride()), str(x.dtype), str(x.device),
-                               x.dtype.is_floating_point or x.dtype.is_complex, str(x.dtype) == "torch.bool")
-        import numpy as np
-
-        a = np.asarray(x)
-        dtype = "torch." + {"bool": "bool", "float16": "float16", "bfloat16": "bfloat16"}.get(a.dtype.name, a.dtype.name)
-        return TensorInput(a.shape, tuple(s // a.itemsize for s in a.strides), dtype, "cpu",
-                           a.dtype.kind in "fc" or a.dtype.name == "bfloat16", a.dtype.kind == "b")
-    return x
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(x, "__cuda_array_interface__") and not isinstance(x, torch.Tensor):
+        x = torch.as_tensor(x)  # a CuPy or other CUDA array: described as torch sees it
+    if torch is not None and isinstance(x, torch.Tensor):
+        size, stride, device = tuple(x.size()), tuple(x.stride()), str(x.device)
+    elif isinstance(x, np.ndarray):
+        size, stride, device = x.shape, tuple(s // x.itemsize for s in x.strides), "cpu"
+    else:
+        return x
+    dtype = to_dtype(x.dtype)  # its value: torch's name of the dtype
+    return TensorInput(size, stride, f"torch.{dtype.value}", device, dtype.is_float or dtype.is_complex,
+                       dtype.is_bool)
 
 
 def script(definition: str, function: str, inputs: list[Any] | None, header: list[str]) -> str:

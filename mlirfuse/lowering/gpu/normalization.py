@@ -60,7 +60,7 @@ from mlirfuse.lowering.gpu.kernels import (
     set_kernel_attrs,
 )
 from mlirfuse.lowering.gpu.normalization_kernel import COL, REDUCE, ROW, SCALAR, TILE, NormalizationKernel
-from mlirfuse.lowering.gpu.online_sums import OnlineSum, online_sums
+from mlirfuse.lowering.gpu.online_sums import OnlineSum
 from mlirfuse.lowering.gpu.reduction import match_inner_reduction, static_product
 from mlirfuse.lowering.linalg_builders import index_const
 from mlirfuse.passes.common import DimClasses
@@ -269,11 +269,12 @@ def _row_local(members: list[Member]) -> bool:
 
 
 # -- emission --------------------------------------------------------------------------------
-def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationParams) -> list[bool]:
+def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationParams,
+               online: dict[int, OnlineSum]) -> list[Variant]:
     """Replace the chain's generics with one kernel, placed where the last one was (every
     buffer the chain uses is defined by then): two variants, each launched under its guard,
-    rows held in registers or (too long, unaligned) the looping variant. Returns, per launch
-    emitted, whether it is the looping variant."""
+    rows held in registers or (too long, unaligned) the looping variant, which sums the
+    chain's `online_sums(chain)` online. Returns the variants launched, in order."""
     last = chain.members[-1].generic.op
     first_reduction = chain.reductions[0]
     chain_ops = {ops[k] for k in chain.indices}
@@ -297,7 +298,6 @@ def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationPar
         held = arith.muli(threads, index_const(vec * params.slots))
         persistent = arith.andi(arith.cmpi(arith.CmpIPredicate.ugt, row_len, index_const(0)),
                                 arith.cmpi(arith.CmpIPredicate.ule, row_len, held))
-        online = online_sums(chain)
         laid = _row_laid(chain, views, vectored)
         reads = vec > 1 and _reads_rows(chain, vec)  # in the members' bodies: a lead where no tile is laid
         # rows of more threads loop where the looping variant reads them once too, in vectors

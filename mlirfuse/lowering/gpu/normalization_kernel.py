@@ -115,7 +115,8 @@ class NormalizationKernel:
         self.env: dict[int, dict] = {}  # id(member) -> its inputs as of its place in the chain
         self.whole_row = None if looping else self.chunk(index_const(0))
         row_chunks = [] if looping else [self.whole_row] + ([self.edge] if self.edge else [])
-        self.online_totals: dict[int, tuple[ir.Value, ir.Value]] = {}  # id(member) -> (maximum, sum)
+        # id(member) -> (its online sum, the row's maximum of u, the sum rescaled to it)
+        self.online_totals: dict[int, tuple[OnlineSum, ir.Value, ir.Value]] = {}
         stored: list[Member] = []
         for m in self.chain.members:
             self.env[id(m)] = self.inputs(m)
@@ -220,7 +221,8 @@ class NormalizationKernel:
         high, total = accs[n:]
         row_high = self.across_row([MAXIMUM], [high], self.shared[id(s)])[0]
         total = arith.mulf(total, _rescale(high, row_high))
-        self.online_totals[id(s)] = (row_high, self.across_row(s.combiners, [total], [self.online_shared[id(m)]])[0])
+        self.online_totals[id(s)] = (online, row_high,
+                                     self.across_row(s.combiners, [total], [self.online_shared[id(m)]])[0])
         return accs[:n]
 
     def accumulate_online(self, online: OnlineSum, chunk: Chunk, high: ir.Value, total: ir.Value) -> list[ir.Value]:
@@ -246,8 +248,7 @@ class NormalizationKernel:
     def rescale_online(self, m: Member) -> None:
         """An online sum where the chain reaches it: its total, summed against the row's
         maximum of u, rescaled to the row value r its body subtracts."""
-        online = next(s for s in self.online.values() if s.member is m)
-        high, total = self.online_totals[id(m)]
+        online, high, total = self.online_totals[id(m)]
         r = self.env[id(online.source)][id(online.rescaled)]
         # exp(high - r) unguarded: a row of u = -inf and r = -inf sums to NaN, as exp(u - r)
         # does; a sum of no element stays 0

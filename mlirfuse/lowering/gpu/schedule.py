@@ -23,6 +23,7 @@ from mlirfuse.lowering.gpu import pointwise as gpu_pointwise
 from mlirfuse.lowering.gpu import reduction as gpu_reduction
 from mlirfuse.lowering.gpu import schedule_attrs as A
 from mlirfuse.lowering.gpu import transpose as gpu_transpose
+from mlirfuse.lowering.gpu.online_sums import online_sums
 
 log = logging.getLogger("mlirfuse.schedules")
 
@@ -164,8 +165,9 @@ def _apply(ops: list[ir.Operation], i: int, schedule: tuple[str, Any], chain: An
             _fail(op, f"the last op of a normalization chain takes a normalization (or naive) schedule, not {kind}")
         _check_vector(op, kind, params, chain.vector_bytes())
         note = f"normalization ({gpu_normalization.describe(chain)}): {params}"
-        online = "; sums of exp(u - r) in the pass before" if gpu_normalization.online_sums(chain) else ""
-        variants = gpu_normalization.emit_chain(ops, chain, params)
+        sums = online_sums(chain)
+        online = "; sums of exp(u - r) in the pass before" if sums else ""
+        variants = gpu_normalization.emit_chain(ops, chain, params, sums)
         if variants == [gpu_normalization.LOOPING]:  # a static row known not to be held
             return [f"{note}; the looping variant only (rows of this length are not held){online}"]
 
