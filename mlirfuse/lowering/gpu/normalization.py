@@ -31,6 +31,9 @@ share a register budget with the looping code (bias-dropout-add-LayerNorm: 68 by
 spills in one kernel, none in the held variant's). H200, vocabulary rows (bench/models.py,
 session 39): GPT-2 bf16-autocast cross-entropy backward 808 -> 497 us, GPT-2 f32 forward
 550 -> 467 us, BERT f32 forward 398 -> 336 us.
+Float32 exp is computed as Triton computes it, ex2.approx of x * log2(e)
+(`exps_as_triton_does`): libdevice's expf, ten instructions an element, made bfloat16 rows
+bound by instructions rather than memory.
 Parameters come from `heuristics.normalization_heuristic`.
 """
 
@@ -59,7 +62,15 @@ from mlirfuse.lowering.gpu.kernels import (
     product,
     set_kernel_attrs,
 )
-from mlirfuse.lowering.gpu.normalization_kernel import COL, REDUCE, ROW, SCALAR, TILE, NormalizationKernel
+from mlirfuse.lowering.gpu.normalization_kernel import (
+    COL,
+    REDUCE,
+    ROW,
+    SCALAR,
+    TILE,
+    NormalizationKernel,
+    exps_as_triton_does,
+)
 from mlirfuse.lowering.gpu.online_sums import OnlineSum
 from mlirfuse.lowering.gpu.reduction import match_inner_reduction, static_product
 from mlirfuse.lowering.linalg_builders import index_const
@@ -370,6 +381,7 @@ def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationPar
             width = vec if variant.vectors else 1
             kernel.run(width, params.loop_slots if variant.looping else params.slots, looping=variant.looping,
                        lead=(laid[0] if laid else True) if variant.shifted else None)
+        exps_as_triton_does(body.owner)
     for m in reversed(chain.members):
         m.generic.op.erase()
     return [variant for _, variant in launches]
