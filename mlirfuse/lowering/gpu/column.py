@@ -6,7 +6,8 @@ where per-row operands s (an RMSNorm backward's rstd) are read once per row as s
 One launch. The rows are cut into `splits` slices (the columns alone give too few blocks to
 fill the device); a block covers `block_x * vector` adjacent columns of one slice with
 `block_y` rows of threads, each accumulating every `block_y`-th row of the slice (`unroll`
-rows in flight, 128-bit loads along the columns). The block's rows of threads are combined
+rows in flight, 128-bit loads along the columns; the scalar variant, for columns that
+are not a multiple of the vector or misaligned, `unroll * vector` rows of scalars). The block's rows of threads are combined
 through shared memory in a fixed order and the slice's partial goes to a workspace
 [splits, columns]. Then the block counts itself done on its columns' counter (an atomic add
 after a device-wide fence; the counters are zeroed by a memset before the launch, not a
@@ -183,7 +184,9 @@ def emit_column_reduction(m: ColumnReductionMatch, params: S.ColumnReductionPara
                 [o.value for o in vectored], [p.vector * o.element_bytes for o in vectored]))
             width = arith.select(vector_ok, index_const(p.vector), one)
         col_blocks = arith.maxui(arith.ceildivui(columns, arith.muli(width, index_const(p.block_x))), one)
-        most = arith.ceildivui(rows, index_const(p.block_y * p.min_rows_per_thread))
+        # the scalar variant keeps `vector` times the rows in flight (`rows_loop`): as many more a thread
+        rows_in_flight = arith.divui(index_const(p.vector), width)
+        most = arith.ceildivui(rows, arith.muli(index_const(p.block_y * p.min_rows_per_thread), rows_in_flight))
         blocks = arith.muli(col_blocks, batch)
         # (an empty batch has no blocks: divided by one, not zero, a trap on the host)
         splits = arith.maxui(arith.minui(arith.ceildivui(index_const(p.target_blocks), arith.maxui(blocks, one)),
@@ -349,17 +352,19 @@ class _ColumnKernel:
             scf.YieldOp([])
 
     def rows_loop(self, col0: ir.Value, width: int) -> list[ir.Value]:
-        """Rows row_begin + ty, + block_y, ... of the slice, `unroll` at a time, then the rest
-        one by one. Returns the accumulators, output-major ([k * width + e])."""
+        """Rows row_begin + ty, + block_y, ... of the slice, `unroll` at a time (the scalar
+        variant `vector` times as many: the same bytes in flight, in the same registers), then
+        the rest one by one. Returns the accumulators, output-major ([k * width + e])."""
         p = self.p
+        unroll = p.unroll * (p.vector // width)
         invariant = {id(o): load(self.views[id(o)], [self.flat(col0)], width) for o in self.m.column_invariant}
         accs = [i for i in self.identities() for _ in range(width)]
-        step = index_const(p.block_y * p.unroll)
+        step = index_const(p.block_y * unroll)
         trips = arith.divui(arith.subi(self.row_end, self.row_begin), step)
         main = scf.ForOp(index_const(0), trips, index_const(1), accs)
         with ir.InsertionPoint(main.body):
             base = arith.addi(arith.addi(self.row_begin, arith.muli(main.induction_variable, step)), self.ty)
-            rows = [arith.addi(base, index_const(u * p.block_y)) if u else base for u in range(p.unroll)]
+            rows = [arith.addi(base, index_const(u * p.block_y)) if u else base for u in range(unroll)]
             loaded = [self.loads(r, col0, width) for r in rows]
             accs = list(main.inner_iter_args)
             for r, values in zip(rows, loaded):

@@ -230,20 +230,33 @@ class NormalizationKernel:
         """The chunk's exp(u - high') added to `total`, high' the maximum of `high` and the
         chunk's u, `total` first rescaled from `high` to it: (high', total')."""
         m, g = online.source, online.source.generic
-        exponents = []
+        slots = []  # per slot, its elements' u (a slot past the row's end holds values it discards)
         for j in range(len(chunk.cols)):
             read = self.read_elements(m, chunk, j)
-            for e in range(chunk.width):
-                u = clone_body(g.body, self.mapping(m, chunk, j, e), lambda d, j=j, e=e: self.index(m, chunk, j, e, d),
-                               replaced={p: elements[e] for p, elements in read.items()}, until=online.exponent)[0]
-                exponents.append((chunk.valid[j], u))
-        lowest = identity(MAXIMUM.name, high.type)
+            slots.append([clone_body(g.body, self.mapping(m, chunk, j, e),
+                                     lambda d, j=j, e=e: self.index(m, chunk, j, e, d),
+                                     replaced={p: elements[e] for p, elements in read.items()},
+                                     until=online.exponent)[0] for e in range(chunk.width)])
+        # a slot's maximum and sum are taken whole, then kept or not (one select a slot, not
+        # one an element: the online sum's pass is bound by instructions in 16-bit rows)
         new = high
-        for valid, u in exponents:
-            new = arith.maximumf(new, arith.select(valid, u, lowest))
+        for valid, us in zip(chunk.valid, slots):
+            most = us[0]
+            for u in us[1:]:
+                most = arith.maximumf(most, u)
+            new = arith.select(valid, arith.maximumf(new, most), new)
+        add = online.member.combiners[0]
         total = arith.mulf(total, _rescale(high, new))
-        for valid, u in exponents:
-            total = arith.select(valid, combine(online.member.combiners[0], total, _rescale(u, new)), total)
+        # Each element's exp(u - new) unguarded; where `new` is infinite (every u so far -inf,
+        # or a u of +inf) a slot counts its elements instead, as `_rescale` counts each 1
+        infinite = arith.cmpf(arith.CmpFPredicate.OEQ, math.absf(new), arith.constant(new.type, float("inf")))
+        count = arith.constant(new.type, float(chunk.width))
+        for valid, us in zip(chunk.valid, slots):
+            part = math.exp(arith.subf(us[0], new))
+            for u in us[1:]:
+                part = combine(add, part, math.exp(arith.subf(u, new)))
+            part = arith.select(infinite, count, part)
+            total = arith.select(valid, combine(add, total, part), total)
         return [new, total]
 
     def rescale_online(self, m: Member) -> None:
