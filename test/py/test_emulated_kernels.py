@@ -129,6 +129,16 @@ def test_column_reductions_start_from_the_folded_fill(fn, shape) -> None:
     check(lambda x: x.sum((0, 1)), xi)
 
 
+@pytest.mark.parametrize("shape", [(2100, 64), (8300, 9)], ids=["vectors", "scalars"])
+def test_column_reductions_of_many_slices(shape) -> None:
+    """Rows enough for 33 slices: the last block's threads combine their slices four at a
+    time, then one at a time (slices 0, 8, .. 32 for the first row of threads). 9 columns:
+    the scalar variant, 16 rows in flight a thread."""
+    c = check(lambda x: x.sum(0), randn(*shape), reduction_size=shape[0])
+    assert schedules(c) == ["column reduction"]
+    check(lambda x: ops.max(x, [0]), randn(*shape))
+
+
 @pytest.mark.parametrize("shape", [(4, 64, 32), (3, 5, 9), (2, 1000, 3), (5, 7, 1)])
 @pytest.mark.parametrize("misalign", [None, {0: 4}], ids=["aligned", "input+4B"])
 def test_middle_axis_reductions_are_batched_column_reductions(shape, misalign) -> None:
