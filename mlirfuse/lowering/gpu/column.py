@@ -6,8 +6,7 @@ where per-row operands s (an RMSNorm backward's rstd) are read once per row as s
 One launch. The rows are cut into `splits` slices (the columns alone give too few blocks to
 fill the device); a block covers `block_x * vector` adjacent columns of one slice with
 `block_y` rows of threads, each accumulating every `block_y`-th row of the slice (`unroll`
-rows in flight, 128-bit loads along the columns; the scalar variant, for columns that
-are not a multiple of the vector or misaligned, `unroll * vector` rows of scalars). The block's rows of threads are combined
+rows in flight, 128-bit loads along the columns). The block's rows of threads are combined
 through shared memory in a fixed order and the slice's partial goes to a workspace
 [splits, columns]. Then the block counts itself done on its columns' counter (an atomic add
 after a device-wide fence; the counters are zeroed by a memset before the launch, not a
@@ -49,10 +48,6 @@ from mlirfuse.lowering.gpu.kernels import (
 )
 from mlirfuse.lowering.gpu.reduction import static_product
 from mlirfuse.lowering.linalg_builders import index_const
-
-
-# Slices a thread of the last block combines at once (their partials loaded together).
-FINISH_UNROLL = 4
 
 
 @dataclass
@@ -188,9 +183,7 @@ def emit_column_reduction(m: ColumnReductionMatch, params: S.ColumnReductionPara
                 [o.value for o in vectored], [p.vector * o.element_bytes for o in vectored]))
             width = arith.select(vector_ok, index_const(p.vector), one)
         col_blocks = arith.maxui(arith.ceildivui(columns, arith.muli(width, index_const(p.block_x))), one)
-        # the scalar variant keeps `vector` times the rows in flight (`rows_loop`): as many more a thread
-        rows_in_flight = arith.divui(index_const(p.vector), width)
-        most = arith.ceildivui(rows, arith.muli(index_const(p.block_y * p.min_rows_per_thread), rows_in_flight))
+        most = arith.ceildivui(rows, index_const(p.block_y * p.min_rows_per_thread))
         blocks = arith.muli(col_blocks, batch)
         # (an empty batch has no blocks: divided by one, not zero, a trap on the host)
         splits = arith.maxui(arith.minui(arith.ceildivui(index_const(p.target_blocks), arith.maxui(blocks, one)),
@@ -321,33 +314,19 @@ class _ColumnKernel:
         p, n_out = self.p, len(self.types)
         nvvm.MembarOp(ir.Attribute.parse("#nvvm.mem_scope<gpu>"))
         flat_types = [t for t in self.types for _ in range(width)]
-        cols = [self.flat(arith.addi(col0, index_const(e)) if e else col0) for e in range(width)]
-
-        def slices(accs: list[ir.Value], first: ir.Value, count: int) -> list[ir.Value]:
-            """accs combined with slices first, first + block_y, ... (`count` of them), in
-            that order, their partials all loaded first."""
-            at = [arith.addi(first, index_const(u * p.block_y)) if u else first for u in range(count)]
-            values = [[memref.load(self.workspaces[k], [s, c]) for k in range(n_out) for c in cols] for s in at]
-            for loaded in values:
-                accs = [combine(self.m.combiners[i // width], a, v) for i, (a, v) in enumerate(zip(accs, loaded))]
-            return accs
-
         partial = scf.IfOp(valid, flat_types, has_else=True)
         with ir.InsertionPoint(partial.then_block):
-            # FINISH_UNROLL slices' partials in flight (the last block's pass is a chain of
-            # loads from L2: one at a time, 16 slices took longer than the slices' own pass)
-            step = index_const(p.block_y * FINISH_UNROLL)
-            trips = arith.divui(arith.subi(arith.maxui(self.splits, self.ty), self.ty), step)
-            main = scf.ForOp(index_const(0), trips, index_const(1), [i for i in self.identities()
-                                                                     for _ in range(width)])
-            with ir.InsertionPoint(main.body):
-                first = arith.addi(self.ty, arith.muli(main.induction_variable, step))
-                scf.YieldOp(slices(list(main.inner_iter_args), first, FINISH_UNROLL))
-            rest = scf.ForOp(arith.addi(self.ty, arith.muli(trips, step)), self.splits, index_const(p.block_y),
-                             list(main.results))
-            with ir.InsertionPoint(rest.body):
-                scf.YieldOp(slices(list(rest.inner_iter_args), rest.induction_variable, 1))
-            scf.YieldOp(list(rest.results))
+            loop = scf.ForOp(self.ty, self.splits, index_const(p.block_y), [i for i in self.identities()
+                                                                            for _ in range(width)])
+            with ir.InsertionPoint(loop.body):
+                s, accs = loop.induction_variable, list(loop.inner_iter_args)
+                for k in range(n_out):
+                    for e in range(width):
+                        col = arith.addi(col0, index_const(e)) if e else col0
+                        value = memref.load(self.workspaces[k], [s, self.flat(col)])
+                        accs[k * width + e] = combine(self.m.combiners[k], accs[k * width + e], value)
+                scf.YieldOp(accs)
+            scf.YieldOp(list(loop.results))
         with ir.InsertionPoint(partial.else_block):
             scf.YieldOp([i for i in self.identities() for _ in range(width)])
         slot = arith.muli(self.tx, index_const(width))
@@ -370,19 +349,17 @@ class _ColumnKernel:
             scf.YieldOp([])
 
     def rows_loop(self, col0: ir.Value, width: int) -> list[ir.Value]:
-        """Rows row_begin + ty, + block_y, ... of the slice, `unroll` at a time (the scalar
-        variant `vector` times as many: the same bytes in flight, in the same registers), then
-        the rest one by one. Returns the accumulators, output-major ([k * width + e])."""
+        """Rows row_begin + ty, + block_y, ... of the slice, `unroll` at a time, then the rest
+        one by one. Returns the accumulators, output-major ([k * width + e])."""
         p = self.p
-        unroll = p.unroll * (p.vector // width)
         invariant = {id(o): load(self.views[id(o)], [self.flat(col0)], width) for o in self.m.column_invariant}
         accs = [i for i in self.identities() for _ in range(width)]
-        step = index_const(p.block_y * unroll)
+        step = index_const(p.block_y * p.unroll)
         trips = arith.divui(arith.subi(self.row_end, self.row_begin), step)
         main = scf.ForOp(index_const(0), trips, index_const(1), accs)
         with ir.InsertionPoint(main.body):
             base = arith.addi(arith.addi(self.row_begin, arith.muli(main.induction_variable, step)), self.ty)
-            rows = [arith.addi(base, index_const(u * p.block_y)) if u else base for u in range(unroll)]
+            rows = [arith.addi(base, index_const(u * p.block_y)) if u else base for u in range(p.unroll)]
             loaded = [self.loads(r, col0, width) for r in rows]
             accs = list(main.inner_iter_args)
             for r, values in zip(rows, loaded):
