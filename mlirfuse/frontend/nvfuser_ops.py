@@ -17,7 +17,7 @@ from mlirfuse.frontend.symbolic import product
 
 NVFUSER_NAMES = ["div", "broadcast", "truediv", "signbit", "welford", "embedding_fwd", "normal", "segment_set", "frac",
                  "isfinite", "isneginf", "isposinf", "threshold", "addcmul", "randn_like", "real", "imag", "shape",
-                 "tensor_sizes", "slice", "sdpfa_fwd", "sdpfa_bwd", "cat"]
+                 "tensor_sizes", "slice", "sdpfa_fwd", "sdpfa_bwd", "cat", "squeeze"]
 __all__ = NVFUSER_NAMES
 
 
@@ -27,6 +27,20 @@ def cat(tensors: Sequence[Tensor], dim: int = 0, manual_padding: bool = False) -
     choice: no effect here)."""
     del manual_padding
     return I.cat(tensors, dim)
+
+
+def squeeze(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+    """nvFuser's `squeeze(t, dims, squeeze_expanded=False)`, and its older
+    `squeeze(t, original_shape, dims)` (two lists: the tensor's sizes, then the dims);
+    otherwise mlirfuse's squeeze."""
+    if "original_shape" in kwargs or len(args) >= 2 and isinstance(args[1], (list, tuple)):
+        sizes = kwargs.pop("original_shape") if "original_shape" in kwargs else args[0]
+        dims = kwargs.pop("dims") if "dims" in kwargs else args[-1]
+        if len(sizes) != x.ndim:
+            raise FusionError(f"squeeze: original_shape {list(sizes)} has {len(sizes)} dims, the tensor {x.ndim}")
+        return O.squeeze(x, dims)
+    kwargs.pop("squeeze_expanded", None)
+    return O.squeeze(x, *args[:1], **kwargs)
 
 
 def broadcast(x: Tensor, is_broadcast_dim: Sequence[bool]) -> Tensor:

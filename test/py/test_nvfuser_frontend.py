@@ -582,6 +582,30 @@ def test_define_tensor_forms_and_vectors_passed_as_lists() -> None:
     torch.testing.assert_close(fd.execute([z])[0], z.exp())
 
 
+def test_squeeze_in_both_of_nvfusers_spellings() -> None:
+    """squeeze(t, dims) and the older squeeze(t, original_shape, dims); the printed definition
+    keeps the spelling used and runs again."""
+    x, y = torch.randn(1, 4, 1), torch.randn(2, 1, 4)
+    with FusionDefinition() as fd:
+        a = fd.define_tensor(sizes=[1, 4, 1], strides=[4, 1, 1])
+        b = fd.define_tensor(sizes=[2, 1, 4], strides=[4, 4, 1])
+        fd.add_output(fd.ops.mul(fd.ops.squeeze(a, [1, 4, 1], [0, -1]), fd.ops.squeeze(b, [-2])))
+        fd.add_output(fd.ops.squeeze(b, dims=[1], squeeze_expanded=False))
+    want = x.reshape(4) * y.reshape(2, 4)
+    got, kept = fd.execute([x, y])
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(kept, y.reshape(2, 4))
+    assert "fd.ops.squeeze(T0, [1, 4, 1], [0, -1])" in repr(fd)
+    scope = {"FusionDefinition": FusionDefinition, "DataType": DataType}
+    exec(repr(fd), scope)  # noqa: S102 - the definition just printed
+    with FusionDefinition() as again:
+        scope["nvfuser_fusion_id" + repr(fd).split("nvfuser_fusion_id")[1].split("(")[0]](again)
+    torch.testing.assert_close(again.execute([x, y])[0], want)
+    with pytest.raises(FusionError, match="original_shape"):
+        with FusionDefinition() as fd:
+            fd.ops.squeeze(fd.define_tensor(sizes=[1, 4], strides=[4, 1]), [1, 4, 1], [0])
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_nvfuser_composite_ops_match_torch(device) -> None:
     x = torch.tensor([-2.5, -0.5, 0.0, 0.75, 3.25, float("inf"), -float("inf"), float("nan")], device=device)
