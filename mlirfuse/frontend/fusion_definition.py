@@ -48,6 +48,7 @@ class _Ops:
         def run(args: tuple, kwargs: dict[str, Any]) -> Any:
             if fn is None or complex_ops.involves_complex(args, kwargs):
                 return complex_ops.dispatch(self._fd, name, args, kwargs)
+            args, kwargs = _dtype_after_shape(name, args, kwargs)
             if name in _SEED_POSITION and not _seed_given(name, args, kwargs):
                 kwargs = {**kwargs, **self._fd._stateful_rng()}  # torch's generator picks the numbers
             return fn(*args, **kwargs)
@@ -667,6 +668,16 @@ class FusionDefinition(Inspection):
 # Where a seed goes positionally (sdpfa_fwd: none; it draws when given a dropout_p, its fourth).
 _SEED_POSITION = {"uniform": 3, "normal": 3, "rand_like": 1, "randn_like": 1, "sdpfa_fwd": None}
 _PHILOX: dict[str, Any] = {"seed": None, "offset": 0, "fresh": None}  # torch's seed, our offset
+
+
+def _dtype_after_shape(name: str, args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
+    """nvFuser's `uniform`/`normal(a, b, shape, dtype)`: a dtype right after the shape is the
+    dtype (nvFuser takes the seed and offset by keyword only), where mlirfuse's own signature
+    has the seed there."""
+    if name in ("uniform", "normal") and len(args) == 4 and "dtype" not in kwargs and \
+            (isinstance(args[3], DataType) or type(args[3]).__name__ == "dtype"):  # (a torch or numpy dtype)
+        return args[:3], {**kwargs, "dtype": to_dtype(args[3])}
+    return args, kwargs
 
 
 def _seed_given(name: str, args: tuple, kwargs: dict[str, Any]) -> bool:

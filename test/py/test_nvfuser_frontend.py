@@ -807,6 +807,25 @@ def test_random_ops_without_a_seed_follow_torchs_generator() -> None:
     stateful.validate([x])  # the reference sees the same random state as the run
 
 
+def test_random_ops_take_a_dtype_right_after_the_shape() -> None:
+    """nvFuser's uniform/normal(a, b, shape, dtype): the fourth positional argument is the
+    dtype there (the seed and offset are keywords), and the numbers follow torch's generator
+    as with no seed."""
+    x = torch.zeros(64, 256)
+    with FusionDefinition() as fd:
+        size = fd.ops.tensor_sizes(fd.from_pytorch(x))
+        fd.add_output(fd.ops.normal(fd.define_scalar(3.7), fd.define_scalar(2.5), size, DataType.Double))
+        fd.add_output(fd.ops.uniform(fd.define_scalar(1.8), fd.define_scalar(9.5), size, DataType.Double))
+    torch.manual_seed(5)
+    normal, uniform = fd.execute([x])
+    assert normal.dtype == uniform.dtype == torch.float64
+    assert abs(float(normal.mean()) - 3.7) < 0.05 and abs(float(normal.std()) - 2.5) < 0.05
+    assert 1.8 <= float(uniform.min()) < 1.9 and 9.4 < float(uniform.max()) < 9.5
+    assert "DataType.Double)" in repr(fd)
+    torch.manual_seed(5)
+    assert torch.equal(fd.execute([x])[0], normal)
+
+
 def test_outputs_are_torch_tensors_when_no_tensor_is_given() -> None:
     with FusionDefinition() as fd:
         fd.add_output(fd.ops.iota(4, 0, 1, DataType.Int))
