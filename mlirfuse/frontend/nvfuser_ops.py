@@ -17,7 +17,7 @@ from mlirfuse.frontend.symbolic import product
 
 NVFUSER_NAMES = ["div", "broadcast", "truediv", "signbit", "welford", "embedding_fwd", "normal", "segment_set", "frac",
                  "isfinite", "isneginf", "isposinf", "threshold", "addcmul", "randn_like", "real", "imag", "shape",
-                 "tensor_sizes", "slice", "sdpfa_fwd", "sdpfa_bwd", "cat", "squeeze"]
+                 "tensor_sizes", "slice", "sdpfa_fwd", "sdpfa_bwd", "cat", "squeeze", "reshape"]
 __all__ = NVFUSER_NAMES
 
 
@@ -29,18 +29,36 @@ def cat(tensors: Sequence[Tensor], dim: int = 0, manual_padding: bool = False) -
     return I.cat(tensors, dim)
 
 
+def _original_shape(what: str, x: Tensor, args: tuple, kwargs: dict[str, Any], last: str) -> Any:
+    """The argument after nvFuser's older `original_shape` (`what(t, original_shape, last)`:
+    two lists), checked against the tensor's rank; None where the call has the newer form."""
+    if "original_shape" not in kwargs and not (len(args) >= 2 and isinstance(args[1], (list, tuple))):
+        return None
+    sizes = kwargs["original_shape"] if "original_shape" in kwargs else args[0]
+    if len(sizes) != x.ndim:
+        raise FusionError(f"{what}: original_shape {list(sizes)} has {len(sizes)} dims, the tensor {x.ndim}")
+    return kwargs[last] if last in kwargs else args[-1]
+
+
 def squeeze(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
     """nvFuser's `squeeze(t, dims, squeeze_expanded=False)`, and its older
-    `squeeze(t, original_shape, dims)` (two lists: the tensor's sizes, then the dims);
-    otherwise mlirfuse's squeeze."""
-    if "original_shape" in kwargs or len(args) >= 2 and isinstance(args[1], (list, tuple)):
-        sizes = kwargs.pop("original_shape") if "original_shape" in kwargs else args[0]
-        dims = kwargs.pop("dims") if "dims" in kwargs else args[-1]
-        if len(sizes) != x.ndim:
-            raise FusionError(f"squeeze: original_shape {list(sizes)} has {len(sizes)} dims, the tensor {x.ndim}")
+    `squeeze(t, original_shape, dims)`; otherwise mlirfuse's squeeze."""
+    dims = _original_shape("squeeze", x, args, kwargs, "dims")
+    if dims is not None:
         return O.squeeze(x, dims)
     kwargs.pop("squeeze_expanded", None)
     return O.squeeze(x, *args[:1], **kwargs)
+
+
+def reshape(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+    """nvFuser's `reshape(t, new_shape)`, and its older `reshape(t, original_shape,
+    new_shape)`; otherwise mlirfuse's reshape."""
+    shape = _original_shape("reshape", x, args, kwargs, "new_shape")
+    if shape is not None:
+        return O.reshape(x, shape)
+    if "new_shape" in kwargs:
+        return O.reshape(x, kwargs.pop("new_shape"), **kwargs)
+    return O.reshape(x, *args, **kwargs)
 
 
 def broadcast(x: Tensor, is_broadcast_dim: Sequence[bool]) -> Tensor:

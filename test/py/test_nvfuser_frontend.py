@@ -582,19 +582,24 @@ def test_define_tensor_forms_and_vectors_passed_as_lists() -> None:
     torch.testing.assert_close(fd.execute([z])[0], z.exp())
 
 
-def test_squeeze_in_both_of_nvfusers_spellings() -> None:
-    """squeeze(t, dims) and the older squeeze(t, original_shape, dims); the printed definition
-    keeps the spelling used and runs again."""
+def test_squeeze_and_reshape_in_both_of_nvfusers_spellings() -> None:
+    """squeeze(t, dims) and reshape(t, new_shape), and the older squeeze(t, original_shape,
+    dims) and reshape(t, original_shape, new_shape); the printed definition keeps the
+    spelling used and runs again."""
     x, y = torch.randn(1, 4, 1), torch.randn(2, 1, 4)
     with FusionDefinition() as fd:
         a = fd.define_tensor(sizes=[1, 4, 1], strides=[4, 1, 1])
         b = fd.define_tensor(sizes=[2, 1, 4], strides=[4, 4, 1])
         fd.add_output(fd.ops.mul(fd.ops.squeeze(a, [1, 4, 1], [0, -1]), fd.ops.squeeze(b, [-2])))
         fd.add_output(fd.ops.squeeze(b, dims=[1], squeeze_expanded=False))
+        fd.add_output(fd.ops.reshape(b, [2, 1, 4], [4, 2]))
+        fd.add_output(fd.ops.reshape(b, new_shape=[8]))
     want = x.reshape(4) * y.reshape(2, 4)
-    got, kept = fd.execute([x, y])
+    got, kept, old_reshape, new_reshape = fd.execute([x, y])
     torch.testing.assert_close(got, want)
     torch.testing.assert_close(kept, y.reshape(2, 4))
+    torch.testing.assert_close(old_reshape, y.reshape(4, 2))
+    torch.testing.assert_close(new_reshape, y.reshape(8))
     assert "fd.ops.squeeze(T0, [1, 4, 1], [0, -1])" in repr(fd)
     scope = {"FusionDefinition": FusionDefinition, "DataType": DataType}
     exec(repr(fd), scope)  # noqa: S102 - the definition just printed
