@@ -32,8 +32,8 @@ def cat(tensors: Sequence[Tensor], dim: int = 0, manual_padding: bool = False) -
 def _original_shape(what: str, x: Tensor, args: tuple, kwargs: dict[str, Any], last: str) -> Any:
     """The argument after nvFuser's older `original_shape` (`what(t, original_shape, last)`:
     two lists), checked against the tensor's rank; None where the call has the newer form."""
-    if "original_shape" not in kwargs and not (len(args) >= 2 and isinstance(args[1], (list, tuple))):
-        return None
+    if "original_shape" not in kwargs and not (len(args) >= 2 and not isinstance(args[1], bool)):
+        return None  # (the newer squeeze's second argument is the bool squeeze_expanded)
     sizes = kwargs["original_shape"] if "original_shape" in kwargs else args[0]
     if len(sizes) != x.ndim:
         raise FusionError(f"{what}: original_shape {list(sizes)} has {len(sizes)} dims, the tensor {x.ndim}")
