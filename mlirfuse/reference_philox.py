@@ -77,7 +77,8 @@ def uniform(
 
     float32: ``(w >> 8) * 2**-24``; float64: ``w * 2**-32``; then
     ``minval + u * (maxval - minval)`` in that type.  float16/bfloat16 are
-    computed in float32 and rounded at the end.
+    computed in float32 and rounded at the end.  A value equal to maxval rounded to
+    the result's type is minval instead (torch's rule), so values stay below maxval.
     """
     dtype = np.dtype(dtype)
     n = int(np.prod(shape, dtype=np.int64))
@@ -88,5 +89,7 @@ def uniform(
     else:
         u = (w >> np.uint32(8)).astype(np.float32) * np.float32(2.0**-24)
     lo, hi = compute(minval), compute(maxval)
-    out = lo + u * (hi - lo)
-    return out.astype(dtype).reshape(shape)
+    out = (lo + u * (hi - lo)).astype(dtype)
+    # [minval, maxval) in the result's type: a value that rounds to maxval is minval (torch's rule)
+    out = np.where(out == np.asarray(hi).astype(dtype), np.asarray(lo).astype(dtype), out)
+    return out.reshape(shape)

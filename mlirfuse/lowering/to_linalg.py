@@ -314,7 +314,12 @@ class FusionLowering:
             index = B.index_const(0)
             for d, extent in enumerate(out_dims):
                 index = arith.addi(arith.muli(index, extent), linalg.IndexOp(d).result)
-            return convert(philox.emit_uniform(index, seed_v, offset_v, lo_v, hi_v, ft), elem)
+            value = convert(philox.emit_uniform(index, seed_v, offset_v, lo_v, hi_v, ft), elem)
+            # [minval, maxval) in the result's type: a value that rounds to maxval (a
+            # half-precision one near the top, or lo + u * (hi - lo) rounding up) is minval,
+            # as torch's uniform_ does
+            top = arith.cmpf(arith.CmpFPredicate.OEQ, convert(value, ft), convert(convert(hi_v, elem), ft))
+            return arith.select(top, convert(lo_v, elem), value)
 
         rank = out_type.rank
         return B.generic(scalars, [[] for _ in scalars], init, list(range(rank)), rank, [], body)

@@ -76,7 +76,31 @@ def test_reference_half_types_round_from_f32(dtype) -> None:
     f32 = ref.uniform((5, 7), 3, 9, -1.0, 2.0, np.float32)
     half = ref.uniform((5, 7), 3, 9, -1.0, 2.0, dtype)
     assert half.dtype == np.dtype(dtype) and half.shape == (5, 7)
-    assert np.array_equal(half.view(np.uint16), f32.astype(dtype).view(np.uint16))
+    rounded = f32.astype(dtype)
+    rounded[rounded == dtype(2.0)] = dtype(-1.0)  # a value rounding to maxval is minval
+    assert np.array_equal(half.view(np.uint16), rounded.view(np.uint16))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16, np.float32])
+@pytest.mark.parametrize("minval,maxval", [(0.0, 1.0), (-1.5, 3.7)])
+def test_uniform_stays_below_maxval_in_its_type(dtype, minval, maxval) -> None:
+    """Values that round to maxval in the result's type (near the top in half precision:
+    about one in 2**12 for [0, 1) in float16) are minval, as torch's uniform_ makes them:
+    every value is below maxval as that type holds it, on the CPU backend and in the
+    reference, bit for bit."""
+    import mlirfuse
+    from mlirfuse import ops
+
+    n = 1 << 16
+    got = mlirfuse.jit(lambda: ops.uniform(minval, maxval, [n], 7, 0, dtype=dtype), backend="cpu")()
+    # (Python bounds are constants of the result's type: 3.7 is 3.69921875 in float16)
+    lo, top = np.asarray([minval, maxval], np.float32).astype(dtype)
+    want = ref.uniform((n,), 7, 0, float(lo), float(top), dtype)
+    assert got.dtype == np.dtype(dtype) and np.array_equal(got.view(np.uint8), want.view(np.uint8))
+    assert np.all(got < top) and np.all(got >= lo)
+    if dtype == np.float16:
+        raw = (ref.uniform((n,), 7, 0, float(lo), float(top), np.float32)).astype(dtype)
+        assert np.count_nonzero(raw == top) > 0  # the case the rule is for does occur here
 
 
 # ---------------------------------------------------------------- MLIR on CPU
