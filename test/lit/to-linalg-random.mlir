@@ -3,7 +3,7 @@
 // memory, where host code may not load it) computes each element's row-major linear index
 // from linalg.index, runs Philox4x32-10 on it with plain integer arith
 // (10 rounds = 20 arith.mului_extended; same bits on CPU and GPU), keeps 24 bits and scales
-// them into [minval, maxval).
+// them into [minval, maxval) (a value rounding to maxval in the result's type is minval).
 // RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(fusion-to-linalg)' | FileCheck %s
 // The same integer code on the GPU target:
 // RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(fusion-to-linalg{target=gpu})' | FileCheck %s
@@ -47,7 +47,10 @@
 // CHECK-NEXT: %[[WIDTH:[^ ]+]] = arith.subf %[[HIV]], %[[LOV]] : f32
 // CHECK-NEXT: %[[UW:[^ ]+]] = arith.mulf %[[U]], %[[WIDTH]] : f32
 // CHECK-NEXT: %[[V:[^ ]+]] = arith.addf %[[LOV]], %[[UW]] : f32
-// CHECK-NEXT: linalg.yield %[[V]] : f32
+// [minval, maxval) in the result's type: a value that rounds to maxval is minval (torch's rule).
+// CHECK-NEXT: %[[TOP:[^ ]+]] = arith.cmpf oeq, %[[V]], %[[HIV]] : f32
+// CHECK-NEXT: %[[W:[^ ]+]] = arith.select %[[TOP]], %[[LOV]], %[[V]] : f32
+// CHECK-NEXT: linalg.yield %[[W]] : f32
 // CHECK: return %[[R]] : tensor<?x4xf32>
 func.func @uniform(%lo: tensor<f32>, %hi: tensor<f32>, %seed: tensor<i64>, %off: tensor<i64>, %x: tensor<?xf32>) -> tensor<?x4xf32> {
   %n = "fusion.size"(%x) {dim = 0 : i64} : (tensor<?xf32>) -> index
@@ -69,7 +72,15 @@ func.func @uniform(%lo: tensor<f32>, %hi: tensor<f32>, %seed: tensor<i64>, %off:
 // CHECK: arith.subf %[[ONE]], %[[ZERO]] : f32
 // CHECK: %[[V:[^ ]+]] = arith.addf %[[ZERO]], %{{[^ ]+}} : f32
 // CHECK-NEXT: %[[H:[^ ]+]] = arith.truncf %[[V]] : f32 to f16
-// CHECK-NEXT: linalg.yield %[[H]] : f16
+// The rounded value is compared with the bound rounded alike (in f32): one that rounds to 1.0
+// is 0.0.
+// CHECK-NEXT: %[[HX:[^ ]+]] = arith.extf %[[H]] : f16 to f32
+// CHECK-NEXT: %[[TOPH:[^ ]+]] = arith.truncf %[[ONE]] : f32 to f16
+// CHECK-NEXT: %[[TOPX:[^ ]+]] = arith.extf %[[TOPH]] : f16 to f32
+// CHECK-NEXT: %[[TOP:[^ ]+]] = arith.cmpf oeq, %[[HX]], %[[TOPX]] : f32
+// CHECK-NEXT: %[[LOWH:[^ ]+]] = arith.truncf %[[ZERO]] : f32 to f16
+// CHECK-NEXT: %[[R:[^ ]+]] = arith.select %[[TOP]], %[[LOWH]], %[[H]] : f16
+// CHECK-NEXT: linalg.yield %[[R]] : f16
 func.func @rand_like_f16(%x: tensor<?x3xf16>, %seed: tensor<i64>, %off: tensor<i64>) -> tensor<?x3xf16> {
   %0 = "fusion.rand_like"(%x, %seed, %off) : (tensor<?x3xf16>, tensor<i64>, tensor<i64>) -> tensor<?x3xf16>
   return %0 : tensor<?x3xf16>
