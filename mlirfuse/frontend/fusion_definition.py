@@ -675,7 +675,7 @@ def _dtype_after_shape(name: str, args: tuple, kwargs: dict[str, Any]) -> tuple[
     dtype (nvFuser takes the seed and offset by keyword only), where mlirfuse's own signature
     has the seed there."""
     if name in ("uniform", "normal") and len(args) == 4 and "dtype" not in kwargs and \
-            (isinstance(args[3], DataType) or type(args[3]).__name__ == "dtype"):  # (a torch or numpy dtype)
+            (isinstance(args[3], (DataType, np.dtype)) or type(args[3]).__name__ == "dtype"):  # (torch.dtype)
         return args[:3], {**kwargs, "dtype": to_dtype(args[3])}
     return args, kwargs
 

@@ -506,11 +506,11 @@ class NormalizationKernel:
 
 
 def _rescale(old: ir.Value, new: ir.Value) -> ir.Value:
-    """exp(old - new): the factor taking a sum of exp(u - old) to one of exp(u - new), and a
-    term exp(u - new) of u = old. 1 where they are equal, infinities included: a thread's
-    elements of -inf while its maximum is -inf count 1 each (not NaN), and vanish (times
-    exp(-inf)) once a larger maximum comes; if none comes, `rescale_online`'s exp(-inf - r)
-    gives the sum torch's two passes give."""
+    """exp(old - new): the factor taking a sum of exp(u - old) to one of exp(u - new). 1 where
+    they are equal, infinities included: a thread's elements of -inf while its maximum is -inf
+    count 1 each (not NaN; `accumulate_online` counts a slot's elements then), and vanish
+    (times exp(-inf)) once a larger maximum comes; if none comes, `rescale_online`'s
+    exp(-inf - r) gives the sum torch's two passes give."""
     one = arith.constant(old.type, 1.0)
     return arith.select(arith.cmpf(arith.CmpFPredicate.OEQ, old, new), one, math.exp(arith.subf(old, new)))
 
@@ -531,4 +531,3 @@ def exps_as_triton_does(op: ir.Operation) -> None:
             fast = math.exp2(arith.mulf(x, arith.constant(x.type, 1.4426950408889634)))
         e.results[0].replace_all_uses_with(fast)
         e.erase()
-
