@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -27,6 +27,9 @@ class Arg:
     contiguous: bool
     device: int | None = None
     origin: str = "numpy"  # numpy | torch | cupy | foreign
+    # Not contiguous, but a permutation of a dense layout: its dims from outermost to innermost
+    # in memory (`value` permuted so is contiguous, the same memory); None otherwise.
+    order: tuple[int, ...] | None = None
 
 
 def _torch() -> Any:
@@ -49,15 +52,20 @@ def _classify(value: Any) -> Arg:
         if value.requires_grad:
             value = value.detach()
         dt = to_dtype(value.dtype)
+        contiguous = value.is_contiguous()
+        order = None if contiguous else dense_order(value.shape, value.stride())
         if value.is_cuda:
-            return Arg("device", value, dt, tuple(value.shape), value.is_contiguous(),
-                       value.device.index, "torch")
+            return Arg("device", value, dt, tuple(value.shape), contiguous, value.device.index, "torch", order)
         if value.device.type != "cpu":
             raise FusionError(f"a torch tensor on device '{value.device}': mlirfuse runs CPU and CUDA tensors")
-        return Arg("host", _torch_cpu_to_numpy(value, torch), dt, tuple(value.shape), value.is_contiguous(),
-                   origin="torch")
+        return Arg("host", _torch_cpu_to_numpy(value, torch), dt, tuple(value.shape), contiguous,
+                   origin="torch", order=order)
     if isinstance(value, np.ndarray):
-        return Arg("host", value, to_dtype(value.dtype), value.shape, value.flags.c_contiguous)
+        contiguous = value.flags.c_contiguous
+        order = None
+        if not contiguous and all(s % value.itemsize == 0 for s in value.strides):
+            order = dense_order(value.shape, [s // value.itemsize for s in value.strides])
+        return Arg("host", value, to_dtype(value.dtype), value.shape, contiguous, order=order)
     if hasattr(value, "__cuda_array_interface__") or _dlpack_on_cuda(value):
         torch = _import_torch()
         if torch is None:
@@ -75,6 +83,28 @@ def _classify(value: Any) -> Arg:
         return classify(np.asarray(value))
     raise FusionError(f"unsupported argument of type {type(value).__name__}: expected an array "
                       "(numpy, torch, CuPy, CUDA array interface, DLPack) or a Python scalar")
+
+
+def dense_order(shape: Sequence[int], strides: Sequence[int]) -> tuple[int, ...] | None:
+    """The dims of a tensor laid out densely in some order (a permuted view of a contiguous
+    tensor: attention's [B, S, H, D] seen as [B, H, S, D]), from outermost to innermost in
+    memory; None where the layout is not such a permutation, or is row-major already. A
+    size-1 dim (any stride serves it) stays right after the dim before it."""
+    n = len(shape)
+    if 0 in shape:
+        return None
+    keys, previous = [], None
+    for d in range(n):
+        if shape[d] != 1:
+            previous = strides[d]
+        keys.append((-(strides[d] if shape[d] != 1 else (previous if previous is not None else float("inf"))), d))
+    order = tuple(d for _, d in sorted(keys))
+    expected = 1
+    for d in reversed(order):
+        if shape[d] != 1 and strides[d] != expected:
+            return None
+        expected *= shape[d]
+    return None if order == tuple(range(n)) else order
 
 
 def _import_torch() -> Any:

@@ -25,7 +25,8 @@ def describe(spec: InputSpec) -> str:
     if spec.scalar:
         return f"{spec.dtype.value} scalar"
     dims = ", ".join("?" if s is None else str(s) for s in spec.shape)
-    return f"{spec.dtype.value}[{dims}]"
+    read_as = f" (read as its permute{spec.order})" if spec.order is not None else ""
+    return f"{spec.dtype.value}[{dims}]{read_as}"
 
 
 def check_arg(i: int, arg: Arg, spec: InputSpec) -> Any:
@@ -44,6 +45,8 @@ def check_arg(i: int, arg: Arg, spec: InputSpec) -> Any:
         raise FusionError(f"input {i}: expected an array ({describe(spec)}), got {arg.value!r}")
     if arg.dtype is not spec.dtype:
         raise FusionError(f"input {i}: expected dtype {spec.dtype.value}, got {arg.dtype.value}")
+    if spec.order is not None:
+        arg = _permuted(i, arg, spec)
     if len(arg.shape) != spec.rank:
         raise FusionError(f"input {i}: expected rank {spec.rank} ({describe(spec)}), got shape {arg.shape}")
     for d, (want, got) in enumerate(zip(spec.shape, arg.shape)):
@@ -55,6 +58,18 @@ def check_arg(i: int, arg: Arg, spec: InputSpec) -> Any:
     if (spec.contiguous and not value.flags.c_contiguous) or any(s % value.itemsize for s in value.strides):
         value = np.ascontiguousarray(value)
     return value
+
+
+def _permuted(i: int, arg: Arg, spec: InputSpec) -> Arg:
+    """The argument as the fusion reads it: its `permute(spec.order)` (contiguous where the
+    argument is laid out in that order; else copied as any non-contiguous argument is)."""
+    order = spec.order
+    if len(arg.shape) != len(order):
+        raise FusionError(f"input {i}: expected rank {len(order)} ({describe(spec)}), got shape {arg.shape}")
+    value = arg.value.permute(order) if arg.kind == "device" else np.transpose(arg.value, order)
+    shape = tuple(arg.shape[d] for d in order)
+    contiguous = value.is_contiguous() if arg.kind == "device" else value.flags.c_contiguous
+    return Arg(arg.kind, value, arg.dtype, shape, contiguous, arg.device, arg.origin)
 
 
 class CompiledFusion:

@@ -130,8 +130,9 @@ def python_definition(fusion: Fusion) -> str:
             lines.append(f"    {name} = fd.define_scalar(None, dtype={dt(spec.dtype.name)})")
         else:
             shape = [-1 if s is None else s for s in spec.shape]
+            read_as = f"  # the argument's permute{spec.order}" if spec.order is not None else ""
             lines.append(f"    {name} = fd.define_tensor(shape={shape}, contiguity={spec.contiguous}, "
-                         f"dtype={dt(spec.dtype.name)})")
+                         f"dtype={dt(spec.dtype.name)}){read_as}")
     for node in fusion.nodes:
         args = [names[t.id] for t in node.inputs]
         out = node.outputs[0]

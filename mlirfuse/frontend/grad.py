@@ -82,6 +82,15 @@ class Differentiated:
                 runner = self._backwards.setdefault(contiguous, _Runner(CompiledFusion(d.backward, self.backend)))
         return runner
 
+    def in_argument_dims(self, i: int, gradient: Any) -> Any:
+        """The gradient of input i in its argument's dims: the fusion's input is the
+        argument's permutation where it was read as one (`InputSpec.order`)."""
+        order = self.fusion.specs[i].order
+        if order is None:
+            return gradient
+        back = [order.index(d) for d in range(len(order))]
+        return np.transpose(gradient, back) if isinstance(gradient, np.ndarray) else gradient.permute(back)
+
     def run_backward(self, primals: Sequence[Any], cotangents: Sequence[Any], residuals: Sequence[Any],
                      key: tuple | None = None) -> list[Any]:
         """The gradients; `key`: the forward call's exact argument layout, which with the
@@ -167,7 +176,7 @@ def fused_function() -> Any:
                 return tuple(result)
             for i, g in zip(d.gradients, entry.run_backward(primals, cotangents, saved[n:], ctx.key)):
                 if needs[2 + i]:
-                    result[2 + i] = g
+                    result[2 + i] = entry.in_argument_dims(i, g)
             return tuple(result)
 
     _FUNCTION = FusedFunction
@@ -212,7 +221,8 @@ def vjp(fn: Callable[..., Any], *args: Any, backend: str | None = None) -> tuple
                 raise FusionError(f"vjp_fn: cotangent {k} has shape {tuple(np.shape(c))}, "
                                   f"the output {tuple(out.shape)}")
             cots.append(_like(c, out))
-        grads = dict(zip(d.gradients, entry.run_backward(list(args), cots, residuals))) if cots else {}
+        grads = {i: entry.in_argument_dims(i, g)
+                 for i, g in zip(d.gradients, entry.run_backward(list(args), cots, residuals))} if cots else {}
         return tuple(grads[i] if i in grads else _zeros_like(a) for i, a in enumerate(args))
 
     return _unflatten(entry.structure, iter(returned)), vjp_fn

@@ -29,6 +29,10 @@ class InputSpec:
     shape: tuple[int | None, ...]  # None: dynamic extent (never 1 at run time)
     contiguous: bool = True
     scalar: bool = False  # a runtime Python scalar (0-d, weakly typed)
+    # The argument is a permutation of a dense layout (`Arg.order`): the fusion reads its
+    # contiguous `permute(order)` (the same memory), whose shape `shape` is, and the traced
+    # function sees it permuted back. None: the argument is read as it is.
+    order: tuple[int, ...] | None = None
 
     @property
     def rank(self) -> int:

@@ -52,8 +52,28 @@ def input_spec(arg: Arg, static: bool) -> InputSpec:
     """The signature of one argument: dtype, rank, size-1 dims (or all sizes), contiguity."""
     if arg.kind == "scalar":
         return InputSpec(arg.dtype, (), scalar=True)
+    if arg.order is not None:  # a permuted dense layout: read as its contiguous permutation
+        shape = tuple(s if static or s == 1 else None for s in (arg.shape[d] for d in arg.order))
+        return InputSpec(arg.dtype, shape, order=arg.order)
     shape = tuple(s if static or s == 1 else None for s in arg.shape)
     return InputSpec(arg.dtype, shape, contiguous=arg.contiguous)
+
+
+def add_inputs(fusion: Fusion, specs: Sequence[InputSpec]) -> list[Tensor]:
+    """The fusion's inputs for these specs, as the traced function sees them: an input read
+    as the permutation of its argument (`InputSpec.order`) permuted back to the argument's
+    dims. Permuted dense arguments thus reach the schedules as contiguous operands with
+    permuted indexing (a transpose kernel where the innermost dim changes) instead of
+    strided ones read element by element."""
+    from mlirfuse.frontend.ops import permute
+
+    traced = []
+    for spec in specs:
+        t = fusion.add_input(spec)
+        if spec.order is not None:
+            t = permute(t, [spec.order.index(d) for d in range(len(spec.order))])
+        traced.append(t)
+    return traced
 
 
 class JitFunction:
@@ -116,7 +136,7 @@ class JitFunction:
         self._check_arity(len(args))
         fusion = Fusion()
         with tracing(fusion):
-            traced = [fusion.add_input(input_spec(a, static)) for a in args]
+            traced = add_inputs(fusion, [input_spec(a, static) for a in args])
             result = self.fn(*traced)
         leaves: list[Tensor] = []
         structure = _flatten(result, leaves, self.__name__)
@@ -302,7 +322,7 @@ def jit(fn: Callable[..., Any] | None = None, *, backend: str | None = None,
         dynamic: bool = True) -> Any:
     """Compile `fn` (numpy-style tensor code) into fused kernels.
 
-    `dynamic=True` compiles one kernel per (rank, dtype, size-1 dims, contiguity) signature
+    `dynamic=True` compiles one kernel per (rank, dtype, size-1 dims, layout) signature
     that serves every shape; code needing concrete sizes is specialized automatically.
     Usable as `@jit` or `@jit(backend="cpu")`.
     """

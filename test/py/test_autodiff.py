@@ -562,3 +562,25 @@ def test_strided_inputs_and_scalar_arguments_under_autograd() -> None:
     ((torch.tanh(xr * wr) * 1.5) ** 2).sum().backward()
     torch.testing.assert_close(x.grad, xr.grad)
     torch.testing.assert_close(w.grad, wr.grad)
+
+
+def test_gradients_of_permuted_dense_inputs_in_their_own_dims() -> None:
+    """An argument that is a permutation of a dense layout is read as that dense tensor (its
+    dims permuted back inside the fusion): its gradient comes back in the argument's dims, as
+    torch's does, through autograd and through `vjp`."""
+    f = mlirfuse.jit(lambda q, w: (ops.tanh(q * w).sum(-1), ops.permute(q, [0, 1, 3, 2]) * 2.0))
+    q = _data("any", (2, 5, 3, 4), 1).transpose(1, 2).requires_grad_()  # [B, S, H, D] seen as [B, H, S, D]
+    w = _data("any", (2, 3, 5, 4), 2).requires_grad_()
+    a, b = f(q, w)
+    assert f.trace(q.detach(), w.detach())[0].specs[0].order == (0, 2, 1, 3)
+    (a.sum() + (b * b).sum()).backward()
+    qr, wr = q.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    (torch.tanh(qr * wr).sum(-1).sum() + ((qr.permute(0, 1, 3, 2) * 2) ** 2).sum()).backward()
+    assert q.grad.shape == q.shape
+    torch.testing.assert_close(q.grad, qr.grad)
+    torch.testing.assert_close(w.grad, wr.grad)
+    x = np.asfortranarray(_data("any", (3, 4), 3).numpy())  # column-major
+    out, vjp_fn = mlirfuse.vjp(lambda t: ops.exp(t) * 3.0, x)
+    (g,) = vjp_fn(np.ones((3, 4), x.dtype))
+    assert g.shape == (3, 4)
+    np.testing.assert_allclose(g, np.exp(x) * 3, rtol=1e-12)

@@ -37,7 +37,9 @@ def on_emulated_gpu(fn, *args, misalign: dict[int, int] | None = None, dynamic: 
     want = f(*args)
     want = list(want) if isinstance(want, (list, tuple)) else [want]
     compiled = f.compile(*args, backend="gpu", arch="sm_90")
-    got = emulate(compiled.stages["gpu"], list(args), [np.empty_like(w) for w in want], misalign)
+    # As the call passes them: an argument read as its permutation (a permuted dense layout).
+    passed = [a if spec.order is None else np.transpose(a, spec.order) for a, spec in zip(args, compiled.fusion.specs)]
+    got = emulate(compiled.stages["gpu"], passed, [np.empty_like(w) for w in want], misalign)
     return compiled, got, want
 
 
@@ -313,8 +315,30 @@ def test_pointwise_on_strided_inputs(dtype, inner) -> None:
         return q * cos + k, ops.exp(q) * ops.permute(kt, [0, 1, 3, 2])
 
     c = check(fn, q, k, cos, kt)
-    assert not q.flags.c_contiguous and c.fusion.specs[0].contiguous is False
+    # q is a permuted dense array: read as that dense array, its heads' dim permuted inside
+    # (the innermost dim is the same: still one vectorized pointwise kernel); the sliced k is
+    # read at its strides.
+    assert not q.flags.c_contiguous and c.fusion.specs[0].order == (0, 2, 1, 3)
+    assert c.fusion.specs[1].contiguous is False and c.fusion.specs[1].order is None
     assert schedules(c) == ["pointwise"], c.stages["launch_params"]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("seq", [64, 37], ids=["seq-64", "seq-37"])
+def test_permuted_dense_input_read_transposed_is_a_transpose_kernel(dtype, seq) -> None:
+    """BERT's keys: a matmul's [B, S, H, D] output seen as [B, H, S, D], then transposed to
+    [B, H, D, S] and scaled in float32. The argument is a permutation of a dense layout, so
+    the kernel reads the dense tensor with the innermost dim changed: a transpose kernel
+    through shared memory (it was a pointwise kernel reading the view element by element,
+    uncoalesced: 19.5 us against Inductor's 4.6 us on the H200 at [8, 512, 12, 64])."""
+    k = randn(2, seq, 3, 64, dtype=dtype).transpose(0, 2, 1, 3)  # [B, H, S, D], not contiguous
+
+    def fn(k):
+        return ops.permute(ops.cast(k, DataType.Float), [0, 1, 3, 2]) * 0.125
+
+    c = check(fn, k)
+    assert c.fusion.specs[0].order == (0, 2, 1, 3)
+    assert schedules(c) == ["transpose"], c.stages["launch_params"]
 
 
 @pytest.mark.parametrize("p_shape", [(1, 6, 40), (4, 1, 40), (1, 6, 1)], ids=["tile-over-batch", "tile-over-seq",

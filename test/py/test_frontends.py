@@ -11,6 +11,7 @@ import pytest
 
 import mlirfuse
 from mlirfuse import DataType, FusionDefinition, ops
+from mlirfuse.arrays import classify_all, dense_order
 from mlirfuse.dialects.optable import OPS
 from mlirfuse.workloads import WORKLOADS, gelu_backward_definition, gelu_backward_np
 
@@ -55,6 +56,50 @@ def test_strided_inputs(view: str) -> None:
     a, s = f(x)
     np.testing.assert_allclose(a, np.tanh(x) * 2, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(s, x.sum(0), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape, strides, order", [
+    ((2, 3, 4), (12, 1, 3), (0, 2, 1)),  # a transpose of the last two dims
+    ((4, 3), (1, 4), (1, 0)),  # column-major
+    ((2, 1, 3, 5), (15, 99, 1, 3), (0, 1, 3, 2)),  # a size-1 dim (any stride) stays after the dim before it
+    ((1, 3, 5), (7, 1, 3), (0, 2, 1)),  # a leading size-1 dim stays first
+])
+def test_dense_order_of_permuted_layouts(shape, strides, order) -> None:
+    assert dense_order(shape, strides) == order
+
+
+@pytest.mark.parametrize("shape, strides", [((2, 3), (3, 1)), ((2, 3), (6, 1)), ((3, 4), (0, 1)),
+                                            ((2, 2), (1, 1)), ((0, 3), (1, 0))],
+                         ids=["contiguous", "row-gaps", "broadcast", "overlapping", "empty"])
+def test_dense_order_is_none_for_other_layouts(shape, strides) -> None:
+    assert dense_order(shape, strides) is None
+
+
+@pytest.mark.parametrize("perm", [(0, 2, 1, 3), (0, 2, 3, 1), (3, 2, 1, 0)])
+def test_permuted_dense_inputs_are_read_as_their_contiguous_permutation(perm) -> None:
+    """Attention's heads ([B, S, H, D] seen as [B, H, S, D]) and the keys read transposed
+    ([B, H, D, S]): an argument that is a permutation of a dense layout is passed as that
+    dense tensor and permuted back inside the fusion (a transpose kernel on the GPU where the
+    innermost dim changes, not element-by-element strided reads), with the same results."""
+    base = RNG.standard_normal((2, 5, 3, 4)).astype(np.float32)
+    x = np.transpose(base, perm)
+    f = mlirfuse.jit(lambda t, u: (ops.exp(t) * 2.0 + u, t.sum(-1)))
+    u = RNG.standard_normal(x.shape[-1:]).astype(np.float32)
+    a, s = f(x, u)
+    np.testing.assert_allclose(a, np.exp(x) * 2 + u, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(s, x.sum(-1), rtol=1e-5, atol=1e-5)
+    fusion, _ = f.trace(x, u)
+    back = [perm.index(d) for d in range(4)]
+    assert fusion.specs[0].order == tuple(back) and fusion.specs[0].contiguous
+    assert "fusion.permute" in fusion.to_mlir()
+    torch = pytest.importorskip("torch")
+    tx = torch.from_numpy(base).permute(*perm)
+    torch.testing.assert_close(f(tx, torch.from_numpy(u))[0], torch.exp(tx) * 2 + torch.from_numpy(u))
+    assert f.cache_info().compiles == 1  # the same layout, the same signature
+    f(np.ascontiguousarray(x), u)
+    assert f.cache_info().compiles == 2  # another layout, another signature
+    compiled, _ = f._lookup(classify_all([x, u]), "cpu")
+    np.testing.assert_allclose(compiled([np.ascontiguousarray(x), u])[0], a, rtol=1e-5, atol=1e-6)  # any layout runs
 
 
 def test_symbolic_reshape_and_specialization() -> None:
