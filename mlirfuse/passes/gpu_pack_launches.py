@@ -1,11 +1,12 @@
-"""gpu-pack-launches: independent pointwise launches run as one launch.
+"""gpu-pack-launches: independent pointwise (and transpose) launches run as one launch.
 
 Expects what `gpu-apply-schedules` leaves: the entry function with each kernel a guarded
 `gpu.launch` (a naive one still a linalg op). Each run of pointwise launches with only host
 code between them (arithmetic, views, sizes, allocations) and no buffer one writes that
 another reads or writes becomes one launch: grid the sum of theirs, block the widest of
-theirs, block b running the kernel whose range holds it (`mlirfuse.lowering.gpu.packing`).
-First, a pointwise launch moves up to an earlier one past launches it is independent of
+theirs, block b running the kernel whose range holds it (`mlirfuse.lowering.gpu.packing`);
+a transpose launch (shared memory, a barrier) joins a run whose launches all have its
+constant block size. First, a pointwise launch moves up to an earlier one past launches it is independent of
 (`hoist_independent`), so that it joins that one's run.
 In the module's `mlirfuse.schedule_notes` (one line per launch) the packed kernels' lines
 become one.

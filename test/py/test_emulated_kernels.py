@@ -341,6 +341,25 @@ def test_permuted_dense_input_read_transposed_is_a_transpose_kernel(dtype, seq) 
     assert schedules(c) == ["transpose"], c.stages["launch_params"]
 
 
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16, np.float64], ids=["f32", "bf16", "f64"])
+def test_a_transpose_kernel_packs_with_pointwise_kernels_of_its_block(dtype) -> None:
+    """BERT's keys transposed and its values cast, independent: one launch where the
+    transpose's block (shared memory, a barrier) is the pointwise kernel's, as for float32
+    and bfloat16 (256 threads); two where it is not (float64's squares: 128 threads)."""
+    k = randn(2, 40, 3, 64, dtype=dtype).transpose(0, 2, 1, 3)
+    v = randn(2, 40, 3, 64, dtype=dtype).transpose(0, 2, 1, 3)
+
+    def fn(k, v):
+        return ops.permute(ops.cast(k, DataType.Float), [0, 1, 3, 2]) * 0.125, ops.cast(v, DataType.Float)
+
+    c = check(fn, k, v)
+    if dtype is np.float64:
+        assert sorted(schedules(c)) == ["pointwise", "transpose"], c.stages["launch_params"]
+    else:
+        assert c.n_launches == 1 and "2 kernels packed in one launch" in c.stages["launch_params"]
+        assert "TransposeParams" in c.stages["launch_params"]
+
+
 @pytest.mark.parametrize("p_shape", [(1, 6, 40), (4, 1, 40), (1, 6, 1)], ids=["tile-over-batch", "tile-over-seq",
                                                                        "row-over-batch"])
 @pytest.mark.parametrize("row", [40, 3000], ids=["held", "looping"])

@@ -124,3 +124,23 @@ def test_every_float_op_compiles_to_ptx(dtype) -> None:
         return tuple(getattr(ops, n)(*[t] * optable.OPS[n].arity) for n in names)
     ptx = compile_gpu(fn, x).ptx
     assert ".entry" in ptx and ".extern" not in ptx
+
+
+def test_a_packed_transpose_keeps_its_shared_memory_and_barrier() -> None:
+    """A transpose kernel packed with a pointwise one: one kernel, the transpose's square of
+    shared memory and its barrier in it, accepted by ptxas where the toolkit has it."""
+    k = np.ones((2, 40, 3, 64), np.float32).transpose(0, 2, 1, 3)  # a permuted dense layout
+    c = compile_gpu(lambda k, v: (ops.permute(k, [0, 1, 3, 2]) * 0.5, v * 2.0), k, k)
+    ptx = c.ptx
+    assert ptx.count(".entry") == 1 and c.n_launches == 1
+    assert "bar.sync" in ptx and ".shared" in ptx
+    ptxas = toolchain.find().ptxas
+    if ptxas is not None:
+        import subprocess
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as d:
+            path = f"{d}/k.ptx"
+            with open(path, "w") as f:
+                f.write(ptx)
+            subprocess.run([ptxas, "-arch=sm_90", path, "-o", f"{d}/k.cubin"], check=True, capture_output=True)

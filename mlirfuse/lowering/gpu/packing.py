@@ -11,8 +11,11 @@ block has as many threads as the widest one).
 A run of guarded pointwise launches is packed where nothing between them touches a buffer
 on the device (only host arithmetic, views, sizes and allocations sit between) and no
 launch reads or writes a buffer another one writes (buffers compared at their roots: the
-function argument or allocation under any view). A kernel that reads its grid or block size,
-synchronizes its block, or was given kernel attributes is not packed.
+function argument or allocation under any view). A kernel that reads its grid or block size
+or was given kernel attributes is not packed. A transpose kernel (shared memory and a
+barrier) joins a run whose launches all have its block size, a constant: every thread of
+its blocks then reaches the barrier (BERT's keys transposed beside its values cast, one
+launch instead of two); its shared memory becomes the packed launch's.
 """
 
 from __future__ import annotations
@@ -31,10 +34,43 @@ _STORES = {"memref.store": 1, "vector.store": 1}  # op -> position of the buffer
 _BLOCK_WIDE = ("gpu.barrier", "gpu.shuffle", "gpu.block_dim", "gpu.grid_dim", "gpu.block_id", "gpu.thread_id",
                "gpu.subgroup_reduce", "gpu.all_reduce")
 _BLOCK_ID_X, _THREAD_ID_X = 0, 3  # the launch body's arguments it may read
+_ARGUMENTS = 12  # a launch body's arguments before its shared memory's (block, thread, grid, block ids)
 
 
 def packable_runs(func: ir.Operation) -> list[list[ir.Operation]]:
-    """The guards of each run of two or more pointwise launches that can be packed, in order."""
+    """The guards of each run of two or more launches that can be packed, in order."""
+    runs = []
+    for run in _runs(func):
+        runs += _with_barriers_apart(run)
+    return [r for r in runs if len(r) > 1]
+
+
+def _with_barriers_apart(run: list[ir.Operation]) -> list[list[ir.Operation]]:
+    """The run, or where a kernel synchronizing its block would run with fewer threads than
+    the packed block (or the blocks are not all constants), the run without such kernels
+    and each of them alone."""
+    barrier = [g for g in run if _synchronizes(_packable(g))]
+    if not barrier:
+        return [run]
+    blocks = {_constant(_packable(g).operands[3]) for g in run}
+    if len(blocks) == 1 and None not in blocks:
+        return [run]
+    return [[g for g in run if g not in barrier]] + [[g] for g in barrier]
+
+
+def _constant(v: ir.Value) -> int | None:
+    owner = v.owner
+    if isinstance(owner, ir.Block) or owner.name != "arith.constant":
+        return None
+    return ir.IntegerAttr(owner.attributes["value"]).value
+
+
+def _synchronizes(launch: ir.Operation) -> bool:
+    return any(o.name == "gpu.barrier" for o in walk_ops(launch)[1:])
+
+
+def _runs(func: ir.Operation) -> list[list[ir.Operation]]:
+    """The guards of each run of packable launches (any length), in order."""
     runs: list[list[ir.Operation]] = []
     run: list[ir.Operation] = []
     reads: set = set()
@@ -55,7 +91,7 @@ def packable_runs(func: ir.Operation) -> list[list[ir.Operation]]:
             runs.append(run)
             run, reads, writes = [], set(), set()
     runs.append(run)
-    return [r for r in runs if len(r) > 1]
+    return runs
 
 
 def hoist_independent(func: ir.Operation) -> None:
@@ -116,10 +152,11 @@ def _host_only(op: ir.Operation) -> bool:
 
 
 def _packable(op: ir.Operation) -> ir.Operation | None:
-    """The gpu.launch of a pointwise kernel's guard that can be packed, else None."""
+    """The gpu.launch of a pointwise or transpose kernel's guard that can be packed, else None."""
     if op.name != "scf.if" or ALTERNATIVE_ATTR in op.attributes or SCHEDULE_ATTR not in op.attributes:
         return None
-    if ir.StringAttr(op.attributes[SCHEDULE_ATTR]).value != "pointwise" or len(op.regions[1].blocks):
+    kind = ir.StringAttr(op.attributes[SCHEDULE_ATTR]).value
+    if kind not in ("pointwise", "transpose") or len(op.regions[1].blocks):
         return None
     inner = [o.operation for o in op.regions[0].blocks[0].operations]
     launches = [o for o in inner if o.name == "gpu.launch"]
@@ -127,14 +164,16 @@ def _packable(op: ir.Operation) -> ir.Operation | None:
         return None
     launch = launches[0]
     attrs = launch.attributes
-    attributions = attrs["workgroup_attributions"] if "workgroup_attributions" in attrs else None
+    attributions = ir.IntegerAttr(attrs["workgroup_attributions"]).value if "workgroup_attributions" in attrs else 0
     if "function" in launch.attributes or len(launch.operands) != 6 \
-            or attributions is not None and ir.IntegerAttr(attributions).value:  # shared memory, async, clusters
+            or attributions and kind != "transpose":  # shared memory (the transpose's own), async, clusters
         return None
     body = launch.regions[0].blocks[0]
-    if any(len(list(a.uses)) for k, a in enumerate(body.arguments) if k not in (_BLOCK_ID_X, _THREAD_ID_X)):
+    ids = list(body.arguments)[:_ARGUMENTS]
+    if any(len(list(a.uses)) for k, a in enumerate(ids) if k not in (_BLOCK_ID_X, _THREAD_ID_X)):
         return None
-    if any(o.name in _BLOCK_WIDE for o in walk_ops(launch)[1:]):
+    wide = _BLOCK_WIDE if kind == "pointwise" else tuple(n for n in _BLOCK_WIDE if n != "gpu.barrier")
+    if any(o.name in wide for o in walk_ops(launch)[1:]):
         return None
     return launch
 
@@ -174,6 +213,12 @@ def pack(guards: list[ir.Operation]) -> None:
         with ir.InsertionPoint(guard.then_block):
             packed = gpu.LaunchOp((starts[-1], one, one), (block, one, one))
             body = packed.regions[0].blocks[0]
+            shared = [a for launch in launches for a in list(launch.regions[0].blocks[0].arguments)[_ARGUMENTS:]]
+            for a in shared:  # the kernels' shared memory, each its own
+                a.replace_all_uses_with(body.add_argument(a.type, last.location))
+            if shared:
+                packed.attributes["workgroup_attributions"] = ir.IntegerAttr.get(
+                    ir.IntegerType.get_signless(64), len(shared))
             with ir.InsertionPoint(body):
                 terminator = gpu.TerminatorOp()
             scf.YieldOp([])
