@@ -16,6 +16,7 @@ import pytest
 
 import mlirfuse
 from mlirfuse import ops
+from mlirfuse.dtypes import DataType
 from mlirfuse.lowering.gpu import toolchain
 from mlirfuse.lowering.gpu.heuristics import (
     ColumnReductionParams,
@@ -164,6 +165,15 @@ def test_normalization_blocks_hold_several_short_rows_within_the_register_cap() 
 def test_normalization_static_rows_get_one_tier() -> None:
     assert normalization_heuristic(4096, None, [4], H100) == NormalizationParams(4, 4, 1024, (RowTier(None, 256),), 4, 256)
     assert normalization_heuristic(100000, None, [4], H100).tiers == (RowTier(None, 1024),)  # the looping variant
+
+
+def test_normalization_static_rows_hold_only_the_slots_they_fill() -> None:
+    """GPT-2's and BERT's 768-wide bfloat16 rows: a warp of 8-element vectors, 3 slots
+    each (a fourth would only hold registers for elements past the row's end)."""
+    p = normalization_heuristic(768, None, [2], H100)
+    assert (p.vector, p.slots, p.tiers) == (8, 3, (RowTier(None, 32),))
+    assert normalization_heuristic(1000, None, [2], H100).slots == 4
+    assert normalization_heuristic(8, None, [4], H100).slots == 2  # one thread, two vectors
 
 
 def test_transpose_squares_are_8_vectors_of_16_bytes_a_side() -> None:
@@ -651,3 +661,26 @@ def test_a_read_in_a_branch_is_a_vector_where_each_vector_takes_the_branch_whole
         assert bool(found) == taken_whole
         assert all(r.clamped for r in found.reads)
         assert not contiguous_reads(g, 4)  # the normalization kernel's rows may start off a multiple of 4
+
+
+@needs_libdevice
+def test_bfloat16_normalization_temporaries_do_not_narrow_its_vectors() -> None:
+    """A bfloat16 LayerNorm computing in float32: its float32 sum and centred rows stay in
+    registers (temporaries), so its bfloat16 loads and stores are 16 bytes (8 elements), not
+    the 8 bytes a float32 buffer's 4-element vectors would make them. Half the threads a
+    row (a warp for 768 elements: no shared-memory step) and the vector loads of 16 bytes."""
+    x = np.ones((4, 768), ml_dtypes.bfloat16)
+    w = np.ones((768,), ml_dtypes.bfloat16)
+
+    def fn(x, r, w, b):
+        y = ops.cast(x + r, DataType.Float)
+        d = y - y.mean(-1, keepdim=True)
+        out = d * ops.rsqrt((d * d).mean(-1, keepdim=True) + 1e-12) * ops.cast(w, DataType.Float)
+        return ops.cast(out + ops.cast(b, DataType.Float), DataType.BFloat16)
+
+    c = mlirfuse.jit(fn, dynamic=False).compile(x, x, w, w, backend="gpu", arch="sm_90")
+    held = c.stages["launch_params"].splitlines()[0]
+    assert "gridDim=(1, 1, 1) blockDim=(128, 1, 1)" in held  # 4 rows of a warp each
+    assert "vector=8, slots=3" in held and "RowTier(max_row=None, threads=32)" in held, held
+    assert "ld.global.v4.b32" in c.ptx and "gpu.alloc" not in c.stages["gpu"]
+

@@ -267,9 +267,10 @@ def normalization_heuristic(row: int | None, rows: int | None, element_bytes: Se
     tiers = [RowTier(t * vec * PERSISTENT_SLOTS, t) for t in (1 << k for k in range(11)) if t < block]
     tiers.append(RowTier(None, block))
     params = NormalizationParams(vec, PERSISTENT_SLOTS, block, tuple(tiers), LOOP_SLOTS, LOOP_THREADS)
-    if row is not None:  # a static row length: one tier
-        params = NormalizationParams(vec, PERSISTENT_SLOTS, block, (RowTier(None, params.tier(row).threads),),
-                                     LOOP_SLOTS, LOOP_THREADS)
+    if row is not None:  # a static row length: one tier, and the slots it fills
+        threads = params.tier(row).threads
+        slots = max(1, min(PERSISTENT_SLOTS, -(-row // (threads * vec))))
+        params = NormalizationParams(vec, slots, block, (RowTier(None, threads),), LOOP_SLOTS, LOOP_THREADS)
     return params
 
 

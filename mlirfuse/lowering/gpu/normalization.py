@@ -154,11 +154,19 @@ class Chain:
     def static_rows(self) -> int | None:
         return static_product(self.reductions[0].generic, self.reductions[0].rows)
 
+    def temporaries(self) -> set[ir.Value]:
+        """Buffers only the chain's generics write and read: kept in registers, never stored."""
+        chain_ops = {m.generic.op for m in self.members}
+        written = {o.value for m in self.members for o in m.generic.outputs}
+        return {v for v in written if not _escapes(v, chain_ops)}
+
     def vector_bytes(self) -> list[int]:
-        """Element sizes of the operands read or written a vector at a time (temporaries
-        included: the vector width is chosen before they are known)."""
+        """Element sizes of the operands read or written a vector at a time (not the
+        temporaries, which registers hold: a bfloat16 LayerNorm's float32 sum is no reason
+        for 8-byte loads of its bfloat16 inputs)."""
+        temporaries = self.temporaries()
         return [o.element_bytes for m in self.members for o in m.generic.operands
-                if o.is_memref and m.roles[id(o)] in (TILE, COL)]
+                if o.is_memref and m.roles[id(o)] in (TILE, COL) and o.value not in temporaries]
 
 
 def _member(g: Generic, extents: _Extents, row_classes: list[Any], col_classes: list[Any]) -> Member | None:
