@@ -223,6 +223,40 @@ def bias_gelu_dropout_t(x, b, seed):
     return torch.nn.functional.dropout(torch.nn.functional.gelu(x + b), P)
 
 
+def residual_layer_norm(x, r, w, b):
+    """GPT-2's and BERT's LayerNorm in bfloat16: the residual sum normalized in float32."""
+    y = ops.cast(x + r, DataType.Float)
+    return ops.cast(layer_norm(y, ops.cast(w, DataType.Float), ops.cast(b, DataType.Float)), x.dtype)
+
+
+def residual_layer_norm_t(x, r, w, b):
+    return torch.nn.functional.layer_norm((x + r).float(), x.shape[-1:], w.float(), b.float(), EPS).to(x.dtype)
+
+
+def keys_transposed(k):
+    """BERT's keys in its float32 attention: a matmul's [B, S, H, D] output seen as
+    [B, H, S, D] (a permuted argument), transposed to [B, H, D, S] and scaled."""
+    return ops.permute(ops.cast(k, DataType.Float), [0, 1, 3, 2]) * 0.125
+
+
+def keys_transposed_t(k):
+    return k.float().transpose(-1, -2) * 0.125
+
+
+def _heads(shape, dtype):
+    b, s, h, d = shape
+    return [_randn(shape, dtype).transpose(1, 2)]  # [B, H, S, D], not contiguous
+
+
+def softmax_f32_math(x):
+    """Softmax of bfloat16 scores computed in float32 (torch's upcast)."""
+    return ops.cast(softmax(ops.cast(x, DataType.Float)), x.dtype)
+
+
+def softmax_f32_math_t(x):
+    return torch.softmax(x.float(), -1).to(x.dtype)
+
+
 def _ce_inputs(shape, dtype):
     logits = _randn(shape, dtype)
     return [logits, torch.randint(0, shape[1], (shape[0],), device=logits.device)]
@@ -244,6 +278,12 @@ CASES += [
          lambda x: x.sum(1), lambda x: x.sum(1)),
     Case("bias+GELU+dropout", (8192, 3072), (64, 96), lambda s, d: [_randn(s, d), _randn(s[-1:], d), 7],
          bias_gelu_dropout, bias_gelu_dropout_t, torch.bfloat16),
+    Case("residual LayerNorm", (4096, 768), (64, 96), lambda s, d: _norm_inputs(s, d, bias2=False)[:4],
+         residual_layer_norm, residual_layer_norm_t, torch.bfloat16),
+    Case("keys transposed", (8, 512, 12, 64), (2, 24, 3, 8), _heads, keys_transposed, keys_transposed_t,
+         torch.bfloat16),
+    Case("softmax in float32", (49152, 512), (64, 96), lambda s, d: [_randn(s, d)], softmax_f32_math,
+         softmax_f32_math_t, torch.bfloat16),
 ]
 
 WARM = """
