@@ -144,8 +144,10 @@ def numpy_to_torch(a: np.ndarray) -> Any:
     owner = a.base
     while isinstance(owner, np.ndarray):
         owner = owner.base
+    # A C-ordered array over all of a tensor's memory is that tensor only where the tensor is
+    # C-ordered too: over a permuted tensor's memory it is the tensor's permutation.
     if isinstance(owner, _TorchMemory) and a.flags.c_contiguous and a.ctypes.data == owner.tensor.data_ptr() \
-            and a.nbytes == owner.tensor.numel() * owner.tensor.element_size():
+            and a.nbytes == owner.tensor.numel() * owner.tensor.element_size() and owner.tensor.is_contiguous():
         return owner.tensor.view(a.shape)
     dt = to_dtype(a.dtype)
     if dt in _BITS:

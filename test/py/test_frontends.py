@@ -424,3 +424,28 @@ def test_a_reshape_of_a_reshape_is_one_reshape_of_the_source() -> None:
     twice = mlirfuse.jit(lambda x: x.reshape(2, 3, 5).reshape(3, 10) * 2.0)
     np.testing.assert_array_equal(twice(x), x.reshape(3, 10) * 2)
     assert twice.compile(x).stages["grouped"].count("fusion.reshape") == 1
+
+
+def test_outputs_over_a_permuted_torch_arguments_memory_are_its_permutation() -> None:
+    """A fusion run group by group (a library op: matmul) whose output is the dense memory
+    of a permuted torch argument (`permute(a)` of `a = x.t()`, which is `x`'s memory in
+    order) handed the argument itself back (torch's `.view` of it: wrong values where the
+    shape fit, a RuntimeError where not). Found by black-box testing of permuted arguments,
+    whose gradients (the cotangent's own memory, permuted) hit it too."""
+    torch = pytest.importorskip("torch")
+    f = mlirfuse.jit(lambda a, b: (ops.matmul(a, b), ops.permute(a, [1, 0]), ops.reshape(ops.permute(a, [1, 0]), [-1])))
+    for rows in (4, 3):
+        a = torch.randn(4, rows, dtype=torch.float64).t()  # [rows, 4], column-major
+        b = torch.randn(4, 2, dtype=torch.float64)
+        mm, at, flat = f(a, b)
+        torch.testing.assert_close(mm, a @ b)
+        torch.testing.assert_close(at, a.t())
+        torch.testing.assert_close(flat, a.t().reshape(-1))
+    g = mlirfuse.jit(lambda a, b: (ops.matmul(b, b), a))  # a returned as it is: its gradient is the cotangent's
+    a = torch.arange(16.0, dtype=torch.float64).reshape(4, 4).t().detach().requires_grad_()
+    b = torch.randn(3, 3, dtype=torch.float64, requires_grad=True)
+    w = torch.arange(16.0, dtype=torch.float64).reshape(4, 4) + 100
+    mm, out = g(a, b)
+    ((out * w.t()).sum() + mm.sum()).backward()
+    torch.testing.assert_close(a.grad, w.t())
+
