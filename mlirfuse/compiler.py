@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import re
 import time
 from dataclasses import replace
 from typing import Any, Callable, Sequence
@@ -295,15 +296,29 @@ class CompiledFusion:
         for a, b in self.fusion.constraints:
             va, vb = evaluate(a, shapes), evaluate(b, shapes)
             if va != vb:
-                raise FusionError(f"input shapes {[tuple(s) for s in shapes]} are inconsistent: "
-                                  f"the fusion needs {a} == {b} (got {va} and {vb}); "
-                                  "they do not broadcast or reshape as traced")
+                raise FusionError(self._as_called(f"input shapes {[tuple(s) for s in shapes]} are inconsistent: "
+                                                  f"the fusion needs {a} == {b} (got {va} and {vb}); "
+                                                  "they do not broadcast or reshape as traced", shapes))
         for size, least, what in self.fusion.minimums:
             value = evaluate(size, shapes)
             if value < least:
-                raise FusionError(f"input shapes {[tuple(s) for s in shapes]}: {what} unless {size} >= {least} "
-                                  f"(got {value})")
+                raise FusionError(self._as_called(f"input shapes {[tuple(s) for s in shapes]}: {what} unless "
+                                                  f"{size} >= {least} (got {value})", shapes))
         return [tuple(evaluate(s, shapes) for s in shape) for shape in self._output_shapes]
+
+    def _as_called(self, message: str, shapes: Sequence[Sequence[int]]) -> str:
+        """A shape error in the caller's terms: an input read as its argument's permutation
+        (`InputSpec.order`) named by the argument's shape and dims, not the fusion's."""
+        orders = {i: spec.order for i, spec in enumerate(self.fusion.specs) if spec.order is not None}
+        if not orders:
+            return message
+        called = [tuple(s) for s in shapes]
+        for i, order in orders.items():
+            called[i] = tuple(shapes[i][order.index(d)] for d in range(len(order)))
+        message = message.replace(str([tuple(s) for s in shapes]), str(called), 1)
+        return re.sub(r"in(\d+)\.shape\[(\d+)\]",
+                      lambda m: f"in{m[1]}.shape[{orders[int(m[1])][int(m[2])] if int(m[1]) in orders else m[2]}]",
+                      message)
 
     def __call__(self, inputs: Sequence[Any]) -> list[Any]:
         return self.run(classify_all(inputs))

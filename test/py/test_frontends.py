@@ -449,3 +449,13 @@ def test_outputs_over_a_permuted_torch_arguments_memory_are_its_permutation() ->
     ((out * w.t()).sum() + mm.sum()).backward()
     torch.testing.assert_close(a.grad, w.t())
 
+
+def test_shape_errors_name_a_permuted_argument_in_its_own_dims() -> None:
+    """The fusion reads a permuted argument as its dense permutation; a shape error still
+    names the shapes and dims the caller passed."""
+    f = mlirfuse.jit(lambda a, b: a * 2.0 + b)
+    a = np.asfortranarray(RNG.standard_normal((3, 4)).astype(np.float32))  # read as its (4, 3) transpose
+    f(a, np.ones((3, 4), np.float32))
+    said = r"input shapes \[\(3, 4\), \(3, 5\)\].*in0\.shape\[1\] == in1\.shape\[1\] \(got 4 and 5\)"
+    with pytest.raises(mlirfuse.FusionError, match=said):
+        f(a, np.ones((3, 5), np.float32))
