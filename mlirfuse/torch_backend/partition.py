@@ -7,8 +7,9 @@ producers only where that creates no cycle, i.e. where none of its inputs outsid
 groups depends on them; groups reading a common tensor then merge likewise (horizontal
 fusion, mlirfuse's `horizontal` knob). Then, as `fusion-strip-bookend-views` does for fusion IR, views at
 a group's edges go back to torch (they are free there), and groups without at least
-`min_compute` compute ops (2 by default; 1 with mlirfuse's `single_node` knob) or without
-a tensor input are dissolved, with exceptions: a group computed from constants only (a
+`min_compute` compute ops (2 by default; 1 with mlirfuse's `single_node` knob; a copy torch
+would run counts as one, beside at least one compute op) or without a tensor input are
+dissolved, with exceptions: a group computed from constants only (a
 causal mask) stays where a graph input on its device can carry the device to the region;
 single ops reading only graph inputs (autocast's weight casts) or read only as the graph's
 results (their gradients' casts back to float32) are fused side by side, one group for
@@ -291,9 +292,12 @@ def partition_graph(graph: fx.Graph, forced: dict[fx.Node, str] | None = None,
             continue
         inside = set(members)
         n_compute = sum(kind(n) in (A.COMPUTE, A.RANDOM) for n in members)
+        # Copies are kernels in torch too: a cast and the copy of its transpose are two there,
+        # one in a region.
+        n_copies = sum(n.target in A.COPIES for n in members)
         outside = [d for n in members for d in deps[n] if d not in inside]
         has_tensor_input = any(isinstance(d.meta.get("val"), torch.Tensor) for d in outside)
-        if n_compute >= min_compute and (has_tensor_input or grouping.device[g] in carriers):
+        if n_compute and n_compute + n_copies >= min_compute and (has_tensor_input or grouping.device[g] in carriers):
             final.append(members)  # without tensor inputs, a graph input gives it its device
             continue
         if n_compute == 1 and has_tensor_input and any(n.target in SEVERAL_KERNELS_IN_TORCH for n in members):

@@ -37,6 +37,34 @@ def test_a_clone_feeding_a_group_is_fused_not_copied_by_torch() -> None:
     torch.testing.assert_close(torch.compile(fn, backend="mlirfuse")(*args), fn(*args))
 
 
+def test_a_cast_and_the_copy_of_its_transpose_are_one_group() -> None:
+    """BERT's bfloat16 attention output: the float32 product cast to bfloat16, its heads
+    transposed back and copied contiguous (`.transpose(1, 2).contiguous()`) before the output
+    projection. Torch runs two kernels (the cast, the copy); as a group of one compute op
+    they were left to it (a cast of 5 us and a copy of 10 us on the H200 where the first
+    layer's group, which a padding joined, ran in 8 us). A copy torch would run counts
+    toward the compute ops a group needs."""
+    def fn(a, w):
+        y = a.to(torch.bfloat16).permute(0, 2, 1, 3).contiguous().view(2, 16, 32)
+        return y @ w
+    args = torch.randn(2, 4, 16, 8), torch.randn(32, 32, dtype=torch.bfloat16)
+    gm = _aten_graph(fn, *args)
+    partition = partition_graph(gm.graph)
+    assert len(partition.groups) == 1, partition.describe()
+    targets = {n.target for n in partition.groups[0].nodes}
+    assert aten._to_copy.default in targets and aten.clone.default in targets, partition.describe()
+    torch.testing.assert_close(torch.compile(fn, backend="mlirfuse")(*args), fn(*args))
+
+
+def test_a_lone_copy_of_a_transpose_stays_with_torch() -> None:
+    """A copy alone is one kernel in torch and one in a region: left to torch."""
+    def fn(a, w):
+        return a.permute(0, 2, 1, 3).contiguous().view(2, 16, 32) @ w
+    args = torch.randn(2, 4, 16, 8), torch.randn(32, 32)
+    partition = partition_graph(_aten_graph(fn, *args).graph)
+    assert not partition.groups, partition.describe()
+
+
 def _padded_matmul_cases():
     """(name, fn, args): the output projection of a model with an odd vocabulary, forward
     and as the backward meets it (weight transposed, logits' gradient as K and as M), a
