@@ -296,7 +296,6 @@ def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationPar
     chain's `online_sums(chain)` online. Returns the variants launched, in order."""
     last = chain.members[-1].generic.op
     first_reduction = chain.reductions[0]
-    chain_ops = {ops[k] for k in chain.indices}
     with ir.InsertionPoint(last), last.location:
         g = first_reduction.generic
         ext = g.extents()
@@ -304,8 +303,8 @@ def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationPar
         col_ext = [ext[d] for d in first_reduction.cols]
         rows, row_len = product(row_ext), product(col_ext)
         written = {o.value for m in chain.members for o in m.generic.outputs}
-        live_out = {v for v in written if _escapes(v, chain_ops)}
-        temporaries = written - live_out  # kept in registers: no view, no alignment check
+        temporaries = chain.temporaries()  # kept in registers: no view, no alignment check
+        live_out = written - temporaries
         views = _views(chain, temporaries)
         vec = params.vector
         vectored = {o.value: o for m in chain.members for o in m.generic.operands
