@@ -122,6 +122,8 @@ def test_column_reduction_a_warp_across_columns_and_a_wave_of_blocks() -> None:
     ({"loop_threads": 2048}, "loop_threads of 2048 threads"),
     ({"loop_slots": 0}, "loop_slots 0"),
     ({"tiers": (RowTier(None, 96),)}, "tier of 96 threads, not a power of two"),
+    ({"registers": 72}, "72 registers a thread in blocks of 1024"),
+    ({"registers": 300}, "300 registers a thread"),
 ])
 def test_a_normalization_schedule_written_by_hand_keeps_rows_in_powers_of_two(change, message) -> None:
     """Rows of a normalization kernel share blocks and warps (block // threads rows a block,
@@ -160,6 +162,23 @@ def test_normalization_blocks_hold_several_short_rows_within_the_register_cap() 
     assert p.block_for(1024) == 1024
     # Compiled for blocks of up to 1024 threads: 64 registers a thread (65536 per SM).
     assert p.max_registers == 64
+
+
+def test_normalization_registers_follow_what_a_thread_holds() -> None:
+    """A bfloat16 LayerNorm keeps its float32 row and loads both columns (8 bytes an element,
+    32 elements a thread): 88 registers, so that ptxas does not spill them, and blocks of at
+    most 512 threads (rows of up to 16K elements held). What needs at most 72 keeps 64 (and
+    blocks of 1024)."""
+    ln = normalization_heuristic(None, None, [2], H100, held_bytes=8)
+    assert (ln.registers, ln.block, ln.tiers[-1].threads, ln.max_persistent_row) == (88, 512, 512, 16384)
+    softmax = normalization_heuristic(None, None, [2], H100, held_bytes=4)
+    assert (softmax.registers, softmax.block) == (64, 1024)
+    assert normalization_heuristic(None, None, [4], H100, held_bytes=16).registers == 88
+    # a static row of 768: 3 slots, so fewer registers (72: a few spills cost less than warps)
+    assert normalization_heuristic(768, None, [2], H100, held_bytes=8).registers == 64
+    assert normalization_heuristic(None, None, [2], H100, held_bytes=6).registers == 64  # RMSNorm's 72
+    wide = normalization_heuristic(None, None, [2], H100, held_bytes=64)  # capped at 255: blocks of 256
+    assert (wide.registers, wide.block) == (255, 256)
 
 
 def test_normalization_static_rows_get_one_tier() -> None:
@@ -286,13 +305,13 @@ def _rms_norm(x, w):
 
 
 @needs_libdevice
-@pytest.mark.parametrize("fn,args,kinds", [
-    (_layer_norm, (X, X[0], X[0]), "row, row, reduce, reduce, tile"),
-    (_softmax, (X,), "row, reduce, tile, row, reduce, tile"),
-    (_rms_norm, (X, X[0]), "row, reduce, tile"),
-    (lambda x: ops.var_mean(x, [-1]), (X.reshape(2, 2, 8),), "row, row, reduce, row, reduce, row"),
+@pytest.mark.parametrize("fn,args,kinds,held_bytes", [
+    (_layer_norm, (X, X[0], X[0]), "row, row, reduce, reduce, tile", 12),  # x across; then w, b
+    (_softmax, (X,), "row, reduce, tile, row, reduce, tile", 4),
+    (_rms_norm, (X, X[0]), "row, reduce, tile", 8),
+    (lambda x: ops.var_mean(x, [-1]), (X.reshape(2, 2, 8),), "row, row, reduce, row, reduce, row", 4),
 ], ids=["layer_norm", "softmax", "rms_norm", "var_mean_3d"])
-def test_normalizations_are_one_kernel_without_temporaries(fn, args, kinds) -> None:
+def test_normalizations_are_one_kernel_without_temporaries(fn, args, kinds, held_bytes) -> None:
     """One launch a call: the kernel's three variants (rows held in registers; rows too long
     or unaligned looping over chunks in vectors from each row's first aligned element; those
     of misaligned buffers an element at a time) are three kernel functions, launched one
@@ -300,7 +319,7 @@ def test_normalizations_are_one_kernel_without_temporaries(fn, args, kinds) -> N
     c = compiled(fn, *args)
     held, vectors, looping = c.stages["launch_params"].splitlines()
     assert held.startswith("launch 0 ") and held.endswith(
-        f"normalization ({kinds}): " + repr(normalization_heuristic(None, None, [4], H100)))
+        f"normalization ({kinds}): " + repr(normalization_heuristic(None, None, [4], H100, held_bytes)))
     online = "; sums of exp(u - r) in the pass before" if fn is _softmax else ""  # one pass fewer
     assert vectors.startswith("launch 0 (or) ") and vectors.endswith(
         ": normalization: the looping variant in vectors from each row's first aligned element" + online)
@@ -309,7 +328,9 @@ def test_normalizations_are_one_kernel_without_temporaries(fn, args, kinds) -> N
     assert c.n_launches == 1 and c.kernel.module.n_kernels == 3 and c.ptx.count(".entry") == 3
     assert "gpu.alloc" not in c.stages["gpu"]  # the totals and centred rows stay in registers
     assert c.ptx.count("ld.global.v4") >= 5 and "shfl.sync.bfly" in c.ptx and ".local" not in c.ptx
-    assert c.ptx.count(".maxnreg 64") == 3  # the host picks the block, up to 1024 threads
+    # the host picks the block: up to what the register cap (what a thread holds) allows
+    registers = normalization_heuristic(None, None, [4], H100, held_bytes).registers
+    assert c.ptx.count(f".maxnreg {registers}") == 3
 
 
 @needs_libdevice

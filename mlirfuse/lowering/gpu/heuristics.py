@@ -217,6 +217,23 @@ LOOP_THREADS = 256
 # 350 -> 294 us, but Llama f32's cross-entropy backward region (more tiles held per row)
 # 430 -> 586 us; the forward's rows are of dynamic length, so it was not reached.
 REGISTER_FILE = 65536  # 32-bit registers per SM (sm_70 to sm_100)
+# A thread's registers (its `.maxnreg`): 64, unless what it holds (`Chain.held_bytes` per
+# element of the row, slots x vector elements) and `OVERHEAD_REGISTERS` more (indices, the
+# row's totals) need more than `SPILL_TOLERANCE`: then that many, so that ptxas need not spill,
+# and the block shrinks to fit the register file. The cap that first compiles with no spill
+# (ptxas, sm_90) against this estimate, bf16 / f32 rows of dynamic length: LayerNorm(x + r)
+# 88 / 80 (88 / 88), LayerNorm(gelu(x)) 88 / 64 (88 / 72), RMSNorm 72 / 56 (72 / 56), softmax
+# 56 / 48 (56 / 40), softmax backward 88 / 56 (88 / 56). H200, session 45, kernel us, cap 64
+# (spilling) -> the estimate, Inductor: LayerNorm(x + r) bf16 4096 x 768 6.77 -> 5.33 (5.17),
+# 16384 x 768 31.3 -> 22.1 (19.2), 8192 x 4096 71.1 -> 50.1 (62.3); float32 16384 x 768 41.2 ->
+# 37.6 (37.1); LayerNorm forward + backward bf16 8192 x 768 50.3 -> 42.8 (48.8). A few
+# registers over 64 spill little and cost less than the warps a higher cap takes from the SM:
+# RMSNorm bf16 4096 x 1024 4.27 -> 4.74 at a cap of 72 (softmax, which does not spill, went
+# 25.7 -> 29.1 at a cap of 96).
+MIN_REGISTERS = 64
+OVERHEAD_REGISTERS = 24
+SPILL_TOLERANCE = 72
+MAX_REGISTERS = 255
 
 
 @dataclass(frozen=True)
@@ -227,7 +244,8 @@ class NormalizationParams:
     registers, so the row is read from global memory once. A block has max(threads,
     `min_block`) threads (chosen on the host with the tier), holding block // threads rows;
     the kernel is compiled for blocks of up to `block` threads, so with at most
-    `max_registers` registers a thread. Rows longer than `block * vector * slots`, or
+    `registers` registers a thread (`block * registers` fit the register file). Rows longer
+    than `block * vector * slots`, or
     unaligned ones, take the looping variant: rows of at most `loop_threads` threads (more
     rows a block), each reduction's pass re-reading its inputs, `loop_slots` vectors per
     thread per chunk, and the outputs written by a last pass."""
@@ -239,6 +257,7 @@ class NormalizationParams:
     loop_slots: int
     loop_threads: int = LOOP_THREADS
     min_block: int = NORMALIZATION_MIN_BLOCK
+    registers: int = MIN_REGISTERS
 
     @property
     def max_persistent_row(self) -> int:
@@ -246,7 +265,7 @@ class NormalizationParams:
 
     @property
     def max_registers(self) -> int:
-        return REGISTER_FILE // self.block
+        return self.registers
 
     def tier(self, row: int) -> RowTier:
         return next((t for t in self.tiers if t.max_row is None or row <= t.max_row), self.tiers[-1])
@@ -256,21 +275,34 @@ class NormalizationParams:
 
 
 def normalization_heuristic(row: int | None, rows: int | None, element_bytes: Sequence[int],
-                            device: DeviceProperties = DeviceProperties()) -> NormalizationParams:
-    """The fewest threads per row (a power of two up to the block of 1024) whose registers
-    hold the row: one thread for rows up to 16 float32 elements, a warp up to 512, 256
-    threads at 4096, 1024 threads up to 16K (32K for 16-bit types); blocks of at least 128
-    threads. `rows` is not used yet: few long rows would need a row split across blocks."""
+                            device: DeviceProperties = DeviceProperties(),
+                            held_bytes: int = 4) -> NormalizationParams:
+    """The fewest threads per row (a power of two up to the block) whose registers hold the
+    row: one thread for rows up to 16 float32 elements, a warp up to 512, 256 threads at
+    4096, 1024 threads up to 16K (32K for 16-bit types); blocks of at least 128 threads.
+    Registers: `MIN_REGISTERS`, or what a thread holds (`held_bytes` per row element,
+    `Chain.held_bytes`) and `OVERHEAD_REGISTERS` where that is over `SPILL_TOLERANCE`; the
+    block is the largest of up to 1024 threads those fit. `rows` is not used yet: few long
+    rows would need a row split across blocks."""
     del rows, device
     vec = vector_width(element_bytes)
+
+    def registers(slots: int) -> int:
+        held = OVERHEAD_REGISTERS + -(-slots * vec * held_bytes // 4)
+        return min(MAX_REGISTERS, -(-held // 8) * 8) if held > SPILL_TOLERANCE else MIN_REGISTERS
+
+    regs = registers(PERSISTENT_SLOTS)
     block = NORMALIZATION_MAX_BLOCK
+    while block * regs > REGISTER_FILE:
+        block //= 2
     tiers = [RowTier(t * vec * PERSISTENT_SLOTS, t) for t in (1 << k for k in range(11)) if t < block]
     tiers.append(RowTier(None, block))
-    params = NormalizationParams(vec, PERSISTENT_SLOTS, block, tuple(tiers), LOOP_SLOTS, LOOP_THREADS)
+    params = NormalizationParams(vec, PERSISTENT_SLOTS, block, tuple(tiers), LOOP_SLOTS, LOOP_THREADS, registers=regs)
     if row is not None:  # a static row length: one tier, and the slots it fills
         threads = params.tier(row).threads
         slots = max(1, min(PERSISTENT_SLOTS, -(-row // (threads * vec))))
-        params = NormalizationParams(vec, slots, block, (RowTier(None, threads),), LOOP_SLOTS, LOOP_THREADS)
+        params = NormalizationParams(vec, slots, block, (RowTier(None, threads),), LOOP_SLOTS, LOOP_THREADS,
+                                     registers=registers(slots))
     return params
 
 

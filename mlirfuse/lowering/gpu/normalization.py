@@ -160,6 +160,33 @@ class Chain:
         written = {o.value for m in self.members for o in m.generic.outputs}
         return {v for v in written if not _escapes(v, chain_ops)}
 
+    def held_bytes(self) -> int:
+        """Bytes a thread holds per element of its row at the chain's fullest point: the tiles
+        and columns (loaded, or computed by a member) live across a reduction, as the float32
+        (or wider) values the members compute with, or, after the last reduction, those and
+        the buffers first read there, as loaded (a buffer's slots load at once). The kernel's
+        registers grow with it (`heuristics.normalization_heuristic`)."""
+        produced: dict[ir.Value, int] = {}  # tile buffer -> the member writing it
+        first: dict[ir.Value, int] = {}
+        last: dict[ir.Value, int] = {}
+        size: dict[ir.Value, int] = {}
+        for i, m in enumerate(self.members):
+            for o in m.generic.inputs:
+                if o.is_memref and m.roles.get(id(o)) in (TILE, COL):
+                    first.setdefault(o.value, produced.get(o.value, i))
+                    last[o.value] = i
+                    size[o.value] = max(size.get(o.value, 0), o.element_bytes)
+            if m.kind == TILE:
+                for o in m.generic.outputs:
+                    produced[o.value] = i
+        reductions = [i for i, m in enumerate(self.members) if m.kind == REDUCE]
+
+        def across(r: int) -> int:
+            return sum(max(4, size[v]) for v in first if first[v] <= r < last[v])
+
+        fresh = sum(size[v] for v in first if first[v] > reductions[-1])
+        return max(max(across(r) for r in reductions), across(reductions[-1]) + fresh)
+
     def vector_bytes(self) -> list[int]:
         """Element sizes of the operands read or written a vector at a time (not the
         temporaries, which registers hold: a bfloat16 LayerNorm's float32 sum is no reason

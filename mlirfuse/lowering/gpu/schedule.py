@@ -61,7 +61,7 @@ def _heuristic_schedule(ops: list[ir.Operation], i: int, chain: Any,
                         device: schedules.DeviceProperties) -> ir.DictAttr:
     if chain is not None:
         return A.to_attr("normalization", schedules.normalization_heuristic(
-            chain.static_row(), chain.static_rows(), chain.vector_bytes(), device))
+            chain.static_row(), chain.static_rows(), chain.vector_bytes(), device, chain.held_bytes()))
     g = gpu_kernels.analyze(ops[i])
     if isinstance(g, str):  # strided inputs: the pointwise kernel reads them element by element
         strided = gpu_kernels.analyze(ops[i], strided_inputs=True)

@@ -124,6 +124,9 @@ def _check_limits(kind: str, params: Any) -> None:
                                     f"the block of {block}")
         if params.loop_slots < 1:
             raise ScheduleError(f"normalization schedule: loop_slots {params.loop_slots} (at least 1)")
+        if not 1 <= params.registers <= S.MAX_REGISTERS or params.registers * block > S.REGISTER_FILE:
+            raise ScheduleError(f"normalization schedule: {params.registers} registers a thread in blocks of "
+                                f"{block} (at most {S.MAX_REGISTERS}, and {S.REGISTER_FILE} a block)")
 
 
 def check_vector(kind: str, params: Any, element_bytes: list[int]) -> None:

@@ -4,7 +4,7 @@
 // 4 floats of its row (threads per row picked on the host from the row length: one up to
 // 16 elements, a warp up to 512, 1024 threads up to 16K; blocks of at least 128 threads,
 // so the block size is the host's too and the kernel carries a 64-register cap for blocks
-// of 1024); x is loaded once, 4 vector loads in flight, and the centred values stay in
+// of 1024, which holds what a thread keeps here); x is loaded once, 4 vector loads in flight, and the centred values stay in
 // registers for the variance and the output. Every thread of a row gets each total
 // (butterflies, then the warps' totals through shared memory in warp order). The
 // temporaries (the two [rows] totals, the centred rows) are never allocated. Rows that are
@@ -16,7 +16,7 @@
 // RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline{stop=gpu})' | FileCheck %s --check-prefix=GPU
 // RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline)' --emit=ptx | FileCheck %s --check-prefix=PTX
 
-// PARAMS: normalization (row, row, reduce, reduce, tile): NormalizationParams(vector=4, slots=4, block=1024, tiers=(RowTier(max_row=16, threads=1), {{.*}}, RowTier(max_row=512, threads=32), {{.*}}, RowTier(max_row=None, threads=1024)), loop_slots=4, loop_threads=256, min_block=128)
+// PARAMS: normalization (row, row, reduce, reduce, tile): NormalizationParams(vector=4, slots=4, block=1024, tiers=(RowTier(max_row=16, threads=1), {{.*}}, RowTier(max_row=512, threads=32), {{.*}}, RowTier(max_row=None, threads=1024)), loop_slots=4, loop_threads=256, min_block=128, registers=64)
 // PARAMS: launch 0 (or) gridDim=(?, 1, 1) blockDim=(?, 1, 1): normalization: the looping variant in vectors from each row's first aligned element
 // PARAMS: launch 0 (or) gridDim=(?, 1, 1) blockDim=(?, 1, 1): normalization: the looping variant, for rows too long to hold or unaligned
 // PARAMS-NOT: launch 1
