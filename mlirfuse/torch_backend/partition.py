@@ -8,8 +8,8 @@ groups depends on them; groups reading a common tensor then merge likewise (hori
 fusion, mlirfuse's `horizontal` knob). Then, as `fusion-strip-bookend-views` does for fusion IR, views at
 a group's edges go back to torch (they are free there), and groups without at least
 `min_compute` compute ops (2 by default; 1 with mlirfuse's `single_node` knob; a copy torch
-would run counts as one, beside at least one compute op) or without a tensor input are
-dissolved, with exceptions: a group computed from constants only (a
+would run counts as one, beside at least one compute op, where no group adopts the ops as it
+adopts a lone op) or without a tensor input are dissolved, with exceptions: a group computed from constants only (a
 causal mask) stays where a graph input on its device can carry the device to the region;
 single ops reading only graph inputs (autocast's weight casts) or read only as the graph's
 results (their gradients' casts back to float32) are fused side by side, one group for
@@ -285,6 +285,7 @@ def partition_graph(graph: fx.Graph, forced: dict[fx.Node, str] | None = None,
     final: list[list[fx.Node]] = []
     singles: dict[str, list[list[fx.Node]]] = {}  # device -> single-op groups of graph inputs
     lone: list[list[fx.Node]] = []  # single-op groups fused with no other
+    copying: list[list[fx.Node]] = []  # a compute op short of min_compute, and copies
     sinks: dict[str, list[list[fx.Node]]] = {}  # device -> single-op groups the graph only returns
     for g in grouping.roots():
         members = _strip_edges(sorted(grouping.members[g], key=position.__getitem__), deps, left)
@@ -297,8 +298,11 @@ def partition_graph(graph: fx.Graph, forced: dict[fx.Node, str] | None = None,
         n_copies = sum(n.target in A.COPIES for n in members)
         outside = [d for n in members for d in deps[n] if d not in inside]
         has_tensor_input = any(isinstance(d.meta.get("val"), torch.Tensor) for d in outside)
-        if n_compute and n_compute + n_copies >= min_compute and (has_tensor_input or grouping.device[g] in carriers):
+        if n_compute >= min_compute and (has_tensor_input or grouping.device[g] in carriers):
             final.append(members)  # without tensor inputs, a graph input gives it its device
+            continue
+        if n_compute and n_compute + n_copies >= min_compute and has_tensor_input:
+            copying.append(members)  # a region of its own, unless a group adopts it (below)
             continue
         if n_compute == 1 and has_tensor_input and any(n.target in SEVERAL_KERNELS_IN_TORCH for n in members):
             final.append(members)
@@ -333,7 +337,10 @@ def partition_graph(graph: fx.Graph, forced: dict[fx.Node, str] | None = None,
             else:
                 final.append(sorted((n for ms in batch for n in ms), key=position.__getitem__))
     if config.options().horizontal:
-        lone = _adopt_lone_ops(final, lone, position)
+        lone = _adopt_lone_ops(final, lone + copying, position)
+        copying = [ms for ms in copying if any(ms is kept for kept in lone)]
+        lone = [ms for ms in lone if not any(ms is c for c in copying)]
+    final.extend(copying)
     for members in lone:
         for n in members:
             left[n] = SINGLE_OP

@@ -301,6 +301,27 @@ def test_a_lone_copy_joins_the_nearest_group_it_makes_no_cycle_with() -> None:
         torch.testing.assert_close(got, want)
 
 
+def test_a_copy_and_a_lone_op_still_join_the_nearest_group() -> None:
+    """Llama's KV-cache cat of the values, as transformers writes it: the empty tensor is made
+    in the graph (`torch.tensor([])`: a constant and its `lift_fresh_copy`), so the cat comes
+    with a copy. Counting that copy beside the cat made the pair a group of its own (one
+    launch a layer more, H200 session 45: 31 -> 33 launches a step); it joins the nearest
+    group, as the cat alone does."""
+    def fn(x, wk, wv):
+        k = (x @ wk).view(2, 8, 4, 4).permute(0, 2, 1, 3)
+        v = (x @ wv).view(2, 8, 4, 4).permute(0, 2, 1, 3)
+        kc = torch.cat([torch.tensor([]), k * 2.0 + 1.0], -2)
+        vc = torch.cat([torch.tensor([]), v], -2)
+        return torch.softmax(kc @ vc.transpose(-1, -2), -1)
+    args = torch.randn(16, 16), torch.randn(16, 16), torch.randn(16, 16)
+    gm = _aten_graph(fn, *args)
+    partition = partition_graph(gm.graph)
+    cats = [n for n in gm.graph.nodes if n.target is aten.cat.default]
+    assert len(cats) == 2 and all(n not in partition.left for n in cats), partition.describe()
+    assert len([g for g in partition.groups if any(n in g.nodes for n in cats)]) == 1, partition.describe()
+    torch.testing.assert_close(torch.compile(fn, backend="mlirfuse")(*args), fn(*args))
+
+
 # -- addmm's bias added by the region after it ---------------------------------------------------
 def _unfused(fn, args, mode: str = "always"):
     """fn's aten graph after unfuse_addmms (mode forced), its count, and fn through
