@@ -9,11 +9,11 @@ fusion, mlirfuse's `horizontal` knob). Then, as `fusion-strip-bookend-views` doe
 a group's edges go back to torch (they are free there), and groups without at least
 `min_compute` compute ops (2 by default; 1 with mlirfuse's `single_node` knob; a copy torch
 would run counts as one, beside at least one compute op, where no group adopts the ops as it
-adopts a lone op) or without a tensor input are dissolved, with exceptions: a group computed from constants only (a
-causal mask) stays where a graph input on its device can carry the device to the region;
-single ops reading only graph inputs (autocast's weight casts) or read only as the graph's
-results (their gradients' casts back to float32) are fused side by side, one group for
-many; a lone op that torch runs as several kernels (constant_pad_nd) is a group. A leading
+adopts a lone op) or without a tensor input are dissolved, with exceptions: a group computed
+from constants only (a causal mask) stays where a graph input on its device can carry the
+device to the region; single ops reading only graph inputs (autocast's weight casts) or read
+only as the graph's results (their gradients' casts back to float32) are fused side by side,
+one group for many; a lone op that torch runs as several kernels (constant_pad_nd) is a group. A leading
 slice of a tensor the group also reads stays in the group.
 Every node left to torch carries its reason.
 """

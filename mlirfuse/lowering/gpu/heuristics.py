@@ -245,10 +245,10 @@ class NormalizationParams:
     `min_block`) threads (chosen on the host with the tier), holding block // threads rows;
     the kernel is compiled for blocks of up to `block` threads, so with at most
     `registers` registers a thread (`block * registers` fit the register file). Rows longer
-    than `block * vector * slots`, or
-    unaligned ones, take the looping variant: rows of at most `loop_threads` threads (more
-    rows a block), each reduction's pass re-reading its inputs, `loop_slots` vectors per
-    thread per chunk, and the outputs written by a last pass."""
+    than `block * vector * slots`, or unaligned ones, take the looping variant: rows of at
+    most `loop_threads` threads (more rows a block), each reduction's pass re-reading its
+    inputs, `loop_slots` vectors per thread per chunk, and the outputs written by a last
+    pass."""
 
     vector: int
     slots: int
