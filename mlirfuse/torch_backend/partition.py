@@ -13,8 +13,8 @@ adopts a lone op) or without a tensor input are dissolved, with exceptions: a gr
 from constants only (a causal mask) stays where a graph input on its device can carry the
 device to the region; single ops reading only graph inputs (autocast's weight casts) or read
 only as the graph's results (their gradients' casts back to float32) are fused side by side,
-one group for many; a lone op that torch runs as several kernels (constant_pad_nd) is a group. A leading
-slice of a tensor the group also reads stays in the group.
+one group for many; a lone op that torch runs as several kernels (constant_pad_nd) is a
+group. A leading slice of a tensor the group also reads stays in the group.
 Every node left to torch carries its reason.
 """
 
@@ -337,9 +337,9 @@ def partition_graph(graph: fx.Graph, forced: dict[fx.Node, str] | None = None,
             else:
                 final.append(sorted((n for ms in batch for n in ms), key=position.__getitem__))
     if config.options().horizontal:
-        lone = _adopt_lone_ops(final, lone + copying, position)
-        copying = [ms for ms in copying if any(ms is kept for kept in lone)]
-        lone = [ms for ms in lone if not any(ms is c for c in copying)]
+        kept = {id(ms) for ms in _adopt_lone_ops(final, lone + copying, position)}
+        copying = [ms for ms in copying if id(ms) in kept]
+        lone = [ms for ms in lone if id(ms) in kept]
     final.extend(copying)
     for members in lone:
         for n in members:
