@@ -48,6 +48,17 @@ REINTERPRETED = tuple(VIEW_METHODS) + (torch.ops.aten._unsafe_view.default, torc
                                        torch.ops.aten.slice.Tensor)
 KNOWN_LAYOUT = (torch.ops.aten.mm.default, torch.ops.aten.bmm.default, torch.ops.aten.addmm.default)
 
+# Matmuls left to torch, called through torch's Python bindings (as Inductor's extern kernels
+# are), not the op overload's Python `__call__` and the dispatcher's generic argument parsing:
+# the same op, same overload, without a few us a call (aten.addmm.default 5.4 us, torch.addmm
+# 2.4 us on a CPU host; a Llama training step leaves some 45 matmuls to torch).
+BOUND_CALLS = {torch.ops.aten.mm.default: torch.mm, torch.ops.aten.bmm.default: torch.bmm,
+               torch.ops.aten.addmm.default: torch.addmm, torch.ops.aten.baddbmm.default: torch.baddbmm}
+
+# Views that reorder dims, as permutations: a chain of them on one value is one permute (a
+# weight's `t()` in the forward, and its `t()` again in the backward: no view at all).
+PERMUTING = (torch.ops.aten.permute.default, torch.ops.aten.t.default, torch.ops.aten.transpose.int)
+
 
 def _reinterpret() -> Any:
     guards = getattr(getattr(torch._C, "_dynamo", None), "guards", None)
@@ -298,11 +309,21 @@ def rewrite(gm: fx.GraphModule, partition: Partition, fused: list[FusedRegion]) 
                 env[out].meta = dict(out.meta)
             for out in u.region.view_outputs:  # taken again by torch, from the region's inputs
                 _emit_views(graph, out, env)
+        elif _elided(u):  # an alias: the value itself
+            env[u] = env[u.args[0]]
         elif (taken := _reinterpretable(u, layout_known, in_region)) is not None:
             env[u] = graph.call_function(reinterpret, (env[taken[0]], *taken[1]))
             env[u].meta = dict(u.meta)
+        elif (composed := _composed_permutation(u, in_region)) is not None:
+            base, dims = composed
+            env[u] = env[base] if dims == sorted(dims) else graph.call_method("permute", (env[base], dims))
+            if env[u] is not env[base]:
+                env[u].meta = dict(u.meta)
         elif u.op == "call_function" and u.target in VIEW_METHODS and not u.kwargs:
             env[u] = graph.call_method(VIEW_METHODS[u.target], tuple(fx.node.map_arg(u.args, lambda n: env[n])))
+            env[u].meta = dict(u.meta)
+        elif u.op == "call_function" and u.target in BOUND_CALLS:
+            env[u] = graph.call_function(BOUND_CALLS[u.target], *fx.node.map_arg((u.args, u.kwargs), lambda n: env[n]))
             env[u].meta = dict(u.meta)
         else:
             env[u] = graph.node_copy(u, lambda n: env[n])
@@ -320,6 +341,44 @@ def rewrite(gm: fx.GraphModule, partition: Partition, fused: list[FusedRegion]) 
             graph.erase_node(node)
     graph.lint()
     return fx.GraphModule(gm, graph)
+
+
+def _elided(u: Any) -> bool:
+    """Whether `u` is an alias the graph does not return: its users can read its input."""
+    return isinstance(u, fx.Node) and u.op == "call_function" and u.target is torch.ops.aten.alias.default \
+        and not u.kwargs and not any(user.op == "output" for user in u.users)
+
+
+def _permutation(node: Any) -> list[int] | None:
+    """The dims of its input that the view `node` lists, in its order; None for other nodes."""
+    if not isinstance(node, fx.Node) or node.op != "call_function" or node.target not in PERMUTING or node.kwargs:
+        return None
+    val = node.meta.get("val")
+    if not isinstance(val, torch.Tensor):
+        return None
+    rank = val.dim()
+    if node.target is torch.ops.aten.t.default:
+        return [1, 0] if rank == 2 else list(range(rank))
+    if node.target is torch.ops.aten.transpose.int:
+        dims = list(range(rank))
+        a, b = (d % rank if rank else 0 for d in node.args[1:3])
+        dims[a], dims[b] = dims[b], dims[a]
+        return dims
+    return [d % rank for d in node.args[1]]
+
+
+def _composed_permutation(u: Any, in_region: set[fx.Node]) -> tuple[fx.Node, list[int]] | None:
+    """(value, dims) where `u` is a chain of permuting views (outside regions) of that value,
+    one permute by `dims` in all; None where `u` is not a view of a view. The graph's outputs
+    keep their views (AOTAutograd regenerates aliases of its outputs from their bases)."""
+    dims = _permutation(u)
+    if dims is None or any(user.op == "output" for user in u.users):
+        return None
+    base, chained = u.args[0], False
+    while base not in in_region and (inner := _permutation(base)) is not None:
+        dims = [inner[d] for d in dims]
+        base, chained = base.args[0], True
+    return (base, dims) if chained else None
 
 
 def _emit_views(graph: fx.Graph, out: fx.Node, env: dict[fx.Node, fx.Node]) -> None:

@@ -3,6 +3,7 @@ unsupported ops, recompiles over dynamic sizes, dropout RNG, dumps and the entry
 
 from __future__ import annotations
 
+import copy
 import math
 import operator
 import random
@@ -531,6 +532,42 @@ def test_views_left_to_torch_are_reinterpreted_or_tensor_methods(capfd) -> None:
     assert code.count("_reinterpret_tensor(") == 2, code
     assert ".view([8, 3])" in code and "aten.view.default" not in code and ".permute(" not in code, code
     torch.testing.assert_close(out, fn(x, w), **TOL[torch.float32])
+
+
+def test_views_and_matmuls_left_to_torch_cost_the_least_calls(capfd) -> None:
+    """In a training step's backward: an alias the graph does not return is its value (no
+    call), a weight's t() of a t() is no view at all, and matmuls run through torch's Python
+    bindings (torch.mm), not torch.ops.aten.mm.default's Python layer. Gradients are eager's."""
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.randn(16))
+            self.lin = torch.nn.Linear(16, 32, bias=False)
+
+        def forward(self, x):
+            h = x.to(torch.float32)
+            h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+            return self.lin(self.weight * h.to(x.dtype)).sum()
+
+    dynamo.reset()
+    torch.manual_seed(0)
+    model, x = Block(), torch.randn(4, 8, 16, requires_grad=True)
+    reference = copy.deepcopy(model)
+    previous = mlirfuse.set_options(dump="partition")
+    try:
+        torch.compile(model, backend="mlirfuse")(x).backward()
+    finally:
+        mlirfuse.restore_options(previous)
+    err = capfd.readouterr().err
+    backward = err.split("backward graph:")[1].split("the compiled graph:")[1]
+    assert "aten.alias" not in backward and "aten.mm" not in backward, backward
+    assert backward.count("torch.mm(") == 2 and backward.count(".permute(") == 2, backward
+    x_ref = x.detach().clone().requires_grad_()
+    reference(x_ref).backward()
+    torch.testing.assert_close(x.grad, x_ref.grad, **TOL[torch.float32])
+    for p, q in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, **TOL[torch.float32])
 
 
 def test_regions_are_named_ranges_under_the_profiler() -> None:
