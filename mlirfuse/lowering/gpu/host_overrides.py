@@ -32,8 +32,10 @@ from mlirfuse.errors import FusionError
 #
 # The context (`mlirfuse_context`): the primary context of the executable's device. The GPU
 # binary is loaded (the module's constructors, `mgpuModuleLoad`) in the context the caller
-# made current; launches and memsets push `mlirfuse_context` and pop it after (neither where
-# it is null: a stub runtime's tests). Once a driver call has failed (`mlirfuse_cuda_error`
+# made current; launches and memsets push `mlirfuse_context` and pop it after, unless it is
+# current already (torch's calls on that device: a context pushed and popped around every
+# launch made the driver's launches, and the caller's next runtime calls, slower), and
+# neither where it is null (a stub runtime's tests). Once a driver call has failed (`mlirfuse_cuda_error`
 # set), the call's later launches and memsets are skipped: the caller raises.
 _GLOBALS = {"stream": "!llvm.ptr", "alloc_fn": "!llvm.ptr", "free_fn": "!llvm.ptr", "arena": "!llvm.ptr",
             "arena_size": "i64", "arena_used": "i64", "context": "!llvm.ptr", "cuda_error": "i32"}
@@ -124,6 +126,7 @@ llvm.func @mgpuMemFree(%p: !llvm.ptr, %s: !llvm.ptr) {
   llvm.return
 }
 """ + """
+llvm.func @cuCtxGetCurrent(!llvm.ptr) -> i32
 llvm.func @cuCtxPushCurrent_v2(!llvm.ptr) -> i32
 llvm.func @cuCtxPopCurrent_v2(!llvm.ptr) -> i32
 llvm.func @cuModuleLoadData(!llvm.ptr, !llvm.ptr) -> i32
@@ -155,9 +158,19 @@ llvm.func @mlirfuse_push_context() -> i1 {
   %null = llvm.mlir.zero : !llvm.ptr
   %none = llvm.icmp "eq" %ctx, %null : !llvm.ptr
   %false = llvm.mlir.constant(false) : i1
-  llvm.cond_br %none, ^unset, ^push
+  %zero0 = llvm.mlir.constant(0 : i32) : i32
+  llvm.cond_br %none, ^unset, ^current
 ^unset:
   llvm.return %false : i1
+^current:
+  %one = llvm.mlir.constant(1 : i64) : i64
+  %slot = llvm.alloca %one x !llvm.ptr : (i64) -> !llvm.ptr
+  %got = llvm.call @cuCtxGetCurrent(%slot) : (!llvm.ptr) -> i32
+  %current = llvm.load %slot : !llvm.ptr -> !llvm.ptr
+  %ok = llvm.icmp "eq" %got, %zero0 : i32
+  %same = llvm.icmp "eq" %current, %ctx : !llvm.ptr
+  %already = llvm.and %ok, %same : i1
+  llvm.cond_br %already, ^unset, ^push
 ^push:
   %e = llvm.call @cuCtxPushCurrent_v2(%ctx) : (!llvm.ptr) -> i32
   llvm.call @mlirfuse_check(%e) : (i32) -> ()
