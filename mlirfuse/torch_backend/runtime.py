@@ -298,6 +298,7 @@ def rewrite(gm: fx.GraphModule, partition: Partition, fused: list[FusedRegion]) 
     layout_known = _layout_known(fused, nodes)
     in_region = {n for f in fused for n in f.region.nodes}
     reinterpret = _reinterpret()
+    reinterpreted: dict[Any, fx.Node] = {}
     while ready:
         _, i = heapq.heappop(ready)
         u = units[i]
@@ -312,8 +313,13 @@ def rewrite(gm: fx.GraphModule, partition: Partition, fused: list[FusedRegion]) 
         elif _elided(u):  # an alias: the value itself
             env[u] = env[u.args[0]]
         elif (taken := _reinterpretable(u, layout_known, in_region)) is not None:
-            env[u] = graph.call_function(reinterpret, (env[taken[0]], *taken[1]))
-            env[u].meta = dict(u.meta)
+            # One call per value and layout (a normalized activation read by the q, k and v
+            # projections: one reinterpret, not three).
+            if (same := reinterpreted.get(taken)) is not None:
+                env[u] = same
+            else:
+                env[u] = reinterpreted[taken] = graph.call_function(reinterpret, (env[taken[0]], *taken[1]))
+                env[u].meta = dict(u.meta)
         elif (composed := _composed_permutation(u, in_region)) is not None:
             base, dims = composed
             env[u] = env[base] if dims == sorted(dims) else graph.call_method("permute", (env[base], dims))
@@ -321,6 +327,9 @@ def rewrite(gm: fx.GraphModule, partition: Partition, fused: list[FusedRegion]) 
                 env[u].meta = dict(u.meta)
         elif u.op == "call_function" and u.target in VIEW_METHODS and not u.kwargs:
             env[u] = graph.call_method(VIEW_METHODS[u.target], tuple(fx.node.map_arg(u.args, lambda n: env[n])))
+            env[u].meta = dict(u.meta)
+        elif (weight := _transposed_weight(u, in_region)) is not None:
+            env[u] = graph.call_function(torch._C._nn.linear, (env[u.args[0]], env[weight]))
             env[u].meta = dict(u.meta)
         elif u.op == "call_function" and u.target in BOUND_CALLS:
             env[u] = graph.call_function(BOUND_CALLS[u.target], *fx.node.map_arg((u.args, u.kwargs), lambda n: env[n]))
@@ -379,6 +388,21 @@ def _composed_permutation(u: Any, in_region: set[fx.Node]) -> tuple[fx.Node, lis
         dims = [inner[d] for d in dims]
         base, chained = base.args[0], True
     return (base, dims) if chained else None
+
+
+def _transposed_weight(u: Any, in_region: set[fx.Node]) -> fx.Node | None:
+    """`w` where `u` is mm(x, w.t()) (a linear layer's product, the transpose being views left
+    to torch): the product is then `linear(x, w)`, the same matmul without a Python call for
+    the view. None for other nodes."""
+    if not isinstance(u, fx.Node) or u.op != "call_function" or u.target is not torch.ops.aten.mm.default \
+            or u.kwargs or len(u.args) != 2:
+        return None
+    view = u.args[1]
+    if view in in_region or (dims := _permutation(view)) is None:
+        return None
+    composed = _composed_permutation(view, in_region)
+    base, dims = composed if composed is not None else (view.args[0], dims)
+    return base if dims == [1, 0] else None
 
 
 def _emit_views(graph: fx.Graph, out: fx.Node, env: dict[fx.Node, fx.Node]) -> None:

@@ -534,10 +534,30 @@ def test_views_left_to_torch_are_reinterpreted_or_tensor_methods(capfd) -> None:
     torch.testing.assert_close(out, fn(x, w), **TOL[torch.float32])
 
 
+def test_a_value_read_through_one_view_by_several_ops_is_reinterpreted_once(capfd) -> None:
+    """A region's output read by three matmuls through the same view (a normalized
+    activation and the q, k and v projections): one `_reinterpret_tensor` call, not three."""
+    dynamo.reset()
+    previous = mlirfuse.set_options(dump="partition")
+    try:
+        def fn(x, wq, wk, wv):
+            h = torch.relu(x * 2.0 + 1.0)
+            return h.view(-1, 8) @ wq, h.view(-1, 8) @ wk, h.view(-1, 8) @ wv
+        args = (torch.randn(4, 2, 8), torch.randn(8, 3), torch.randn(8, 3), torch.randn(8, 3))
+        out = torch.compile(fn, backend="mlirfuse")(*args)
+    finally:
+        mlirfuse.restore_options(previous)
+    code = capfd.readouterr().err.split("the compiled graph:")[1]
+    assert code.count("_reinterpret_tensor(") == 1 and code.count("torch.mm(") == 3, code
+    for got, want in zip(out, fn(*args)):
+        torch.testing.assert_close(got, want, **TOL[torch.float32])
+
+
 def test_views_and_matmuls_left_to_torch_cost_the_least_calls(capfd) -> None:
-    """In a training step's backward: an alias the graph does not return is its value (no
-    call), a weight's t() of a t() is no view at all, and matmuls run through torch's Python
-    bindings (torch.mm), not torch.ops.aten.mm.default's Python layer. Gradients are eager's."""
+    """In a training step: the forward's x @ w.t() is linear(x, w) (no Python call for the
+    view); in the backward, an alias the graph does not return is its value (no call), a
+    weight's t() of a t() is no view at all, and matmuls run through torch's Python bindings
+    (torch.mm), not torch.ops.aten.mm.default's Python layer. Gradients are eager's."""
 
     class Block(torch.nn.Module):
         def __init__(self) -> None:
@@ -560,6 +580,8 @@ def test_views_and_matmuls_left_to_torch_cost_the_least_calls(capfd) -> None:
     finally:
         mlirfuse.restore_options(previous)
     err = capfd.readouterr().err
+    forward = err.split("forward graph:")[1].split("the compiled graph:")[1].split("=====")[0]
+    assert "torch._C._nn.linear(" in forward and ".permute(" not in forward and "aten.mm" not in forward, forward
     backward = err.split("backward graph:")[1].split("the compiled graph:")[1]
     assert "aten.alias" not in backward and "aten.mm" not in backward, backward
     assert backward.count("torch.mm(") == 2 and backward.count(".permute(") == 2, backward
