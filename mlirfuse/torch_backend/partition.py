@@ -14,7 +14,9 @@ from constants only (a causal mask) stays where a graph input on its device can 
 device to the region; single ops reading only graph inputs (autocast's weight casts) or read
 only as the graph's results (their gradients' casts back to float32) are fused side by side,
 one group for many; a lone op that torch runs as several kernels (constant_pad_nd) is a
-group. A leading slice of a tensor the group also reads stays in the group.
+group. A leading slice of a tensor the group also reads stays in the group. A constant made
+from scalars alone that several fusible ops read is made again for each (no region writes it
+for another to read).
 Every node left to torch carries its reason.
 """
 
@@ -263,6 +265,7 @@ def partition_graph(graph: fx.Graph, forced: dict[fx.Node, str] | None = None,
     forced = forced or {}
     if min_compute is None:
         min_compute = 1 if config.options().single_node else 2
+    _make_constants_where_read(graph, forced)
     nodes = list(graph.nodes)
     position = {n: i for i, n in enumerate(nodes)}
     deps = {n: data_inputs(n) for n in nodes}
@@ -347,6 +350,29 @@ def partition_graph(graph: fx.Graph, forced: dict[fx.Node, str] | None = None,
     final.sort(key=lambda ms: position[ms[0]])
     left = {n: left[n] for n in nodes if n in left}
     return Partition([Group(f"fused_{i}", ms) for i, ms in enumerate(final)], left)
+
+
+def _make_constants_where_read(graph: fx.Graph, forced: dict[fx.Node, str]) -> None:
+    """Give each fusible reader of a constant made from scalars alone (`full`, `scalar_tensor`,
+    `arange`: no tensor input) a copy of its own, made just before it. Shared (AOTAutograd's
+    CSE makes one zeros tensor of the slice backwards of Llama's rotary q and k gradients),
+    the constant joined its first reader's group and became that region's output: memory
+    written and read back (8 MB a layer) where each region would make it for free."""
+    position = {n: k for k, n in enumerate(graph.nodes)}
+    for node in list(graph.nodes):
+        if node.op != "call_function" or node in forced or len(node.users) < 2 or \
+                any(isinstance(a.meta.get("val"), torch.Tensor) for a in node.all_input_nodes):
+            continue
+        row = A.lookup(node.target)
+        if row is None or row.kind != A.CREATION or support(node)[0] is not None:
+            continue
+        readers = sorted((u for u in node.users if u.op == "call_function" and u not in forced
+                          and support(u)[0] is None), key=position.__getitem__)
+        for reader in readers[1:]:
+            with graph.inserting_before(reader):
+                copy = graph.node_copy(node)
+            copy.meta = dict(node.meta)
+            reader.replace_input_with(node, copy)
 
 
 def _adopt_lone_ops(final: list[list[fx.Node]], lone: list[list[fx.Node]],

@@ -322,6 +322,28 @@ def test_a_copy_and_a_lone_op_still_join_the_nearest_group() -> None:
     torch.testing.assert_close(torch.compile(fn, backend="mlirfuse")(*args), fn(*args))
 
 
+def test_a_constant_two_groups_read_is_made_in_each() -> None:
+    """Llama's rotary-embedding backward: one zeros tensor (AOTAutograd's CSE of the slice
+    backwards' `full`) read by the q and k gradients' groups. Made in the first group, it was
+    that region's output, 8 MB of zeros written to memory and read back by the other region
+    (H200 session 46); each group now makes its own (a broadcast constant: free)."""
+    def fn(x, w):
+        z = torch.zeros(16, 8)
+        a = torch.exp(x) * 2.0 + z
+        b = a @ w
+        return torch.tanh(b) * 3.0 + z
+    args = torch.randn(16, 8), torch.randn(8, 8)
+    gm = _aten_graph(fn, *args)
+    partition = partition_graph(gm.graph)
+    fulls = [n for n in gm.graph.nodes if n.target is aten.full.default]
+    assert len(partition.groups) == 2, partition.describe()
+    for group in partition.groups:
+        made = [n for n in group.nodes if n.target is aten.full.default]
+        assert len(made) == 1 and all(u in group.nodes for u in made[0].users), partition.describe()
+    assert len(fulls) == 2 and not any(n in partition.left for n in fulls), partition.describe()
+    torch.testing.assert_close(torch.compile(fn, backend="mlirfuse")(*args), fn(*args))
+
+
 # -- addmm's bias added by the region after it ---------------------------------------------------
 def _unfused(fn, args, mode: str = "always"):
     """fn's aten graph after unfuse_addmms (mode forced), its count, and fn through
