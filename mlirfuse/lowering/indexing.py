@@ -75,7 +75,12 @@ def _computes_functions(value: ir.Value) -> bool:
     math function (exp, log, tanh, ...): work a read should not repeat where the value is
     written anyway. BERT's cross-entropy backward: the pad before the padded matmuls
     recomputed the gradient (exp of the logits) that the kernel of its other reader, the bias
-    gradient's column sum, had written: 507 us for a 145 us copy (H200)."""
+    gradient's column sum, had written: 507 us for a 145 us copy (H200). Generics of fewer
+    elements than `value` (broadcast operands: the sin and cos tables of rotary embeddings)
+    do not count: a recomputing read reads them as any read does, loading them where they
+    are written anyway. Counted, the rotary backward's slices of (g * sin) made that product
+    a tensor in memory (8 MB a layer in Llama, written and read twice: H200 session 46)."""
+    size = _numel(value.type)
     seen: set = set()
     pending = [value]
     while pending:
@@ -84,6 +89,8 @@ def _computes_functions(value: ir.Value) -> bool:
             continue
         op, k = found
         seen.add(op)
+        if size is not None and (smaller := _numel(op.results[k].type)) is not None and smaller < size:
+            continue  # a broadcast operand: whether a read recomputes it is decided where it is read
         if op.name in ("tensor.reshape", "tensor.collapse_shape", "tensor.expand_shape"):
             pending.append(op.operands[0])
         elif _pure_parallel(op, k) is not None:
@@ -93,6 +100,16 @@ def _computes_functions(value: ir.Value) -> bool:
             n_in = len(op.operands) - len(op.results)
             pending.extend(list(op.operands)[:n_in])
     return False
+
+
+def _numel(t: ir.Type) -> int | None:
+    """Elements of a statically shaped tensor type; None otherwise."""
+    if not isinstance(t, ir.RankedTensorType) or not t.has_static_shape:
+        return None
+    n = 1
+    for s in t.shape:
+        n *= s
+    return n
 
 
 class Reader:

@@ -752,6 +752,26 @@ def test_a_pad_loads_the_gradient_its_other_reader_had_written() -> None:
     assert pointwise and not any("math.exp" in g for g in pointwise), schedules(c)
 
 
+def test_rotary_backward_recomputes_its_product_under_the_slices() -> None:
+    """Llama's rotary-embedding backward as AOTAutograd gives it: the gradient times the sin
+    table (computed in the region and returned), its halves sliced and padded back
+    (rotate_half's backward). The sin counts as a broadcast operand, loaded where it is
+    written: the product is recomputed under each slice, never a tensor in memory (it was,
+    8 MB a layer: H200 session 46)."""
+    rng = np.random.default_rng(7)
+    g = rng.standard_normal((2, 3, 8, 16)).astype(ml_dtypes.bfloat16)
+    table = rng.standard_normal((1, 8, 16)).astype(np.float32)
+
+    def fn(g, table):
+        sin = ops.unsqueeze(ops.sin(table), 1)
+        t = ops.cast(ops.cast(g, DataType.Float) * sin, DataType.BFloat16)
+        first, second = I.slice_dim(t, 3, 0, 8), I.slice_dim(t, 3, 8, 16)
+        rotated = ops.pad(-first, [8, 0]) + ops.pad(second, [0, 8])
+        return sin, rotated + g
+    c = check(fn, g, table)
+    assert "memref.alloc" not in c.stages["scheduled"], c.stages["scheduled"]
+
+
 @pytest.mark.parametrize("rows, width, length", [(5, 304, 300), (7, 70, 61), (3, 5000, 4099)])
 def test_normalization_bodies_reading_inputs_at_their_indices_stay_in_bounds(rows, width, length) -> None:
     """A slice is read in the kernel's body at the element's own row and column. Threads past
