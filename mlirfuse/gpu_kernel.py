@@ -23,6 +23,7 @@ from mlirfuse.frontend.graph import InputSpec
 _LOADED: dict[tuple[str, int], Any] = {}
 _LOADED_LOCK = threading.Lock()
 TIMED_REPEATS = 10  # eff_bandwidth: calls timed back to back after the call itself
+SPIN_US, SPIN_CYCLES_PER_US = 30, 2000  # eff_bandwidth: the stream's spin before them, per call (2 GHz)
 
 
 class GpuKernel:
@@ -122,12 +123,16 @@ class GpuKernel:
         # The call, then TIMED_REPEATS more of it back to back between two events (each writes
         # the same outputs from the same inputs): the kernels' time, not the host's gaps
         # between calls of a host-bound step. A call writing into an input's memory (an
-        # in-place update) is timed alone: repeating it would change the result.
+        # in-place update) is timed alone: repeating it would change the result. The stream
+        # first spins (SPIN_US per call) while the host enqueues the timed calls: without it,
+        # calls shorter than a launch's host time were timed at the host's launch rate
+        # (a 4 us rotary kernel of Llama at 15 us).
         read = {v.untyped_storage().data_ptr() for v, s in zip(values, self.scalar) if not s}
         repeats = 1 if any(o.untyped_storage().data_ptr() in read for o in outputs) else TIMED_REPEATS
         if repeats > 1:
             exe.launch(stream, call_args)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(SPIN_US * repeats * SPIN_CYCLES_PER_US)
         start.record()
         for _ in range(repeats):
             exe.launch(stream, call_args)
