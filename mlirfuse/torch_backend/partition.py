@@ -15,8 +15,8 @@ device to the region; single ops reading only graph inputs (autocast's weight ca
 only as the graph's results (their gradients' casts back to float32) are fused side by side,
 one group for many; a lone op that torch runs as several kernels (constant_pad_nd) is a
 group. A leading slice of a tensor the group also reads stays in the group. A constant made
-from scalars alone that several fusible ops read is made again for each (no region writes it
-for another to read).
+from scalars alone that compute ops of several groups read is made again in each (no region
+writes it for another to read).
 Every node left to torch carries its reason.
 """
 
@@ -265,7 +265,6 @@ def partition_graph(graph: fx.Graph, forced: dict[fx.Node, str] | None = None,
     forced = forced or {}
     if min_compute is None:
         min_compute = 1 if config.options().single_node else 2
-    _make_constants_where_read(graph, forced)
     nodes = list(graph.nodes)
     position = {n: i for i, n in enumerate(nodes)}
     deps = {n: data_inputs(n) for n in nodes}
@@ -344,6 +343,7 @@ def partition_graph(graph: fx.Graph, forced: dict[fx.Node, str] | None = None,
         copying = [ms for ms in copying if id(ms) in kept]
         lone = [ms for ms in lone if id(ms) in kept]
     final.extend(copying)
+    _remake_shared_constants(graph, final, position)
     for members in lone:
         for n in members:
             left[n] = SINGLE_OP
@@ -352,27 +352,37 @@ def partition_graph(graph: fx.Graph, forced: dict[fx.Node, str] | None = None,
     return Partition([Group(f"fused_{i}", ms) for i, ms in enumerate(final)], left)
 
 
-def _make_constants_where_read(graph: fx.Graph, forced: dict[fx.Node, str]) -> None:
-    """Give each fusible reader of a constant made from scalars alone (`full`, `scalar_tensor`,
-    `arange`: no tensor input) a copy of its own, made just before it. Shared (AOTAutograd's
-    CSE makes one zeros tensor of the slice backwards of Llama's rotary q and k gradients),
-    the constant joined its first reader's group and became that region's output: memory
-    written and read back (8 MB a layer) where each region would make it for free."""
-    position = {n: k for k, n in enumerate(graph.nodes)}
-    for node in list(graph.nodes):
-        if node.op != "call_function" or node in forced or len(node.users) < 2 or \
-                any(isinstance(a.meta.get("val"), torch.Tensor) for a in node.all_input_nodes):
-            continue
-        row = A.lookup(node.target)
-        if row is None or row.kind != A.CREATION or support(node)[0] is not None:
-            continue
-        readers = sorted((u for u in node.users if u.op == "call_function" and u not in forced
-                          and support(u)[0] is None), key=position.__getitem__)
-        for reader in readers[1:]:
-            with graph.inserting_before(reader):
-                copy = graph.node_copy(node)
-            copy.meta = dict(node.meta)
-            reader.replace_input_with(node, copy)
+def _remake_shared_constants(graph: fx.Graph, final: list[list[fx.Node]], position: dict[fx.Node, int]) -> None:
+    """A constant made from scalars alone (`full`, `scalar_tensor`, `arange`: no tensor input)
+    in one group and read by compute ops of other groups is made again in each of those, just
+    before its first reader there: not written by one region for others to read back. Shared
+    (AOTAutograd's CSE makes one zeros tensor of the slice backwards of Llama's rotary q and
+    k gradients), it was 8 MB a layer written and read twice. Views of it keep reading it (a
+    view the graph returns aliases the constant, as in eager)."""
+    group_of = {n: k for k, members in enumerate(final) for n in members}
+    for k, members in enumerate(final):
+        for node in list(members):
+            if node.op != "call_function" or kind(node) != A.CREATION or \
+                    any(isinstance(a.meta.get("val"), torch.Tensor) for a in node.all_input_nodes):
+                continue
+            readers: dict[int, list[fx.Node]] = {}
+            for user in node.users:
+                g = group_of.get(user)
+                if g is not None and g != k:
+                    readers.setdefault(g, []).append(user)
+            for g, users in readers.items():
+                if not all(kind(u) == A.COMPUTE for u in users):
+                    continue
+                first = min(users, key=position.__getitem__)
+                with graph.inserting_before(first):
+                    copy = graph.node_copy(node)
+                copy.meta = dict(node.meta)
+                position[copy] = position[first] - 0.5  # before its first reader, after the one before
+                for user in users:
+                    user.replace_input_with(node, copy)
+                final[g].append(copy)
+                final[g].sort(key=position.__getitem__)
+                group_of[copy] = g
 
 
 def _adopt_lone_ops(final: list[list[fx.Node]], lone: list[list[fx.Node]],

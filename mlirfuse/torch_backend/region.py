@@ -9,8 +9,9 @@ aten table, resolving symbolic sizes (sympy expressions over dynamo's size symbo
 symbolic extents of the traced inputs. The region is traced once at graph-compile time
 (`dry_trace`), so a node that cannot be lowered is known, and left to torch, before anything
 runs; the fusion IR of that trace identifies the region (equal IR, one shared compile).
-Members read outside that are only views of the group's inputs are not region outputs
-(`view_outputs`: torch takes them again, free). An input laid out as the leading columns of a
+Members read outside that are only views of the group's inputs, or views the graph returns
+of another of its outputs, are not region outputs (`view_outputs`: torch takes them again,
+free, and they alias what they view as in eager). An input laid out as the leading columns of a
 dense tensor's rows (`row_pitch`: logits sliced from a padded matmul) is taken as those whole
 rows and sliced in the region, so its kernels read it in place instead of a dense copy.
 """
@@ -346,6 +347,11 @@ def build_region(group: Group, placeholders: list[fx.Node]) -> Region:
                 inputs.append(d)
     outputs = [n for n in group.nodes if any(u not in inside for u in n.users)]
     view_outputs = [n for n in outputs if _view_of_inputs(n, inside)]
+    # Views of another output the graph returns: taken again by torch from that output, so
+    # that they alias it as in eager (a zeros tensor and its view, both returned).
+    computed = {n for n in outputs if n not in view_outputs}
+    view_outputs += [n for n in outputs if n not in view_outputs
+                     and any(u.op == "output" for u in n.users) and _view_of_outputs(n, computed - {n})]
     if len(view_outputs) < len(outputs):  # (a region computing nothing read outside stays whole)
         outputs = [n for n in outputs if n not in view_outputs]
     else:
@@ -394,6 +400,15 @@ def _view_of_inputs(node: fx.Node, inside: set[fx.Node]) -> bool:
     while node.op == "call_function" and node.target in VIEW_OPS and isinstance(node.args[0], fx.Node):
         node = node.args[0]
         if node not in inside:
+            return True
+    return False
+
+
+def _view_of_outputs(node: fx.Node, outputs: set[fx.Node]) -> bool:
+    """`node` is a view, of a view ..., of one of `outputs`."""
+    while node.op == "call_function" and node.target in VIEW_OPS and isinstance(node.args[0], fx.Node):
+        node = node.args[0]
+        if node in outputs:
             return True
     return False
 

@@ -344,6 +344,40 @@ def test_a_constant_two_groups_read_is_made_in_each() -> None:
     torch.testing.assert_close(torch.compile(fn, backend="mlirfuse")(*args), fn(*args))
 
 
+def test_a_constant_and_its_views_returned_still_share_memory() -> None:
+    """Copying a shared constant for another reader must not copy it for a view the graph
+    returns: that view aliases the constant, as in eager (an in-place update of one shows in
+    the other). Found by review of the constant copies (session 46)."""
+    def fn(x):
+        z = torch.zeros(4)
+        b = x + z
+        a = z.view(2, 2)
+        return z, a, b
+    x = torch.randn(4)
+    z, a, b = torch.compile(fn, backend="mlirfuse")(x)
+    z.add_(1)
+    assert a.data_ptr() == z.data_ptr()
+    torch.testing.assert_close(a, torch.ones(2, 2))
+    torch.testing.assert_close(b, x)
+
+
+def test_a_returned_view_of_a_returned_region_output_aliases_it() -> None:
+    """A group computing a value and a view of it that the graph both returns (the view read
+    in the group too): the view is taken by torch from the region's output, so it aliases
+    that output as in eager; it was a second output written by the region."""
+    def fn(x):
+        z = torch.zeros(4)
+        a = z.view(2, 2)
+        return z, a, x + z, a * 3.0
+    x = torch.randn(4)
+    z, a, b, c = torch.compile(fn, backend="mlirfuse")(x)
+    z.add_(1)
+    assert a.data_ptr() == z.data_ptr()
+    torch.testing.assert_close(a, torch.ones(2, 2))
+    torch.testing.assert_close(b, x)
+    torch.testing.assert_close(c, torch.zeros(2, 2))
+
+
 # -- addmm's bias added by the region after it ---------------------------------------------------
 def _unfused(fn, args, mode: str = "always"):
     """fn's aten graph after unfuse_addmms (mode forced), its count, and fn through
