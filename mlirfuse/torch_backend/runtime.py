@@ -370,7 +370,9 @@ def _permutation(node: Any) -> list[int] | None:
         return [1, 0] if rank == 2 else list(range(rank))
     if node.target is torch.ops.aten.transpose.int:
         dims = list(range(rank))
-        a, b = (d % rank if rank else 0 for d in node.args[1:3])
+        if rank < 2:  # a 0-d or 1-d tensor's transpose is the tensor (torch takes dim 0 or -1 there)
+            return dims
+        a, b = (d % rank for d in node.args[1:3])
         dims[a], dims[b] = dims[b], dims[a]
         return dims
     return [d % rank for d in node.args[1]]

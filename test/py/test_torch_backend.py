@@ -682,3 +682,17 @@ def test_check_regions_compares_every_region_with_torch(monkeypatch) -> None:
             torch.compile(fn, backend="mlirfuse")(x, mask)
     finally:
         mlirfuse.restore_options(previous)
+
+
+def test_transposes_of_0d_and_1d_tensors_are_no_permutation() -> None:
+    """A transpose of a 0-d tensor (dims 0 and -1) leaves it as it is: the permute chains of the
+    compiled graph read it as no permutation rather than failing (found by review)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from mlirfuse.torch_backend.runtime import _permutation
+
+    def fn(s, v):
+        return torch.ops.aten.transpose.int(s, 0, -1), torch.ops.aten.transpose.int(v, 0, -1)
+    gm = make_fx(fn, tracing_mode="fake")(torch.tensor(2.0), torch.randn(3))
+    transposes = [n for n in gm.graph.nodes if n.target is torch.ops.aten.transpose.int]
+    assert [_permutation(n) for n in transposes] == [[], [0]]
