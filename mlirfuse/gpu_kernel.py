@@ -131,13 +131,14 @@ class GpuKernel:
         repeats = 1 if any(o.untyped_storage().data_ptr() in read for o in outputs) else TIMED_REPEATS
         if repeats > 1:
             exe.launch(stream, call_args)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(SPIN_US * repeats * SPIN_CYCLES_PER_US)
-        start.record()
-        for _ in range(repeats):
-            exe.launch(stream, call_args)
-        end.record()
-        end.synchronize()
+        with torch.cuda.device(device):  # the spin and the events on the launches' stream
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda._sleep(SPIN_US * repeats * SPIN_CYCLES_PER_US)
+            start.record()
+            for _ in range(repeats):
+                exe.launch(stream, call_args)
+            end.record()
+            end.synchronize()
         us = start.elapsed_time(end) * 1e3 / repeats
         moved = sum(v.nbytes for v, s in zip(values, self.scalar) if not s) + sum(o.nbytes for o in outputs)
         dump.emit("eff_bandwidth", f"GPU kernel ({self.n_launches} launch(es)): {moved} bytes in {us:.1f} us "
