@@ -15,6 +15,7 @@ an element is read, gather clamps its indices into the dim.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 from mlir import ir
@@ -106,10 +107,7 @@ def _numel(t: ir.Type) -> int | None:
     """Elements of a statically shaped tensor type; None otherwise."""
     if not isinstance(t, ir.RankedTensorType) or not t.has_static_shape:
         return None
-    n = 1
-    for s in t.shape:
-        n *= s
-    return n
+    return math.prod(t.shape)
 
 
 class Reader:

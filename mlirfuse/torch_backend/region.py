@@ -19,6 +19,7 @@ rows and sliced in the region, so its kernels read it in place instead of a dens
 from __future__ import annotations
 
 import operator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -350,8 +351,8 @@ def build_region(group: Group, placeholders: list[fx.Node]) -> Region:
     # Views of another output the graph returns: taken again by torch from that output, so
     # that they alias it as in eager (a zeros tensor and its view, both returned).
     computed = {n for n in outputs if n not in view_outputs}
-    view_outputs += [n for n in outputs if n not in view_outputs
-                     and any(u.op == "output" for u in n.users) and _view_of_outputs(n, computed - {n})]
+    view_outputs += [n for n in outputs if n not in view_outputs and any(u.op == "output" for u in n.users)
+                     and any(b in computed for b in _view_bases(n))]
     if len(view_outputs) < len(outputs):  # (a region computing nothing read outside stays whole)
         outputs = [n for n in outputs if n not in view_outputs]
     else:
@@ -397,20 +398,14 @@ VIEW_OPS = (aten.view.default, aten._unsafe_view.default, aten.permute.default, 
 
 def _view_of_inputs(node: fx.Node, inside: set[fx.Node]) -> bool:
     """`node` is a view, of a view ..., of a value from outside the group."""
-    while node.op == "call_function" and node.target in VIEW_OPS and isinstance(node.args[0], fx.Node):
-        node = node.args[0]
-        if node not in inside:
-            return True
-    return False
+    return any(b not in inside for b in _view_bases(node))
 
 
-def _view_of_outputs(node: fx.Node, outputs: set[fx.Node]) -> bool:
-    """`node` is a view, of a view ..., of one of `outputs`."""
+def _view_bases(node: fx.Node) -> Iterator[fx.Node]:
+    """The values `node` is a view of, through its chain of views, nearest first."""
     while node.op == "call_function" and node.target in VIEW_OPS and isinstance(node.args[0], fx.Node):
         node = node.args[0]
-        if node in outputs:
-            return True
-    return False
+        yield node
 
 
 def _donor(symbols: set[sympy.Symbol], placeholders: list[fx.Node], taken: list[fx.Node]) -> fx.Node | None:

@@ -322,8 +322,10 @@ def rewrite(gm: fx.GraphModule, partition: Partition, fused: list[FusedRegion]) 
                 env[u].meta = dict(u.meta)
         elif (composed := _composed_permutation(u, in_region)) is not None:
             base, dims = composed
-            env[u] = env[base] if dims == sorted(dims) else graph.call_method("permute", (env[base], dims))
-            if env[u] is not env[base]:
+            if dims == sorted(dims):  # permutes that undo each other: the value itself
+                env[u] = env[base]
+            else:
+                env[u] = graph.call_method("permute", (env[base], dims))
                 env[u].meta = dict(u.meta)
         elif u.op == "call_function" and u.target in VIEW_METHODS and not u.kwargs:
             env[u] = graph.call_method(VIEW_METHODS[u.target], tuple(fx.node.map_arg(u.args, lambda n: env[n])))
@@ -378,18 +380,26 @@ def _permutation(node: Any) -> list[int] | None:
     return [d % rank for d in node.args[1]]
 
 
-def _composed_permutation(u: Any, in_region: set[fx.Node]) -> tuple[fx.Node, list[int]] | None:
-    """(value, dims) where `u` is a chain of permuting views (outside regions) of that value,
-    one permute by `dims` in all; None where `u` is not a view of a view. The graph's outputs
-    keep their views (AOTAutograd regenerates aliases of its outputs from their bases)."""
-    dims = _permutation(u)
-    if dims is None or any(user.op == "output" for user in u.users):
+def _permute_chain(node: Any, in_region: set[fx.Node]) -> tuple[fx.Node, list[int]] | None:
+    """(value, dims) where `node` is one or more permuting views (outside regions) of that
+    value, one permute by `dims` in all; None where `node` is no permuting view."""
+    dims = _permutation(node)
+    if dims is None:
         return None
-    base, chained = u.args[0], False
+    base = node.args[0]
     while base not in in_region and (inner := _permutation(base)) is not None:
         dims = [inner[d] for d in dims]
-        base, chained = base.args[0], True
-    return (base, dims) if chained else None
+        base = base.args[0]
+    return base, dims
+
+
+def _composed_permutation(u: Any, in_region: set[fx.Node]) -> tuple[fx.Node, list[int]] | None:
+    """`_permute_chain` of `u` where it is a view of a view; None otherwise. The graph's
+    outputs keep their views (AOTAutograd regenerates aliases of its outputs from their bases)."""
+    if not isinstance(u, fx.Node) or any(user.op == "output" for user in u.users):
+        return None
+    chain = _permute_chain(u, in_region)
+    return chain if chain is not None and chain[0] is not u.args[0] else None
 
 
 def _transposed_weight(u: Any, in_region: set[fx.Node]) -> fx.Node | None:
@@ -397,14 +407,10 @@ def _transposed_weight(u: Any, in_region: set[fx.Node]) -> fx.Node | None:
     to torch): the product is then `linear(x, w)`, the same matmul without a Python call for
     the view. None for other nodes."""
     if not isinstance(u, fx.Node) or u.op != "call_function" or u.target is not torch.ops.aten.mm.default \
-            or u.kwargs or len(u.args) != 2:
+            or u.kwargs or len(u.args) != 2 or u.args[1] in in_region:
         return None
-    view = u.args[1]
-    if view in in_region or (dims := _permutation(view)) is None:
-        return None
-    composed = _composed_permutation(view, in_region)
-    base, dims = composed if composed is not None else (view.args[0], dims)
-    return base if dims == [1, 0] else None
+    chain = _permute_chain(u.args[1], in_region)
+    return chain[0] if chain is not None and chain[1] == [1, 0] else None
 
 
 def _emit_views(graph: fx.Graph, out: fx.Node, env: dict[fx.Node, fx.Node]) -> None:
