@@ -24,6 +24,7 @@ import torch
 from torch import fx
 
 from mlirfuse import config, dump
+from mlirfuse.compiler import MISS
 from mlirfuse.errors import FusionError
 from mlirfuse.torch_backend.partition import Partition, tensor_vals
 from mlirfuse.torch_backend.region import (LoweringFailed, Region, RowPitch, copy_in_order, memory_order,
@@ -120,6 +121,8 @@ class FusedRegion:
         # The jitted function for the region traced again (after `widened` changed); None:
         # the first call does not check the inputs' layouts.
         self._rejit = rejit
+        self._enter = self._general  # `_shortcut`'s function once the jitted one has a hot path
+        self._hot = None
         self._set_up()
 
     def _set_up(self) -> None:
@@ -163,10 +166,41 @@ class FusedRegion:
         self._set_up()
 
     def __call__(self, *args: Any) -> tuple[Any, ...]:
+        return self._enter(args)
+
+    def _general(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
         if torch.autograd._profiler_enabled():
             with torch.profiler.record_function(self.label):
-                return self._call(args)
-        return self._call(args)
+                results = self._call(args)
+        else:
+            results = self._call(args)
+        hot = getattr(self.jitted, "_hot", None)
+        if hot is not self._hot or self.failed:  # other layouts now, or torch runs the region
+            self._hot = hot
+            self._enter = self._shortcut(hot) or self._general
+        return results
+
+    def _shortcut(self, hot: Callable[[tuple[Any, ...]], Any] | None) -> Callable[[tuple[Any, ...]], Any] | None:
+        """Where the region hands its inputs and results on as they are (no sizes for the
+        fallback, no widened rows, no seed, no permutes or copies of results): `hot`, the
+        jitted function's guarded launch for the layouts it last saw, called directly (a
+        region is called some hundred times a training step; these are the Python layers of
+        each call). Anything it does not serve (another layout, a dump, a profile, the check
+        against torch, a failure) takes the general path."""
+        if hot is None or self.failed or self._widen or self._seeded or not self._as_is or self.region.size_args:
+            return None
+        general, profiling, options = self._general, torch.autograd._profiler_enabled, config.options
+
+        def shortcut(args: tuple[Any, ...]) -> Any:
+            if not profiling() and not options().check_regions:
+                try:
+                    results = hot(args)
+                except FusionError:
+                    return general(args)
+                if results is not MISS:
+                    return results
+            return general(args)
+        return shortcut
 
     def _call(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
         if self.failed:

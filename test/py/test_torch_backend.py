@@ -652,6 +652,70 @@ def test_failing_region_falls_back_to_torch(monkeypatch) -> None:
     torch.testing.assert_close(again, fn(x))
 
 
+def test_a_repeated_region_call_takes_the_jitted_functions_hot_path(monkeypatch) -> None:
+    """On the GPU a jitted function keeps a guarded launch for the layouts it last saw (`_hot`,
+    MISS for any other). A region that hands inputs and results on as they are calls it
+    directly from its second call on; it takes the general path (the jitted function's call)
+    where the hot path answers MISS or raises, under torch.profiler (the region's named
+    range) and with check_regions on. Stood in for here by CPU calls, counted."""
+    from mlirfuse.compiler import MISS
+    from mlirfuse.errors import FusionError
+    from mlirfuse.torch_backend import backend, runtime
+
+    made = []
+
+    class Recording(runtime.FusedRegion):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+    monkeypatch.setattr(backend, "FusedRegion", Recording)
+
+    def fn(x):
+        return (torch.exp(x) * 2.0).sum(-1)
+    x = torch.randn(4, 8)
+    compiled = compile_graph(_aten_graph(fn, x), [x])
+    (region,) = made
+    real, calls = region.jitted, []
+    answer = {"hot": lambda args: real(*args)}
+
+    def hot(args):
+        calls.append("hot")
+        return answer["hot"](args)
+
+    class WithHotPath:  # the jitted function as on the GPU: its first call makes the hot path
+        _hot = None
+
+        def __call__(self, *args):
+            calls.append("general")
+            self._hot = hot
+            return real(*args)
+    region.jitted = WithHotPath()
+
+    def run(n=1):
+        calls.clear()
+        for _ in range(n):
+            torch.testing.assert_close(compiled([x]), fn(x))
+        return calls
+    assert run(3) == ["general", "hot", "hot"]
+    answer["hot"] = lambda args: MISS
+    assert run() == ["hot", "general"]
+
+    def fails(args):
+        raise FusionError("planted launch failure")
+    answer["hot"] = fails
+    assert run() == ["hot", "general"]
+    answer["hot"] = lambda args: real(*args)
+    with torch.profiler.profile() as prof:
+        assert run() == ["general"]
+    assert any(e.name == region.label for e in prof.events())
+    previous = mlirfuse.set_options(check_regions=True)
+    try:
+        assert run() == ["general"]
+    finally:
+        mlirfuse.restore_options(previous)
+    assert run() == ["hot"]
+
+
 def test_check_regions_compares_every_region_with_torch(monkeypatch) -> None:
     """MLIRFUSE_CHECK_REGIONS=1 (`check_regions=True`): each fused region also runs in torch;
     a region that agrees passes (a LayerNorm whose mean cancels to near zero, a mask of
