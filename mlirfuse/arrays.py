@@ -79,6 +79,9 @@ def _classify(value: Any) -> Arg:
         arg = _classify(t)
         arg.origin = origin
         return arg
+    if isinstance(value, (complex, np.complexfloating)):
+        raise FusionError(f"unsupported argument: a complex scalar {value!r} (complex scalars are taken only by "
+                          "FusionDefinition scalar inputs of a complex dtype)")
     if isinstance(value, (list, tuple)) or hasattr(value, "__array__"):
         return classify(np.asarray(value))
     raise FusionError(f"unsupported argument of type {type(value).__name__}: expected an array "

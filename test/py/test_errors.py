@@ -107,6 +107,9 @@ def test_execute_scalar_of_the_wrong_kind() -> None:
         fd.add_output(fd.ops.mul(t, s))
     assert fd.execute([f32(3), 2])[0].tolist() == [2.0, 2.0, 2.0]
     raises(lambda: fd.execute([f32(3), 2.5]), "input 1", "int64", "2.5")
+    # a complex value for a real scalar: named as such (it is a Python scalar; complex scalars
+    # are taken by inputs of a complex dtype)
+    raises(lambda: fd.execute([f32(3), 2 + 1j]), "input 1", "complex scalar", re.escape("(2+1j)"), "complex dtype")
 
 
 def test_execute_unsupported_dtype_names_the_input() -> None:
