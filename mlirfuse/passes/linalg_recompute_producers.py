@@ -7,7 +7,8 @@ Upstream elementwise fusion only fuses a producer with a single use: a broadcast
 row chain, as in RMSNorm's backward) is materialized, a full tensor written and read back
 twice, where recomputing it costs an operation or two per element. Taken: single-result
 generics with only parallel loops, an identity output map, at most `max-ops` arith ops
-(no math functions; `linalg.index` is free: masks computed from loop indices, as the
+besides conversions (no math functions; conversions and `linalg.index` are free: the sum of
+three bfloat16 gradients in float32 is recomputed, and masks computed from loop indices, as the
 gradients of slices and cats have, are recomputed too; so are reads of a tensor at computed
 indices, `tensor.extract` under `scf.if`: a causal LM's labels shifted by one, read by the
 loss's reductions and by the masks kept for the backward, are read from the input by each
@@ -23,7 +24,9 @@ from mlir import ir
 from mlirfuse.passes.common import body_ops, functions, use_owner, walk_ops
 
 NAME = "linalg-recompute-producers"
-OPTIONS = {"max-ops": (int, 4, "most arith ops in a producer's body for it to be recomputed")}
+OPTIONS = {"max-ops": (int, 4, "most arith ops (conversions aside) in a producer's body for it to be recomputed")}
+CONVERSIONS = frozenset(f"arith.{op}" for op in ("extf", "truncf", "extsi", "extui", "trunci", "sitofp", "uitofp",
+                                                  "fptosi", "fptoui", "bitcast", "index_cast"))
 
 
 def _cheap(op: ir.Operation, max_ops: int) -> bool:
@@ -40,9 +43,13 @@ def _cheap(op: ir.Operation, max_ops: int) -> bool:
     # of an input: tensor.extract, under an scf.if where an index may fall outside) cost
     # what reading the materialized result would
     arith = [o for o in inner if o.name not in ("linalg.index", "tensor.extract", "scf.if", "scf.yield")]
-    if len(arith) > max_ops or any(not o.name.startswith("arith.") for o in arith):
+    if any(not o.name.startswith("arith.") for o in arith):
         return False
-    return not list(block.arguments[-1].uses)
+    # conversions are free too: they read an input of another type (the sum of three bf16
+    # gradients in float32, Llama's RMSNorm backward after the q, k and v projections, is
+    # two adds, not five ops; written out it cost a launch and a float32 tensor written and
+    # read back twice)
+    return len([o for o in arith if o.name not in CONVERSIONS]) <= max_ops and not list(block.arguments[-1].uses)
 
 
 def _generic_inputs(value: ir.Value) -> list[tuple[ir.Operation, int]]:

@@ -196,3 +196,44 @@ func.func @shifted_labels_read_twice(%labels: tensor<8x512xi64>) -> (tensor<8x51
   } -> tensor<8x512xi64>
   return %mask, %kept : tensor<8x512xi8>, tensor<8x512xi64>
 }
+
+// Conversions are free: the float32 sum of three bfloat16 gradients (five ops, two of them
+// adds) read by a column reduction and a row kernel (Llama's RMSNorm backward after the q, k
+// and v projections) is recomputed in each, not written out.
+// CHECK-LABEL: func.func @converted_sum_read_twice(
+// CHECK-COUNT-2: linalg.generic {indexing_maps = [#{{.*}}, #{{.*}}, #{{.*}}, #{{.*}}], iterator_types = ["parallel", "parallel"]} ins(%arg0, %arg1, %arg2 : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?x?xbf16>)
+// CHECK-NOT: ins(%arg0, %arg1, %arg2
+// FUSED-LABEL: func.func @converted_sum_read_twice(
+// FUSED: linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins(%arg0, %arg1, %arg2 : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?x?xbf16>)
+// FUSED: linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]} ins(%arg0, %arg1, %arg2 : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?x?xbf16>)
+// FUSED-NOT: linalg.generic
+// FUSED: return
+func.func @converted_sum_read_twice(%a: tensor<?x?xbf16>, %b: tensor<?x?xbf16>, %c: tensor<?x?xbf16>, %n: index, %m: index) -> (tensor<?xf32>, tensor<?x?xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%n, %m) : tensor<?x?xf32>
+  %s = linalg.generic {indexing_maps = [#id, #id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%a, %b, %c : tensor<?x?xbf16>, tensor<?x?xbf16>, tensor<?x?xbf16>) outs(%e : tensor<?x?xf32>) {
+  ^bb0(%x: bf16, %y: bf16, %z: bf16, %o: f32):
+    %xf = arith.extf %x : bf16 to f32
+    %yf = arith.extf %y : bf16 to f32
+    %zf = arith.extf %z : bf16 to f32
+    %xy = arith.addf %xf, %yf : f32
+    %xyz = arith.addf %xy, %zf : f32
+    linalg.yield %xyz : f32
+  } -> tensor<?x?xf32>
+  %ec = tensor.empty(%m) : tensor<?xf32>
+  %fc = linalg.fill ins(%zero : f32) outs(%ec : tensor<?xf32>) -> tensor<?xf32>
+  %col = linalg.generic {indexing_maps = [#t, #rows], iterator_types = ["parallel", "reduction"]}
+      ins(%s : tensor<?x?xf32>) outs(%fc : tensor<?xf32>) {
+  ^bb0(%x: f32, %acc: f32):
+    %r = arith.addf %acc, %x : f32
+    linalg.yield %r : f32
+  } -> tensor<?xf32>
+  %sq = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%s : tensor<?x?xf32>) outs(%e : tensor<?x?xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %p = arith.mulf %x, %x : f32
+    linalg.yield %p : f32
+  } -> tensor<?x?xf32>
+  return %col, %sq : tensor<?xf32>, tensor<?x?xf32>
+}
