@@ -40,12 +40,14 @@ class LoweringContext:
     runtime seed and this op's own Philox stream (offset)."""
 
     def __init__(self, dtype: DataType, shape_fn: Callable[[], tuple], seed: Any = None, offset: int = 0,
-                 arg_shapes_fn: Callable[[str], list[tuple]] | None = None):
+                 arg_shapes_fn: Callable[[str], list[tuple]] | None = None,
+                 arg_exprs_fn: Callable[[str], list[tuple]] | None = None):
         self.dtype = dtype
         self._shape_fn = shape_fn
         self.seed = seed
         self.offset = offset
         self._arg_shapes_fn = arg_shapes_fn
+        self._arg_exprs_fn = arg_exprs_fn
 
     @property
     def shape(self) -> tuple:
@@ -56,6 +58,13 @@ class LoweringContext:
         if self._arg_shapes_fn is None:
             raise FusionError(f"no metadata shapes for argument {name!r}")
         return self._arg_shapes_fn(name)
+
+    def arg_size_exprs(self, name: str) -> list[tuple]:
+        """torch's symbolic sizes (sympy expressions) of the tensors of argument `name`: sizes
+        of different inputs that torch relates (s0 and s0 - 1) where the traced ones do not."""
+        if self._arg_exprs_fn is None:
+            raise FusionError(f"no metadata shapes for argument {name!r}")
+        return self._arg_exprs_fn(name)
 
     def pin(self, name: str, tensors: list[Any], what: str) -> None:
         """Tie the traced tensors of argument `name` to the sizes torch's metadata gives them
@@ -307,10 +316,28 @@ def _slice_scatter(ctx: LoweringContext, a: dict[str, Any]) -> Any:
     start = _slice_start(a["start"], size, n, "slice_scatter")
     if step != 1:
         return _strided_scatter(x, src, d, start, step, _static_int(n, "slice_scatter of a dynamic length"))
-    after = _static_int(size - start - n, "slice_scatter: the size after the slice")
+    after = _size_after(ctx, d, size, start, n)
     widths = [0, 0] * (x.ndim - 1 - d) + [start, after]
     inside = ops.pad(I.full(list(src.shape), True, DataType.Bool), widths, False)
     return ops.where(inside, ops.pad(src, widths, 0), x)
+
+
+def _size_after(ctx: LoweringContext, d: int, size: Any, start: int, n: Any) -> int:
+    """slice_scatter's elements after the slice along d: from the traced sizes, or where they
+    are sizes of different inputs (a zeros tensor made from a size argument, a gradient of
+    another input: no common monomial), from torch's symbolic shapes, which relate them (the
+    pins check the traced sizes against those at run time)."""
+    try:
+        after = size - start - n
+    except TypeError:
+        after = None
+    if isinstance(after, int) and not isinstance(after, bool):
+        return after
+    (whole,), (part,) = ctx.arg_size_exprs("self"), ctx.arg_size_exprs("src")
+    after = whole[d] - start - part[d]
+    if not after.is_Integer:
+        raise FusionError(f"slice_scatter: the size after the slice, {after}, is symbolic (only constants are lowered)")
+    return int(after)
 
 
 def _strided_scatter(x: Any, src: Any, d: int, start: int, step: int, n: int) -> Any:

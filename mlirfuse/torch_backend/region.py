@@ -59,6 +59,13 @@ def size_expr(s: Any) -> sympy.Expr:
     return s.node.expr if isinstance(s, torch.SymInt) else sympy.Integer(int(s))
 
 
+def _arg_size_exprs(arg: Any) -> list[tuple[sympy.Expr, ...]]:
+    """torch's symbolic sizes (sympy) of the tensors of an argument, one tuple per tensor."""
+    args = arg if isinstance(arg, (list, tuple)) else [arg]
+    return [tuple(size_expr(s) for s in v.meta["val"].shape) for v in args
+            if isinstance(v, fx.Node) and isinstance(v.meta.get("val"), torch.Tensor)]
+
+
 def _scalar_dtype(val: Any) -> DataType:
     if isinstance(val, (bool, torch.SymBool)):
         return DataType.Bool
@@ -133,7 +140,8 @@ class Region:
             val = node.meta["val"]
             first = tensor_vals(val)[0]
             ctx = A.LoweringContext(to_dtype(first.dtype), lambda n=node, v=first: self._shape(n, v, sizes),
-                                    seed, offset, lambda name, n=node, b=bound: self._arg_shapes(n, b[name], sizes))
+                                    seed, offset, lambda name, n=node, b=bound: self._arg_shapes(n, b[name], sizes),
+                                    lambda name, b=bound: _arg_size_exprs(b[name]))
             if row.kind == A.RANDOM:
                 offset += 1
             try:

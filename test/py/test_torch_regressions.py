@@ -287,3 +287,33 @@ def test_a_generic_at_the_end_is_not_moved_back_and_forth() -> None:
 
     torch.manual_seed(20370)
     check(generate(Draw(rng=random.Random(20370))), single_node=False, pad_matmuls="always")
+
+
+def test_slice_scatter_over_a_dynamic_dim() -> None:
+    """slice_scatter where the sliced dim is dynamic (found by a sweep of HF models: BART's
+    shift_tokens_right, `y[:, 1:] = ids[:, :-1]`, and the backward of any `x[:, :-1]` once
+    dynamo recompiles for a second sequence length). The size after the slice is a constant
+    of torch's symbolic shapes even where the two dims are sizes of different inputs; the
+    compile raised TypeError (SymSize - SymSize) and failed as a whole."""
+    def shift_tokens_right(ids):
+        y = ids.new_zeros(ids.shape)
+        y[:, 1:] = ids[:, :-1].clone()
+        y[:, 0] = 2
+        return y
+
+    def slice_then_op(x):
+        return (x[:, :-1] * 2).sin()
+
+    dynamo.reset()
+    f = torch.compile(shift_tokens_right, backend="mlirfuse", dynamic=True)
+    for n in (32, 17):
+        ids = torch.randint(0, 100, (2, n))
+        assert torch.equal(f(ids), shift_tokens_right(ids))
+    dynamo.reset()
+    g = torch.compile(slice_then_op, backend="mlirfuse")
+    for n in (32, 24, 20):  # the second length makes dynamo recompile with a dynamic length
+        x = torch.randn(2, n, requires_grad=True)
+        x2 = x.detach().clone().requires_grad_()
+        g(x).sum().backward()
+        slice_then_op(x2).sum().backward()
+        torch.testing.assert_close(x.grad, x2.grad, rtol=1e-6, atol=1e-6)
