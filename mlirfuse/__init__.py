@@ -11,7 +11,7 @@ from mlirfuse.config import options, restore_options, set_options
 from mlirfuse.dtypes import DataType
 from mlirfuse.errors import FusionError
 from mlirfuse.frontend import ops
-from mlirfuse.frontend.fusion_definition import FusionDefinition
+from mlirfuse.frontend.fusion_definition import FusionDefinition, clone
 from mlirfuse.frontend.nvfuser_api import (FusionCache, compute_contiguity, compute_tensor_descriptor,
                                           disable_automatic_serialization, enable_automatic_serialization)
 from mlirfuse.frontend.nvfuser_api import ScalarValue as Scalar
@@ -20,7 +20,8 @@ from mlirfuse.frontend.grad import grad, vjp
 from mlirfuse.frontend.jit import jit
 
 __version__ = "0.1.0"
-__all__ = ["DataType", "FusionCache", "FusionDefinition", "FusionError", "Scalar", "Tensor", "compute_contiguity",
+__all__ = ["DataType", "FusionCache", "FusionDefinition", "FusionError", "Scalar", "Tensor", "clone",
+           "compute_contiguity",
            "compute_tensor_descriptor", "disable_automatic_serialization", "enable_automatic_serialization", "grad",
            "jit", "ops", "options", "reference", "restore_options", "set_options", "version", "vjp"]
 

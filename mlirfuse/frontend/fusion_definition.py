@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -478,39 +478,79 @@ class FusionDefinition(Inspection):
         return found
 
     def _replay(self, inputs: Sequence[Any], sizes: dict[int, int]) -> "FusionDefinition":
+        """This definition traced again with the sizes of `inputs` (and the values of the
+        runtime scalars in `sizes`, input id -> input number) as constants."""
         fd = FusionDefinition()
         fd._replaying = True
-        table: dict[int, Any] = {}
+        # The traced fusion's input shapes, by its input positions: a size taken from the
+        # first trace (`t.shape()` as a slice's end) is that of these inputs.
+        shapes: list[tuple[int, ...]] = [()] * len(self.fusion.specs)
+        for x, (_, positions, _) in zip(inputs, self._inputs):
+            for p in positions:
+                shapes[p] = tuple(int(s) for s in getattr(x, "shape", ()))
 
-        def value(v: Any, in_list: bool = False) -> Any:
-            if isinstance(v, (Tensor, Deferred, ComplexTensor)):
-                if id(v) not in table:
-                    raise FusionError(f"execute: this definition needs concrete sizes ({self._deferred}), and "
-                                      f"{v!r} was built outside fd.ops, fd.define_* and Python operators (by a "
-                                      "tensor method such as t.sum()?), so it cannot be traced again: use fd.ops")
-                return table[id(v)]
-            if isinstance(v, (list, tuple)):
-                return type(v)(value(x, True) for x in v)
-            if isinstance(v, dict):
-                return {k: value(x, in_list) for k, x in v.items()}
-            return v
+        def define(call: Call) -> Any:
+            number = call.user_inputs[0]
+            _, positions, dtype = self._inputs[number]
+            return fd.define_tensor([int(s) for s in getattr(inputs[number], "shape", ())], dtype=dtype,
+                                    contiguity=self.fusion.specs[positions[0]].contiguous)
+
+        def result_of_fd(call: Call, result: Any) -> Any:  # size scalars: inputs stay, uses see values
+            return sized(call.result, result, sizes, inputs, self._inputs, fd.fusion)
 
         with fd:
-            for call in self._log:
-                kind, name = call.key
-                if (kind, name) in (("fd", "define_tensor"), ("fd", "from_pytorch")):
-                    number = call.user_inputs[0]
-                    _, positions, dtype = self._inputs[number]
-                    result = fd.define_tensor([int(s) for s in getattr(inputs[number], "shape", ())], dtype=dtype,
-                                              contiguity=self.fusion.specs[positions[0]].contiguous)
-                else:
-                    args, kwargs = value(call.args), value(call.kwargs)
-                    target = getattr(fd.ops, name) if kind == "ops" else getattr(fd, name)
-                    result = target(*args, **kwargs)
-                    if kind == "fd":  # size scalars: the inputs stay, their uses see their values
-                        result = sized(call.result, result, sizes, inputs, self._inputs, fd.fusion)
-                bind(call.result, result, table)
+            self._retrace(fd, define, lambda size: size.evaluate(shapes), result_of_fd,
+                          f"this definition needs concrete sizes ({self._deferred})")
         return fd
+
+    def _retrace(self, fd: "FusionDefinition", define: Callable[[Call], Any], size: Callable[[SymSize], Any],
+                 result_of_fd: Callable[[Call, Any], Any], why: str) -> None:
+        """Every logged call made again on `fd` (inside its `with`), in order: inputs by
+        `define`, sizes of this definition's trace found in arguments by `size`, the results
+        of `fd.*` calls through `result_of_fd`."""
+        table: dict[int, Any] = {}
+
+        def value(v: Any) -> Any:
+            if isinstance(v, SymSize):
+                return size(v)
+            if isinstance(v, (Tensor, Deferred, ComplexTensor)):
+                if id(v) not in table:
+                    raise FusionError(f"{why}, and {v!r} was built outside fd.ops, fd.define_* and Python operators "
+                                      "(by a tensor method such as t.sum()?), so it cannot be traced again: use fd.ops")
+                return table[id(v)]
+            if isinstance(v, (list, tuple)):
+                return type(v)(value(x) for x in v)
+            if isinstance(v, dict):
+                return {k: value(x) for k, x in v.items()}
+            return v
+
+        for call in self._log:
+            kind, name = call.key
+            if (kind, name) in (("fd", "define_tensor"), ("fd", "from_pytorch")):
+                result = define(call)
+            else:
+                args, kwargs = value(call.args), value(call.kwargs)
+                result = (getattr(fd.ops, name) if kind == "ops" else getattr(fd, name))(*args, **kwargs)
+                if kind == "fd":
+                    result = result_of_fd(call, result)
+            bind(call.result, result, table)
+
+    def clone_into(self, target: "FusionDefinition") -> "FusionDefinition":
+        """`target` (a new, empty FusionDefinition) defined by this definition's calls made
+        again (nvFuser's `clone(fd, target)`): the same inputs, ops and outputs."""
+        self._ensure_defined()
+        if not isinstance(target, FusionDefinition) or target._finalized or target._log or target._tracing:
+            raise FusionError("clone: the target must be a new, empty FusionDefinition")
+        if type(target).definition is not FusionDefinition.definition:
+            raise FusionError("clone: the target defines its own fusion (a definition() method)")
+
+        def define(call: Call) -> Any:
+            return getattr(target, call.key[1])(*call.args, **call.kwargs)
+
+        with target:
+            self._retrace(target, define, lambda size: size, lambda call, result: result,
+                          "clone: this definition cannot be copied")
+        return target
 
     def compile(self, backend: str = "cpu") -> CompiledFusion:
         """Compile for `backend` (cached); the result keeps every stage's IR."""
@@ -613,6 +653,29 @@ class FusionDefinition(Inspection):
         function = f"nvfuser_fusion_id{number}" if number is not None else "nvfuser_incomplete_fusion"
         described = None if inputs is None else repro.describe(_flatten_vectors(list(inputs)))
         return repro.script(repr(self), function, described, header)
+
+    def _repro_error_str(self, section: str, inputs: Sequence[Any] | None = None) -> str:
+        """nvFuser's message for a failure while `section` ("executing", ...) this definition:
+        the failure's place, then the repro script for `inputs`."""
+        return (f"An error occurred while {section} FusionDefinition {self.id()}.\n"
+                "Here's a script to reproduce the error:\n```python\n" + self.repro_script_for(inputs) + "```\n")
+
+    def segment(self, inputs: Sequence[Any]) -> list["FusionDefinition"]:
+        """nvFuser's `segment(inputs)`: the pieces the definition executes as, each a
+        FusionDefinition, with `segment_index_space_maps[piece]` mapping the piece's state
+        indices to this definition's. mlirfuse executes a definition as one unit (its
+        segmenter places the kernel boundaries inside that unit when it compiles:
+        MLIRFUSE_DUMP=segmented_fusion shows where), so the definition is its one piece: a
+        clone, mapped index for index. Where nvFuser would run several segments, this list is
+        shorter than nvFuser's."""
+        self._ensure_defined()
+        if len(inputs) != len(self._inputs):
+            raise FusionError(f"segment: {len(inputs)} inputs for a definition of {len(self._inputs)}")
+        piece = self.clone_into(FusionDefinition())
+        indices = sorted(set(state_indices(self._log).values()))
+        self.segments = [piece]
+        self.segment_index_space_maps = {piece: {i: i for i in indices}}
+        return list(self.segments)
 
     def last_repro_script(self) -> str:
         """The repro script for the inputs of the last `execute(inputs, save_repro_state=True)`."""
@@ -834,3 +897,11 @@ def _write_into(target: Any, value: Any) -> None:
         target.copy_(value if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value)))
     else:
         np.copyto(target, np.asarray(value))
+
+
+def clone(source: FusionDefinition, target: FusionDefinition) -> FusionDefinition:
+    """nvFuser's `clone(fd, new_fd)`: `target`, a new FusionDefinition, defined as `source` is
+    (its calls made again); it executes as `source` does."""
+    if not isinstance(source, FusionDefinition):
+        raise FusionError(f"clone: expected a FusionDefinition to copy, got {type(source).__name__}")
+    return source.clone_into(target)

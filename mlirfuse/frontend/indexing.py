@@ -49,9 +49,22 @@ def _add(a: Size, b: Size, what: str) -> Size:
 
 
 def _int_arg(value: Any, what: str) -> int:
+    """An int argument: a Python int, or an integer 0-d tensor computed from constants (nvFuser's
+    scalar arithmetic). One held in a runtime scalar raises `ConcreteSizeNeeded`: a
+    FusionDefinition then traces again per value of the scalars it depends on."""
+    if isinstance(value, Tensor) and value.ndim == 0 and not value.dtype.is_float:
+        folded = O.fold(value)
+        if folded is None:
+            raise ConcreteSizeNeeded(f"{what}: the runtime scalar {value!r} used as a bound needs its value")
+        value = int(folded)
     if isinstance(value, bool) or not isinstance(value, int):
         raise FusionError(f"{what}: expected an int, got {value!r}")
     return value
+
+
+def _bound(value: Any, what: str) -> Any:
+    """A slice bound: None, a size (int or symbolic) or an int scalar (see `_int_arg`)."""
+    return value if value is None or isinstance(value, (int, SymSize)) else _int_arg(value, what)
 
 
 # -- iota, arange, full ------------------------------------------------------------------
@@ -146,9 +159,11 @@ def slice(x: Tensor, start_indices: Sequence[int], end_indices: Sequence[int] | 
                           f"{list(start_indices)}, {ends}, {steps}")
     firsts, shape = [], []
     for d, (s, e, st) in enumerate(zip(start_indices, ends, steps)):
+        st = _int_arg(st, what) if isinstance(st, Tensor) else st
         if not isinstance(st, int) or st <= 0:
             raise FusionError(f"{what}: stride {st!r} of dim {d} must be a positive int")
-        first, length = _normalized(s, e, st, x.shape[d], x.fusion, what)
+        first, length = _normalized(_bound(s, what), _bound(e, what), _int_arg(st, what), x.shape[d], x.fusion,
+                                    what)
         firsts.append(first)
         shape.append(length)
     return _slice(x, firsts, steps, shape)

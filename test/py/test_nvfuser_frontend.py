@@ -105,6 +105,71 @@ def test_define_vector_gives_shapes() -> None:
             fd.define_vector([1.5])
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_slices_with_constant_shape_and_runtime_bounds_in_one_definition(device) -> None:
+    """A constant slice of a dynamic input makes the definition trace per input signature;
+    the other slices then still work: one ending at `t.shape()` (a size of the first trace,
+    taken again from the inputs) and one whose bounds are runtime scalars (`define_vector(3)`,
+    traced per value: each call slices at its own bounds)."""
+    x = torch.randn(2, 5, 10, device=device)
+    with FusionDefinition() as fd:
+        t = fd.define_tensor([-1, -1, -1])
+        fd.add_output(fd.ops.slice(t, [0, 1, 2], [2, 5, 10], [1, 1, 1]))
+        fd.add_output(fd.ops.slice(t, fd.define_vector([0, 1, 2]), t.shape()))
+        fd.add_output(fd.ops.slice(t, fd.define_vector(3), fd.define_vector(3)))
+    for bounds in ([0, 1, 2, 2, 5, 10], [1, 0, 3, 2, 4, 7], [0, 2, 0, 1, 5, 4]):
+        outs = fd.execute([x, *bounds])
+        torch.testing.assert_close(outs[0], x[:, 1:, 2:])
+        torch.testing.assert_close(outs[1], x[:, 1:, 2:])
+        (a, b, c), (e, f, g) = bounds[:3], bounds[3:]
+        torch.testing.assert_close(outs[2], x[a:e, b:f, c:g])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_pad_widths_held_in_scalars(device) -> None:
+    """Pad widths that are fusion scalars: computed from constants (folded when traced) or
+    runtime inputs (traced per value)."""
+    x = torch.randn(1, 2, 3, device=device)
+    with FusionDefinition() as fd:
+        t = fd.from_pytorch(x)
+        width = fd.ops.cast(fd.ops.mul(fd.define_scalar(2.5, dtype=DataType.Float),
+                                       fd.define_scalar(7, dtype=DataType.Int)), dtype=DataType.Int)
+        fd.add_output(fd.ops.pad(t, fd.define_vector([width, width, width, width], dtype=DataType.Int)))
+    torch.testing.assert_close(fd.execute([x])[0], F.pad(x, [17, 17, 17, 17]))
+    with FusionDefinition() as fd:
+        t = fd.from_pytorch(x)
+        w = fd.define_scalar(None, dtype=DataType.Int)
+        fd.add_output(fd.ops.pad(t, [w, fd.ops.add(w, 1)], 0.5))
+    for w in (2, 0, 3):
+        torch.testing.assert_close(fd.execute([x, w])[0], F.pad(x, [w, w + 1], value=0.5))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_clone_defines_a_new_definition_that_runs_as_the_original(device) -> None:
+    """nvFuser's `clone(fd, new_fd)`: the copy has the same inputs, ops and outputs (the same
+    cache entry), deferred definitions included (a constant slice of a dynamic input); a
+    defined target is refused. `segment` gives the one piece mlirfuse executes (a clone,
+    mapped index for index); `_repro_error_str` holds the repro script."""
+    x = torch.randn(2, 5, 10, device=device)
+    with FusionDefinition() as fd:
+        t = fd.from_pytorch(x)
+        s = fd.define_scalar(None, dtype=DataType.Double)
+        fd.add_output(fd.ops.sum(fd.ops.mul(fd.ops.relu(t), s), [-1]))
+        fd.add_output(fd.ops.slice(t, [0, 1, 2], [2, 5, 10]))
+    copy = mlirfuse.clone(fd, FusionDefinition())
+    for a, b in zip(fd.execute([x, 2.0]), copy.execute([x, 2.0])):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    torch.testing.assert_close(copy.execute([x, 3.0])[1], x[:, 1:, 2:])
+    assert copy.id() == fd.id() and repr(copy) == repr(fd)
+    with pytest.raises(FusionError, match="new, empty FusionDefinition"):
+        mlirfuse.clone(fd, copy)
+    (piece,) = copy.segment([x, 2.0])
+    assert repr(piece) == repr(fd) and copy.segments == [piece]
+    assert copy.segment_index_space_maps[piece] == {i: i for i in range(6)}  # T0, S1, T2 .. T5
+    torch.testing.assert_close(copy.execute([x, 2.0])[0], piece.execute([x, 2.0])[0])
+    assert "fd.ops.slice" in fd._repro_error_str("executing", [x, 2.0])
+
+
 @pytest.mark.parametrize(("sizes", "strides", "contiguity", "order"), [
     ([2, 4, 8], [32, 8, 1], [True, True, True], [2, 1, 0]),
     ([2, 4], [1, 2], [True, True], [0, 1]),  # a transpose
