@@ -669,8 +669,9 @@ class FusionDefinition(Inspection):
         clone, mapped index for index. Where nvFuser would run several segments, this list is
         shorter than nvFuser's."""
         self._ensure_defined()
-        if len(inputs) != len(self._inputs):
-            raise FusionError(f"segment: {len(inputs)} inputs for a definition of {len(self._inputs)}")
+        if not isinstance(inputs, (list, tuple)) or len(_flatten_vectors(inputs)) != len(self._inputs):
+            raise FusionError(f"segment: expected a list of the definition's {len(self._inputs)} inputs (a vector "
+                              "of runtime sizes as one list)")
         piece = self.clone_into(FusionDefinition())
         indices = sorted(set(state_indices(self._log).values()))
         self.segments = [piece]

@@ -168,6 +168,12 @@ def test_clone_defines_a_new_definition_that_runs_as_the_original(device) -> Non
     assert copy.segment_index_space_maps[piece] == {i: i for i in range(6)}  # T0, S1, T2 .. T5
     torch.testing.assert_close(copy.execute([x, 2.0])[0], piece.execute([x, 2.0])[0])
     assert "fd.ops.slice" in fd._repro_error_str("executing", [x, 2.0])
+    with FusionDefinition() as fd:  # a vector of runtime sizes is one input of segment, as of execute
+        fd.add_output(fd.ops.sum(fd.ops.reshape(fd.from_pytorch(x), fd.define_vector(2)), [0]))
+    (piece,) = fd.segment([x, [10, 10]])
+    torch.testing.assert_close(piece.execute([x, (10, 10)])[0], x.reshape(10, 10).sum(0))
+    with pytest.raises(FusionError, match="segment: expected a list of the definition's 3 inputs"):
+        fd.segment([x])
 
 
 @pytest.mark.parametrize(("sizes", "strides", "contiguity", "order"), [
