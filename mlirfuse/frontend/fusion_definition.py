@@ -582,7 +582,8 @@ class FusionDefinition(Inspection):
         GPU arrays run on the GPU, host arrays on the CPU unless backend='gpu' (or a CUDA
         `device`, nvFuser's argument). `profile=True` keeps a profile (`fd.profile()`),
         `capture_debug_output=True` the dumps' text (`fd.debug_output()`): see
-        `fusion_inspection`. Outputs given an `alias_input` are written into it and not
+        `fusion_inspection`; `print_repro=True` prints the repro script (`repro_script_for`)
+        for these inputs. Outputs given an `alias_input` are written into it and not
         returned; outputs that are an input, a view of one, or a value written into one are
         that input (or the view), as nvFuser returns them (`output_aliases`). nvFuser's other
         options (_enable_options, ...) have no effect here: each warns once.
@@ -596,6 +597,8 @@ class FusionDefinition(Inspection):
         # nvFuser's repro state (its older name: save_repro_inputs): what the inputs were like
         if nvfuser_options.pop("save_repro_state", False) | nvfuser_options.pop("save_repro_inputs", False):
             self._repro_inputs = repro.describe(inputs)
+        if nvfuser_options.pop("print_repro", False):  # nvFuser's: the repro script, before the run
+            print(self.repro_script_for(inputs))
         for name in nvfuser_options:
             if name not in _WARNED:
                 _WARNED.add(name)

@@ -145,7 +145,7 @@ def test_pad_widths_held_in_scalars(device) -> None:
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_clone_defines_a_new_definition_that_runs_as_the_original(device) -> None:
+def test_clone_defines_a_new_definition_that_runs_as_the_original(device, capsys) -> None:
     """nvFuser's `clone(fd, new_fd)`: the copy has the same inputs, ops and outputs (the same
     cache entry), deferred definitions included (a constant slice of a dynamic input); a
     defined target is refused. `segment` gives the one piece mlirfuse executes (a clone,
@@ -168,6 +168,8 @@ def test_clone_defines_a_new_definition_that_runs_as_the_original(device) -> Non
     assert copy.segment_index_space_maps[piece] == {i: i for i in range(6)}  # T0, S1, T2 .. T5
     torch.testing.assert_close(copy.execute([x, 2.0])[0], piece.execute([x, 2.0])[0])
     assert "fd.ops.slice" in fd._repro_error_str("executing", [x, 2.0])
+    fd.execute([x, 2.0], print_repro=True)
+    assert "fd.ops.slice" in capsys.readouterr().out
     with FusionDefinition() as fd:  # a vector of runtime sizes is one input of segment, as of execute
         fd.add_output(fd.ops.sum(fd.ops.reshape(fd.from_pytorch(x), fd.define_vector(2)), [0]))
     (piece,) = fd.segment([x, [10, 10]])
