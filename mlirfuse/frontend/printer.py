@@ -49,6 +49,7 @@ class _Printer:
         self.lines: list[str] = []
         self.names: dict[int, str] = {}
         self.sizes: dict[Any, str] = {}
+        self.computed = 0  # %s names given: a size computed from others
         for i, t in enumerate(fusion.inputs):
             self.names[t.id] = f"%arg{i}"
 
@@ -63,9 +64,9 @@ class _Printer:
             name = f"%c{size}"
             self.lines.append(f"  {name} = arith.constant {size} : index")
         elif size.offset:
-            name = f"%s{len(self.sizes)}"
-            base = self.emit_size(size.monomial, resolve=False)
-            self.lines.append(f"  {name} = arith.addi {base}, {self.emit_size(size.offset)} : index")
+            base, offset = self.emit_size(size.monomial, resolve=False), self.emit_size(size.offset)
+            name = self._computed()  # after its operands' names (a product's is one too)
+            self.lines.append(f"  {name} = arith.addi {base}, {offset} : index")
         elif len(size.factors) == 1 and size.coef == 1:
             pos, dim = size.factors[0]
             name = f"%d{pos}_{dim}"
@@ -73,7 +74,7 @@ class _Printer:
             self.lines.append(f'  {name} = "fusion.size"({self.names[arg.id]}) {{dim = {dim} : i64}}'
                               f" : ({type_of(arg)}) -> index")
         else:
-            name = f"%s{len(self.sizes)}"
+            name = self._computed()
             steps = [("muli", self.emit_size(SymSize((f,)), resolve=False)) for f in size.factors[1:]]
             if size.coef.numerator != 1:
                 steps.append(("muli", self.emit_size(int(size.coef.numerator))))
@@ -86,6 +87,10 @@ class _Printer:
                 operand = result
         self.sizes[key] = name
         return name
+
+    def _computed(self) -> str:
+        self.computed += 1
+        return f"%s{self.computed - 1}"
 
     def emit_node(self, node: Node) -> None:
         operands = [self.names[t.id] for t in node.inputs]

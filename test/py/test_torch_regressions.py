@@ -317,3 +317,26 @@ def test_slice_scatter_over_a_dynamic_dim() -> None:
         g(x).sum().backward()
         slice_then_op(x2).sum().backward()
         torch.testing.assert_close(x.grad, x2.grad, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("fn, shapes", [
+    (lambda x: F.pad(F.pixel_shuffle(x, 2), (1, 1, 1, 1), mode="reflect") * 2, [(2, 8, 5, 5), (2, 4, 3, 6)]),
+    (lambda x: torch.arange(2 * x.shape[0] + 2, dtype=x.dtype).sum() * x.sum(), [(3, 5), (4, 6)]),
+    (lambda x: torch.arange(x.shape[0] // 2 + 1, dtype=x.dtype).sum() * x.sum(), [(3, 5), (4, 6)]),
+], ids=["pixel_shuffle_reflect_pad", "arange_2n_plus_2", "arange_half_n_plus_1"])
+def test_sizes_that_add_a_constant_to_a_product_of_dynamic_sizes(fn, shapes) -> None:
+    """A region whose size is a product or quotient of dynamic sizes plus a constant (2*H + 2
+    after a 2x pixel shuffle and a reflect pad) printed both index ops of that size under one
+    SSA name ("redefinition of SSA value '%s0'"): the region failed to compile (found by the
+    black-box sweep, with dynamic=True)."""
+    import mlirfuse
+
+    dynamo.reset()
+    f = torch.compile(fn, backend="mlirfuse", dynamic=True)
+    previous = mlirfuse.set_options(fallback=False)
+    try:
+        for shape in shapes:
+            x = torch.randn(shape)
+            torch.testing.assert_close(f(x), fn(x), rtol=1e-5, atol=1e-4)
+    finally:
+        mlirfuse.restore_options(previous)
