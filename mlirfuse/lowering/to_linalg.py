@@ -256,11 +256,13 @@ class FusionLowering:
         result_type = _storage_tensor(op.results[0].type)
         acc = B.storage_type(B.compute_type(result_type.element_type))
         if self.target == "cpu" and name not in ("prod", "max", "min") and \
-                isinstance(acc, (ir.F32Type, ir.F16Type, ir.BF16Type)):
+                isinstance(result_type.element_type, ir.F32Type):
             # The host's loops add one element after another: in float32 the error of a sum
             # grows with its length (a mean of 2^20 float32 values was off by 5e-4, where
             # torch's and numpy's blocked sums are off by 1e-8). float64 keeps it at one
-            # rounding to the result's type. (A GPU kernel's threads and blocks add in a tree.)
+            # rounding to the float32 result. (Half-precision results round far more than a
+            # float32 sum errs, and float64 -> bfloat16 has no JIT runtime routine. A GPU
+            # kernel's threads and blocks add in a tree.)
             acc = ir.F64Type.get()
         e = Emitter(acc, self.target)
         fast = ir.Attribute.parse("#arith.fastmath<reassoc>")

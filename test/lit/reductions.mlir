@@ -1,14 +1,14 @@
 // RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(fusion-to-linalg)' | FileCheck %s
 
 // A sum over the last axis: fill with 0, then a generic with a reduction loop; f16 is
-// extended to f64 (on the host: f32 on the GPU) before accumulating and rounded at the end.
+// extended to f32 before accumulating and rounded at the end.
 // CHECK-LABEL: func.func @sum_f16
 // CHECK: linalg.fill
 // CHECK: linalg.generic
 // CHECK-SAME: iterator_types = ["parallel", "reduction"]
-// CHECK: arith.extf {{.*}} : f16 to f64
-// CHECK: arith.addf {{.*}} fastmath<reassoc> : f64
-// CHECK: arith.truncf {{.*}} : f64 to f16
+// CHECK: arith.extf {{.*}} : f16 to f32
+// CHECK: arith.addf {{.*}} fastmath<reassoc> : f32
+// CHECK: arith.truncf {{.*}} : f32 to f16
 func.func @sum_f16(%x: tensor<?x?xf16>) -> tensor<?xf16> {
   %0 = "fusion.sum"(%x) {axes = array<i64: 1>, keepdim = false} : (tensor<?x?xf16>) -> tensor<?xf16>
   return %0 : tensor<?xf16>

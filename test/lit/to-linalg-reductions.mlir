@@ -1,9 +1,9 @@
 // fusion-to-linalg on reductions: an accumulator tensor of the kept dims is filled with the
 // reduction's identity (linalg.fill), then one linalg.generic reads the input through the
 // identity map and writes through a projected map, with "reduction" iterators on the reduced
-// axes. Floats accumulate with fastmath<reassoc>; on the host (the default target, cpu) sums,
-// means and variances of f32, f16 and bf16 accumulate in f64 and round once at the end (a
-// sequential f32 sum loses accuracy with its length); bools are i8 bytes.
+// axes. Floats accumulate with fastmath<reassoc>; f16 accumulates in f32; on the host (the
+// default target, cpu) sums, means and variances with f32 results accumulate in f64 and round
+// once at the end (a sequential f32 sum loses accuracy with its length); bools are i8 bytes.
 // RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(fusion-to-linalg)' | FileCheck %s
 
 // CHECK-DAG: #[[ID:map[0-9]*]] = affine_map<(d0, d1) -> (d0, d1)>
@@ -104,19 +104,18 @@ func.func @max_keepdim(%x: tensor<?x8xf32>) -> tensor<?x1xf32> {
   return %0 : tensor<?x1xf32>
 }
 
-// mean in f16: accumulate the f16 elements in f64 (on the host), divide by the element count,
-// round to f16 last.
+// mean in f16: accumulate the f16 elements in f32, divide by the element count, round to f16 last.
 // CHECK-LABEL: func.func @mean_f16(
-// CHECK: %[[N:[^ ]+]] = arith.sitofp %{{[^ ]+}} : i64 to f64
-// CHECK: linalg.fill ins(%{{[^ ]+}} : f64) outs(%{{[^ ]+}} : tensor<?xf64>)
-// CHECK: %[[SUM:[^ ]+]] = linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins(%{{[^ ]+}} : tensor<?x8xf16>) outs(%{{[^ ]+}} : tensor<?xf64>)
-// CHECK-NEXT: ^bb0(%[[IN:[^:]+]]: f16, %[[OUT:[^:]+]]: f64):
-// CHECK-NEXT: %[[W:[^ ]+]] = arith.extf %[[IN]] : f16 to f64
-// CHECK-NEXT: arith.addf %[[OUT]], %[[W]] fastmath<reassoc> : f64
-// CHECK: %[[MEAN:[^ ]+]] = linalg.generic {{.*}}ins(%[[SUM]] : tensor<?xf64>)
-// CHECK: arith.divf %{{[^ ]+}}, %[[N]] : f64
-// CHECK: %[[H:[^ ]+]] = linalg.generic {{.*}}ins(%[[MEAN]] : tensor<?xf64>) outs(%{{[^ ]+}} : tensor<?xf16>)
-// CHECK: arith.truncf %{{[^ ]+}} : f64 to f16
+// CHECK: %[[N:[^ ]+]] = arith.sitofp %{{[^ ]+}} : i64 to f32
+// CHECK: linalg.fill ins(%{{[^ ]+}} : f32) outs(%{{[^ ]+}} : tensor<?xf32>)
+// CHECK: %[[SUM:[^ ]+]] = linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins(%{{[^ ]+}} : tensor<?x8xf16>) outs(%{{[^ ]+}} : tensor<?xf32>)
+// CHECK-NEXT: ^bb0(%[[IN:[^:]+]]: f16, %[[OUT:[^:]+]]: f32):
+// CHECK-NEXT: %[[W:[^ ]+]] = arith.extf %[[IN]] : f16 to f32
+// CHECK-NEXT: arith.addf %[[OUT]], %[[W]] fastmath<reassoc> : f32
+// CHECK: %[[MEAN:[^ ]+]] = linalg.generic {{.*}}ins(%[[SUM]] : tensor<?xf32>)
+// CHECK: arith.divf %{{[^ ]+}}, %[[N]] : f32
+// CHECK: %[[H:[^ ]+]] = linalg.generic {{.*}}ins(%[[MEAN]] : tensor<?xf32>) outs(%{{[^ ]+}} : tensor<?xf16>)
+// CHECK: arith.truncf %{{[^ ]+}} : f32 to f16
 // CHECK: return %[[H]] : tensor<?xf16>
 func.func @mean_f16(%x: tensor<?x8xf16>) -> tensor<?xf16> {
   %0 = "fusion.mean"(%x) {axes = array<i64: 1>, keepdim = false} : (tensor<?x8xf16>) -> tensor<?xf16>

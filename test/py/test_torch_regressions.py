@@ -340,3 +340,22 @@ def test_sizes_that_add_a_constant_to_a_product_of_dynamic_sizes(fn, shapes) -> 
             torch.testing.assert_close(f(x), fn(x), rtol=1e-5, atol=1e-4)
     finally:
         mlirfuse.restore_options(previous)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_half_precision_means_compile_on_the_cpu(dtype) -> None:
+    """A mean over (2, 3) with a bfloat16 result (a CNN's global average pool under bf16
+    autocast): the CPU backend's float64 accumulator was rounded straight to bfloat16, which
+    the JIT has no runtime routine for (__truncdfbf2), and the region failed to compile."""
+    import mlirfuse
+
+    def f(x):
+        return (x * 2).mean((2, 3))
+
+    dynamo.reset()
+    x = torch.randn(2, 3, 5, 5).to(dtype)
+    previous = mlirfuse.set_options(fallback=False)
+    try:
+        torch.testing.assert_close(torch.compile(f, backend="mlirfuse")(x), f(x))
+    finally:
+        mlirfuse.restore_options(previous)
