@@ -158,12 +158,11 @@ def slice(x: Tensor, start_indices: Sequence[int], end_indices: Sequence[int] | 
         raise FusionError(f"{what}: needs {n} starts, ends and strides for a tensor of rank {n}, got "
                           f"{list(start_indices)}, {ends}, {steps}")
     firsts, shape = [], []
+    steps = [_int_arg(st, what) if isinstance(st, Tensor) else st for st in steps]
     for d, (s, e, st) in enumerate(zip(start_indices, ends, steps)):
-        st = _int_arg(st, what) if isinstance(st, Tensor) else st
         if not isinstance(st, int) or st <= 0:
             raise FusionError(f"{what}: stride {st!r} of dim {d} must be a positive int")
-        first, length = _normalized(_bound(s, what), _bound(e, what), _int_arg(st, what), x.shape[d], x.fusion,
-                                    what)
+        first, length = _normalized(_bound(s, what), _bound(e, what), st, x.shape[d], x.fusion, what)
         firsts.append(first)
         shape.append(length)
     return _slice(x, firsts, steps, shape)
