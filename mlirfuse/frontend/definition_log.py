@@ -38,6 +38,9 @@ class Deferred:
     shape = property(lambda self: self._unknown("the shape"))
     ndim = property(lambda self: self._unknown("the rank"))
 
+    def __getitem__(self, index: int) -> Any:  # an entry of a deferred vector (`fd.ops.shape(t)[1]`)
+        return self._fd.ops.at(self, index)
+
     def __repr__(self) -> str:
         which = "" if self._index is None else f"[{self._index}]"
         return f"Deferred(fd.ops.{self._call.key[1]}{which})"

@@ -17,7 +17,7 @@ from mlirfuse.frontend.symbolic import product
 
 NVFUSER_NAMES = ["div", "broadcast", "truediv", "signbit", "welford", "embedding_fwd", "normal", "segment_set", "frac",
                  "isfinite", "isneginf", "isposinf", "threshold", "addcmul", "randn_like", "real", "imag", "shape",
-                 "tensor_sizes", "slice", "sdpfa_fwd", "sdpfa_bwd", "cat", "squeeze", "reshape"]
+                 "tensor_sizes", "slice", "sdpfa_fwd", "sdpfa_bwd", "cat", "squeeze", "reshape", "at"]
 __all__ = NVFUSER_NAMES
 
 
@@ -44,10 +44,19 @@ def squeeze(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
     """nvFuser's `squeeze(t, dims, squeeze_expanded=False)`, and its older
     `squeeze(t, original_shape, dims)`; otherwise mlirfuse's squeeze."""
     dims = _original_shape("squeeze", x, args, kwargs, "dims")
-    if dims is not None:
+    if dims is None:
+        kwargs.pop("squeeze_expanded", None)
+        dims = args[0] if args else kwargs.pop("dims", None)
+    if dims is None or not isinstance(x, Tensor):
         return O.squeeze(x, dims)
-    kwargs.pop("squeeze_expanded", None)
-    return O.squeeze(x, *args[:1], **kwargs)
+    # nvFuser's: every given dim is squeezed, so it must be 1: a dynamic one is tied to 1 (checked
+    # at every call), a static one of another size is an error (torch's squeeze keeps it).
+    for d in O.normalize_axes(dims, x.ndim, "squeeze"):
+        size = x.fusion.canonical(x.shape[d])
+        if isinstance(size, int) and size != 1:
+            raise FusionError(f"squeeze: dim {d} has size {size}; only dims of size 1 can be squeezed")
+        x.fusion.unify(size, 1, f"squeeze: dim {d} must have size 1")
+    return O.squeeze(x, dims)
 
 
 def reshape(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
@@ -239,3 +248,13 @@ def shape(x: Tensor) -> list[Any]:
 
 
 tensor_sizes = shape
+
+
+def at(vector: Sequence[Any], index: int) -> Any:
+    """nvFuser's `at(vector, index)`: one entry of a vector (`shape(t)`, `define_vector`), a
+    negative index counting from the end."""
+    if not isinstance(vector, (list, tuple)):
+        raise FusionError(f"at: expected a vector (a list of sizes or scalars), got {vector!r}")
+    if isinstance(index, bool) or not isinstance(index, int) or not -len(vector) <= index < len(vector):
+        raise FusionError(f"at: index {index!r} out of range for a vector of {len(vector)}")
+    return vector[index]

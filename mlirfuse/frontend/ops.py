@@ -98,6 +98,8 @@ def constant(value: bool | int | float, dtype: DataType | str | None = None,
                 raise OverflowError(f"out of range for {dt.value}")
         else:
             value = bool(value)
+    except ConcreteSizeNeeded:  # a symbolic size as a value: traced again with concrete sizes
+        raise
     except (OverflowError, ValueError, TypeError) as e:
         raise FusionError(f"constant {value!r} as {dt.value}: {e}") from None
     return fusion.add_node("constant", [], {"value": value}, [(dt, ())], priority=SCALAR)[0]
@@ -489,10 +491,15 @@ def squeeze(x: Tensor, dims: Any = None) -> Tensor:
     what = "squeeze"
     if not isinstance(x, Tensor):
         raise FusionError(f"{what}: expected a tensor, got {x!r}")
+    sizes = [x.fusion.canonical(s) for s in x.shape]  # (a dynamic size tied to 1 is 1)
     if dims is None:
-        chosen = [i for i, s in enumerate(x.shape) if s == 1]
+        chosen = [i for i, s in enumerate(sizes) if s == 1]
     else:
-        chosen = [d for d in normalize_axes(dims, x.ndim, what) if x.ndim and x.shape[d] == 1]
+        chosen = [d for d in normalize_axes(dims, x.ndim, what) if x.ndim and sizes[d] == 1]
+        for d in normalize_axes(dims, x.ndim, what) if x.ndim else []:
+            if isinstance(sizes[d], SymSize):  # kept, as torch keeps a dim > 1: one of 1 would be dropped
+                x.fusion.require_at_least(sizes[d], 2, f"{what}: dynamic dim {d} is kept (as torch keeps dims "
+                                          "> 1; define it with size 1 to squeeze it)")
     if not chosen:
         return x
     shape = tuple(s for i, s in enumerate(x.shape) if i not in chosen)

@@ -178,6 +178,49 @@ def test_clone_defines_a_new_definition_that_runs_as_the_original(device, capsys
         fd.segment([x])
 
 
+def test_squeeze_of_a_dynamic_dim_ties_it_to_1() -> None:
+    """nvFuser's squeeze removes every dim it is given: a dynamic one must be 1 (checked at
+    each call; it was kept, a wrong shape), a static one of another size is an error. torch's
+    squeeze (`mlirfuse.ops.squeeze`) keeps a dim > 1, so a dynamic dim it keeps must not be 1."""
+    with FusionDefinition() as fd:
+        fd.add_output(fd.ops.squeeze(fd.define_tensor([-1, -1]), [0]))
+    x = torch.randn(1, 5)
+    torch.testing.assert_close(fd.execute([x])[0], x.squeeze(0))
+    with pytest.raises(FusionError, match="in0.shape.0. == 1"):
+        fd.execute([torch.randn(3, 5)])
+    with pytest.raises(FusionError, match="only dims of size 1 can be squeezed"):
+        with FusionDefinition() as fd:
+            fd.ops.squeeze(fd.define_tensor([3, -1]), [0])
+    with FusionDefinition() as fd:
+        fd.add_output(mlirfuse.ops.squeeze(fd.define_tensor([-1, -1]), [0]))
+    assert fd.execute([torch.randn(3, 5)])[0].shape == (3, 5)
+    with pytest.raises(FusionError, match="dynamic dim 0 is kept"):
+        fd.execute([torch.randn(1, 5)])
+
+
+def test_sizes_as_values_and_entries_of_shape_vectors() -> None:
+    """A symbolic size cast to a float or used as a fill value (a mean written by hand) traces
+    per input signature, as a size multiplied into a tensor does (it raised); `fd.ops.at` and
+    indexing take an entry of a shape vector, a deferred one included."""
+    with FusionDefinition() as fd:
+        a = fd.define_tensor([-1, -1])
+        n = fd.ops.cast(fd.ops.size(a, 1), DataType.Float)
+        fd.add_output(fd.ops.div(fd.ops.sum(a, [1]), n))
+        fd.add_output(fd.ops.full([fd.ops.size(a, 0)], fd.ops.at(fd.ops.shape(a), -1), DataType.Float))
+    for shape in [(2, 3), (4, 5)]:
+        x = torch.randn(shape)
+        mean, full = fd.execute([x])
+        torch.testing.assert_close(mean, x.mean(1))
+        torch.testing.assert_close(full, torch.full((shape[0],), float(shape[1])))
+    with FusionDefinition() as fd:
+        r = fd.ops.reshape(fd.define_tensor([-1]), fd.define_vector(2))  # deferred: runtime sizes
+        fd.add_output(fd.ops.add(r, fd.ops.shape(r)[1]))
+    torch.testing.assert_close(fd.execute([torch.zeros(12), [3, 4]])[0], torch.full((3, 4), 4.0))
+    with pytest.raises(FusionError, match="out of range"):
+        with FusionDefinition() as fd:
+            fd.ops.at(fd.ops.shape(fd.define_tensor([-1])), 1)
+
+
 @pytest.mark.parametrize(("sizes", "strides", "contiguity", "order"), [
     ([2, 4, 8], [32, 8, 1], [True, True, True], [2, 1, 0]),
     ([2, 4], [1, 2], [True, True], [0, 1]),  # a transpose
