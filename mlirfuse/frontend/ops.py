@@ -492,14 +492,12 @@ def squeeze(x: Tensor, dims: Any = None) -> Tensor:
     if not isinstance(x, Tensor):
         raise FusionError(f"{what}: expected a tensor, got {x!r}")
     sizes = [x.fusion.canonical(s) for s in x.shape]  # (a dynamic size tied to 1 is 1)
-    if dims is None:
-        chosen = [i for i, s in enumerate(sizes) if s == 1]
-    else:
-        chosen = [d for d in normalize_axes(dims, x.ndim, what) if x.ndim and sizes[d] == 1]
-        for d in normalize_axes(dims, x.ndim, what) if x.ndim else []:
-            if isinstance(sizes[d], SymSize):  # kept, as torch keeps a dim > 1: one of 1 would be dropped
-                x.fusion.require_at_least(sizes[d], 2, f"{what}: dynamic dim {d} is kept (as torch keeps dims "
-                                          "> 1; define it with size 1 to squeeze it)")
+    axes = range(x.ndim) if dims is None else normalize_axes(dims, x.ndim, what) if x.ndim else []
+    chosen = [d for d in axes if sizes[d] == 1]
+    for d in axes if dims is not None else []:
+        if isinstance(sizes[d], SymSize):  # kept, as torch keeps a dim > 1: one of 1 would be dropped
+            x.fusion.require_at_least(sizes[d], 2, f"{what}: dynamic dim {d} is kept (as torch keeps dims "
+                                      "> 1; define it with size 1 to squeeze it)")
     if not chosen:
         return x
     shape = tuple(s for i, s in enumerate(x.shape) if i not in chosen)
