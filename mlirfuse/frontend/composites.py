@@ -44,33 +44,47 @@ def _one_axis(dim: int, x: Tensor, what: str) -> int:
 def softmax(x: Tensor, dim: int = -1) -> Tensor:
     """exp(x - max) / sum(exp(x - max)) along `dim` (a reduction broadcast back: one kernel)."""
     d = _one_axis(dim, x, "softmax")
-    e = O.exp(O.sub(x, O.max(x, [d], True)))
-    return O.div(e, O.sum(e, [d], True))
+    u = _in_float(x)
+    e = O.exp(O.sub(u, O.max(u, [d], True)))
+    return _as(O.div(e, O.sum(e, [d], True)), x)
 
 
 def logsumexp(x: Tensor, dim: Any = -1, keepdim: bool = False) -> Tensor:
     """log(sum(exp(x))) along `dim`, computed around the maximum (an infinite maximum is
     taken as 0 there, as torch does, so that -inf rows give -inf, not NaN)."""
     dims = O.normalize_axes(dim, x.ndim, "logsumexp")
-    m = O.max(x, dims, True)
-    m = O.where(O.isinf(m), O.constant(0.0, x.dtype), m)
-    out = O.add(O.log(O.sum(O.exp(O.sub(x, m)), dims, True)), m)
+    u = _in_float(x)
+    m = O.max(u, dims, True)
+    m = O.where(O.isinf(m), O.constant(0.0, u.dtype), m)
+    out = _as(O.add(O.log(O.sum(O.exp(O.sub(u, m)), dims, True)), m), x)
     return O.squeeze(out, dims) if not keepdim else out
 
 
 def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
     d = _one_axis(dim, x, "log_softmax")
-    return O.sub(x, logsumexp(x, [d], keepdim=True))
+    u = _in_float(x)
+    return _as(O.sub(u, logsumexp(u, [d], keepdim=True)), x)
+
+
+def _in_float(x: Tensor) -> Tensor:
+    """A half-precision input as float32: torch computes these ops in float32 (its opmath
+    type) and rounds the result once, not every intermediate."""
+    return O.cast(x, DataType.Float) if x.dtype in (DataType.Half, DataType.BFloat16) else x
+
+
+def _as(y: Tensor, x: Tensor) -> Tensor:
+    return O.cast(y, x.dtype) if y.dtype != x.dtype else y
 
 
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     """torch's GELU: x * Phi(x) with erf, or its tanh approximation (`approximate='tanh'`)."""
+    if approximate not in ("none", "tanh"):
+        raise FusionError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    u = _in_float(x)
     if approximate == "none":
-        return O.mul(O.mul(x, 0.5), O.add(O.erf(O.mul(x, 0.7071067811865476)), 1.0))
-    if approximate == "tanh":
-        inner = O.mul(O.add(x, O.mul(O.mul(O.mul(x, x), x), 0.044715)), 0.7978845608028654)
-        return O.mul(O.mul(x, 0.5), O.add(O.tanh(inner), 1.0))
-    raise FusionError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+        return _as(O.mul(O.mul(u, 0.5), O.add(O.erf(O.mul(u, 0.7071067811865476)), 1.0)), x)
+    inner = O.mul(O.add(u, O.mul(O.mul(O.mul(u, u), u), 0.044715)), 0.7978845608028654)
+    return _as(O.mul(O.mul(u, 0.5), O.add(O.tanh(inner), 1.0)), x)
 
 
 def _normalized_axes(x: Tensor, normalized_shape: Any, what: str) -> list[int]:
@@ -98,8 +112,9 @@ def layer_norm(x: Tensor, normalized_shape: Any, weight: Operand | None = None, 
     """torch.nn.functional.layer_norm: (x - mean) / sqrt(var + eps) over the trailing
     `normalized_shape` dims (biased variance), then `* weight + bias`."""
     axes = _normalized_axes(x, normalized_shape, "layer_norm")
-    v, m = O.var_mean(x, axes, correction=0, keepdim=True)
-    return _affine(O.mul(O.sub(x, m), O.rsqrt(O.add(v, eps))), weight, bias)
+    u = _in_float(x)
+    v, m = O.var_mean(u, axes, correction=0, keepdim=True)
+    return _as(_affine(O.mul(O.sub(u, m), O.rsqrt(O.add(v, eps))), weight, bias), x)
 
 
 _MACHINE_EPSILON = {DataType.Float: 2.0 ** -23, DataType.Double: 2.0 ** -52, DataType.Half: 2.0 ** -10,
@@ -112,7 +127,8 @@ def rms_norm(x: Tensor, normalized_shape: Any, weight: Operand | None = None, ep
     axes = _normalized_axes(x, normalized_shape, "rms_norm")
     if eps is None:
         eps = _MACHINE_EPSILON.get(x.dtype, _MACHINE_EPSILON[DataType.Float])
-    return _affine(O.mul(x, O.rsqrt(O.add(O.mean(O.mul(x, x), axes, True), eps))), weight, None)
+    u = _in_float(x)
+    return _as(_affine(O.mul(u, O.rsqrt(O.add(O.mean(O.mul(u, u), axes, True), eps))), weight, None), x)
 
 
 COMPOSITE_NAMES = ["amax", "amin", "std", "square", "softmax", "logsumexp", "log_softmax", "gelu",

@@ -507,9 +507,8 @@ def test_static_rows_of_any_length_are_read_in_vectors(row, dtype, first, misali
     looping variant an element at a time. Each row's sums stay within tolerance. (Rows too
     long to hold: softmax alone, the emulator's slowest case.)"""
     x, w, b = randn(4, row, dtype=dtype), randn(row, dtype=dtype), randn(row, dtype=dtype)
-    # (a bfloat16 softmax sums its exp rounded to bfloat16: not summed online)
-    online_f32 = ONLINE if dtype == np.float32 else ""
-    cases = ((_layer_norm, (x, w, b), ""), (lambda t: ops.softmax(t, -1), (x,), online_f32))
+    # (softmax computes a bfloat16 row in float32, as torch does: summed online too)
+    cases = ((_layer_norm, (x, w, b), ""), (lambda t: ops.softmax(t, -1), (x,), ONLINE))
     for fn, args, online in cases[1:] if row > 16384 else cases:
         c = check(fn, *args, misalign=misalign, reduction_size=row, dynamic=False)
         looping = [v + online if "looping" in v else v for v in (first, SCALAR_LOOPING)]
@@ -1252,3 +1251,4 @@ def test_random_bounds_computed_in_the_fusion_are_read_in_the_kernel(bounds) -> 
         return t * ops.uniform(lo, hi, [8, 4], seed=3, dtype=DataType.Float)
     check(fn, np.ones((8, 4), np.float32))
     check(lambda t, s: t * ops.uniform(ops.cast(s, bounds), 3.0, [8, 4], seed=3), np.ones((8, 4), np.float32), -1.0)
+
