@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf, vector
 
 from mlirfuse.lowering.linalg_builders import ZERO, index_const
-from mlirfuse.passes.common import walk_ops
+from mlirfuse.passes.common import DimClasses, walk_ops
 
 log = logging.getLogger("mlirfuse.schedules")
 SCHEDULE_ATTR = "mlirfuse.schedule"
@@ -413,3 +413,44 @@ def _prod(values: Sequence[int]) -> int:
     for v in values:
         out *= v
     return out
+
+
+# -- which loop extents are equal ---------------------------------------------------------------
+class LoopExtents(DimClasses):
+    """Union-find over buffer dims `(value, position)`, static sizes and host index values:
+    two dims in one class have equal extents whenever the function runs."""
+
+    def __init__(self, ops: list[ir.Operation], generics: dict[int, Generic]):
+        super().__init__()
+        for op in ops:
+            if op.name == "memref.alloc":
+                result = op.results[0]
+                t = ir.MemRefType(result.type)
+                dynamic = iter(op.operands)
+                for pos in range(t.rank):
+                    if t.is_dynamic_dim(pos):
+                        self.union(self.dim(result, pos), self._size(next(dynamic)))
+                    else:
+                        self.dim(result, pos)
+        for g in generics.values():
+            for d in range(g.n_loops):
+                dims = [self.dim(o.value, pos) for o in g.operands if o.is_memref
+                        for pos, r in enumerate(o.results) if r == d]
+                for a in dims[1:]:
+                    self.union(dims[0], a)
+
+    def class_of(self, v: ir.Value) -> Any:
+        """The class of a host index value (an extent)."""
+        return self.find(self._size(v))
+
+    def _size(self, v: ir.Value) -> Any:
+        owner = v.owner
+        if not isinstance(owner, ir.Block) and owner.operation.name == "memref.dim":
+            index = owner.operation.operands[1].owner
+            if not isinstance(index, ir.Block) and index.operation.name == "arith.constant":
+                return self.dim(owner.operation.operands[0], ir.IntegerAttr(index.operation.attributes["value"]).value)
+        return ("value", v)
+
+    def loop(self, g: Generic, d: int) -> Any:
+        o, pos = next((o, p) for o in g.operands if o.is_memref for p, r in enumerate(o.results) if r == d)
+        return self.find(self.dim(o.value, pos))

@@ -7,7 +7,7 @@ them) that all iterate the same rows and the same row elements: inner reductions
 ([rows, row] -> [rows]), tile ops ([rows, row] -> [rows, row]) and row ops ([rows] ->
 [rows], e.g. the fills that initialize reductions). Equal extents are proved from the IR,
 not assumed: loop dims that index one buffer's dims, allocations sized by `memref.dim` of
-another buffer, equal static sizes (`_Extents`).
+another buffer, equal static sizes (`LoopExtents`).
 
 `threads` threads per row (a tier picked on the host from the row length), each holding
 `slots` vectors of every row-sized value of its row; blocks of max(threads, min_block)
@@ -50,6 +50,7 @@ from mlirfuse.lowering.gpu.body_reads import contiguous_reads
 from mlirfuse.lowering.gpu.kernels import (
     ZERO,
     Generic,
+    LoopExtents,
     aligned,
     analyze,
     base_buffer,
@@ -74,48 +75,6 @@ from mlirfuse.lowering.gpu.normalization_kernel import (
 from mlirfuse.lowering.gpu.online_sums import OnlineSum
 from mlirfuse.lowering.gpu.reduction import match_inner_reduction, static_product
 from mlirfuse.lowering.linalg_builders import index_const
-from mlirfuse.passes.common import DimClasses
-
-
-# -- which loop extents are equal ---------------------------------------------------------------
-class _Extents(DimClasses):
-    """Union-find over buffer dims `(value, position)`, static sizes and host index values:
-    two dims in one class have equal extents whenever the function runs."""
-
-    def __init__(self, ops: list[ir.Operation], generics: dict[int, Generic]):
-        super().__init__()
-        for op in ops:
-            if op.name == "memref.alloc":
-                result = op.results[0]
-                t = ir.MemRefType(result.type)
-                dynamic = iter(op.operands)
-                for pos in range(t.rank):
-                    if t.is_dynamic_dim(pos):
-                        self.union(self.dim(result, pos), self._size(next(dynamic)))
-                    else:
-                        self.dim(result, pos)
-        for g in generics.values():
-            for d in range(g.n_loops):
-                dims = [self.dim(o.value, pos) for o in g.operands if o.is_memref
-                        for pos, r in enumerate(o.results) if r == d]
-                for a in dims[1:]:
-                    self.union(dims[0], a)
-
-    def class_of(self, v: ir.Value) -> Any:
-        """The class of a host index value (an extent)."""
-        return self.find(self._size(v))
-
-    def _size(self, v: ir.Value) -> Any:
-        owner = v.owner
-        if not isinstance(owner, ir.Block) and owner.operation.name == "memref.dim":
-            index = owner.operation.operands[1].owner
-            if not isinstance(index, ir.Block) and index.operation.name == "arith.constant":
-                return self.dim(owner.operation.operands[0], ir.IntegerAttr(index.operation.attributes["value"]).value)
-        return ("value", v)
-
-    def loop(self, g: Generic, d: int) -> Any:
-        o, pos = next((o, p) for o in g.operands if o.is_memref for p, r in enumerate(o.results) if r == d)
-        return self.find(self.dim(o.value, pos))
 
 
 # -- matching ---------------------------------------------------------------------------------
@@ -138,7 +97,7 @@ class Chain:
     indices: list[int]  # the members' positions among the function's operations
     row_classes: list[Any]
     col_classes: list[Any]
-    extents: "_Extents"
+    extents: "LoopExtents"
 
     def broadcast_rows(self) -> dict[ir.Value, list[int]]:
         """Buffer -> the positions of the row loops it has, for buffers broadcast over others."""
@@ -196,7 +155,7 @@ class Chain:
                 if o.is_memref and m.roles[id(o)] in (TILE, COL) and o.value not in temporaries]
 
 
-def _member(g: Generic, extents: _Extents, row_classes: list[Any], col_classes: list[Any]) -> Member | None:
+def _member(g: Generic, extents: LoopExtents, row_classes: list[Any], col_classes: list[Any]) -> Member | None:
     """`g` as a member of a chain over these rows, or None."""
     loops = [d for d in range(g.n_loops) if g.static[d] != 1]
     classes = [extents.loop(g, d) for d in loops]
@@ -244,7 +203,7 @@ def find_chains(ops: list[ir.Operation]) -> list[Chain]:
             g = analyze(op)
             if not isinstance(g, str):
                 generics[i] = g
-    extents = _Extents(ops, generics)
+    extents = LoopExtents(ops, generics)
     chains: list[Chain] = []
     taken: set[int] = set()
     for i, g in generics.items():

@@ -29,6 +29,7 @@ from mlirfuse.lowering.gpu import heuristics as S
 from mlirfuse.lowering.gpu.body_reads import BodyReads, contiguous_reads, hoist, host_conditions
 from mlirfuse.lowering.gpu.kernels import (
     Generic,
+    LoopExtents,
     Operand,
     aligned,
     clone_body,
@@ -43,6 +44,7 @@ from mlirfuse.lowering.gpu.kernels import (
     store,
     variants,
 )
+from mlirfuse.lowering.gpu.philox_sharing import philox_linear_in, share_philox
 from mlirfuse.lowering.linalg_builders import ZERO, index_const
 
 
@@ -98,6 +100,7 @@ def emit_pointwise(m: PointwiseMatch, params: S.PointwiseParams) -> ir.Operation
         body, guard = guarded_launch(g, "pointwise", nonempty, grid, index_const(params.block))
     with ir.InsertionPoint(body.operations[len(body.operations) - 1]), g.op.location:
         kernel = _PointwiseKernel(m, params, views, extents, total, body.arguments[0], body.arguments[3], reads)
+        kernel.shared_philox = vec % 4 == 0 and not m.flat and _random_indices_along_rows(g)
         if vector_ok is not None and reads:  # the body's reads in vectors too where they allow it
             variants(vector_ok, vec, lambda width: kernel.variant(1) if width == 1 else variants(
                 reads_ok, 2, lambda reads_fit: kernel.variant(width, vector_reads=reads_fit > 1)))
@@ -105,6 +108,15 @@ def emit_pointwise(m: PointwiseMatch, params: S.PointwiseParams) -> ir.Operation
             variants(vector_ok, vec, kernel.variant)
     g.op.erase()
     return guard.operation
+
+
+def _random_indices_along_rows(g: Generic) -> bool:
+    """Consecutive elements of a row take consecutive random indices, and the rows' starts
+    are multiples of the inner extent (which the vector variant keeps a multiple of the
+    vector): a vector's elements then share Philox calls 4 at a time (`share_philox`)."""
+    classes = LoopExtents([], {0: g})
+    inner = classes.loop(g, g.n_loops - 1)
+    return philox_linear_in(g.body, g.n_loops - 1, lambda v: classes.class_of(v) == inner)
 
 
 def _element(loaded: ir.Value | list[ir.Value], e: int) -> ir.Value:
@@ -190,6 +202,7 @@ class _PointwiseKernel:
         linear, ivs, values = loaded
         results: list[list[ir.Value]] = [[] for _ in g.outputs]
         hoisted = hoist(self.reads, width, ivs) if width > 1 and self.reads and self.vector_reads else {}
+        cloned: list[list[ir.Operation]] = []
         for e in range(width):
             mapping = {o.arg: (_element(values[id(o)], e) if id(o) in values else o.value)
                        for o in g.operands if id(o) in values or not o.is_memref}
@@ -199,7 +212,10 @@ class _PointwiseKernel:
                 return arith.addi(iv, index_const(e)) if e and d == g.n_loops - 1 else iv
 
             replaced = {position: elements[e] for position, elements in hoisted.items()}
-            for k, v in enumerate(clone_body(g.body, mapping, index_of, replaced=replaced)):
+            cloned.append([])
+            for k, v in enumerate(clone_body(g.body, mapping, index_of, cloned[-1], replaced=replaced)):
                 results[k].append(v)
+        if width > 1 and self.shared_philox:  # the vector starts at a multiple of the vector along its row
+            share_philox(cloned)
         for o, elems in zip(g.outputs, results):
             store(elems if width > 1 else elems[0], self.views[id(o)], [linear])
