@@ -256,7 +256,9 @@ def elementwise(name: str, *args: Operand) -> Tensor:
             raise FusionError(f"{name}: not defined for bool tensors; cast them first")
         operand_dtypes = [common] * len(args)
         out_dtype = DataType.Bool if op.rule == T.COMPARE else common
-    compute = _opmath(op.rule, typed, out_dtype)
+    # (fmod and remainder take their operands in the result's type, scalars too: torch's
+    # kernels, CUDA's included, read them as scalar_t)
+    compute = out_dtype if name in ("fmod", "remainder") else _opmath(op.rule, typed, out_dtype)
     if compute is not out_dtype:
         operand_dtypes = [compute] * len(args)
     operands = [_materialize(a, dt, fusion) for a, dt in zip(args, operand_dtypes)]
@@ -273,14 +275,18 @@ _HALF_TYPES = (DataType.Half, DataType.BFloat16)
 
 def _opmath(rule: str, typed: list[tuple[DataType, int]], out_dtype: DataType) -> DataType:
     """The dtype an elementwise op computes in: its result's, except where a half-precision
-    result has a wider float operand (a 0-d float32 tensor, a Python float): then float32,
-    the wider value unrounded, and the result rounded once. torch's kernels read such an
-    operand as its original value in float32 arithmetic (`original_scalar_value<opmath_t>`:
-    every binary op on CUDA, mul and div on the CPU), as Inductor and nvFuser do; rounded to
-    bfloat16 first, `x * logit_scale.exp()` (CLIP) was off by a fixed 0.2%."""
+    result has a wider float operand (a 0-d float32 tensor, a Python float) or an integer
+    scalar (a Python int, a 0-d integer tensor): then float32, the value unrounded, and the
+    result rounded once. torch's kernels read such an operand as its original value in
+    float32 arithmetic (`original_scalar_value<opmath_t>`: every binary op on CUDA, mul and
+    div on the CPU), as Inductor and nvFuser do; rounded to bfloat16 first,
+    `x * logit_scale.exp()` (CLIP) was off by a fixed 0.2%, and rounded to float16, the
+    mean `x.sum(-1) / x.shape[-1]` of a row of 70000 was 0 (70000 is inf in float16). An
+    integer tensor with dims is cast to the result's type first, as torch does."""
     if out_dtype not in _HALF_TYPES or rule not in (T.SAME, T.FLOAT):
         return out_dtype
-    wider = any(dt.is_float and not dt.is_float8 and dt not in _HALF_TYPES for dt, _ in typed)
+    wider = any((dt.is_float and not dt.is_float8 and dt not in _HALF_TYPES)
+                or (dt.is_int and priority < DIMENSIONED) for dt, priority in typed)
     return DataType.Float if wider else out_dtype
 
 
@@ -306,8 +312,8 @@ def _reduction(name: str, x: Operand, axes: Any, keepdim: bool, extra: dict[str,
     if name in ("mean", "var", "var_mean") and not x.dtype.is_float:
         raise FusionError(f"{name}: needs a floating-point input, got {x.dtype.value}; cast it first")
     out_dtype = x.dtype
-    if name in ("sum", "prod") and not x.dtype.is_float:
-        out_dtype = DataType.Int
+    if name in ("sum", "prod") and not x.dtype.is_float and (dtype is None or dtype is DataType.Null):
+        out_dtype = DataType.Int  # torch's sums of integers and bools are int64, unless a dtype is given
     shape = tuple(1 if i in dims else s for i, s in enumerate(x.shape) if keepdim or i not in dims)
     n_results = 2 if name == "var_mean" else 1
     attrs = {"axes": dims, "keepdim": bool(keepdim), **extra}
