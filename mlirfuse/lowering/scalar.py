@@ -45,6 +45,8 @@ class Emitter:
 
         if self.target == "cpu" and isinstance(self.type, ir.F32Type) and name in approx.APPROXIMATIONS:
             return approx.APPROXIMATIONS[name](*xs)
+        if self.target == "cpu" and name in ("expm1", "log1p"):  # LLVM has exp(x) - 1, log(1 + x)
+            return (self._expm1 if name == "expm1" else self._log1p)(xs[0])
         if name == "sigmoid":
             one = self.const(1.0)
             return arith.divf(one, arith.addf(one, self.math("exp", arith.negf(xs[0]))))
@@ -52,6 +54,26 @@ class Emitter:
 
     def select(self, cond: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:
         return arith.select(cond, a, b)
+
+    def _expm1(self, x: ir.Value) -> ir.Value:
+        """exp(x) - 1 without its cancellation near 0 (Kahan: (u - 1) * x / log(u) with
+        u = exp(x); MLIR lowers math.expm1 to exp(x) - 1 on the host, 8e-8 relative error at
+        1e-10 in float64)."""
+        u = math.exp(x)
+        um1 = arith.subf(u, self.const(1.0))
+        kahan = arith.divf(arith.mulf(um1, x), math.log(u))
+        r = self.select(arith.cmpf(F.OEQ, um1, self.const(-1.0)), um1, kahan)
+        r = self.select(arith.cmpf(F.OEQ, u, self.const(float("inf"))), u, r)
+        return self.select(arith.cmpf(F.OEQ, u, self.const(1.0)), x, r)  # keeps -0 and NaN's payload
+
+    def _log1p(self, x: ir.Value) -> ir.Value:
+        """log(1 + x) without its cancellation near 0 (Goldberg: log(u) * x / (u - 1) with
+        u = 1 + x)."""
+        u = arith.addf(self.const(1.0), x)
+        goldberg = arith.divf(arith.mulf(math.log(u), x), arith.subf(u, self.const(1.0)))
+        r = self.select(arith.cmpf(F.OEQ, u, self.const(float("inf"))), u, goldberg)
+        r = self.select(arith.cmpf(F.OEQ, u, self.const(0.0)), math.log(u), r)
+        return self.select(arith.cmpf(F.OEQ, u, self.const(1.0)), x, r)
 
     def cmp(self, pred: str, a: ir.Value, b: ir.Value) -> ir.Value:
         """Compare with torch semantics: NaN is unordered (only `ne` holds)."""
@@ -95,10 +117,7 @@ def sign(e: Emitter, x: ir.Value) -> ir.Value:
         return x
     pos = e.select(e.cmp("gt", x, zero), one, zero)
     neg = e.select(e.cmp("lt", x, zero), one, zero)
-    diff = arith.subf(pos, neg) if e.is_float else arith.subi(pos, neg)
-    if e.is_float:  # sign(nan) = nan
-        return e.select(arith.cmpf(F.UNO, x, x), x, diff)
-    return diff
+    return arith.subf(pos, neg) if e.is_float else arith.subi(pos, neg)  # sign(nan) = 0, as torch's
 
 
 def _safe_divisor(e: Emitter, b: ir.Value) -> tuple[ir.Value, ir.Value]:
@@ -179,10 +198,30 @@ def div(e: Emitter, a: ir.Value, b: ir.Value) -> ir.Value:
 def power(e: Emitter, a: ir.Value, b: ir.Value) -> ir.Value:
     if e.is_float:
         return math.powf(a, b)
-    # Integer power: exact through f64 for results below 2^53.
-    f64 = ir.F64Type.get()
-    r = math.powf(arith.sitofp(f64, a), arith.sitofp(f64, b))
-    return arith.fptosi(e.type, math.roundeven(r))
+    return power_int(e, a, b)
+
+
+def power_int(e: Emitter, a: ir.Value, b: ir.Value) -> ir.Value:
+    """torch's integer pow: squaring and multiplying, wrapping as the type's products do
+    (through float64 it was inexact past 2^53 and gave INT_MIN on overflow); a negative
+    exponent gives 1 for a base of 1, +-1 for -1 (by the exponent's parity) and 0 otherwise."""
+    t, zero, one = e.type, e.const(0), e.const(1)
+    negative = e.cmp("lt", b, zero)
+    loop = scf.WhileOp([t, t, t], [one, a, e.select(negative, zero, b)])
+    before = loop.before.blocks.append(t, t, t)
+    with ir.InsertionPoint(before):
+        r, x, y = before.arguments
+        scf.condition(e.cmp("ne", y, zero), [r, x, y])
+    after = loop.after.blocks.append(t, t, t)
+    with ir.InsertionPoint(after):
+        r, x, y = after.arguments
+        odd = e.cmp("ne", arith.andi(y, one), zero)
+        scf.yield_([e.select(odd, arith.muli(r, x), r), arith.muli(x, x), arith.shrui(y, one)])
+    minus_one = e.const(-1)
+    odd_exponent = e.cmp("ne", arith.andi(b, one), zero)
+    inverse = e.select(e.cmp("eq", a, one), one,
+                       e.select(e.cmp("eq", a, minus_one), e.select(odd_exponent, minus_one, one), zero))
+    return e.select(negative, inverse, loop.results[0])
 
 
 def relu(e: Emitter, x: ir.Value) -> ir.Value:

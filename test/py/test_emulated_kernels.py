@@ -521,7 +521,7 @@ def test_shifted_rows_with_a_tile_broadcast_over_rows_and_iota(row) -> None:
     otherwise: read an element at a time) and the column index (cross-entropy's one-hot)."""
     def fn(x, p, label):
         y = x + p
-        logp = y - ops.log(ops.exp(y - y.max(-1, keepdim=True)).sum(-1, keepdim=True)) - y.max(-1, keepdim=True)
+        logp = y - ops.log(ops.exp(y - y.amax(-1, keepdim=True)).sum(-1, keepdim=True)) - y.amax(-1, keepdim=True)
         hot = I.iota(row) == label
         return ops.where(hot, logp, 0.0).sum(-1), ops.exp(logp)
     label = np.array([[0], [row - 1], [5], [row // 2]], np.int64).reshape(2, 2, 1)
@@ -531,7 +531,7 @@ def test_shifted_rows_with_a_tile_broadcast_over_rows_and_iota(row) -> None:
 
 def _log_softmax_parts(x):
     """Cross-entropy's forward: log-softmax, its row maximum and log-sum-exp."""
-    m = x.max(-1, keepdim=True)
+    m = x.amax(-1, keepdim=True)
     lse = ops.log(ops.exp(x - m).sum(-1, keepdim=True))
     return x - m - lse, m, lse
 
@@ -563,11 +563,11 @@ def test_looping_variant_sums_exp_against_a_running_maximum(misalign) -> None:
     soft = check(lambda t: ops.softmax(t, -1), x, misalign=misalign, reduction_size=203)  # exp a tile op
     assert all(v.endswith(ONLINE) for v in _variants(soft)[1:]), soft.stages["launch_params"]
     assert all(v.endswith(ONLINE) for v in _variants(c)[1:]), c.stages["launch_params"]
-    check(lambda t: ops.exp(2.0 * t - t.max(-1, keepdim=True)).sum(-1), randn(5, 203), misalign=misalign,
+    check(lambda t: ops.exp(2.0 * t - t.amax(-1, keepdim=True)).sum(-1), randn(5, 203), misalign=misalign,
           reduction_size=203)
 
     def scaled(t, k):
-        m = t.max(-1, keepdim=True)
+        m = t.amax(-1, keepdim=True)
         return t - m - ops.log((ops.exp(t - m) * k).sum(-1, keepdim=True))
 
     plain = check(scaled, x, 1.0, misalign=misalign, reduction_size=203)
@@ -1219,6 +1219,14 @@ def test_shifts_on_the_emulated_gpu() -> None:
     c = check(lambda x, y: (ops.bitwise_left_shift(x, y), ops.bitwise_right_shift(x, y),
                             ops.logical_right_shift(x, y)), a, b)
     assert schedules(c) == ["pointwise"]
+
+
+def test_integer_powers_on_the_emulated_gpu() -> None:
+    """Integer pow's square-and-multiply loop in a kernel (wrapping products, negative
+    exponents), against the CPU backend."""
+    a = np.array([3, 2147483647, 0, 7, -1, -1, 1, 2, -3, 5] * 4, np.int64)
+    b = np.array([39, 2, -2, 23, -3, -4, -7, 0, 5, 62] * 4, np.int64)
+    assert schedules(check(lambda x, y: x ** y, a, b)) == ["pointwise"]
 
 
 @pytest.mark.parametrize("dtype", [ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2])
