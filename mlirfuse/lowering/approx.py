@@ -15,8 +15,9 @@ with an active ``ir.InsertionPoint`` and ``ir.Location``.  Accuracy versus
 float64 numpy (``test/py/test_approx.py`` asserts <= 4 ulp): measured max
 ~1 ulp for exp/exp2/log/log2/log1p, ~1.4 for expm1/tanh, ~1.6 for erf and sin/cos,
 ~2.4 for sigmoid.  nan propagates; +-inf, +-0, overflow and (gradual) underflow
-follow C99.  ``sin``/``cos`` use Cody-Waite reduction with a 3-part pi/2: <= 2 ulp
-for |x| <= 1e6, degrading beyond (6 ulp at 2e6, ~1000 ulp at 8e6).
+follow C99.  ``sin``/``cos`` reduce x by pi/2 in float64 (Payne-Hanek: 2/pi in 28-bit
+digits): <= 2 ulp over the float32 range (a float32 Cody-Waite reduction left ~13000 ulp at
+1e7 and values outside [-1, 1] past 2^24).
 ``math.fma``/``floor``/``roundeven`` need FMA/SSE4.1 hardware to stay inline
 (otherwise LLVM calls fmaf/floorf); the JIT targets the host CPU.
 """
@@ -301,39 +302,52 @@ def erf(x: ir.Value) -> ir.Value:
 # sin / cos
 # --------------------------------------------------------------------------
 
-# pi/2 = _PIO2_1 + _PIO2_2 + _PIO2_3 + O(1e-23): float32 parts of pi/2 taken
-# from a 60-digit value (a float64 pi/2 is not accurate enough for the tail).
-_PIO2_1 = 1.5707963705062866
-_PIO2_2 = -4.371138828673793e-08
-_PIO2_3 = -1.7151245100058819e-15
+# 2/pi in 28-bit digits: 2/pi = sum(d * 2^(-28 (j + 1))). A float32 x has 24 significant bits,
+# so x * d * 2^(-28 (j + 1)) is exact in float64: x * 2/pi reduced mod 4 term by term is exact
+# but for the few terms' roundings (Payne-Hanek's reduction in float64 arithmetic: 8 digits
+# reach the float32 range's top, 2^128).
+_TWO_OVER_PI_DIGITS = (170891318, 240010261, 44024437, 131200308, 232525238, 43358524, 70845471, 240214955)
 # Cephes sinf/cosf kernels on |r| <= pi/4.
 _SIN_P = (-1.9515295891e-4, 8.3321608736e-3, -1.6666654611e-1)
 _COS_P = (2.443315711809948e-5, -1.388731625493765e-3, 4.166664568298827e-2)
 
 
 def _sin_cos(x: ir.Value, quadrant_shift: float) -> ir.Value:
-    """sin(x + quadrant_shift * pi/2) via x = k*pi/2 + r, |r| <= ~pi/4."""
-    k = math.roundeven(_mul(x, 2.0 / _pymath.pi))
-    r = _fma(k, -_PIO2_1, x)             # exact: the difference fits in 24 bits
-    r = _fma(k, -_PIO2_2, r)
-    r = _fma(k, -_PIO2_3, r)
+    """sin(x + quadrant_shift * pi/2) via x = k*pi/2 + r, |r| <= ~pi/4: x * 2/pi as a sum of
+    exact float64 products, each reduced to [-2, 2] by whole multiples of 4 (plain float64
+    ops: they vectorize as the float32 ones do)."""
+    f64 = ir.F64Type.get()
+
+    def c(v: float) -> ir.Value:
+        return arith.constant(f64, v)
+
+    def less_fours(t: ir.Value) -> ir.Value:  # t - 4 * round(t / 4): exact, in [-2, 2]
+        return arith.subf(t, arith.mulf(math.roundeven(arith.mulf(t, c(0.25))), c(4.0)))
+    xd = arith.extf(f64, x)
+    f = None
+    for j, digit in enumerate(_TWO_OVER_PI_DIGITS):
+        term = less_fours(arith.mulf(xd, c(_pymath.ldexp(digit, -28 * (j + 1)))))
+        f = term if f is None else arith.addf(f, term)
+    k = math.roundeven(f)  # x * 2/pi = 4n + f, so the quadrant is k mod 4
+    r = arith.truncf(_f32(), arith.mulf(arith.subf(f, k), c(_pymath.pi / 2)))
     z = _mul(r, r)
     s = _fma(_mul(r, z), _poly(z, _SIN_P), r)
-    c = _fma(_mul(z, z), _poly(z, _COS_P), _fma(z, -0.5, 1.0))
-    q = _add(k, quadrant_shift)
-    q = _sub(q, _mul(math.floor(_mul(q, 0.25)), 4.0))  # q mod 4 in {0,1,2,3}
-    odd = _cmp("oeq", _sub(q, _mul(math.floor(_mul(q, 0.5)), 2.0)), 1.0)
-    v = _sel(odd, c, s)
-    return _sel(_cmp("oge", q, 2.0), arith.negf(v), v)
+    c_ = _fma(_mul(z, z), _poly(z, _COS_P), _fma(z, -0.5, 1.0))
+    q = arith.addf(k, c(quadrant_shift))  # an integer in [-9, 10]: q mod 4 is exact
+    q = arith.subf(q, arith.mulf(math.floor(arith.mulf(q, c(0.25))), c(4.0)))
+    odd = arith.cmpf(arith.CmpFPredicate.OEQ, arith.subf(q, arith.mulf(math.floor(arith.mulf(q, c(0.5))), c(2.0))),
+                     c(1.0))
+    v = _sel(odd, c_, s)
+    return _sel(arith.cmpf(arith.CmpFPredicate.OGE, q, c(2.0)), arith.negf(v), v)
 
 
 def sin(x: ir.Value) -> ir.Value:
-    """Sine; accurate for |x| <= 1e6, nan for +-inf."""
+    """Sine; <= 2 ulp over the float32 range, nan for +-inf."""
     return _sel(_cmp("oeq", x, 0.0), x, _sin_cos(x, 0.0))  # keep -0
 
 
 def cos(x: ir.Value) -> ir.Value:
-    """Cosine; accurate for |x| <= 1e6, nan for +-inf."""
+    """Cosine; <= 2 ulp over the float32 range, nan for +-inf."""
     return _sin_cos(x, 1.0)
 
 

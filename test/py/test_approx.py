@@ -250,3 +250,16 @@ def test_sin_cos(name: str, ref: Callable[[np.ndarray], np.ndarray]):
     special(name, [INF, -INF, NAN, 0.0], [NAN, NAN, NAN, 0.0 if name == "sin" else 1.0])
     if name == "sin":
         special(name, [-0.0, 1e-30], [-0.0, np.float32(1e-30)])
+
+
+# Past 1e6 a float32 Cody-Waite reduction fell apart (~13000 ulp at 1e7; sin(2^31) = -7.1e9,
+# cos(1e30) = -inf): the whole float32 range, both signs, and integers near powers of two.
+WIDE = np.concatenate([f32_logspace(-30, 38.5, 400_001), f32_logspace(-30, 38.5, 400_001, -1.0),
+                       np.float32(2.0) ** np.arange(20, 128, dtype=np.float32),
+                       np.nextafter(np.float32(2.0) ** np.arange(20, 128, dtype=np.float32), np.float32(0)),
+                       np.array([np.finfo(np.float32).max, -np.finfo(np.float32).max, 2**31 - 1], np.float32)])
+
+
+@pytest.mark.parametrize("name, ref", [("sin", np.sin), ("cos", np.cos)])
+def test_sin_cos_over_the_float32_range(name: str, ref: Callable[[np.ndarray], np.ndarray]):
+    check(name, WIDE, ref)
