@@ -92,7 +92,7 @@ def rms_norm_t(x, w):
 
 
 def softmax(x):
-    e = ops.exp(x - x.max(-1, keepdim=True))
+    e = ops.exp(x - x.amax(-1, keepdim=True))
     return e / e.sum(-1, keepdim=True)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import builtins
 import logging
 import math
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -593,9 +593,40 @@ def getitem(x: Tensor, key: Any) -> Tensor:
     return x
 
 
+class MinMax(NamedTuple):
+    """torch.return_types.max / min: what x.max(dim) and x.min(dim) return."""
+    values: Tensor
+    indices: Tensor
+
+
+def _extreme_method(name: str) -> Callable[..., Any]:
+    reduce, arg, pairwise = (O.max, argmax, O.maximum) if name == "max" else (O.min, argmin, O.minimum)
+
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Any:
+        """torch's spellings: x.max() the maximum; x.max(dim, keepdim=False) the named pair
+        (values, indices) (so x.max(-1)[0] is the values, as in torch); x.max(other) the
+        elementwise maximum. numpy's keywords (axis=, keepdims=) and lists of axes give the
+        values alone, as ndarray.max and mlirfuse.ops.max do."""
+        if len(args) == 1 and not kwargs and isinstance(args[0], Tensor):
+            return pairwise(self, args[0])
+        dim = args[0] if args else kwargs.get("dim")
+        numpy_style = {"axis", "keepdims", "axes", "dims"} & kwargs.keys()
+        if not isinstance(dim, int) or isinstance(dim, bool) or numpy_style:
+            return reduce(self, *args, **kwargs)
+        if len(args) > 2 or set(kwargs) - {"dim", "keepdim"}:
+            raise FusionError(f"x.{name}(dim, keepdim=False): unexpected arguments {args[2:]} {kwargs}")
+        keepdim = bool(args[1] if len(args) > 1 else kwargs.get("keepdim", False))
+        return MinMax(reduce(self, [dim], keepdim), arg(self, dim, keepdim))
+    method.__name__ = name
+    return method
+
+
 def attach_tensor_methods() -> None:
     """torch's spellings: x.gather(dim, index), x.index_select(dim, index), x.masked_fill(mask,
-    value), x.triu(diagonal), x.argmax(dim, keepdim), x.cumsum(dim)."""
+    value), x.triu(diagonal), x.argmax(dim, keepdim), x.cumsum(dim), x.max(dim) / x.min(dim)
+    (values and indices)."""
+    Tensor.max = _extreme_method("max")
+    Tensor.min = _extreme_method("min")
     Tensor.gather = lambda self, dim, index: gather(self, index, dim)
     Tensor.index_select = lambda self, dim, index: index_select(self, index, dim)
     Tensor.select = lambda self, dim, index: select(self, index, dim)

@@ -38,7 +38,7 @@ def test_size_one_dims_are_part_of_the_signature() -> None:
 
 
 def test_empty_tensors() -> None:
-    f = mlirfuse.jit(lambda x: (ops.exp(x), x.sum(0), x.mean(1), x.max(1)))
+    f = mlirfuse.jit(lambda x: (ops.exp(x), x.sum(0), x.mean(1), x.amax(1)))
     x = np.zeros((0, 4), np.float32)
     e, s, m, mx = f(x)
     assert e.shape == (0, 4) and s.shape == (4,) and (s == 0).all()
@@ -420,6 +420,32 @@ def test_composites_of_half_precision_inputs_round_once_as_torch_does(dtype) -> 
         assert units(got, exact) <= 0.6, f"{name}: {units(got, exact):.2f} units from the float32 result"
         # (torch's own float16 log_softmax is off by up to 5 units on some rows)
         assert units(got, want.double()) <= 1.0 + units(want, exact), name
+
+
+def test_max_and_min_methods_follow_torch() -> None:
+    """x.max(dim) returns torch's pair (values, indices): it returned the values alone, so
+    torch code's x.max(-1)[0] silently gave the first row of the values. numpy's keywords
+    (axis=, keepdims=) and lists of axes keep giving the values; x.max(other) is elementwise."""
+    torch = pytest.importorskip("torch")
+    x = torch.tensor([[1.0, 5.0, 3.0, 5.0], [7.0, 2.0, -1.0, 0.0]])
+    y = torch.tensor([[2.0, 0.0, 3.0, 9.0], [0.0, 4.0, -2.0, 1.0]])
+    cases = {
+        "max(-1)[0]": (lambda t, u: t.max(-1)[0], lambda t, u: t.max(-1)[0]),
+        "max(-1).indices": (lambda t, u: t.max(-1).indices, lambda t, u: t.max(-1).indices),
+        "min(dim=1, keepdim=True)": (lambda t, u: tuple(t.min(dim=1, keepdim=True)),
+                                     lambda t, u: tuple(t.min(dim=1, keepdim=True))),
+        "max(0, True).values": (lambda t, u: t.max(0, True).values, lambda t, u: t.max(0, True).values),
+        "max()": (lambda t, u: t.max(), lambda t, u: t.max()),
+        "max(other)": (lambda t, u: t.max(u), lambda t, u: t.max(u)),
+        "min(other)": (lambda t, u: t.min(u), lambda t, u: t.min(u)),
+    }
+    for name, (fused, reference) in cases.items():
+        got, want = mlirfuse.jit(fused)(x, y), reference(x, y)
+        for g, w in zip(*((got, want) if isinstance(want, tuple) else ((got,), (want,)))):
+            assert g.dtype == w.dtype and g.shape == w.shape and torch.equal(g, w), name
+    got = mlirfuse.jit(lambda t: (t.max(axis=1), t.max(1, keepdims=True), t.min([0, 1])))(x)
+    for g, w in zip(got, (x.amax(1), x.amax(1, keepdim=True), x.amin([0, 1]))):
+        assert torch.equal(g, w)
 
 
 def test_composites_say_what_is_wrong() -> None:

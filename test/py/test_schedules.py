@@ -296,7 +296,7 @@ def _layer_norm(x, w, b):
 
 
 def _softmax(x):
-    e = ops.exp(x - x.max(-1, keepdim=True))
+    e = ops.exp(x - x.amax(-1, keepdim=True))
     return e / e.sum(-1, keepdim=True)
 
 
