@@ -92,7 +92,8 @@ def extreme(ops, g, y, x, axes, keepdim):
 
 
 def _var_part(ops, g, x, m, axes, keepdim, correction):
-    scale = 2.0 / (count(x, axes, "var") - correction)
+    dof = count(x, axes, "var") - correction  # 0: an infinite scale, NaN gradients, as torch's
+    scale = 2.0 / dof if dof else math.inf
     return ops.mul(ops.mul(keep_dims(ops, g, axes, keepdim), scale), ops.sub(x, m))
 
 
@@ -311,7 +312,9 @@ def extreme_of_two(sign: int):
 
 
 def atan2(ops, g, y, a, b):
-    scale = ops.div(g, ops.add(ops.mul(a, a), ops.mul(b, b)))
+    """torch's atan2_backward: at the origin (a reciprocal of 0) the gradients are 0."""
+    norm = ops.add(ops.mul(a, a), ops.mul(b, b))
+    scale = ops.where(ops.eq(norm, 0), 0, ops.div(g, norm))
     return ops.mul(scale, b), ops.mul(ops.neg(scale), a)
 
 

@@ -201,7 +201,7 @@ ELEMENTWISE = [
     _ew("erf", 1, FLOAT, _erf, S.transcendental("erf"),
         vjp=lambda ops, g, y, x: (ops.mul(ops.mul(g, D.TWO_OVER_SQRT_PI), ops.exp(ops.neg(ops.mul(x, x)))),)),
     _ew("relu", 1, SAME, lambda x: np.maximum(x, np.zeros((), x.dtype)), S.relu,
-        vjp=lambda ops, g, y, x: (ops.where(ops.gt(y, 0), g, 0),)),
+        vjp=lambda ops, g, y, x: (ops.where(ops.le(y, 0), 0, g),)),  # NaN passes it, as torch's
     _ew("silu", 1, FLOAT, lambda x: x * _sigmoid(x), S.silu,
         vjp=D.silu),
     _ew("floor", 1, SAME, _int_identity(np.floor), S.by_kind(lambda e, x: S.math.floor(x), lambda e, x: x),
@@ -325,7 +325,7 @@ OTHER_OPS = [
 ]
 
 def _ref_linear(x: np.ndarray, w: np.ndarray, *bias: np.ndarray) -> np.ndarray:
-    y = np.matmul(x, np.swapaxes(w, -1, -2))
+    y = np.matmul(x, np.swapaxes(w, -1, -2) if w.ndim > 1 else w)
     return y + bias[0] if bias else y
 
 

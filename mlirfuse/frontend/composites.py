@@ -28,7 +28,11 @@ def amin(x: Tensor, axes: Any = None, keepdim: bool = False) -> Tensor:
 
 @O.reduction_api
 def std(x: Tensor, axes: Any = None, correction: float = 1, keepdim: bool = False) -> Tensor:
-    return O.sqrt(O.var(x, axes, correction, keepdim))
+    """sqrt(var); where the variance is 0 the gradient is 0, as torch's std_backward masks
+    it (sqrt's own at 0 is infinite: the row's gradient was NaN)."""
+    v = O.var(x, axes, correction, keepdim)
+    zero = O.eq(v, 0.0)
+    return O.where(zero, 0.0, O.sqrt(O.where(zero, 1.0, v)))
 
 
 def square(x: Tensor) -> Tensor:
@@ -162,11 +166,17 @@ def _clamp(x: Tensor, min: Operand | None = None, max: Operand | None = None) ->
     """torch's x.clamp(min, max): either bound may be None (not both)."""
     if min is None and max is None:
         raise FusionError("clamp: give min, max or both")
-    if max is None:
-        return O.maximum(x, min)
-    if min is None:
-        return O.minimum(x, max)
-    return O.clamp(x, min, max)
+    # one-sided: the bound where x is past it, else x (the gradient goes to x at a tie, as
+    # torch's clamp_min/clamp_max backward; maximum/minimum split it); a NaN bound wins
+    if min is not None and max is not None:
+        return O.clamp(x, min, max)
+    bound, past = (min, O.lt) if max is None else (max, O.gt)
+    if isinstance(bound, float) and bound != bound:
+        return O.maximum(x, bound)  # all NaN
+    taken = past(x, bound)
+    if isinstance(bound, Tensor) and bound.dtype.is_float:
+        taken = O.logical_or(taken, O.isnan(bound))
+    return O.where(taken, bound, x)
 
 
 def attach_tensor_methods() -> None:

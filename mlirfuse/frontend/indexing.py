@@ -616,7 +616,13 @@ def _extreme_method(name: str) -> Callable[..., Any]:
         if len(args) > 2 or set(kwargs) - {"dim", "keepdim"}:
             raise FusionError(f"x.{name}(dim, keepdim=False): unexpected arguments {args[2:]} {kwargs}")
         keepdim = bool(args[1] if len(args) > 1 else kwargs.get("keepdim", False))
-        return MinMax(reduce(self, [dim], keepdim), arg(self, dim, keepdim))
+        # the values gathered at the indices: their gradient goes to that element alone,
+        # as torch's (a reduction's is shared among tied extremes)
+        indices = arg(self, dim, True)
+        values = gather(self, indices, dim)
+        if not keepdim:
+            indices, values = O.squeeze(indices, [dim]), O.squeeze(values, [dim])
+        return MinMax(values, indices)
     method.__name__ = name
     return method
 

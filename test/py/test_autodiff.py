@@ -584,3 +584,38 @@ def test_gradients_of_permuted_dense_inputs_in_their_own_dims() -> None:
     (g,) = vjp_fn(np.ones((3, 4), x.dtype))
     assert g.shape == (3, 4)
     np.testing.assert_allclose(g, np.exp(x) * 3, rtol=1e-12)
+
+
+def _edge_cases():
+    """Gradients at ties, zeros and NaN that torch defines (found by black-box testing)."""
+    x = torch.tensor([[-1.0, 0.0, 0.5, 2.0], [0.5, 0.5, 0.5, 0.5]], dtype=torch.float64)
+    yield "clamp(min=0) at 0", (lambda t: t.clamp(min=0.0)), (lambda t: t.clamp(min=0.0)), [x]
+    yield "clamp(max=0.5) at 0.5", (lambda t: t.clamp(max=0.5)), (lambda t: t.clamp(max=0.5)), [x]
+    yield "clamp(min=tensor) at ties", (lambda t, m: t.clamp(min=m)), (lambda t, m: t.clamp(min=m)), [x, x[1]]
+    yield "std of a constant row", (lambda t: ops.std(t, -1)), (lambda t: t.std(-1)), [x]
+    yield "std without correction", (lambda t: ops.std(t, -1, correction=0)), (lambda t: t.std(-1, correction=0)), [x]
+    yield "var with correction = count", (lambda t: ops.var(t, 0)), (lambda t: t.var(0)), [x[:1]]
+    yield "std with correction = count", (lambda t: ops.std(t, 0) * 2.0), (lambda t: t.std(0) * 2.0), [x[:1]]
+    zeros = torch.tensor([0.0, -0.0, 0.0, 1.0], dtype=torch.float64)
+    yield "atan2 at the origin", ops.atan2, torch.atan2, [zeros, torch.tensor([0.0, 0.0, -0.0, 2.0], dtype=torch.float64)]
+    nan = torch.tensor([float("nan"), -1.0, 0.0, 2.0], dtype=torch.float64)
+    yield "relu of NaN", ops.relu, torch.relu, [nan]
+    yield "x.max(dim) with ties", (lambda t: t.max(-1)[0]), (lambda t: t.max(-1)[0]), [x]
+    yield "x.min(dim, keepdim) with ties", (lambda t: t.min(1, keepdim=True).values * 3.0), \
+        (lambda t: t.min(1, keepdim=True).values * 3.0), [x]
+    yield "linear with a vector weight", (lambda t, w: ops.linear(t, w)), (lambda t, w: F.linear(t, w)), [x, x[0]]
+
+
+@pytest.mark.parametrize("name, mine, theirs, inputs", list(_edge_cases()), ids=lambda v: v if isinstance(v, str) else "")
+def test_gradients_at_ties_zeros_and_nan_follow_torch(name, mine, theirs, inputs) -> None:
+    """A one-sided clamp split the gradient at a tie (0.5 where torch gives 1: clamp(min=0)
+    at exact zeros); std of a constant row gave NaN (torch: 0); var/std with correction equal
+    to the count raised ZeroDivisionError while tracing (torch: NaN); atan2(0, 0) gave NaN
+    (torch: 0); relu(NaN) dropped the gradient (torch passes it); x.max(dim) split it among
+    tied maxima (torch sends it to the returned index); linear with a vector weight failed."""
+    mine_in = [t.clone().requires_grad_() for t in inputs]
+    ref_in = [t.clone().requires_grad_() for t in inputs]
+    outs, grads = _grads(mlirfuse.jit(mine), mine_in)
+    ref_outs, ref_grads = _grads(theirs, ref_in)
+    for got, want in zip(outs + grads, ref_outs + ref_grads):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12, equal_nan=True, msg=name)
