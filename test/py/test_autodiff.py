@@ -597,7 +597,8 @@ def _edge_cases():
     yield "var with correction = count", (lambda t: ops.var(t, 0)), (lambda t: t.var(0)), [x[:1]]
     yield "std with correction = count", (lambda t: ops.std(t, 0) * 2.0), (lambda t: t.std(0) * 2.0), [x[:1]]
     zeros = torch.tensor([0.0, -0.0, 0.0, 1.0], dtype=torch.float64)
-    yield "atan2 at the origin", ops.atan2, torch.atan2, [zeros, torch.tensor([0.0, 0.0, -0.0, 2.0], dtype=torch.float64)]
+    other = torch.tensor([0.0, 0.0, -0.0, 2.0], dtype=torch.float64)
+    yield "atan2 at the origin", ops.atan2, torch.atan2, [zeros, other]
     nan = torch.tensor([float("nan"), -1.0, 0.0, 2.0], dtype=torch.float64)
     yield "relu of NaN", ops.relu, torch.relu, [nan]
     yield "x.max(dim) with ties", (lambda t: t.max(-1)[0]), (lambda t: t.max(-1)[0]), [x]
@@ -606,7 +607,8 @@ def _edge_cases():
     yield "linear with a vector weight", (lambda t, w: ops.linear(t, w)), (lambda t, w: F.linear(t, w)), [x, x[0]]
 
 
-@pytest.mark.parametrize("name, mine, theirs, inputs", list(_edge_cases()), ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize("name, mine, theirs, inputs", list(_edge_cases()),
+                         ids=lambda v: v if isinstance(v, str) else "")
 def test_gradients_at_ties_zeros_and_nan_follow_torch(name, mine, theirs, inputs) -> None:
     """A one-sided clamp split the gradient at a tie (0.5 where torch gives 1: clamp(min=0)
     at exact zeros); std of a constant row gave NaN (torch: 0); var/std with correction equal

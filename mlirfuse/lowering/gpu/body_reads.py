@@ -225,13 +225,51 @@ class Hoisted:
 
 def hoist(found: BodyReads, width: int, ivs: list[ir.Value]) -> dict[int, list[ir.Value]]:
     """Load each read's vector at the current insertion point, for the elements from loop
-    indices `ivs` on along the innermost loop: position -> the vector's elements."""
+    indices `ivs` on along the innermost loop: position -> the vector's elements. Two reads
+    of one row of a source in the two branches of one whole-vector condition (a cat's
+    halves, a rotation's `j < 64 ? -x[j + 64] : x[j - 64]`) are one load at the column of
+    the branch the vector takes (loading both cost a rotary kernel a third more loads)."""
     at = Hoisted(found, lambda d: ivs[d])
     elements = {}
-    for r in found.reads:
-        vec = load(r.load.operands[0], at.row(r) + [at.column(r, ivs[-1], width)], width)
-        elements[r.position] = [element(vec, e) for e in range(width)]
+    for reads, condition in _branch_pairs(found.reads):
+        columns = [at.column(r, ivs[-1], width) for r in reads]
+        if condition is None:
+            column = columns[0]
+        else:  # (both multiples of the vector: the mask tells LLVM so, which keeps the load whole)
+            column = arith.andi(arith.select(at.value(condition), *columns), index_const(-width))
+        vec = load(reads[0].load.operands[0], at.row(reads[0]) + [column], width)
+        for r in reads:
+            elements[r.position] = [element(vec, e) for e in range(width)]
     return elements
+
+
+def _branch_pairs(reads: list[ContiguousRead]) -> list[tuple[list[ContiguousRead], ir.Value | None]]:
+    """The reads, one at a time ([read], None), but for pairs ([then's, else's], condition):
+    clamped reads of one source at the same row, each the only read of its branch of one
+    scf.if (whose condition `contiguous_reads` found to be the same along a vector)."""
+    by_branch: dict = {}
+    for r in reads:
+        parent = r.load.parent
+        if r.clamped and parent is not None and parent.name == "scf.if":
+            in_then = any(_key(op) == _key(r.load) for op in parent.regions[0].blocks[0].operations)
+            by_branch.setdefault((_key(parent), in_then), []).append(r)
+    paired: dict = {}
+    for (parent, in_then), rs in by_branch.items():
+        others = by_branch.get((parent, not in_then), [])
+        if in_then and len(rs) == 1 and len(others) == 1:
+            a, b = rs[0], others[0]
+            if a.source == b.source and list(a.load.operands)[1:-1] == list(b.load.operands)[1:-1]:
+                paired[a.position] = paired[b.position] = ([a, b], parent.operands[0])
+    out, seen = [], set()
+    for r in reads:
+        if r.position in paired:
+            if r.position not in seen:
+                pair = paired[r.position]
+                seen.update(x.position for x in pair[0])
+                out.append(pair)
+        else:
+            out.append(([r], None))
+    return out
 
 
 # arith.cmpi's predicates that hold on one side of a bound (eq and ne not: they hold at one
