@@ -131,9 +131,16 @@ def _ref_trunc_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _ref_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """torch's pow: integers exactly (numpy's wrapping products), a negative exponent giving
+    1 for a base of 1, +-1 for -1 and 0 otherwise."""
     if a.dtype.kind == "f":
         return np.power(a, b)
-    return np.round(np.power(a.astype(np.float64), b.astype(np.float64))).astype(a.dtype)
+    a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
+    negative = b < 0
+    with np.errstate(over="ignore"):
+        r = np.power(a, np.where(negative, 0, b))
+    inverse = np.where(a == 1, 1, np.where(a == -1, np.where(b % 2 != 0, -1, 1), 0))
+    return np.where(negative, inverse, r).astype(a.dtype)
 
 
 def _ref_lerp(a: np.ndarray, b: np.ndarray, w: np.ndarray) -> np.ndarray:
