@@ -91,6 +91,34 @@ def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     return _as(O.mul(O.mul(u, 0.5), O.add(O.tanh(inner), 1.0)), x)
 
 
+def floor_divide(a: Operand, b: Operand) -> Tensor:
+    """torch.floor_divide (Python's `//`, torch.div(..., rounding_mode="floor")): the
+    quotient rounded toward -inf. Floats as torch computes it, from fmod (floor(a / b) is
+    off where a / b rounds up to an integer: 1.0 // 0.1 is 9, floor(1.0 / 0.1) is 10), half
+    precision in float32; by 0, a / b. Integers: the truncated quotient less one where the
+    remainder's sign differs from the divisor's (by 0: 0, as mlirfuse's integer division)."""
+    fusion = O._fusion_of([a, b], "floor_divide")
+    common = O.result_type([O._dtype_priority(v, "floor_divide") for v in (a, b)], fusion.typed_scalars)
+    if common.is_bool:
+        raise FusionError("floor_divide: not defined for bool operands; cast them first")
+    if not common.is_float:
+        q, r = O.trunc_div(a, b), O.fmod(a, b)
+        past = O.logical_and(O.ne(r, 0), O.ne(O.lt(r, 0), O.lt(b, 0)))
+        return O.where(past, O.sub(q, 1), q)
+    wide = DataType.Float if common in (DataType.Half, DataType.BFloat16) else common
+    u = O.cast(a, wide) if isinstance(a, Tensor) and a.dtype != wide else a
+    v = O.cast(b, wide) if isinstance(b, Tensor) and b.dtype != wide else b
+    mod = O.fmod(u, v)
+    div = O.div(O.sub(u, mod), v)
+    div = O.where(O.logical_and(O.ne(mod, 0), O.ne(O.lt(v, 0), O.lt(mod, 0))), O.sub(div, 1), div)
+    floor = O.floor(div)
+    floor = O.where(O.gt(O.sub(div, floor), 0.5), O.add(floor, 1), floor)
+    quotient = O.div(u, v)
+    floor = O.where(O.eq(div, 0), O.mul(quotient, 0.0), floor)  # a zero with the quotient's sign
+    out = O.where(O.eq(v, 0), quotient, floor)
+    return O.cast(out, common) if out.dtype != common else out
+
+
 def _normalized_axes(x: Tensor, normalized_shape: Any, what: str) -> list[int]:
     shape = [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
     n = len(shape)
@@ -135,7 +163,7 @@ def rms_norm(x: Tensor, normalized_shape: Any, weight: Operand | None = None, ep
     return _as(_affine(O.mul(u, O.rsqrt(O.add(O.mean(O.mul(u, u), axes, True), eps))), weight, None), x)
 
 
-COMPOSITE_NAMES = ["amax", "amin", "std", "square", "softmax", "logsumexp", "log_softmax", "gelu",
+COMPOSITE_NAMES = ["amax", "amin", "std", "square", "softmax", "logsumexp", "log_softmax", "gelu", "floor_divide",
                    "layer_norm", "rms_norm"]
 __all__ = COMPOSITE_NAMES
 
@@ -182,6 +210,8 @@ def _clamp(x: Tensor, min: Operand | None = None, max: Operand | None = None) ->
 def attach_tensor_methods() -> None:
     for name in ("amax", "amin", "std", "square", "softmax", "logsumexp", "log_softmax"):
         setattr(Tensor, name, globals()[name])
+    Tensor.__floordiv__ = floor_divide
+    Tensor.__rfloordiv__ = lambda self, other: floor_divide(other, self)
     Tensor.transpose = _transpose
     Tensor.t = _t
     Tensor.flatten = _flatten

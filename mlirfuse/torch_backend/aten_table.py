@@ -133,9 +133,13 @@ def _trunc(x: Any) -> Any:
 
 
 def _div_mode(ctx: LoweringContext, a: dict[str, Any]) -> Any:
-    q = ops.div(a["self"], a["other"])
+    """div with a rounding mode: "floor" as torch's (from fmod: floor(a / b) gave 10 for
+    1.0 // 0.1, torch 9), "trunc" the quotient truncated (torch's trunc(a / b))."""
     mode = a["rounding_mode"]
-    return q if mode is None else ops.floor(q) if mode == "floor" else _trunc(q)
+    if mode == "floor":
+        return ops.floor_divide(a["self"], a["other"])
+    q = ops.div(a["self"], a["other"])
+    return q if mode is None else _trunc(q)
 
 
 def _float_rounding(a: dict[str, Any]) -> str | None:

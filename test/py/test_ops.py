@@ -325,6 +325,23 @@ def test_sign_of_nan_and_half_remainders_follow_torch(dtype) -> None:
             assert got.dtype == want.dtype and torch.allclose(got, want, equal_nan=True, rtol=0, atol=0), name
 
 
+def test_floor_division_of_traced_tensors() -> None:
+    """`//` on traced tensors (it raised TypeError) is torch.floor_divide: integers rounded
+    toward -inf, floats from fmod as torch computes them (1.0 // 0.1 is 9), half precision
+    in float32."""
+    torch = pytest.importorskip("torch")
+    i, j = torch.tensor([7, -7, 7, -7, 0, 5, -9]), torch.tensor([2, 2, -2, -2, 3, 1, 4])
+    got = mlirfuse.jit(lambda p, q: (p // q, p // 2, 7 // q, p // 0.5))(i, j)
+    for g, w in zip(got, (i // j, i // 2, 7 // j, i // 0.5)):
+        assert g.dtype == w.dtype and torch.equal(g, w)
+    a = torch.tensor([1.0, 7.0, -1.0, 0.3, 5.0, -0.0, 3.0, -7.5, float("nan")], dtype=torch.float64)
+    b = torch.tensor([0.1, 0.7, 0.1, 0.1, -0.0, 2.0, -2.0, 2.0, 1.0], dtype=torch.float64)
+    for dt in (torch.float64, torch.float32, torch.bfloat16, torch.float16):
+        got, want = mlirfuse.jit(lambda p, q: ops.floor_divide(p, q))(a.to(dt), b.to(dt)), a.to(dt) // b.to(dt)
+        torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+        assert torch.equal(got.signbit(), want.signbit())
+
+
 def test_sums_and_products_with_a_dtype_give_that_dtype() -> None:
     """sum/prod(x, dtype=int32) returned int64 (the result type of integer sums without a
     dtype), for int32, float and bool inputs alike; torch gives the dtype asked for."""

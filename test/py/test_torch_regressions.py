@@ -359,3 +359,20 @@ def test_half_precision_means_compile_on_the_cpu(dtype) -> None:
         torch.testing.assert_close(torch.compile(f, backend="mlirfuse")(x), f(x))
     finally:
         mlirfuse.restore_options(previous)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16, torch.float16])
+def test_floor_division_of_floats_as_torch(dtype) -> None:
+    """`a // b` and div(rounding_mode="floor") lowered to floor(a / b), which is off where
+    a / b rounds up to an integer: 1.0 // 0.1 gave 10, torch 9 (torch divides a - fmod(a, b)).
+    Signed zeros, division by 0 and NaN as torch's too."""
+    a = torch.tensor([1.0, 7.0, -1.0, 0.3, 5.0, -0.0, 3.0, -7.5, float("nan"), float("inf"), 0.0], dtype=dtype)
+    b = torch.tensor([0.1, 0.7, 0.1, 0.1, -0.0, 2.0, -2.0, 2.0, 1.0, 2.0, -3.0], dtype=dtype)
+
+    def fn(x, y):
+        return x // y, torch.div(x, y, rounding_mode="floor"), x // 0.1, torch.floor_divide(3.0, y)
+    got, want = torch.compile(fn, backend="mlirfuse")(a, b), fn(a, b)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        torch.testing.assert_close(g, w, rtol=0, atol=0, equal_nan=True)
+        assert torch.equal(g.signbit(), w.signbit())
