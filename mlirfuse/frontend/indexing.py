@@ -318,6 +318,9 @@ def gather(x: Tensor, index: Tensor, dim: int) -> Tensor:
     x, index = _tensor(x, what), _index_tensor(index, what)
     if index.ndim != x.ndim:
         raise FusionError(f"{what}: index of rank {index.ndim} for an input of rank {x.ndim}")
+    if x.ndim == 0:  # torch's: a 0-d input is one element along dim 0 (or -1)
+        O.normalize_dim(dim, 1, what)
+        return O.reshape(gather(O.reshape(x, [1]), O.reshape(index, [1]), 0), [])
     d = O.normalize_dim(dim, x.ndim, what)
     for i, (a, b) in enumerate(zip(index.shape, x.shape)):
         if i != d and isinstance(a, int) and isinstance(b, int) and a > b:

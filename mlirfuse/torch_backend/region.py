@@ -19,6 +19,7 @@ rows and sliced in the region, so its kernels read it in place instead of a dens
 from __future__ import annotations
 
 import operator
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -148,6 +149,13 @@ class Region:
                 result = row.lower(ctx, args_)
             except FusionError as e:
                 raise LoweringFailed(node, str(e)) from None
+            except _MissingSize:
+                raise
+            except Exception as e:  # noqa: BLE001 - a lowering's own bug: the node runs in torch, said aloud
+                reason = f"internal error in its lowering ({type(e).__name__}: {e})"
+                warnings.warn(f"mlirfuse: {node.target} ({node.name}) runs in torch: {reason}; please report it",
+                              RuntimeWarning, stacklevel=2)
+                raise LoweringFailed(node, reason) from None
             env[node] = _conform(node, result, val)
         results: list[Tensor] = []
         made: dict[tuple[int, tuple[int, ...] | None], int] = {}

@@ -376,3 +376,39 @@ def test_floor_division_of_floats_as_torch(dtype) -> None:
         assert g.dtype == w.dtype
         torch.testing.assert_close(g, w, rtol=0, atol=0, equal_nan=True)
         assert torch.equal(g.signbit(), w.signbit())
+
+
+def test_gather_of_a_zero_dim_tensor() -> None:
+    """torch.gather on 0-d tensors (dim 0 or -1) crashed the whole compile with an IndexError
+    (found by an OpInfo sweep)."""
+    x, i = torch.tensor(3.5), torch.tensor(0)
+
+    def fn(a, b):
+        return torch.gather(a, 0, b) * 2, torch.gather(a, -1, b)
+    for g, w in zip(torch.compile(fn, backend="mlirfuse")(x, i), fn(x, i)):
+        assert g.shape == w.shape and torch.equal(g, w)
+
+
+def test_a_lowering_that_raises_leaves_its_node_to_torch(monkeypatch) -> None:
+    """An internal error in one op's lowering (not a FusionError) failed the whole graph's
+    compile; the node now runs in torch, with a warning naming it, and the rest still fuses."""
+    from dataclasses import replace
+
+    from mlirfuse.torch_backend import aten_table as A
+
+    original = A.lookup
+
+    def broken(ctx, a):
+        raise IndexError("tuple index out of range")
+
+    def lookup(target):
+        row = original(target)
+        return replace(row, lower=broken) if target is torch.ops.aten.sin.default else row
+    monkeypatch.setattr(A, "lookup", lookup)
+    x = torch.randn(4, 8)
+
+    def fn(t):
+        return (torch.sin(t * 2.0) + 1.0).exp()
+    with pytest.warns(RuntimeWarning, match="sin.*runs in torch.*IndexError"):
+        got = torch.compile(fn, backend="mlirfuse")(x)
+    torch.testing.assert_close(got, fn(x))
