@@ -116,7 +116,9 @@ def _masked_sum(graph: fx.Graph, grad: fx.Node, indices: fx.Node, num_weights: i
     rows = []
     for w in range(num_weights):
         hit = new_node(graph, aten.unsqueeze.default, (new_node(graph, aten.eq.Scalar, (indices, w)), -1))
-        total = new_node(graph, aten.sum.dim_IntList, (new_node(graph, aten.where.self, (hit, grad, zero)), dims))
+        total = new_node(graph, aten.where.self, (hit, grad, zero))
+        if dims:  # (0-d indices: one token, no sum; an empty dim list would sum every dim)
+            total = new_node(graph, aten.sum.dim_IntList, (total, dims))
         rows.append(new_node(graph, aten.unsqueeze.default, (total, 0)))
     return rows[0] if num_weights == 1 else new_node(graph, aten.cat.default, (rows,))
 

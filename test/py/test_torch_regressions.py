@@ -412,3 +412,16 @@ def test_a_lowering_that_raises_leaves_its_node_to_torch(monkeypatch) -> None:
     with pytest.warns(RuntimeWarning, match="sin.*runs in torch.*IndexError"):
         got = torch.compile(fn, backend="mlirfuse")(x)
     torch.testing.assert_close(got, fn(x))
+
+
+@pytest.mark.parametrize("rows", [10, 40])
+def test_embedding_gradient_of_a_zero_dim_index(rows) -> None:
+    """F.embedding with a 0-d index: the small-table gradient (a masked sum per row) summed
+    over an empty list of dims, which aten reads as every dim: the weight's gradient came back
+    [rows] instead of [rows, dim] and backward raised (found by an OpInfo sweep)."""
+    w = torch.randn(rows, 5, dtype=torch.float64, requires_grad=True)
+    w2 = w.detach().clone().requires_grad_()
+    i = torch.tensor(3)
+    torch.compile(lambda a, b: F.embedding(b, a) * 2.0, backend="mlirfuse")(w, i).sum().backward()
+    (F.embedding(i, w2) * 2.0).sum().backward()
+    torch.testing.assert_close(w.grad, w2.grad, rtol=0, atol=0)
