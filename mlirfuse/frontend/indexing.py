@@ -353,6 +353,11 @@ def index_select(x: Tensor, index: Tensor, dim: int) -> Tensor:
     x, index = _tensor(x, what), _index_tensor(index, what)
     if index.ndim > 1:
         raise FusionError(f"{what}: index must be 1-D, got shape {O._fmt(index.shape)}")
+    if x.ndim == 0:  # torch's: a 0-d input is one element, and so is the result (0-d)
+        O.normalize_dim(dim, 1, what)
+        if index.ndim == 1 and isinstance(index.shape[0], int) and index.shape[0] != 1:
+            raise FusionError(f"{what}: index of {index.shape[0]} entries for a 0-d input")
+        return O.reshape(gather(O.reshape(x, [1]), O.reshape(index, [1]), 0), [])
     d = O.normalize_dim(dim, x.ndim, what)
     if index.ndim == 0:
         index = O.unsqueeze(index, 0)

@@ -297,6 +297,8 @@ def _scatter_value(ctx: LoweringContext, a: dict[str, Any]) -> Any:
     and covers self in every other dim (nll_loss's backward writes its one-hot this way):
     where(position == index, value, self). Several positions a row could collide: torch."""
     x, index, value = a["self"], a["index"], a["value"]
+    if x.ndim == 0:
+        raise FusionError("scatter: a 0-d input is left to torch")
     d = ops.normalize_dim(a["dim"], x.ndim, "scatter")
     (xs,), (js,) = ctx.arg_shapes("self"), ctx.arg_shapes("index")
     if len(js) != len(xs) or js[d] != 1 or any(js[i] != xs[i] for i in range(len(xs)) if i != d):

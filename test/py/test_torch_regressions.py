@@ -3,6 +3,8 @@ it pins down (issue 19's table, and what the differential fuzzer found)."""
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 pytest.importorskip("torch")
@@ -378,14 +380,19 @@ def test_floor_division_of_floats_as_torch(dtype) -> None:
         assert torch.equal(g.signbit(), w.signbit())
 
 
-def test_gather_of_a_zero_dim_tensor() -> None:
-    """torch.gather on 0-d tensors (dim 0 or -1) crashed the whole compile with an IndexError
-    (found by an OpInfo sweep)."""
-    x, i = torch.tensor(3.5), torch.tensor(0)
+def test_indexing_ops_of_a_zero_dim_tensor() -> None:
+    """torch.gather, index_select and scatter on 0-d tensors (dim 0 or -1) crashed the whole
+    compile with an IndexError (found by an OpInfo sweep): gather and index_select take the
+    input as one element, scatter of a 0-d input is left to torch."""
+    x, i, i1 = torch.tensor(3.5), torch.tensor(0), torch.tensor([0])
 
-    def fn(a, b):
-        return torch.gather(a, 0, b) * 2, torch.gather(a, -1, b)
-    for g, w in zip(torch.compile(fn, backend="mlirfuse")(x, i), fn(x, i)):
+    def fn(a, b, c):
+        return (torch.gather(a, 0, b) * 2, torch.gather(a, -1, b), torch.index_select(a, 0, c) * 2,
+                torch.index_select(a, -1, b) + 1, torch.scatter(a, 0, b, 2.5) * 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no internal error left for the safety net
+        got = torch.compile(fn, backend="mlirfuse")(x, i, i1)
+    for g, w in zip(got, fn(x, i, i1)):
         assert g.shape == w.shape and torch.equal(g, w)
 
 
