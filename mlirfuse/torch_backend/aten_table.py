@@ -27,6 +27,7 @@ from mlirfuse import ops
 from mlirfuse.dtypes import DataType
 from mlirfuse.errors import FusionError
 from mlirfuse.frontend import indexing as I
+from mlirfuse.frontend.graph import Tensor
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -41,8 +42,9 @@ class LoweringContext:
 
     def __init__(self, dtype: DataType, shape_fn: Callable[[], tuple], seed: Any = None, offset: int = 0,
                  arg_shapes_fn: Callable[[str], list[tuple]] | None = None,
-                 arg_exprs_fn: Callable[[str], list[tuple]] | None = None):
+                 arg_exprs_fn: Callable[[str], list[tuple]] | None = None, device_type: str = "cpu"):
         self.dtype = dtype
+        self.device_type = device_type  # the node's device ("cpu", "cuda"): where torch's kernels differ
         self._shape_fn = shape_fn
         self.seed = seed
         self.offset = offset
@@ -184,12 +186,28 @@ def _binary(name: str, fn: Callable[[Any, Any], Any] | None = None,
             for o in overloads if hasattr(packet, o)}
 
 
+def _scaled(ctx: LoweringContext, f: Callable[[Any, Any], Any], x: Any, y: Any, alpha: Any) -> Any:
+    """f(x, alpha * y) as torch's add/sub/rsub with alpha: a half-precision result computed in
+    float32 and rounded once (alpha * y rounded to bfloat16 first moved SGD's bf16 weights off
+    eager's), alpha itself in the result's type on the CPU and in float32 on CUDA, as torch's
+    kernels take it."""
+    if _is_one(alpha):
+        return f(x, y)
+    if ctx.dtype not in (DataType.Half, DataType.BFloat16) or not isinstance(alpha, (int, float)):
+        return f(x, ops.mul(y, alpha))
+    if ctx.device_type == "cpu":
+        alpha = float(torch.tensor(float(alpha), dtype=getattr(torch, ctx.dtype.value)))
+
+    def wide(v: Any) -> Any:
+        return ops.cast(v, DataType.Float) if isinstance(v, Tensor) else v
+    return ops.cast(f(wide(x), ops.mul(wide(y), float(alpha))), ctx.dtype)
+
+
 def _add_sub(name: str) -> dict[Any, AtenLowering]:
     f = getattr(ops, name)
 
     def lower(ctx: LoweringContext, a: dict[str, Any]) -> Any:
-        other = a["other"] if _is_one(a["alpha"]) else ops.mul(a["other"], a["alpha"])
-        return f(a["self"], other)
+        return _scaled(ctx, f, a["self"], a["other"], a["alpha"])
     return {getattr(aten, name).Tensor: AtenLowering(lower), getattr(aten, name).Scalar: AtenLowering(lower)}
 
 
@@ -410,8 +428,7 @@ TABLE.update(_binary("logical_xor", lambda x, y: ops.ne(ops.cast(x, DataType.Boo
 TABLE.update(_add_sub("add"))
 TABLE.update(_add_sub("sub"))
 TABLE.update({
-    aten.rsub.Scalar: AtenLowering(lambda ctx, a: ops.sub(a["other"], a["self"] if _is_one(a["alpha"])
-                                                          else ops.mul(a["self"], a["alpha"]))),
+    aten.rsub.Scalar: AtenLowering(lambda ctx, a: _scaled(ctx, ops.sub, a["other"], a["self"], a["alpha"])),
     aten.div.Tensor_mode: AtenLowering(_div_mode, check=_float_rounding),
     aten.div.Scalar_mode: AtenLowering(_div_mode, check=_float_rounding),
     aten.pow.Tensor_Tensor: AtenLowering(lambda ctx, a: ops.pow(a["self"], a["exponent"])),

@@ -142,7 +142,7 @@ class Region:
             first = tensor_vals(val)[0]
             ctx = A.LoweringContext(to_dtype(first.dtype), lambda n=node, v=first: self._shape(n, v, sizes),
                                     seed, offset, lambda name, n=node, b=bound: self._arg_shapes(n, b[name], sizes),
-                                    lambda name, b=bound: _arg_size_exprs(b[name]))
+                                    lambda name, b=bound: _arg_size_exprs(b[name]), first.device.type)
             if row.kind == A.RANDOM:
                 offset += 1
             try:
