@@ -228,15 +228,12 @@ def hoist(found: BodyReads, width: int, ivs: list[ir.Value]) -> dict[int, list[i
     indices `ivs` on along the innermost loop: position -> the vector's elements. Two reads
     of one row of a source in the two branches of one whole-vector condition (a cat's
     halves, a rotation's `j < 64 ? -x[j + 64] : x[j - 64]`) are one load at the column of
-    the branch the vector takes (loading both cost a rotary kernel a third more loads)."""
+    the branch the vector takes (both were loaded, one unused)."""
     at = Hoisted(found, lambda d: ivs[d])
     elements = {}
     for reads, condition in _branch_pairs(found.reads):
         columns = [at.column(r, ivs[-1], width) for r in reads]
-        if condition is None:
-            column = columns[0]
-        else:  # (both multiples of the vector: the mask tells LLVM so, which keeps the load whole)
-            column = arith.andi(arith.select(at.value(condition), *columns), index_const(-width))
+        column = columns[0] if condition is None else arith.select(at.value(condition), *columns)
         vec = load(reads[0].load.operands[0], at.row(reads[0]) + [column], width)
         for r in reads:
             elements[r.position] = [element(vec, e) for e in range(width)]

@@ -99,8 +99,9 @@ def emit_pointwise(m: PointwiseMatch, params: S.PointwiseParams) -> ir.Operation
         nonempty = arith.cmpi(arith.CmpIPredicate.ugt, total, index_const(0))
         body, guard = guarded_launch(g, "pointwise", nonempty, grid, index_const(params.block))
     with ir.InsertionPoint(body.operations[len(body.operations) - 1]), g.op.location:
-        kernel = _PointwiseKernel(m, params, views, extents, total, body.arguments[0], body.arguments[3], reads)
-        kernel.shared_philox = vec % 4 == 0 and not m.flat and _random_indices_along_rows(g)
+        shared_philox = vec % 4 == 0 and not m.flat and _random_indices_along_rows(g)
+        kernel = _PointwiseKernel(m, params, views, extents, total, body.arguments[0], body.arguments[3], reads,
+                                  shared_philox)
         if vector_ok is not None and reads:  # the body's reads in vectors too where they allow it
             variants(vector_ok, vec, lambda width: kernel.variant(1) if width == 1 else variants(
                 reads_ok, 2, lambda reads_fit: kernel.variant(width, vector_reads=reads_fit > 1)))
@@ -134,10 +135,11 @@ class _PointwiseKernel:
     iteration u of a warp touches one contiguous span. Full blocks issue every load first."""
 
     def __init__(self, m: PointwiseMatch, params: S.PointwiseParams, views: dict, extents: list[ir.Value],
-                 total: ir.Value, bx: ir.Value, tx: ir.Value, reads: BodyReads):
+                 total: ir.Value, bx: ir.Value, tx: ir.Value, reads: BodyReads, shared_philox: bool):
         self.m, self.g, self.p, self.views = m, m.generic, params, views
         self.extents, self.total, self.bx, self.tx = extents, total, bx, tx
         self.reads = reads  # the body's reads of vectors along the innermost loop (`body_reads`)
+        self.shared_philox = shared_philox  # a vector's elements share Philox calls (`share_philox`)
 
     def variant(self, width: int, vector_reads: bool = True) -> None:
         """Vectors of `width` elements; width 1 is the scalar variant (one body per thread and
