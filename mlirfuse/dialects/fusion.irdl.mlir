@@ -350,6 +350,11 @@ irdl.dialect @fusion {
     irdl.operands(a: %T, b: %T, c: %T)
     irdl.results(result: %T)
   }
+  irdl.operation @fma {
+    %T = irdl.base "!builtin.tensor"
+    irdl.operands(a: %T, b: %T, c: %T)
+    irdl.results(result: %T)
+  }
   irdl.operation @sum {
     %input = irdl.base "!builtin.tensor"
     %result = irdl.base "!builtin.tensor"

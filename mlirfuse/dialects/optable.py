@@ -148,6 +148,13 @@ def _ref_lerp(a: np.ndarray, b: np.ndarray, w: np.ndarray) -> np.ndarray:
     return np.where(np.abs(w) < 0.5, a + w * diff, b - diff * (1 - w))
 
 
+def _ref_fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """a * b + c in float64 (exact products of float32 and narrower), rounded to the type."""
+    dtype = np.result_type(a, b, c)
+    wide = np.float64 if dtype.itemsize <= 4 else np.longdouble
+    return (np.asarray(a, wide) * np.asarray(b, wide) + np.asarray(c, wide)).astype(dtype)
+
+
 def _ref_not(x: np.ndarray) -> np.ndarray:
     return np.invert(x)
 
@@ -273,6 +280,8 @@ ELEMENTWISE = [
         vjp=D.clamp),
     _ew("lerp", 3, FLOAT, _ref_lerp, S.lerp,
         vjp=lambda ops, g, y, a, b, w: (ops.mul(g, ops.sub(1, w)), ops.mul(g, w), ops.mul(g, ops.sub(b, a)))),
+    _ew("fma", 3, FLOAT, _ref_fma, S.fma, doc="a * b + c rounded once (half types: in float32)",
+        vjp=lambda ops, g, y, a, b, c: (ops.mul(g, b), ops.mul(g, a), g)),
 ]
 
 _REDUCE_ATTRS = ("axes", "keepdim")

@@ -288,6 +288,16 @@ def lerp(e: Emitter, a: ir.Value, b: ir.Value, w: ir.Value) -> ir.Value:
     return arith.select(small, lo, hi)
 
 
+def fma(e: Emitter, a: ir.Value, b: ir.Value, c: ir.Value) -> ir.Value:
+    """a * b + c rounded once (llvm.fma); bfloat16/float16 computed in float32 and rounded
+    once to the type, as torch's CUDA kernels compute `x + alpha * y` (nvcc contracts it)."""
+    if str(e.type) in ("f16", "bf16"):
+        f32 = ir.F32Type.get()
+        wide = [arith.extf(f32, v) for v in (a, b, c)]
+        return arith.truncf(e.type, math.fma(*wide))
+    return math.fma(a, b, c)
+
+
 def compare(pred: str) -> Lowering:
     return lambda e, a, b: e.cmp(pred, a, b)
 

@@ -89,6 +89,7 @@ ELEMENTWISE = {
     "where": (torch.where, ["bool", "any", "any"]),
     "clamp": (lambda x, lo, hi: torch.clamp(x, lo, hi), ["any", "any", "any"]),
     "lerp": (torch.lerp, ["any", "any", "any"]),
+    "fma": (lambda a, b, c: torch.addcmul(c, a, b), ["any", "any", "any"]),
 }
 NOT_SMOOTH = {"abs", "relu", "floor", "ceil", "round", "sign", "trunc", "fmod", "remainder", "maximum", "minimum",
               "clamp"}

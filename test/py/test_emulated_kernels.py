@@ -56,6 +56,12 @@ def schedules(compiled) -> list[str]:
             if not line.split(" gridDim")[0].endswith(" (or)")]
 
 
+def test_fma_rounds_once_on_the_emulated_gpu() -> None:
+    a, c = np.full((4, 33), 1 + 2.0 ** -12, np.float32), np.full((4, 33), -1, np.float32)
+    _, got, _ = on_emulated_gpu(lambda a, b, c: ops.fma(a, b, c), a, a, c)
+    assert (got[0] == np.float32(2.0 ** -11 + 2.0 ** -24)).all()
+
+
 # -- transpose ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("shape", [(1, 1), (3, 5), (32, 32), (33, 65), (64, 32), (100, 7)])
 @pytest.mark.parametrize("misalign", [None, {0: 4}, {1: 8}], ids=["aligned", "input+4B", "output+8B"])

@@ -78,6 +78,34 @@ def test_elementwise(name: str, dtype) -> None:
     assert_close(got, expected, name)
 
 
+@pytest.mark.parametrize("dtype,eps", [(np.float32, 2.0 ** -12), (np.float64, 2.0 ** -30)],
+                         ids=["float32", "float64"])
+def test_fma_rounds_once(dtype, eps) -> None:
+    """(1 + eps)^2 - 1 = 2 eps + eps^2: a multiply rounded before the add loses eps^2 (a tie
+    to even), one fused multiply-add keeps it."""
+    a, c = np.full(5, 1 + eps, dtype), np.full(5, -1, dtype)
+    got = mlirfuse.jit(ops.fma)(a, a, c)
+    assert got.dtype == dtype and (got == dtype(2 * eps + eps * eps)).all()
+    assert (a * a + c != got).all()  # separately rounded, as numpy, differs
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=["float16", "bfloat16"])
+def test_fma_of_half_types_is_float32_rounded_once(dtype) -> None:
+    """Half types: a * b + c in float32 (one fma) rounded once to the type, as torch's CUDA
+    add with alpha; not three roundings in the type."""
+    a, b, c = (sample(dtype, (64,), "fma", i) for i in range(3))
+    got = mlirfuse.jit(ops.fma)(a, b, c)
+    wide = [v.astype(np.float64) for v in (a, b, c)]
+    want = (wide[0] * wide[1] + wide[2]).astype(np.float32).astype(dtype)
+    assert got.dtype == dtype and np.array_equal(got.astype(np.float32), want.astype(np.float32))
+
+
+def test_fma_of_integers_is_float32() -> None:
+    i = np.arange(6, dtype=np.int32)
+    got = mlirfuse.jit(lambda x: ops.fma(x, 2, 1))(i)
+    assert got.dtype == np.float32 and np.array_equal(got, 2 * i + 1.0)
+
+
 @pytest.mark.parametrize("dtype", FLOATS + INTS + [np.bool_], ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("name", ["sum", "prod", "max", "min", "mean", "var", "var_mean"])
 @pytest.mark.parametrize("axes,keepdim", [(None, False), ([-1], True), ([0, 2], False), (1, True)])

@@ -91,6 +91,14 @@ def test_gcd_is_a_loop_and_nextafter_steps_the_bits() -> None:
     assert ("add.s32" in ptx or "sub.s32" in ptx) and "call" not in ptx
 
 
+def test_fma_is_one_ptx_fma() -> None:
+    """ops.fma is one fma.rn (a mul and an add would round twice); bf16 goes through float32."""
+    assert "fma.rn.f32" in compile_gpu(lambda a, b, c: ops.fma(a, b, c), X, X, X).ptx
+    h = X.astype(ml_dtypes.bfloat16)
+    ptx = compile_gpu(lambda a, b, c: ops.fma(a, b, c), h, h, h).ptx
+    assert "fma.rn.f32" in ptx and "fma.rn.bf16" not in ptx
+
+
 @pytest.mark.parametrize("name", ["e4m3fn", "e5m2"])
 def test_float8_loads_and_stores_are_bytes_and_convert_by_cvt_from_sm_89(name) -> None:
     """float8 tensors are bytes in memory (LLVM has no 8-bit float): u8 loads and stores. On
