@@ -143,16 +143,16 @@ def _ref_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(negative, inverse, r).astype(a.dtype)
 
 
-def _ref_lerp(a: np.ndarray, b: np.ndarray, w: np.ndarray) -> np.ndarray:
-    diff = b - a
-    return np.where(np.abs(w) < 0.5, a + w * diff, b - diff * (1 - w))
-
-
 def _ref_fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """a * b + c in float64 (exact products of float32 and narrower), rounded to the type."""
     dtype = np.result_type(a, b, c)
     wide = np.float64 if dtype.itemsize <= 4 else np.longdouble
     return (np.asarray(a, wide) * np.asarray(b, wide) + np.asarray(c, wide)).astype(dtype)
+
+
+def _ref_lerp(a: np.ndarray, b: np.ndarray, w: np.ndarray) -> np.ndarray:
+    diff = b - a
+    return np.where(np.abs(w) < 0.5, _ref_fma(w, diff, a), _ref_fma(w - 1, diff, b))
 
 
 def _ref_not(x: np.ndarray) -> np.ndarray:

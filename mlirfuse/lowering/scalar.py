@@ -280,21 +280,17 @@ def clamp(e: Emitter, x: ir.Value, lo: ir.Value, hi: ir.Value) -> ir.Value:
 
 
 def lerp(e: Emitter, a: ir.Value, b: ir.Value, w: ir.Value) -> ir.Value:
-    """torch.lerp's two-sided formula, exact at both ends."""
+    """torch.lerp's two-sided formula, exact at both ends, each side one fused multiply-add as
+    torch's vectorized CPU kernel (and nvcc's contraction on CUDA) computes it."""
     diff = arith.subf(b, a)
     small = arith.cmpf(F.OLT, math.absf(w), e.const(0.5))
-    lo = arith.addf(a, arith.mulf(w, diff))
-    hi = arith.subf(b, arith.mulf(diff, arith.subf(e.const(1.0), w)))
+    lo = math.fma(w, diff, a)
+    hi = math.fma(arith.subf(w, e.const(1.0)), diff, b)
     return arith.select(small, lo, hi)
 
 
 def fma(e: Emitter, a: ir.Value, b: ir.Value, c: ir.Value) -> ir.Value:
-    """a * b + c rounded once (llvm.fma); bfloat16/float16 computed in float32 and rounded
-    once to the type, as torch's CUDA kernels compute `x + alpha * y` (nvcc contracts it)."""
-    if str(e.type) in ("f16", "bf16"):
-        f32 = ir.F32Type.get()
-        wide = [arith.extf(f32, v) for v in (a, b, c)]
-        return arith.truncf(e.type, math.fma(*wide))
+    """a * b + c rounded once (llvm.fma; half types arrive widened to float32)."""
     return math.fma(a, b, c)
 
 

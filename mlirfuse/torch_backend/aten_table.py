@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch._inductor.inductor_prims  # noqa: F401  (registers prims.fma, which dynamo makes of addcdiv_)
 
 from mlirfuse import ops
 from mlirfuse.dtypes import DataType
@@ -162,6 +163,13 @@ def _clamp(ctx: LoweringContext, a: dict[str, Any]) -> Any:
     return x
 
 
+def _copy_check(a: dict[str, Any]) -> str | None:
+    self, src = (a[k].meta.get("val") if hasattr(a[k], "meta") else None for k in ("self", "src"))
+    if self is not None and src is not None and getattr(src, "device", self.device) != self.device:
+        return f"a copy between devices ({src.device} -> {self.device})"
+    return None
+
+
 def _to_copy_check(a: dict[str, Any]) -> str | None:
     x = a["self"]
     val = x.meta.get("val") if hasattr(x, "meta") else None
@@ -201,6 +209,34 @@ def _scaled(ctx: LoweringContext, f: Callable[[Any, Any], Any], x: Any, y: Any, 
         alpha = float(torch.tensor(float(alpha), dtype=getattr(torch, ctx.dtype.value)))
     scale = float(alpha) if f is ops.add else -float(alpha)
     return ops.cast(ops.fma(y, scale, x), ctx.dtype)
+
+
+def _opmath(ctx: LoweringContext, *values: Any) -> list[Any]:
+    """Tensors of a half-precision node in float32, torch's opmath (the rest as they are)."""
+    if ctx.dtype not in (DataType.Half, DataType.BFloat16):
+        return list(values)
+    return [ops.cast(v, DataType.Float) if isinstance(v, Tensor) else v for v in values]
+
+
+def _addcmul(ctx: LoweringContext, a: dict[str, Any]) -> Any:
+    """self + value * t1 * t2 as torch's kernels round it: fma(value * t1, t2, self) (the CPU's
+    vectorized kernel is contracted, as nvcc contracts CUDA's), in float32 for half types."""
+    if not ctx.dtype.is_float:
+        return ops.add(a["self"], ops.mul(ops.mul(a["tensor1"], a["value"]), a["tensor2"]))
+    x, t1, t2 = _opmath(ctx, a["self"], a["tensor1"], a["tensor2"])
+    return ops.cast(ops.fma(t1 if _is_one(a["value"]) else ops.mul(t1, a["value"]), t2, x), ctx.dtype)
+
+
+def _addcdiv(ctx: LoweringContext, a: dict[str, Any]) -> Any:
+    """self + value * t1 / t2 as torch's kernels round it: (value * t1) / t2 + self on the CPU,
+    fma(value, t1 / t2, self) on CUDA (nvcc's contraction), in float32 for half types."""
+    x, t1, t2 = _opmath(ctx, a["self"], a["tensor1"], a["tensor2"])
+    value = a["value"]
+    if ctx.device_type == "cpu" or not isinstance(value, (int, float)):
+        out = ops.add(x, ops.div(ops.mul(t1, value), t2))
+    else:
+        out = ops.fma(ops.div(t1, t2), float(value), x)
+    return ops.cast(out, ctx.dtype)
 
 
 def _add_sub(name: str) -> dict[Any, AtenLowering]:
@@ -441,6 +477,12 @@ TABLE.update({
     aten.clamp_max.default: AtenLowering(lambda ctx, a: ops.minimum(a["self"], a["max"])),
     aten.lerp.Scalar: AtenLowering(lambda ctx, a: ops.lerp(a["self"], a["end"], a["weight"])),
     aten.lerp.Tensor: AtenLowering(lambda ctx, a: ops.lerp(a["self"], a["end"], a["weight"])),
+    aten.addcmul.default: AtenLowering(_addcmul),
+    # dynamo's rewrite of in-place addcdiv_ (Adam's update) and of add_ with a tensor alpha
+    prims.fma.default: AtenLowering(lambda ctx, a: ops.cast(ops.fma(*_opmath(ctx, a["a"], a["b"], a["c"])), ctx.dtype)),
+    aten.copy.default: AtenLowering(lambda ctx, a: ops.expand(ops.cast(a["src"], ctx.dtype), list(ctx.shape)),
+                                    check=_copy_check),
+    aten.addcdiv.default: AtenLowering(_addcdiv),
     aten._to_copy.default: AtenLowering(lambda ctx, a: ops.cast(a["self"], ctx.dtype), check=_to_copy_check),
     prims.convert_element_type.default: AtenLowering(lambda ctx, a: ops.cast(a["a"], ctx.dtype)),
     # reductions

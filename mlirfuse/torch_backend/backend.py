@@ -41,7 +41,8 @@ aten = torch.ops.aten
 
 # Ops mlirfuse lowers itself, kept whole: core ATen would make the embedding advanced
 # indexing (aten.index), which stays in torch.
-KEPT = {aten.embedding}
+KEPT = {aten.embedding, aten.lerp, aten.lerp_, aten.addcmul, aten.addcmul_, aten.addcdiv, aten.addcdiv_}
+# (lerp, addcmul, addcdiv: rounded as torch's kernels round them)
 # Composite ops decomposed into primitives mlirfuse fuses, on top of the core aten set.
 DECOMPOSED = ("native_layer_norm", "_softmax", "_log_softmax", "gelu", "native_dropout", "native_group_norm",
               "native_batch_norm", "_native_batch_norm_legit_functional", "hardtanh", "leaky_relu", "elu")

@@ -473,6 +473,74 @@ def test_add_and_sub_with_alpha_are_fused_multiply_adds(dtype) -> None:
         assert g.dtype == w.dtype and torch.equal(g, w)
 
 
+def _pointwise_optimizer_ops(a, b, c, w):
+    """The pointwise ops of torch's optimizers (Adam: lerp_, addcmul_, addcdiv_)."""
+    return (torch.lerp(a, b, 0.3), torch.lerp(a, b, 0.8), torch.lerp(a, b, w), torch.addcmul(a, b, c, value=0.3),
+            torch.addcmul(a, b, c), torch.addcdiv(a, b, c.abs() + 1))
+
+
+def _optimizer_op_inputs(dtype, device="cpu"):
+    torch.manual_seed(0)
+    a, b, c = (torch.randn(1 << 14, device=device).to(dtype) for _ in range(3))
+    return a, b, c, (torch.rand(1 << 14, device=device) * 1.4 - 0.2).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_optimizer_pointwise_ops_round_as_eager_does(dtype) -> None:
+    """lerp is one fma a side (start + w * (end - start) for |w| < 0.5, else end + (w - 1) *
+    (end - start)); addcmul is fma(value * t1, t2, self) (torch's vectorized CPU kernels are
+    contracted, nvcc contracts on CUDA). Core ATen's decompositions into mul and add put 4111 of
+    16384 float32 results of lerp(a, b, 0.3) and 2357 of addcmul an ulp off eager's (Inductor's
+    too). (Dynamo itself rewrites addcdiv with a `value` into div, mul and add.)"""
+    args = _optimizer_op_inputs(dtype)
+    for k, (g, w) in enumerate(zip(torch.compile(_pointwise_optimizer_ops, backend="mlirfuse")(*args),
+                                   _pointwise_optimizer_ops(*args))):
+        assert g.dtype == w.dtype and torch.equal(g, w), (k, (g != w).sum())
+
+
+def _adam_update(param, exp_avg, exp_avg_sq):
+    """Adam's last lines as torch.optim writes them: dynamo rewrites the in-place addcdiv_ to
+    prims.fma and copy."""
+    denom = exp_avg_sq.sqrt().add_(1e-8)
+    param.addcdiv_(exp_avg, denom, value=-0.1)
+    return param
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_in_place_addcdiv_is_fused_as_the_fma_dynamo_makes_of_it(dtype) -> None:
+    """prims.fma and aten.copy (dynamo's rewrite of `param.addcdiv_(t1, t2, value=v)`, every
+    Adam step) had no lowering: they ran in torch, a kernel each, after the fused group."""
+    from mlirfuse.torch_backend import capture_partitions
+
+    torch.manual_seed(0)
+    p, m, v = torch.randn(4096).to(dtype), torch.randn(4096).to(dtype), torch.rand(4096).to(dtype)
+    got = p.clone()
+    with capture_partitions() as parts:
+        torch.compile(_adam_update, backend="mlirfuse")(got, m, v)
+    assert [len(part.left) for _, part in parts] == [0]
+    root = v.double().sqrt().float().to(dtype)  # correctly rounded (torch's CPU sqrt is not, to an ulp)
+    ratio = m / root.add(1e-8)  # eager's roundings, in dtype
+    scale = torch.tensor(-0.1, dtype=torch.float32).double()
+    want = (ratio.double() * scale + p.double()).float().to(dtype)  # the product-sum rounded once to float32
+    assert torch.equal(got, want)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_optimizer_pointwise_ops_round_as_eager_does_on_cuda(dtype) -> None:
+    """On CUDA too (nvcc contracts lerp, addcmul and addcdiv's multiply-add into fmas), and
+    dynamo's prims.fma for addcdiv_ is CUDA eager's addcdiv_ exactly."""
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    args = _optimizer_op_inputs(dtype, "cuda")
+    for k, (g, w) in enumerate(zip(torch.compile(_pointwise_optimizer_ops, backend="mlirfuse")(*args),
+                                   _pointwise_optimizer_ops(*args))):
+        assert g.dtype == w.dtype and torch.equal(g, w), (k, (g != w).sum())
+    p, m, v = args[0], args[1], args[3].abs()
+    got = torch.compile(_adam_update, backend="mlirfuse")(p.clone(), m, v)
+    assert torch.equal(got, _adam_update(p.clone(), m, v))
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_add_and_sub_with_alpha_on_cuda(dtype) -> None:
