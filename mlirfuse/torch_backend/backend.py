@@ -30,6 +30,7 @@ from torch import fx
 from mlirfuse import dump
 from mlirfuse.frontend.jit import JitFunction
 from mlirfuse.torch_backend.aten_table import LIBRARY
+from mlirfuse.torch_backend.foreach import foreach_decompositions
 from mlirfuse.torch_backend.embedding_grad import scatter_embedding_grads
 from mlirfuse.torch_backend.pad_matmul import pad_matmuls
 from mlirfuse.torch_backend.partition import partition_graph
@@ -59,6 +60,7 @@ def decompositions() -> dict[Any, Callable[..., Any]]:
 
     table = dict(core_aten_decompositions())
     table.update(get_decompositions([getattr(aten, name) for name in DECOMPOSED if hasattr(aten, name)]))
+    table.update(foreach_decompositions())
     return {op: fn for op, fn in table.items() if getattr(op, "overloadpacket", op) not in LIBRARY | KEPT}
 
 
