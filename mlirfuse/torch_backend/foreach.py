@@ -79,7 +79,8 @@ def foreach_decompositions() -> dict[Any, Callable[..., Any]]:
                 continue
             twin = _TWINS.get((base, overload.startswith("Scalar")), _TWINS.get(base))
             if twin is not None:
-                table[getattr(packet, overload)] = _per_element(twin, len(getattr(packet, overload)._schema.arguments), [])
+                every = len(getattr(packet, overload)._schema.arguments)  # all positional
+                table[getattr(packet, overload)] = _per_element(twin, every, [])
                 continue
             try:
                 twin = getattr(aten, base)

@@ -9,20 +9,20 @@ torch = pytest.importorskip("torch")
 
 from mlirfuse.torch_backend import capture_partitions  # noqa: E402
 
-O = torch.optim
+optim = torch.optim
 CASES = [
-    (O.SGD, dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01)),
-    (O.Adam, dict(lr=0.01)),
-    (O.Adam, dict(lr=0.01, amsgrad=True, weight_decay=0.1, maximize=True)),
-    (O.AdamW, dict(lr=0.01, weight_decay=0.1)),
-    (O.RMSprop, dict(lr=0.01, centered=True, momentum=0.9, weight_decay=0.1)),
-    (O.Adagrad, dict(lr=0.1, weight_decay=0.1)),
-    (O.Adamax, dict(lr=0.01, weight_decay=0.1)),
-    (O.NAdam, dict(lr=0.01, weight_decay=0.1)),
-    (O.RAdam, dict(lr=0.01, weight_decay=0.1)),
-    (O.Adadelta, dict(lr=1.0, weight_decay=0.1)),
-    (O.ASGD, dict(lr=0.01, weight_decay=0.1)),
-    (O.Rprop, dict(lr=0.01)),
+    (optim.SGD, dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01)),
+    (optim.Adam, dict(lr=0.01)),
+    (optim.Adam, dict(lr=0.01, amsgrad=True, weight_decay=0.1, maximize=True)),
+    (optim.AdamW, dict(lr=0.01, weight_decay=0.1)),
+    (optim.RMSprop, dict(lr=0.01, centered=True, momentum=0.9, weight_decay=0.1)),
+    (optim.Adagrad, dict(lr=0.1, weight_decay=0.1)),
+    (optim.Adamax, dict(lr=0.01, weight_decay=0.1)),
+    (optim.NAdam, dict(lr=0.01, weight_decay=0.1)),
+    (optim.RAdam, dict(lr=0.01, weight_decay=0.1)),
+    (optim.Adadelta, dict(lr=1.0, weight_decay=0.1)),
+    (optim.ASGD, dict(lr=0.01, weight_decay=0.1)),
+    (optim.Rprop, dict(lr=0.01)),
 ]
 
 
