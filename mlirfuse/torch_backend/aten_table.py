@@ -208,6 +208,7 @@ def _scaled(ctx: LoweringContext, f: Callable[[Any, Any], Any], x: Any, y: Any, 
     if ctx.device_type == "cpu" and ctx.dtype in (DataType.Half, DataType.BFloat16):
         alpha = float(torch.tensor(float(alpha), dtype=getattr(torch, ctx.dtype.value)))
     scale = float(alpha) if f is ops.add else -float(alpha)
+    x, y = _opmath(ctx, x, y)  # alpha stays float32 beside half tensors (CUDA's)
     return ops.cast(ops.fma(y, scale, x), ctx.dtype)
 
 
@@ -219,12 +220,19 @@ def _opmath(ctx: LoweringContext, *values: Any) -> list[Any]:
 
 
 def _addcmul(ctx: LoweringContext, a: dict[str, Any]) -> Any:
-    """self + value * t1 * t2 as torch's kernels round it: fma(value * t1, t2, self) (the CPU's
-    vectorized kernel is contracted, as nvcc contracts CUDA's), in float32 for half types."""
+    """self + value * t1 * t2 as torch's kernels round it, in float32 for half types: on the
+    CPU fma(value * t1, t2, self) (its vectorized kernel is contracted), on CUDA
+    self + value * (t1 * t2), which nvcc contracts to fma(value, t1 * t2, self), and with
+    value 1 (folded) to fma(t1, t2, self)."""
     if not ctx.dtype.is_float:
         return ops.add(a["self"], ops.mul(ops.mul(a["tensor1"], a["value"]), a["tensor2"]))
     x, t1, t2 = _opmath(ctx, a["self"], a["tensor1"], a["tensor2"])
-    return ops.cast(ops.fma(t1 if _is_one(a["value"]) else ops.mul(t1, a["value"]), t2, x), ctx.dtype)
+    value = a["value"]
+    if ctx.device_type == "cpu":
+        out = ops.fma(t1 if _is_one(value) else ops.mul(t1, value), t2, x)
+    else:
+        out = ops.fma(t1, t2, x) if _is_one(value) else ops.fma(ops.mul(t1, t2), value, x)
+    return ops.cast(out, ctx.dtype)
 
 
 def _addcdiv(ctx: LoweringContext, a: dict[str, Any]) -> Any:

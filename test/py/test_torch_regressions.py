@@ -488,10 +488,11 @@ def _optimizer_op_inputs(dtype, device="cpu"):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_optimizer_pointwise_ops_round_as_eager_does(dtype) -> None:
     """lerp is one fma a side (start + w * (end - start) for |w| < 0.5, else end + (w - 1) *
-    (end - start)); addcmul is fma(value * t1, t2, self) (torch's vectorized CPU kernels are
-    contracted, nvcc contracts on CUDA). Core ATen's decompositions into mul and add put 4111 of
-    16384 float32 results of lerp(a, b, 0.3) and 2357 of addcmul an ulp off eager's (Inductor's
-    too). (Dynamo itself rewrites addcdiv with a `value` into div, mul and add.)"""
+    (end - start)); addcmul is fma(value * t1, t2, self) on the CPU (torch's vectorized CPU
+    kernels are contracted) and fma(value, t1 * t2, self) on CUDA (nvcc's contraction). Core
+    ATen's decompositions into mul and add put 4111 of 16384 float32 results of lerp(a, b, 0.3)
+    and 2357 of addcmul an ulp off eager's (Inductor's too). (Dynamo itself rewrites addcdiv
+    with a `value` into div, mul and add.)"""
     args = _optimizer_op_inputs(dtype)
     for k, (g, w) in enumerate(zip(torch.compile(_pointwise_optimizer_ops, backend="mlirfuse")(*args),
                                    _pointwise_optimizer_ops(*args))):
@@ -528,8 +529,9 @@ def test_in_place_addcdiv_is_fused_as_the_fma_dynamo_makes_of_it(dtype) -> None:
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_optimizer_pointwise_ops_round_as_eager_does_on_cuda(dtype) -> None:
-    """On CUDA too (nvcc contracts lerp, addcmul and addcdiv's multiply-add into fmas), and
-    dynamo's prims.fma for addcdiv_ is CUDA eager's addcdiv_ exactly."""
+    """On CUDA too (nvcc contracts lerp, addcmul and addcdiv's multiply-add into fmas; addcmul
+    multiplies t1 * t2 first there, 2374 of 16384 float32 results differed when it took the
+    CPU's order), and dynamo's prims.fma for addcdiv_ is CUDA eager's addcdiv_ exactly."""
     if not torch.cuda.is_available():
         pytest.skip("no GPU")
     args = _optimizer_op_inputs(dtype, "cuda")
