@@ -176,7 +176,7 @@ ELEMENTWISE = [
         vjp=lambda ops, g, y, x: (ops.div(g, ops.mul(x, D.LN2)),)),
     _ew("log1p", 1, FLOAT, np.log1p, S.transcendental("log1p"),
         vjp=lambda ops, g, y, x: (ops.div(g, ops.add(x, 1)),)),
-    _ew("sqrt", 1, FLOAT, np.sqrt, lambda e, x: S.math.sqrt(x),
+    _ew("sqrt", 1, FLOAT, np.sqrt, S.sqrt,
         vjp=lambda ops, g, y, x: (ops.div(g, ops.mul(y, 2)),)),
     _ew("rsqrt", 1, FLOAT, lambda x: 1 / np.sqrt(x), S.rsqrt,
         vjp=lambda ops, g, y, x: (ops.mul(ops.mul(g, -0.5), ops.mul(ops.mul(y, y), y)),)),

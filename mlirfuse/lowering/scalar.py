@@ -14,7 +14,7 @@ import contextvars
 from typing import Callable, Iterator
 
 from mlir import ir
-from mlir.dialects import arith, math, scf
+from mlir.dialects import arith, llvm, math, scf
 
 F = arith.CmpFPredicate
 IP = arith.CmpIPredicate
@@ -247,8 +247,17 @@ def silu(e: Emitter, x: ir.Value) -> ir.Value:
     return arith.mulf(x, e.math("sigmoid", x))
 
 
+def sqrt(e: Emitter, x: ir.Value) -> ir.Value:
+    """Correctly rounded, as torch.sqrt on CUDA (nvcc's -prec-sqrt default): on the GPU,
+    math.sqrt becomes libdevice's __nv_sqrtf, which is sqrt.approx.f32 (up to an ulp off), and
+    convert-gpu-to-nvvm takes llvm.sqrt there too; float32 is PTX's sqrt.rn by inline asm."""
+    if e.target == "gpu" and isinstance(x.type, ir.F32Type):
+        return llvm.inline_asm(x.type, [x], "sqrt.rn.f32 $0, $1;", "=f,f")
+    return math.sqrt(x)
+
+
 def rsqrt(e: Emitter, x: ir.Value) -> ir.Value:
-    return arith.divf(e.const(1.0), math.sqrt(x))
+    return arith.divf(e.const(1.0), sqrt(e, x))
 
 
 def reciprocal(e: Emitter, x: ir.Value) -> ir.Value:

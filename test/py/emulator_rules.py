@@ -372,6 +372,17 @@ def _binary_float(fn: Callable[[Any, Any], Any]) -> Callable:
     return handler
 
 
+_INLINE_ASM = {"sqrt.rn.f32 $0, $1;": lambda x: math.sqrt(x) if x >= 0 else math.nan}
+
+
+def _inline_asm(p, vals):
+    """The PTX the lowering writes as inline asm (float32 sqrt.rn, correctly rounded)."""
+    asm = ir.StringAttr(p.op.attributes["asm_string"]).value
+    if asm not in _INLINE_ASM:
+        raise EmulationError(f"inline asm not emulated: {asm!r}")
+    return _unary_math(_INLINE_ASM[asm])(p, vals)
+
+
 def _unary_math(fn: Callable[[float], float]) -> Callable:
     def handler(p, vals):
         kind = p.kind
@@ -499,6 +510,7 @@ _ARITH: dict[str, Callable] = {
     "math.tanh": _unary_math(math.tanh),
     "math.erf": _unary_math(math.erf),
     "math.sqrt": _unary_math(lambda x: math.sqrt(x) if x >= 0 else math.nan),
+    "llvm.inline_asm": lambda p, vals: _inline_asm(p, vals),
     "math.rsqrt": _unary_math(lambda x: 1 / math.sqrt(x) if x > 0 else (math.inf if x == 0 else math.nan)),
     "math.sin": _unary_math(math.sin),
     "math.cos": _unary_math(math.cos),

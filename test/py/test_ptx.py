@@ -91,6 +91,14 @@ def test_gcd_is_a_loop_and_nextafter_steps_the_bits() -> None:
     assert ("add.s32" in ptx or "sub.s32" in ptx) and "call" not in ptx
 
 
+def test_float32_sqrt_is_correctly_rounded() -> None:
+    """sqrt and rsqrt of float32 use sqrt.rn.f32 (torch's CUDA sqrt is correctly rounded):
+    libdevice's __nv_sqrtf, which math.sqrt became, is sqrt.approx.f32, up to an ulp off."""
+    for fn in (lambda v: ops.sqrt(v), lambda v: ops.rsqrt(v)):
+        ptx = compile_gpu(fn, X).ptx
+        assert "sqrt.rn.f32" in ptx and "sqrt.approx" not in ptx
+
+
 def test_fma_is_one_ptx_fma() -> None:
     """ops.fma is one fma.rn (a mul and an add would round twice); bf16 goes through float32."""
     assert "fma.rn.f32" in compile_gpu(lambda a, b, c: ops.fma(a, b, c), X, X, X).ptx

@@ -544,6 +544,17 @@ def test_optimizer_pointwise_ops_round_as_eager_does_on_cuda(dtype) -> None:
 
 
 @pytest.mark.gpu
+def test_float32_sqrt_on_cuda_is_eagers() -> None:
+    """torch.sqrt on CUDA is correctly rounded; mlirfuse's kernels used libdevice's approximate
+    sqrt (found by Adam's denominators differing from eager's on the H200)."""
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    x = torch.rand(1 << 20, device="cuda") * 100
+    fn = torch.compile(lambda v: (v + 1).sqrt() * 2, backend="mlirfuse")
+    assert torch.equal(fn(x), (x + 1).sqrt() * 2)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_add_and_sub_with_alpha_on_cuda(dtype) -> None:
     """On CUDA torch takes alpha in float32 (opmath), unrounded: the lowering follows the device."""

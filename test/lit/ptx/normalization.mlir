@@ -45,7 +45,8 @@
 // GPU: memref.store %{{[^ ]+}}, %[[VAR]]
 // GPU: gpu.barrier
 // GPU-COUNT-4: vector.load %arg1[%{{[^ ]+}}] {alignment = 16 : i64} : memref<?xf32>, vector<4xf32>
-// GPU: math.sqrt
+// The rsqrt: PTX's correctly rounded sqrt (libdevice's, from math.sqrt, is sqrt.approx.f32).
+// GPU: llvm.inline_asm "sqrt.rn.f32 $0, $1;"
 // GPU: vector.store %{{[^ ]+}}, %arg3[%{{[^ ]+}}, %{{[^ ]+}}] {alignment = 16 : i64} : memref<?x?xf32>, vector<4xf32>
 // GPU-NOT: scf.for
 // GPU: } {mlirfuse.schedule = "normalization"}
@@ -75,6 +76,7 @@
 // PTX: bar.sync 0;
 // PTX: shfl.sync.bfly.b32
 // PTX: bar.sync 0;
+// PTX: sqrt.rn.f32
 // PTX: st.global.v4.{{[bf]}}32
 // PTX: .visible .entry mlirfuse_entry_kernel_{{[0-9]+}}(
 // PTX: .maxnreg 64
