@@ -499,6 +499,14 @@ def test_optimizer_pointwise_ops_round_as_eager_does(dtype) -> None:
         assert g.dtype == w.dtype and torch.equal(g, w), (k, (g != w).sum())
 
 
+def _dynamo_makes_fma() -> bool:
+    """torch >= 2.12's dynamo rewrites `t.addcdiv_(a, b, value=v)` to prims.fma; before, to div,
+    mul and add (rounded apart, unlike eager's CUDA kernel: nothing for a backend to fuse back)."""
+    from torch._dynamo.variables.tensor import TensorVariable
+
+    return hasattr(TensorVariable, "method_addcdiv_")
+
+
 def _adam_update(param, exp_avg, exp_avg_sq):
     """Adam's last lines as torch.optim writes them: dynamo rewrites the in-place addcdiv_ to
     prims.fma and copy."""
@@ -513,6 +521,8 @@ def test_in_place_addcdiv_is_fused_as_the_fma_dynamo_makes_of_it(dtype) -> None:
     Adam step) had no lowering: they ran in torch, a kernel each, after the fused group."""
     from mlirfuse.torch_backend import capture_partitions
 
+    if not _dynamo_makes_fma():
+        pytest.skip("this torch's dynamo makes div, mul and add of addcdiv_, not prims.fma")
     torch.manual_seed(0)
     p, m, v = torch.randn(4096).to(dtype), torch.randn(4096).to(dtype), torch.rand(4096).to(dtype)
     got = p.clone()
@@ -531,16 +541,18 @@ def test_in_place_addcdiv_is_fused_as_the_fma_dynamo_makes_of_it(dtype) -> None:
 def test_optimizer_pointwise_ops_round_as_eager_does_on_cuda(dtype) -> None:
     """On CUDA too (nvcc contracts lerp, addcmul and addcdiv's multiply-add into fmas; addcmul
     multiplies t1 * t2 first there, 2374 of 16384 float32 results differed when it took the
-    CPU's order), and dynamo's prims.fma for addcdiv_ is CUDA eager's addcdiv_ exactly."""
+    CPU's order), and dynamo's prims.fma for a float32 addcdiv_ is CUDA eager's addcdiv_
+    exactly (where this torch's dynamo makes one)."""
     if not torch.cuda.is_available():
         pytest.skip("no GPU")
     args = _optimizer_op_inputs(dtype, "cuda")
     for k, (g, w) in enumerate(zip(torch.compile(_pointwise_optimizer_ops, backend="mlirfuse")(*args),
                                    _pointwise_optimizer_ops(*args))):
         assert g.dtype == w.dtype and torch.equal(g, w), (k, (g != w).sum())
-    p, m, v = args[0], args[1], args[3].abs()
-    got = torch.compile(_adam_update, backend="mlirfuse")(p.clone(), m, v)
-    assert torch.equal(got, _adam_update(p.clone(), m, v))
+    if dtype == torch.float32 and _dynamo_makes_fma():  # half types: dynamo rounds t1 / t2 to the type
+        p, m, v = args[0], args[1], args[3].abs()
+        got = torch.compile(_adam_update, backend="mlirfuse")(p.clone(), m, v)
+        assert torch.equal(got, _adam_update(p.clone(), m, v))
 
 
 @pytest.mark.gpu
