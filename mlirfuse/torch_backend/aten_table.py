@@ -195,21 +195,36 @@ def _binary(name: str, fn: Callable[[Any, Any], Any] | None = None,
 
 
 def _scaled(ctx: LoweringContext, f: Callable[[Any, Any], Any], x: Any, y: Any, alpha: Any) -> Any:
-    """f(x, alpha * y) (f: add or sub) as torch's add/sub/rsub with alpha compute it: one fused
-    multiply-add for floating results (vectorized fmadd on the CPU, nvcc's contraction on CUDA:
-    mul then add moved 18% of float32 results an ulp off eager's), bfloat16/float16 in float32
-    and rounded once (alpha * y rounded to bfloat16 first moved SGD's bf16 weights off eager's),
-    alpha itself in the result's type on the CPU and in float32 on CUDA, as torch's kernels
-    take it."""
+    """f(x, alpha * y) (f: add or sub) as torch's add/sub/rsub with alpha compute it: operands
+    converted to the result's type, then one fused multiply-add for floating results
+    (vectorized fmadd on the CPU, nvcc's contraction on CUDA: mul then add moved 18% of float32
+    results an ulp off eager's), bfloat16/float16 in float32 and rounded once (alpha * y rounded
+    to bfloat16 first moved SGD's bf16 weights off eager's), alpha itself in the result's type
+    on the CPU and in float32 on CUDA, as torch's kernels take it."""
     if _is_one(alpha):
         return f(x, y)
-    if not ctx.dtype.is_float or not isinstance(alpha, (int, float)) or not isinstance(y, Tensor):
+    if not ctx.dtype.is_float or not isinstance(alpha, (int, float)):
         return f(x, ops.mul(y, alpha))
-    if ctx.device_type == "cpu" and ctx.dtype in (DataType.Half, DataType.BFloat16):
-        alpha = float(torch.tensor(float(alpha), dtype=getattr(torch, ctx.dtype.value)))
+    if ctx.device_type == "cpu":
+        alpha = _in_type(ctx, alpha)
+    x, y = _opmath(ctx, *_in_result_type(ctx, x, y))
     scale = float(alpha) if f is ops.add else -float(alpha)
-    x, y = _opmath(ctx, x, y)  # alpha stays float32 beside half tensors (CUDA's)
     return ops.cast(ops.fma(y, scale, x), ctx.dtype)
+
+
+def _in_type(ctx: LoweringContext, value: Any) -> Any:
+    """A Python number as the node's half type holds it (other types: as it is)."""
+    if ctx.dtype in (DataType.Half, DataType.BFloat16) and isinstance(value, (int, float)):
+        return float(torch.tensor(float(value), dtype=getattr(torch, ctx.dtype.value)))
+    return value
+
+
+def _in_result_type(ctx: LoweringContext, *values: Any) -> list[Any]:
+    """Operands converted to the node's result type, as torch's kernels take them: tensors of
+    another dtype (a 0-d float32 beside bfloat16 tensors is rounded to bfloat16), Python numbers
+    rounded to a half type."""
+    return [(v if v.dtype == ctx.dtype else ops.cast(v, ctx.dtype)) if isinstance(v, Tensor) else _in_type(ctx, v)
+            for v in values]
 
 
 def _opmath(ctx: LoweringContext, *values: Any) -> list[Any]:
@@ -220,14 +235,16 @@ def _opmath(ctx: LoweringContext, *values: Any) -> list[Any]:
 
 
 def _addcmul(ctx: LoweringContext, a: dict[str, Any]) -> Any:
-    """self + value * t1 * t2 as torch's kernels round it, in float32 for half types: on the
-    CPU fma(value * t1, t2, self) (its vectorized kernel is contracted), on CUDA
-    self + value * (t1 * t2), which nvcc contracts to fma(value, t1 * t2, self), and with
-    value 1 (folded) to fma(t1, t2, self)."""
-    if not ctx.dtype.is_float:
-        return ops.add(a["self"], ops.mul(ops.mul(a["tensor1"], a["value"]), a["tensor2"]))
-    x, t1, t2 = _opmath(ctx, a["self"], a["tensor1"], a["tensor2"])
+    """self + value * t1 * t2 as torch's kernels round it, operands in the result's type, in
+    float32 for half types: on the CPU fma(value * t1, t2, self) (its vectorized kernel is
+    contracted), on CUDA self + value * (t1 * t2), which nvcc contracts to
+    fma(value, t1 * t2, self), and with value 1 (folded) to fma(t1, t2, self). Integers take
+    value as an integer (truncated), as torch does."""
     value = a["value"]
+    if not ctx.dtype.is_float:
+        value = int(value) if isinstance(value, float) else value
+        return ops.add(a["self"], ops.mul(ops.mul(a["tensor1"], value), a["tensor2"]))
+    x, t1, t2 = _opmath(ctx, *_in_result_type(ctx, a["self"], a["tensor1"], a["tensor2"]))
     if ctx.device_type == "cpu":
         out = ops.fma(t1 if _is_one(value) else ops.mul(t1, value), t2, x)
     else:
@@ -236,15 +253,24 @@ def _addcmul(ctx: LoweringContext, a: dict[str, Any]) -> Any:
 
 
 def _addcdiv(ctx: LoweringContext, a: dict[str, Any]) -> Any:
-    """self + value * t1 / t2 as torch's kernels round it: (value * t1) / t2 + self on the CPU,
-    fma(value, t1 / t2, self) on CUDA (nvcc's contraction), in float32 for half types."""
-    x, t1, t2 = _opmath(ctx, a["self"], a["tensor1"], a["tensor2"])
+    """self + value * t1 / t2 as torch's kernels round it, operands in the result's type:
+    (value * t1) / t2 + self on the CPU, fma(value, t1 / t2, self) on CUDA (nvcc's
+    contraction), in float32 for half types."""
+    x, t1, t2 = _opmath(ctx, *_in_result_type(ctx, a["self"], a["tensor1"], a["tensor2"]))
     value = a["value"]
     if ctx.device_type == "cpu" or not isinstance(value, (int, float)):
         out = ops.add(x, ops.div(ops.mul(t1, value), t2))
     else:
         out = ops.fma(ops.div(t1, t2), float(value), x)
     return ops.cast(out, ctx.dtype)
+
+
+def _integer_addcdiv(a: dict[str, Any]) -> str | None:
+    dtypes = [getattr(v.meta.get("val"), "dtype", None) for v in (a["self"], a["tensor1"], a["tensor2"])
+              if hasattr(v, "meta")]
+    if dtypes and not any(d is not None and d.is_floating_point for d in dtypes):
+        return "integer addcdiv (torch raises)"
+    return None
 
 
 def _add_sub(name: str) -> dict[Any, AtenLowering]:
@@ -490,7 +516,7 @@ TABLE.update({
     prims.fma.default: AtenLowering(lambda ctx, a: ops.cast(ops.fma(*_opmath(ctx, a["a"], a["b"], a["c"])), ctx.dtype)),
     aten.copy.default: AtenLowering(lambda ctx, a: ops.expand(ops.cast(a["src"], ctx.dtype), list(ctx.shape)),
                                     check=_copy_check),
-    aten.addcdiv.default: AtenLowering(_addcdiv),
+    aten.addcdiv.default: AtenLowering(_addcdiv, check=_integer_addcdiv),
     aten._to_copy.default: AtenLowering(lambda ctx, a: ops.cast(a["self"], ctx.dtype), check=_to_copy_check),
     prims.convert_element_type.default: AtenLowering(lambda ctx, a: ops.cast(a["a"], ctx.dtype)),
     # reductions
