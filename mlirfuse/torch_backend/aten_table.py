@@ -201,13 +201,14 @@ def _scaled(ctx: LoweringContext, f: Callable[[Any, Any], Any], x: Any, y: Any, 
     results an ulp off eager's), bfloat16/float16 in float32 and rounded once (alpha * y rounded
     to bfloat16 first moved SGD's bf16 weights off eager's), alpha itself in the result's type
     on the CPU and in float32 on CUDA, as torch's kernels take it."""
+    cpu = ctx.device_type == "cpu"
     if _is_one(alpha):
-        return f(x, y)
+        return f(*_in_result_type(ctx, x, y, numbers=cpu)) if ctx.dtype.is_float else f(x, y)
     if not ctx.dtype.is_float or not isinstance(alpha, (int, float)):
         return f(x, ops.mul(y, alpha))
-    if ctx.device_type == "cpu":
+    if cpu:
         alpha = _in_type(ctx, alpha)
-    x, y = _opmath(ctx, *_in_result_type(ctx, x, y))
+    x, y = _opmath(ctx, *_in_result_type(ctx, x, y, numbers=cpu))
     scale = float(alpha) if f is ops.add else -float(alpha)
     return ops.cast(ops.fma(y, scale, x), ctx.dtype)
 
@@ -219,12 +220,13 @@ def _in_type(ctx: LoweringContext, value: Any) -> Any:
     return value
 
 
-def _in_result_type(ctx: LoweringContext, *values: Any) -> list[Any]:
+def _in_result_type(ctx: LoweringContext, *values: Any, numbers: bool = True) -> list[Any]:
     """Operands converted to the node's result type, as torch's kernels take them: tensors of
-    another dtype (a 0-d float32 beside bfloat16 tensors is rounded to bfloat16), Python numbers
-    rounded to a half type."""
-    return [(v if v.dtype == ctx.dtype else ops.cast(v, ctx.dtype)) if isinstance(v, Tensor) else _in_type(ctx, v)
-            for v in values]
+    another dtype (a 0-d float32 beside bfloat16 tensors is rounded to bfloat16), and, with
+    `numbers`, Python numbers rounded to a half type (torch's CPU add/sub do; its CUDA kernels
+    take a Python number in float32)."""
+    return [(v if v.dtype == ctx.dtype else ops.cast(v, ctx.dtype)) if isinstance(v, Tensor)
+            else _in_type(ctx, v) if numbers else v for v in values]
 
 
 def _opmath(ctx: LoweringContext, *values: Any) -> list[Any]:
