@@ -500,11 +500,19 @@ def test_optimizer_pointwise_ops_round_as_eager_does(dtype) -> None:
 
 
 def _dynamo_makes_fma() -> bool:
-    """torch >= 2.12's dynamo rewrites `t.addcdiv_(a, b, value=v)` to prims.fma; before, to div,
-    mul and add (rounded apart, unlike eager's CUDA kernel: nothing for a backend to fuse back)."""
-    from torch._dynamo.variables.tensor import TensorVariable
+    """Whether this torch's dynamo rewrites `t.addcdiv_(a, b, value=v)` to prims.fma (2.13's
+    does; 2.11's makes div, mul and add, rounded apart, unlike eager's CUDA kernel: nothing for
+    a backend to fuse back). Read from the graph dynamo hands a backend."""
+    seen: list[str] = []
 
-    return hasattr(TensorVariable, "method_addcdiv_")
+    def spy(gm, example_inputs):
+        seen.extend(str(n.target) for n in gm.graph.nodes)
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch.compile(_adam_update, backend=spy)(torch.zeros(4), torch.zeros(4), torch.ones(4))
+    torch._dynamo.reset()
+    return any("fma" in target for target in seen)
 
 
 def _adam_update(param, exp_avg, exp_avg_sq):
