@@ -16,6 +16,7 @@ position embedding's add and the LayerNorm after them: one kernel).
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -267,12 +268,43 @@ def _addcdiv(ctx: LoweringContext, a: dict[str, Any]) -> Any:
     return ops.cast(out, ctx.dtype)
 
 
-def _integer_addcdiv(a: dict[str, Any]) -> str | None:
-    dtypes = [getattr(v.meta.get("val"), "dtype", None) for v in (a["self"], a["tensor1"], a["tensor2"])
-              if hasattr(v, "meta")]
-    if dtypes and not any(d is not None and d.is_floating_point for d in dtypes):
-        return "integer addcdiv (torch raises)"
-    return None
+def _vals(a: dict[str, Any], *names: str) -> list[Any]:
+    """The FX values (meta['val']) of the named tensor arguments."""
+    return [a[n].meta.get("val") for n in names if hasattr(a.get(n), "meta")]
+
+
+def _raises_unless_float(what: str, *names: str) -> Callable[[dict[str, Any]], str | None]:
+    """A check leaving the op to torch (which raises) where no named operand is floating."""
+    def check(a: dict[str, Any]) -> str | None:
+        dtypes = [getattr(v, "dtype", None) for v in _vals(a, *names)]
+        if dtypes and not any(d is not None and d.is_floating_point for d in dtypes):
+            return f"{what} of integers or bools (torch raises)"
+        return None
+    return check
+
+
+def _no_bool(what: str, *names: str) -> Callable[[dict[str, Any]], str | None]:
+    def check(a: dict[str, Any]) -> str | None:
+        if any(getattr(v, "dtype", None) == torch.bool for v in _vals(a, *names)):
+            return f"{what} of bools (torch raises)"
+        return None
+    return check
+
+
+def _alpha_check(name: str) -> Callable[[dict[str, Any]], str | None]:
+    """What torch refuses and mlirfuse would compute: sub of a bool tensor; on the CPU, an
+    alpha a half-precision result cannot hold (torch converts it to that type there)."""
+    def check(a: dict[str, Any]) -> str | None:
+        vals = _vals(a, "self", "other")
+        if name != "add" and any(getattr(v, "dtype", None) == torch.bool for v in vals):
+            return f"{name} of a bool tensor (torch raises)"
+        alpha = a.get("alpha")
+        half = [v for v in vals if getattr(v, "dtype", None) in (torch.float16, torch.bfloat16)]
+        if isinstance(alpha, (int, float)) and half and half[0].device.type == "cpu":
+            if math.isinf(float(torch.tensor(float(alpha), dtype=half[0].dtype))) and not math.isinf(alpha):
+                return f"alpha {alpha} overflows {half[0].dtype} (torch raises)"
+        return None
+    return check
 
 
 def _add_sub(name: str) -> dict[Any, AtenLowering]:
@@ -280,7 +312,9 @@ def _add_sub(name: str) -> dict[Any, AtenLowering]:
 
     def lower(ctx: LoweringContext, a: dict[str, Any]) -> Any:
         return _scaled(ctx, f, a["self"], a["other"], a["alpha"])
-    return {getattr(aten, name).Tensor: AtenLowering(lower), getattr(aten, name).Scalar: AtenLowering(lower)}
+    check = _alpha_check(name)
+    return {getattr(aten, name).Tensor: AtenLowering(lower, check=check),
+            getattr(aten, name).Scalar: AtenLowering(lower, check=check)}
 
 
 def _reduction(name: str, overload: str, fn: Callable[..., Any]) -> dict[Any, AtenLowering]:
@@ -500,7 +534,8 @@ TABLE.update(_binary("logical_xor", lambda x, y: ops.ne(ops.cast(x, DataType.Boo
 TABLE.update(_add_sub("add"))
 TABLE.update(_add_sub("sub"))
 TABLE.update({
-    aten.rsub.Scalar: AtenLowering(lambda ctx, a: _scaled(ctx, ops.sub, a["other"], a["self"], a["alpha"])),
+    aten.rsub.Scalar: AtenLowering(lambda ctx, a: _scaled(ctx, ops.sub, a["other"], a["self"], a["alpha"]),
+                                   check=_alpha_check("rsub")),
     aten.div.Tensor_mode: AtenLowering(_div_mode, check=_float_rounding),
     aten.div.Scalar_mode: AtenLowering(_div_mode, check=_float_rounding),
     aten.pow.Tensor_Tensor: AtenLowering(lambda ctx, a: ops.pow(a["self"], a["exponent"])),
@@ -511,14 +546,16 @@ TABLE.update({
     aten.clamp.Tensor: AtenLowering(_clamp),
     aten.clamp_min.default: AtenLowering(lambda ctx, a: ops.maximum(a["self"], a["min"])),
     aten.clamp_max.default: AtenLowering(lambda ctx, a: ops.minimum(a["self"], a["max"])),
-    aten.lerp.Scalar: AtenLowering(lambda ctx, a: ops.lerp(a["self"], a["end"], a["weight"])),
-    aten.lerp.Tensor: AtenLowering(lambda ctx, a: ops.lerp(a["self"], a["end"], a["weight"])),
-    aten.addcmul.default: AtenLowering(_addcmul),
+    aten.lerp.Scalar: AtenLowering(lambda ctx, a: ops.lerp(a["self"], a["end"], a["weight"]),
+                                   check=_raises_unless_float("lerp", "self", "end")),
+    aten.lerp.Tensor: AtenLowering(lambda ctx, a: ops.lerp(a["self"], a["end"], a["weight"]),
+                                   check=_raises_unless_float("lerp", "self", "end")),
+    aten.addcmul.default: AtenLowering(_addcmul, check=_no_bool("addcmul", "self", "tensor1", "tensor2")),
     # dynamo's rewrite of in-place addcdiv_ (Adam's update) and of add_ with a tensor alpha
     prims.fma.default: AtenLowering(lambda ctx, a: ops.cast(ops.fma(*_opmath(ctx, a["a"], a["b"], a["c"])), ctx.dtype)),
     aten.copy.default: AtenLowering(lambda ctx, a: ops.expand(ops.cast(a["src"], ctx.dtype), list(ctx.shape)),
                                     check=_copy_check),
-    aten.addcdiv.default: AtenLowering(_addcdiv, check=_integer_addcdiv),
+    aten.addcdiv.default: AtenLowering(_addcdiv, check=_raises_unless_float("addcdiv", "self", "tensor1", "tensor2")),
     aten._to_copy.default: AtenLowering(lambda ctx, a: ops.cast(a["self"], ctx.dtype), check=_to_copy_check),
     prims.convert_element_type.default: AtenLowering(lambda ctx, a: ops.cast(a["a"], ctx.dtype)),
     # reductions

@@ -598,6 +598,25 @@ def test_half_add_and_sub_round_a_scalar_operand_to_the_type_on_the_cpu(dtype) -
         assert got.dtype == want.dtype and torch.equal(got, want), (k, (got != want).sum())
 
 
+@pytest.mark.parametrize("case", ["lerp of int64", "sub of a bool tensor", "float16 alpha 70000",
+                                  "addcmul of bools", "addcdiv of int64"])
+def test_what_torch_refuses_raises_when_compiled_too(case) -> None:
+    """Ops torch's kernels refuse were computed by mlirfuse (a silent answer where eager raises):
+    lerp of integers, sub of bools, an alpha a float16 result cannot hold (CPU), addcmul of
+    bools, integer addcdiv. They stay in torch, which raises."""
+    i, b, h = torch.arange(5), torch.ones(5, dtype=torch.bool), torch.ones(5, dtype=torch.float16)
+    fn, args = {"lerp of int64": (lambda x, y: torch.lerp(x, y, 0.3) * 2, (i, i * 10)),
+                "sub of a bool tensor": (lambda x, y: torch.sub(x, y, alpha=2) * 2, (b, i.float())),
+                "float16 alpha 70000": (lambda x, y: torch.add(x, y, alpha=70000.0) * 2, (h, h)),
+                "addcmul of bools": (lambda x, y: torch.addcmul(x, y, y) & x, (b, b)),
+                "addcdiv of int64": (lambda x, y: torch.addcdiv(x, y, y + 1) * 2, (i, i))}[case]
+    with pytest.raises(Exception):
+        fn(*args)
+    torch._dynamo.reset()
+    with pytest.raises(Exception):
+        torch.compile(fn, backend="mlirfuse")(*args)
+
+
 def test_integer_addcmul_truncates_a_float_value() -> None:
     """torch converts `value` to the integer type (0.5 -> 0, 1.7 -> 1); mlirfuse multiplied by
     the float and truncated the product ([1, 2, 5, 8, 13, 18] for [1, 2, 3, 4, 5, 6])."""
