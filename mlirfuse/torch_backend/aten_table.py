@@ -268,6 +268,12 @@ def _addcdiv(ctx: LoweringContext, a: dict[str, Any]) -> Any:
     return ops.cast(out, ctx.dtype)
 
 
+def _lerp(ctx: LoweringContext, a: dict[str, Any]) -> Any:
+    """torch.lerp, tensors converted to the result's type first (a 0-d float32 weight beside
+    bfloat16 tensors is rounded to bfloat16; a Python number weight stays float32)."""
+    return ops.lerp(*_in_result_type(ctx, a["self"], a["end"], a["weight"], numbers=False))
+
+
 def _vals(a: dict[str, Any], *names: str) -> list[Any]:
     """The FX values (meta['val']) of the named tensor arguments."""
     return [a[n].meta.get("val") for n in names if hasattr(a.get(n), "meta")]
@@ -292,17 +298,27 @@ def _no_bool(what: str, *names: str) -> Callable[[dict[str, Any]], str | None]:
 
 
 def _alpha_check(name: str) -> Callable[[dict[str, Any]], str | None]:
-    """What torch refuses and mlirfuse would compute: sub of a bool tensor; on the CPU, an
-    alpha a half-precision result cannot hold (torch converts it to that type there)."""
+    """What torch refuses and mlirfuse would compute: sub/rsub of a bool (tensor or Python
+    bool); a bool alpha beside non-bool tensors; an alpha beyond the largest value of the type
+    torch converts it to (the result's on the CPU, float32 for half results on CUDA)."""
     def check(a: dict[str, Any]) -> str | None:
         vals = _vals(a, "self", "other")
-        if name != "add" and any(getattr(v, "dtype", None) == torch.bool for v in vals):
-            return f"{name} of a bool tensor (torch raises)"
+        numbers = [a.get(k) for k in ("self", "other") if not hasattr(a.get(k), "meta")]
+        if name != "add" and (any(getattr(v, "dtype", None) == torch.bool for v in vals)
+                              or any(isinstance(n, bool) for n in numbers)):
+            return f"{name} of a bool (torch raises)"
         alpha = a.get("alpha")
-        half = [v for v in vals if getattr(v, "dtype", None) in (torch.float16, torch.bfloat16)]
-        if isinstance(alpha, (int, float)) and half and half[0].device.type == "cpu":
-            if math.isinf(float(torch.tensor(float(alpha), dtype=half[0].dtype))) and not math.isinf(alpha):
-                return f"alpha {alpha} overflows {half[0].dtype} (torch raises)"
+        dtypes = [v.dtype for v in vals if isinstance(v, torch.Tensor)]
+        if isinstance(alpha, bool) and dtypes and any(d != torch.bool for d in dtypes):
+            return "a bool alpha beside non-bool tensors (torch raises)"
+        floats = [v for v in vals if isinstance(v, torch.Tensor) and v.dtype.is_floating_point]
+        if isinstance(alpha, (int, float)) and not isinstance(alpha, bool) and floats and math.isfinite(alpha):
+            widest = max(floats, key=lambda v: (v.dim() > 0, v.dtype.itemsize))
+            target = widest.dtype
+            if widest.device.type != "cpu" and target in (torch.float16, torch.bfloat16):
+                target = torch.float32
+            if abs(alpha) > torch.finfo(target).max:
+                return f"alpha {alpha} overflows {target} (torch raises)"
         return None
     return check
 
@@ -546,10 +562,8 @@ TABLE.update({
     aten.clamp.Tensor: AtenLowering(_clamp),
     aten.clamp_min.default: AtenLowering(lambda ctx, a: ops.maximum(a["self"], a["min"])),
     aten.clamp_max.default: AtenLowering(lambda ctx, a: ops.minimum(a["self"], a["max"])),
-    aten.lerp.Scalar: AtenLowering(lambda ctx, a: ops.lerp(a["self"], a["end"], a["weight"]),
-                                   check=_raises_unless_float("lerp", "self", "end")),
-    aten.lerp.Tensor: AtenLowering(lambda ctx, a: ops.lerp(a["self"], a["end"], a["weight"]),
-                                   check=_raises_unless_float("lerp", "self", "end")),
+    aten.lerp.Scalar: AtenLowering(_lerp, check=_raises_unless_float("lerp", "self", "end")),
+    aten.lerp.Tensor: AtenLowering(_lerp, check=_raises_unless_float("lerp", "self", "end")),
     aten.addcmul.default: AtenLowering(_addcmul, check=_no_bool("addcmul", "self", "tensor1", "tensor2")),
     # dynamo's rewrite of in-place addcdiv_ (Adam's update) and of add_ with a tensor alpha
     prims.fma.default: AtenLowering(lambda ctx, a: ops.cast(ops.fma(*_opmath(ctx, a["a"], a["b"], a["c"])), ctx.dtype)),
