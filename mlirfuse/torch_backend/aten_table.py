@@ -205,12 +205,18 @@ def _scaled(ctx: LoweringContext, f: Callable[[Any, Any], Any], x: Any, y: Any, 
     cpu = ctx.device_type == "cpu"
     if _is_one(alpha):
         return f(*_in_result_type(ctx, x, y, numbers=cpu)) if ctx.dtype.is_float else f(x, y)
-    if not ctx.dtype.is_float or not isinstance(alpha, (int, float)):
+    if not ctx.dtype.is_float or not isinstance(alpha, (int, float, Tensor)):
         return f(x, ops.mul(y, alpha))
-    if cpu:
-        alpha = _in_type(ctx, alpha)
     x, y = _opmath(ctx, *_in_result_type(ctx, x, y, numbers=cpu))
-    scale = float(alpha) if f is ops.add else -float(alpha)
+    if isinstance(alpha, Tensor):  # a runtime alpha (dynamo made it symbolic): a 0-d tensor
+        half = ctx.dtype in (DataType.Half, DataType.BFloat16)
+        if cpu and half:
+            alpha = ops.cast(alpha, ctx.dtype)  # in the result's type, as on the CPU above
+        alpha = ops.cast(alpha, DataType.Float if half else ctx.dtype)
+        scale = alpha if f is ops.add else ops.neg(alpha)
+    else:
+        scale = float(_in_type(ctx, alpha) if cpu else alpha)
+        scale = scale if f is ops.add else -scale
     return ops.cast(ops.fma(y, scale, x), ctx.dtype)
 
 

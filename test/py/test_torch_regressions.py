@@ -634,6 +634,21 @@ def test_half_lerp_rounds_a_0d_weight_tensor_to_the_type() -> None:
         assert torch.equal(torch.compile(fn, backend="mlirfuse")(a, b, w), fn(a, b, w))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_add_with_an_alpha_dynamo_made_symbolic_is_one_fma(dtype) -> None:
+    """An int alpha that dynamo makes symbolic (a second call with another value) reaches the
+    lowering as a 0-d tensor: it was a multiply then an add (298 of 4096 float32 results of
+    add(x, 0.1, alpha=5) off eager's fused multiply-add)."""
+    torch.manual_seed(0)
+    x, y = (torch.randn(4096) * 3).to(dtype), torch.randn(4096).to(dtype)
+    for fn, args in ((lambda a, s: torch.add(a, 0.1, alpha=s) * 2, (x,)),
+                     (lambda a, b, s: torch.sub(a, b, alpha=s) * 2, (x, y))):
+        torch._dynamo.reset()
+        compiled = torch.compile(fn, backend="mlirfuse")
+        for s in (3, 5, 257):
+            assert torch.equal(compiled(*args, s), fn(*args, s)), s
+
+
 def test_integer_addcmul_truncates_a_float_value() -> None:
     """torch converts `value` to the integer type (0.5 -> 0, 1.7 -> 1); mlirfuse multiplied by
     the float and truncated the product ([1, 2, 5, 8, 13, 18] for [1, 2, 3, 4, 5, 6])."""
