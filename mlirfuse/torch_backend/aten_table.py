@@ -164,13 +164,6 @@ def _clamp(ctx: LoweringContext, a: dict[str, Any]) -> Any:
     return x
 
 
-def _copy_check(a: dict[str, Any]) -> str | None:
-    self, src = (a[k].meta.get("val") if hasattr(a[k], "meta") else None for k in ("self", "src"))
-    if self is not None and src is not None and getattr(src, "device", self.device) != self.device:
-        return f"a copy between devices ({src.device} -> {self.device})"
-    return None
-
-
 def _to_copy_check(a: dict[str, Any]) -> str | None:
     x = a["self"]
     val = x.meta.get("val") if hasattr(x, "meta") else None
@@ -195,6 +188,9 @@ def _binary(name: str, fn: Callable[[Any, Any], Any] | None = None,
             for o in overloads if hasattr(packet, o)}
 
 
+HALF = (DataType.Half, DataType.BFloat16)  # computed in float32 (torch's opmath), rounded once
+
+
 def _scaled(ctx: LoweringContext, f: Callable[[Any, Any], Any], x: Any, y: Any, alpha: Any) -> Any:
     """f(x, alpha * y) (f: add or sub) as torch's add/sub/rsub with alpha compute it: operands
     converted to the result's type, then one fused multiply-add for floating results
@@ -209,7 +205,7 @@ def _scaled(ctx: LoweringContext, f: Callable[[Any, Any], Any], x: Any, y: Any, 
         return f(x, ops.mul(y, alpha))
     x, y = _opmath(ctx, *_in_result_type(ctx, x, y, numbers=cpu))
     if isinstance(alpha, Tensor):  # a runtime alpha (dynamo made it symbolic): a 0-d tensor
-        half = ctx.dtype in (DataType.Half, DataType.BFloat16)
+        half = ctx.dtype in HALF
         if cpu and half:
             alpha = ops.cast(alpha, ctx.dtype)  # in the result's type, as on the CPU above
         alpha = ops.cast(alpha, DataType.Float if half else ctx.dtype)
@@ -222,7 +218,7 @@ def _scaled(ctx: LoweringContext, f: Callable[[Any, Any], Any], x: Any, y: Any, 
 
 def _in_type(ctx: LoweringContext, value: Any) -> Any:
     """A Python number as the node's half type holds it (other types: as it is)."""
-    if ctx.dtype in (DataType.Half, DataType.BFloat16) and isinstance(value, (int, float)):
+    if ctx.dtype in HALF and isinstance(value, (int, float)):
         return float(torch.tensor(float(value), dtype=getattr(torch, ctx.dtype.value)))
     return value
 
@@ -238,7 +234,7 @@ def _in_result_type(ctx: LoweringContext, *values: Any, numbers: bool = True) ->
 
 def _opmath(ctx: LoweringContext, *values: Any) -> list[Any]:
     """Tensors of a half-precision node in float32, torch's opmath (the rest as they are)."""
-    if ctx.dtype not in (DataType.Half, DataType.BFloat16):
+    if ctx.dtype not in HALF:
         return list(values)
     return [ops.cast(v, DataType.Float) if isinstance(v, Tensor) else v for v in values]
 
@@ -573,8 +569,7 @@ TABLE.update({
     aten.addcmul.default: AtenLowering(_addcmul, check=_no_bool("addcmul", "self", "tensor1", "tensor2")),
     # dynamo's rewrite of in-place addcdiv_ (Adam's update) and of add_ with a tensor alpha
     prims.fma.default: AtenLowering(lambda ctx, a: ops.cast(ops.fma(*_opmath(ctx, a["a"], a["b"], a["c"])), ctx.dtype)),
-    aten.copy.default: AtenLowering(lambda ctx, a: ops.expand(ops.cast(a["src"], ctx.dtype), list(ctx.shape)),
-                                    check=_copy_check),
+    aten.copy.default: AtenLowering(lambda ctx, a: ops.expand(ops.cast(a["src"], ctx.dtype), list(ctx.shape))),
     aten.addcdiv.default: AtenLowering(_addcdiv, check=_raises_unless_float("addcdiv", "self", "tensor1", "tensor2")),
     aten._to_copy.default: AtenLowering(lambda ctx, a: ops.cast(a["self"], ctx.dtype), check=_to_copy_check),
     prims.convert_element_type.default: AtenLowering(lambda ctx, a: ops.cast(a["a"], ctx.dtype)),

@@ -41,9 +41,9 @@ from mlirfuse.torch_backend.unfuse_addmm import unfuse_addmms
 aten = torch.ops.aten
 
 # Ops mlirfuse lowers itself, kept whole: core ATen would make the embedding advanced
-# indexing (aten.index), which stays in torch.
+# indexing (aten.index), which stays in torch, and lerp, addcmul and addcdiv separate
+# multiplies and adds, rounded otherwise than torch's kernels round them.
 KEPT = {aten.embedding, aten.lerp, aten.lerp_, aten.addcmul, aten.addcmul_, aten.addcdiv, aten.addcdiv_}
-# (lerp, addcmul, addcdiv: rounded as torch's kernels round them)
 # Composite ops decomposed into primitives mlirfuse fuses, on top of the core aten set.
 DECOMPOSED = ("native_layer_norm", "_softmax", "_log_softmax", "gelu", "native_dropout", "native_group_norm",
               "native_batch_norm", "_native_batch_norm_legit_functional", "hardtanh", "leaky_relu", "elu")
