@@ -188,6 +188,15 @@ def test_independent_pointwise_kernels_run_in_one_packed_launch(misalign) -> Non
     assert "5 kernels packed in one launch" in c.stages["launch_params"]
 
 
+def test_packed_launches_keep_within_the_kernel_parameter_space() -> None:
+    """40 independent casts of 2-d weights (an optimizer step's 28 parameter updates took 9 KB)
+    packed: each packed launch takes at most 4 KB of kernel parameters (PTX ISA 8.0 allows 4352
+    bytes; ptxas refused the whole region before), so they are two launches, not one."""
+    weights = [randn(4 + k, 3) for k in range(40)]
+    c = check(lambda *w: tuple(ops.cast(x, DataType.BFloat16) for x in w), *weights)
+    assert c.n_launches == 2 and "kernels packed in one launch" in c.stages["launch_params"]
+
+
 def test_a_packed_kernel_reading_a_dynamic_reshape_keeps_its_shape_stores() -> None:
     """z viewed as [rows * cols] (a memref.reshape whose shape the host stores into a buffer)
     packed with x * 2: the kernel moving up to join the other launch takes the reshape along,

@@ -37,12 +37,45 @@ _BLOCK_ID_X, _THREAD_ID_X = 0, 3  # the launch body's arguments it may read
 _ARGUMENTS = 12  # a launch body's arguments before its shared memory's (block, thread, grid, block ids)
 
 
+# Bytes of kernel parameters a packed launch may take: PTX ISA 8.0 allows 4352 (a memref
+# argument is its descriptor, 8 bytes a field), less a margin for alignment.
+PARAMETER_BYTES = 4096
+
+
 def packable_runs(func: ir.Operation) -> list[list[ir.Operation]]:
     """The guards of each run of two or more launches that can be packed, in order."""
     runs = []
     for run in _runs(func):
-        runs += _with_barriers_apart(run)
+        for part in _with_barriers_apart(run):
+            runs += _within_parameter_space(part)
     return [r for r in runs if len(r) > 1]
+
+
+def _within_parameter_space(run: list[ir.Operation]) -> list[list[ir.Operation]]:
+    """The run cut where the packed kernel's parameters would outgrow PARAMETER_BYTES (an
+    optimizer step's 28 parameter updates take about 9 KB)."""
+    parts: list[list[ir.Operation]] = []
+    taken: set = set()
+    for guard in run:
+        used = _parameters(_packable(guard))
+        if parts and _parameter_bytes(taken | used) <= PARAMETER_BYTES:
+            parts[-1].append(guard)
+            taken |= used
+        else:
+            parts.append([guard])
+            taken = set(used)
+    return parts
+
+
+def _parameters(launch: ir.Operation) -> set:
+    """The values a kernel takes from the host (its parameters once outlined; constants are
+    copied into the kernel instead)."""
+    return {v for v in _used_from_outside(launch)
+            if isinstance(v.owner, ir.Block) or v.owner.operation.name != "arith.constant"}
+
+
+def _parameter_bytes(values: set) -> int:
+    return sum(8 * (3 + 2 * v.type.rank) if isinstance(v.type, ir.MemRefType) else 8 for v in values)
 
 
 def _with_barriers_apart(run: list[ir.Operation]) -> list[list[ir.Operation]]:
