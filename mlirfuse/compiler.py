@@ -393,9 +393,12 @@ class CompiledFusion:
         self.kernel.launch_torch(values, outputs, device)
         return [wrap_output(o, origin) for o in outputs]
 
-    def torch_launcher(self, args: list[Arg]) -> "TorchLauncher | None":
+    def torch_launcher(self, args: list[Arg], into: dict[int, int] | None = None) -> "TorchLauncher | None":
         """The hot path for calls with exactly these torch CUDA tensors (sizes, strides, dtype,
-        device) and Python scalars of these types; None where the general path is needed."""
+        device) and Python scalars of these types; None where the general path is needed.
+        `into`: output -> argument it is written into (see `JitFunction`), in place where
+        the kernels allow it (`in_place_pairs`) and the argument is laid out as the output
+        is and shares no memory with another argument, else copied there after the launch."""
         if self.backend != "gpu" or self.kernel is None or config.options().dump:
             return None
         for arg, spec in zip(args, self.fusion.specs):
@@ -412,7 +415,10 @@ class CompiledFusion:
         call_args += [(0, s, _contiguous_strides(s)) for s in shapes]
         bound = exe.bind(call_args)
         outputs = [(s, getattr(torch, dt.value)) for s, dt in zip(shapes, self._output_dtypes)]
-        return TorchLauncher(torch, exe, bound, self._scalar, outputs, device)
+        shared = {k: j for k, j in (into or {}).items()
+                  if (j, k) in self.kernel.in_place and _fits(args, j, outputs[k])}
+        copied = {k: j for k, j in (into or {}).items() if k not in shared}
+        return TorchLauncher(torch, exe, bound, self._scalar, outputs, device, shared, copied)
 
     def _run_staged(self, values: list[Any], shapes: list[tuple[int, ...]]) -> list[Any]:
         """numpy in, numpy out, on the GPU: copies through the runtime, synchronized."""
@@ -429,6 +435,27 @@ class CompiledFusion:
         outputs = [np.empty(s, dtype=dt.np) for s, dt in zip(shapes, self._output_dtypes)]
         self.kernel.run_staged(values, outputs)
         return outputs
+
+
+def _fits(args: list[Arg], j: int, output: tuple[tuple[int, ...], Any]) -> bool:
+    """Argument j can hold the output: its sizes, dtype and dense strides, and no other
+    argument's memory overlapping its own."""
+    t = args[j].value
+    shape, dtype = output
+    if args[j].order is not None or t.dtype != dtype or tuple(t.shape) != tuple(shape) or \
+            tuple(t.stride()) != _contiguous_strides(shape):
+        return False
+    start, end = _extent(t)
+    return not any(i != j and a.kind == "device" and _extent(a.value)[0] < end and start < _extent(a.value)[1]
+                   for i, a in enumerate(args))
+
+
+def _extent(t: Any) -> tuple[int, int]:
+    """The bytes a tensor's elements span: [first, last + 1)."""
+    if t.numel() == 0:
+        return t.data_ptr(), t.data_ptr()
+    last = sum((n - 1) * abs(st) for n, st in zip(t.shape, t.stride()))
+    return t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size()
 
 
 def _contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
@@ -502,7 +529,8 @@ class TorchLauncher:
     check of those sizes, for a caller that has not looked them up."""
 
     def __init__(self, torch: Any, exe: Any, bound: Any, scalar: Sequence[bool],
-                 outputs: Sequence[tuple[tuple[int, ...], Any]], device: int):
+                 outputs: Sequence[tuple[tuple[int, ...], Any]], device: int,
+                 shared: dict[int, int] | None = None, copied: dict[int, int] | None = None):
         self._alloc = _torch_allocator(torch, device)
         self._stream = torch._C._cuda_getCurrentRawStream
         self._exe = exe
@@ -517,6 +545,11 @@ class TorchLauncher:
         self._scalars = [(i, cells[i], bool if isinstance(cells[i], ctypes.c_int8) else type(cells[i].value))
                          for i in range(n) if scalar[i]]
         self._outputs = [(shape, _contiguous_strides(shape), dtype) for shape, dtype in outputs]
+        # Output -> the argument whose memory it is written into (`shared`), or into which it
+        # is copied after the launch (`copied`); either way that argument is the result.
+        self._shared = dict(shared or {})
+        self._copied = dict(copied or {})
+        self._copy = torch._foreach_copy_ if self._copied else None
         self._output_cells = cells[n:n + len(outputs)]
         self._bytes = torch.uint8
         self._grad_enabled = torch.is_grad_enabled
@@ -546,7 +579,8 @@ class TorchLauncher:
         """The first call: learns the bytes of scratch memory these sizes need, then `call`
         becomes `_straight_line`'s code."""
         alloc = self._alloc
-        outs = [alloc(shape, strides, dtype) for shape, strides, dtype in self._outputs]
+        outs = [args[self._shared[k]] if k in self._shared else alloc(shape, strides, dtype)
+                for k, (shape, strides, dtype) in enumerate(self._outputs)]
         scratch = self._scratch
         # One allocation for all the call's scratch (freed on return: torch's allocator reuses
         # it only for work ordered after these kernels on this stream).
@@ -557,6 +591,10 @@ class TorchLauncher:
             used = self._exe.call_unlocked(stream, self._packed, arena.data_ptr() if arena is not None else 0,
                                            scratch or 0)
         self._grow(used)
+        if self._copied:
+            self._copy([args[j] for j in self._copied.values()], [outs[k] for k in self._copied])
+            for k, j in self._copied.items():
+                outs[k] = args[j]
         return outs
 
     def _grow(self, used: int) -> None:
@@ -571,7 +609,7 @@ class TorchLauncher:
                                "check_error": self._exe.check_error, "call_unlocked": self._exe.call_unlocked,
                                "grow": self._grow, "scratch": self._scratch, "launcher": self,
                                "arena_shape": (self._scratch,), "bytes": self._bytes, "MISS": MISS,
-                               "options": config.options, "out_of_range": _out_of_range}
+                               "options": config.options, "out_of_range": _out_of_range, "copy": self._copy}
         for k, (shape, strides, dtype) in enumerate(self._outputs):
             env[f"shape{k}"], env[f"strides{k}"], env[f"dtype{k}"] = shape, strides, dtype
         for i, cell in self._tensors:
@@ -593,7 +631,8 @@ class TorchLauncher:
 
     def _body(self) -> list[str]:
         """Lines from the output allocations to the launch (arguments a0.. unpacked, checked)."""
-        code = [f"    o{k} = alloc(shape{k}, strides{k}, dtype{k})" for k in range(len(self._outputs))]
+        code = [f"    o{k} = a{self._shared[k]}" if k in self._shared
+                else f"    o{k} = alloc(shape{k}, strides{k}, dtype{k})" for k in range(len(self._outputs))]
         if self._scratch:
             code.append("    arena = alloc(arena_shape, (1,), bytes)")
         code += ["    stream = stream_of(index)", "    with lock:"]
@@ -607,6 +646,10 @@ class TorchLauncher:
         else:
             code += ["        stream_cell.value = stream", "        launch(packed)",
                      "        if error_cell.value:", "            check_error('a launch')"]
+        if self._copied:  # one multi-tensor copy (one launch) for them all
+            code.append(f"    copy([{', '.join(f'a{j}' for j in self._copied.values())}], "
+                        f"[{', '.join(f'o{k}' for k in self._copied)}])")
+            code += [f"    o{k} = a{j}" for k, j in self._copied.items()]
         return code
 
     def _unpack(self) -> list[str]:

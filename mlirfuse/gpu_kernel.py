@@ -50,6 +50,7 @@ class GpuKernel:
             cache.store(key, self.module.host_llvm.encode())
             self._time("compiled (lowering, LLVM, ptxas)", start)
         self.n_launches = self.module.n_launches
+        self.in_place = self.module.in_place  # (input, output) pairs that may share memory
         self.stages = self.module.stages
         self.compile_seconds = self.module.compile_seconds
         self._host_llvm = self.module.host_llvm

@@ -10,6 +10,8 @@ import threading
 from collections import namedtuple
 from typing import Any, Callable, Iterator, Sequence
 
+import numpy as np
+
 from mlirfuse import config
 from mlirfuse.arrays import Arg, classify_all, placement
 from mlirfuse.autodiff import differentiate
@@ -79,12 +81,18 @@ def add_inputs(fusion: Fusion, specs: Sequence[InputSpec]) -> list[Tensor]:
 class JitFunction:
     """A traced-and-compiled version of `fn`; call it like `fn`."""
 
-    def __init__(self, fn: Callable[..., Any], backend: str | None = None, dynamic: bool = True):
+    def __init__(self, fn: Callable[..., Any], backend: str | None = None, dynamic: bool = True,
+                 into: dict[int, int] | None = None):
         if backend not in (None, "cpu", "gpu"):
             raise FusionError(f"unknown backend {backend!r}; choose 'cpu' or 'gpu'")
         self.fn = fn
         self.backend = backend
         self.dynamic = dynamic
+        # Result position -> the torch tensor argument it is written into, which is then the
+        # result (the torch backend's input mutations: an optimizer's parameters and state).
+        # On the GPU's hot path the kernels write it in place where that is safe; elsewhere
+        # the result is copied into it.
+        self.into = dict(into or {})
         self._cache: dict[tuple, tuple[CompiledFusion, bool]] = {}
         self._static_signatures: set[tuple] = set()  # signatures that needed concrete sizes
         # The hot path: exact torch CUDA argument layouts -> (launcher, result builder, result
@@ -228,6 +236,8 @@ class JitFunction:
                 self._hits += 1
                 return result
         if wants_grad(args):
+            if self.into:
+                raise FusionError("a function writing results into its arguments cannot be differentiated")
             return self._call_with_grad(args)
         key = _exact_key(args)
         if key is not None:
@@ -245,14 +255,24 @@ class JitFunction:
         where, _ = placement(infos)
         backend = "gpu" if where == "device" else (self.backend or "cpu")
         compiled, structure = self._lookup(infos, backend)
-        outputs = compiled.run(infos)
+        outputs = self._written_into(args, compiled.run(infos))
         if key is not None:
-            launcher = compiled.torch_launcher(infos)
+            launcher = compiled.torch_launcher(infos, self.into)
             if launcher is not None:
                 if len(self._launchers) >= MAX_LAUNCHERS:
                     self._launchers.clear()
                 self._launchers[key] = (launcher, _rebuilder(structure), _result_code(structure, len(outputs)))
         return _unflatten(structure, iter(outputs))
+
+    def _written_into(self, args: Sequence[Any], outputs: Any) -> Any:
+        """`outputs` (a flat list) with each result of `into` copied into its argument."""
+        for k, j in self.into.items():
+            if hasattr(args[j], "copy_"):
+                args[j].copy_(outputs[k])
+            else:
+                np.copyto(args[j], outputs[k])
+            outputs[k] = args[j]
+        return outputs
 
     def cache_info(self) -> CacheInfo:
         return CacheInfo(self._hits, self._misses, self._compiles)

@@ -9,6 +9,7 @@ buffers the caller allocated. It calls the lowered `@fusion`, which gets inlined
 from __future__ import annotations
 
 import ctypes
+import re
 import threading
 from typing import Any, Sequence
 
@@ -182,6 +183,23 @@ LAUNCHES_LINE = r"// mlirfuse: (\d+) launch\(es\) a call\n"
 
 def launches_line(n: int) -> str:
     return f"// mlirfuse: {n} launch(es) a call\n"
+
+
+# The second line: the (input, output) pairs whose output may be written into the input's
+# memory (`mlirfuse.lowering.gpu.in_place`), as `input>output` words.
+IN_PLACE_LINE = r"// mlirfuse in place:((?: \d+>\d+)*)\n"
+
+
+def in_place_line(pairs: frozenset[tuple[int, int]]) -> str:
+    return "// mlirfuse in place:" + "".join(f" {i}>{k}" for i, k in sorted(pairs)) + "\n"
+
+
+def parse_in_place(text: str) -> frozenset[tuple[int, int]]:
+    """The pairs of a host module's text (none where it has no such line)."""
+    found = re.search(IN_PLACE_LINE, text[:1 << 16])
+    if found is None:
+        return frozenset()
+    return frozenset(tuple(int(x) for x in w.split(">")) for w in found.group(1).split())
 
 
 # -- calling the entry point: packed arguments -------------------------------------------------

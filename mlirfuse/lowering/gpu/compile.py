@@ -16,7 +16,8 @@ from mlirfuse.dialects import fusion as fusion_dialect
 from mlirfuse.errors import FusionError
 from mlirfuse.frontend.graph import InputSpec
 from mlirfuse.lowering.gpu import toolchain
-from mlirfuse.lowering.host_abi import ENTRY, launches_line
+from mlirfuse.lowering.gpu.in_place import in_place_pairs
+from mlirfuse.lowering.host_abi import ENTRY, in_place_line, launches_line
 
 
 def _entry(module: ir.Module) -> ir.Operation:
@@ -39,12 +40,13 @@ class GpuModule:
     compile_seconds: float = 0.0
     n_kernels: int = 0  # kernel functions
     n_launches: int = 0  # launches a call makes at most (a kernel's variants count once)
+    in_place: frozenset[tuple[int, int]] = frozenset()  # (input, output): may share memory
 
     @property
     def host_llvm(self) -> str:
-        """The host module's text (what the disk cache keeps), after a first line saying the
-        number of launches (`gpu_runtime.CachedGpuModule` reads it back)."""
-        return launches_line(self.n_launches) + str(self.module)
+        """The host module's text (what the disk cache keeps), after lines saying the number
+        of launches and the in-place pairs (`gpu_runtime.CachedGpuModule` reads them back)."""
+        return launches_line(self.n_launches) + in_place_line(self.in_place) + str(self.module)
 
     @property
     def ptx(self) -> str:
@@ -93,10 +95,12 @@ def compile_gpu(fusion_ir: str, specs: Sequence[InputSpec], arch: str = "sm_90",
         raise FusionError(toolchain.MISSING_LIBDEVICE)
     stages: dict[str, str] | None = {} if keep_stages else None
     counts = {"kernels": 0, "launches": 0}
+    in_place: set[tuple[int, int]] = set()
 
     def after(name: str, module: ir.Module) -> ir.Module | None:
         if name == "gpu":  # one line per launch: its schedule (or why naive), grid and block
             lines, counts["launches"], counts["kernels"] = launch_params(module.operation)
+            in_place.update(in_place_pairs(_entry(module), len(specs)))
             if stages is not None:
                 stages["launch_params"] = "\n".join(lines)
         if name == "scheduled" and scheduled_ir is not None:
@@ -119,4 +123,4 @@ def compile_gpu(fusion_ir: str, specs: Sequence[InputSpec], arch: str = "sm_90",
         if fmt == "isa" and stages is not None:
             stages["ptx"] = binary.decode(errors="replace")
     return GpuModule(module, ctx, arch, fmt, binary, stages or {}, time.perf_counter() - start,
-                     counts["kernels"], counts["launches"])
+                     counts["kernels"], counts["launches"], frozenset(in_place))

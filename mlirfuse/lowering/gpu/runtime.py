@@ -29,7 +29,7 @@ from mlir.execution_engine import ExecutionEngine
 from mlirfuse.dialects import fusion as fusion_dialect
 from mlirfuse.errors import FusionError
 from mlirfuse.lowering.cpu import host_library
-from mlirfuse.lowering.host_abi import ENTRY, LAUNCHES_LINE, ArgumentSlots
+from mlirfuse.lowering.host_abi import ENTRY, LAUNCHES_LINE, ArgumentSlots, parse_in_place
 
 ALLOC_FN = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p)
 FREE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
@@ -359,6 +359,10 @@ class CachedGpuModule:
     def n_launches(self) -> int:
         found = re.match(LAUNCHES_LINE, self.host_llvm)
         return int(found.group(1)) if found else self.n_kernels
+
+    @property
+    def in_place(self) -> frozenset[tuple[int, int]]:
+        return parse_in_place(self.host_llvm)
 
     @property
     def ptx(self) -> str:
