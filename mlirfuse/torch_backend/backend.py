@@ -30,8 +30,9 @@ from torch import fx
 from mlirfuse import dump
 from mlirfuse.frontend.jit import JitFunction
 from mlirfuse.torch_backend.aten_table import LIBRARY
-from mlirfuse.torch_backend.foreach import foreach_decompositions
 from mlirfuse.torch_backend.embedding_grad import scatter_embedding_grads
+from mlirfuse.torch_backend.foreach import foreach_decompositions
+from mlirfuse.torch_backend.mutations import write_mutations_in_regions
 from mlirfuse.torch_backend.pad_matmul import pad_matmuls
 from mlirfuse.torch_backend.partition import partition_graph
 from mlirfuse.torch_backend.region import LoweringFailed, Region, build_region
@@ -69,7 +70,7 @@ class _Registry:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.jitted: dict[str, JitFunction] = {}
+        self.jitted: dict[tuple, JitFunction] = {}  # by fusion IR and results written into inputs
         self.graphs: Counter[str] = Counter()
         self.regions = 0
         self.captured: list[tuple[str, Any]] | None = None  # (graph kind, Partition) while capturing
@@ -77,9 +78,10 @@ class _Registry:
     def jit_for(self, region: Region) -> JitFunction:
         with self.lock:
             self.regions += 1
-            jitted = self.jitted.get(region.fusion_ir)
+            key = (region.fusion_ir, tuple(sorted(region.into.items())))
+            jitted = self.jitted.get(key)
             if jitted is None:
-                jitted = self.jitted[region.fusion_ir] = JitFunction(region.trace)
+                jitted = self.jitted[key] = JitFunction(region.trace, into=region.into)
             return jitted
 
 
@@ -144,6 +146,8 @@ def compile_graph(gm: fx.GraphModule, example_inputs: Any, kind: str = "forward"
     scatter_embedding_grads(gm)
     dump.emit("fx_graph", f"{kind} graph:\n" + gm.print_readable(print_output=False), key)
     partition, regions = partition_and_trace(gm)
+    if kind == "inference":
+        write_mutations_in_regions(gm.graph, partition, regions)
     with _REGISTRY.lock:
         if _REGISTRY.captured is not None:
             _REGISTRY.captured.append((kind, partition))
@@ -206,5 +210,8 @@ def mlirfuse_backend(gm: fx.GraphModule, example_inputs: Any) -> Callable[..., A
         inference_compiler=functools.partial(compile_graph, kind="inference"),
         decompositions=decompositions(),
         partition_fn=partition_joint_graph,
+        # An inference graph's input mutations stay in it (`copy_` nodes): regions write them
+        # (mutations.py) instead of AOTAutograd copying every one after the graph.
+        keep_inference_input_mutations=True,
     )
     return backend(gm, example_inputs)

@@ -289,6 +289,7 @@ def partition_graph(graph: fx.Graph, forced: dict[fx.Node, str] | None = None,
     lone: list[list[fx.Node]] = []  # single-op groups fused with no other
     copying: list[list[fx.Node]] = []  # a compute op short of min_compute, and copies
     sinks: dict[str, list[list[fx.Node]]] = {}  # device -> single-op groups the graph only returns
+    apart: dict[str, list[list[fx.Node]]] = {}  # device -> groups of graph inputs the graph only returns
     for g in grouping.roots():
         members = _strip_edges(sorted(grouping.members[g], key=position.__getitem__), deps, left)
         if not members:
@@ -300,6 +301,10 @@ def partition_graph(graph: fx.Graph, forced: dict[fx.Node, str] | None = None,
         n_copies = sum(n.target in A.COPIES for n in members)
         outside = [d for n in members for d in deps[n] if d not in inside]
         has_tensor_input = any(isinstance(d.meta.get("val"), torch.Tensor) for d in outside)
+        if n_compute >= min_compute and has_tensor_input and all(_of_graph_inputs(d, left) for d in outside) \
+                and _only_returned(members, inside, left):
+            apart.setdefault(grouping.device[g], []).append(members)
+            continue
         if n_compute >= min_compute and (has_tensor_input or grouping.device[g] in carriers):
             final.append(members)  # without tensor inputs, a graph input gives it its device
             continue
@@ -330,6 +335,13 @@ def partition_graph(graph: fx.Graph, forced: dict[fx.Node, str] | None = None,
         if len(groups) == 1:
             lone.append(groups[0])
             continue
+        for k in range(0, len(groups), MAX_SINGLES):
+            final.append(sorted((n for ms in groups[k:k + MAX_SINGLES] for n in ms), key=position.__getitem__))
+    # Groups that read graph inputs only and whose results the graph only returns (a compiled
+    # optimizer step: one group per parameter, of its parameter, gradient and state) are
+    # independent of everything else in the graph: fused side by side, one region call for
+    # MAX_SINGLES of them, their kernels packed (gpu-pack-launches), no result held longer.
+    for groups in apart.values():
         for k in range(0, len(groups), MAX_SINGLES):
             final.append(sorted((n for ms in groups[k:k + MAX_SINGLES] for n in ms), key=position.__getitem__))
     for groups in sinks.values():
@@ -464,9 +476,10 @@ def _reach(members: list[fx.Node], unit: dict[fx.Node, int], final: list[list[fx
 
 def _only_returned(members: list[fx.Node], inside: set[fx.Node], left: dict[fx.Node, str]) -> bool:
     """The group's values leave it only as results of the graph (perhaps through views left
-    to torch: a weight gradient computed transposed)."""
+    to torch: a weight gradient computed transposed) or as new values of its inputs (an
+    inference graph's `copy_` into an input, at its end)."""
     def returned(node: fx.Node) -> bool:
-        if node.op == "output":
+        if node.op == "output" or node.target is aten.copy_.default and node.args[0].op == "placeholder":
             return True
         row = A.lookup(node.target) if node.op == "call_function" and node in left else None
         return (row is not None and row.kind == A.VIEW and node.target is not operator.getitem

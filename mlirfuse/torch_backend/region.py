@@ -95,6 +95,8 @@ class Region:
     # padded product, which the model returns and the loss reads): torch takes the views
     # from the inputs again (free), and the region does not write a copy.
     view_outputs: list[fx.Node] = field(default_factory=list)
+    # Result position -> the input it is written into (an input mutation, `mutations.py`).
+    into: dict[int, int] = field(default_factory=dict)
 
     @property
     def seeded(self) -> bool:

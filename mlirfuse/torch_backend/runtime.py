@@ -204,7 +204,10 @@ class FusedRegion:
 
     def _call(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
         if self.failed:
-            return tuple(self.fallback(*args))
+            return self._written_into(args, self.fallback(*args))
+        checking = config.options().check_regions and not self._seeded
+        # Torch's results before the region writes into its inputs.
+        want = tuple(self.fallback(*args)) if checking and self.region.into else None
         inputs = args[:self._n]
         if self._rejit is not None:
             self._adapt(inputs)
@@ -220,13 +223,24 @@ class FusedRegion:
             warnings.warn(f"mlirfuse: fused region {self.__name__} failed ({e}); running its ops in torch "
                           "from now on (MLIRFUSE_DISABLE_FALLBACK=1 raises instead)", RuntimeWarning, stacklevel=3)
             self.failed = True
-            return tuple(self.fallback(*args))
+            return self._written_into(args, self.fallback(*args))
         if not self._as_is:
             results = tuple((results[i] if p is None else results[i].permute(p)) if i >= 0
                             else copy_in_order(args[-1 - i], p) for i, p in zip(self._index, self._layout))
-        if config.options().check_regions and not self._seeded:
-            check_against_torch(self.label, results, tuple(self.fallback(*args)), args, self._check_tolerance())
+        if checking:
+            check_against_torch(self.label, results, want if want is not None else tuple(self.fallback(*args)),
+                                args, self._check_tolerance())
         return results
+
+    def _written_into(self, args: tuple[Any, ...], results: Any) -> tuple[Any, ...]:
+        """Torch's results of the region's nodes, with those the region writes into its inputs
+        (`Region.into`) copied there, as the region does."""
+        results = list(results)
+        for r, j in self.region.into.items():
+            for k, index in enumerate(self._index):
+                if index == r:
+                    results[k] = args[j].copy_(results[k])
+        return tuple(results)
 
     def _check_tolerance(self) -> float:
         """check_regions' tolerance: that of the narrowest float dtype the region computes in

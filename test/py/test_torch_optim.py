@@ -120,3 +120,56 @@ def test_foreach_optimizer_steps_on_cuda(optimizer, kwargs) -> None:
     if not torch.cuda.is_available():
         pytest.skip("no GPU")
     _check(optimizer, kwargs, "cuda")
+
+
+def _adamw_step(device: str, shapes: list[tuple[int, ...]]) -> tuple:
+    g = torch.Generator().manual_seed(0)
+    params = [torch.randn(s, generator=g).to(device).requires_grad_() for s in shapes]
+    opt = optim.AdamW(params, lr=0.01, weight_decay=0.1, foreach=True)
+    step = torch.compile(opt.step, backend="mlirfuse")
+    for p in params:
+        p.grad = torch.randn(p.shape, generator=g).to(device)
+    return params, opt, step
+
+
+def test_compiled_step_is_one_region_writing_parameters_and_state_in_place() -> None:
+    """The step's inference graph mutates every parameter and its state: each per-parameter
+    group reads graph inputs only and only writes inputs back, so all of them are one region,
+    and that region writes the new values into the inputs (no `copy_` left to torch, no
+    tensor of the optimizer replaced)."""
+    torch._dynamo.reset()
+    params, opt, step = _adamw_step("cpu", [(64, 48), (48,), (3, 5, 7)])
+    with capture_partitions() as parts:
+        step()  # compiled (the state is created first)
+    memory = [t.data_ptr() for t in params] + [s.data_ptr() for st in opt.state.values() for s in st.values()]
+    step()
+    step()
+    assert [(kind, len(part.groups)) for kind, part in parts] == [("inference", 1)]
+    assert not [n for _, part in parts for n in part.left if "copy_" in str(n.target)]
+    assert memory == [t.data_ptr() for t in params] + [s.data_ptr() for st in opt.state.values() for s in st.values()]
+
+
+@pytest.mark.gpu
+def test_compiled_step_on_cuda_copies_nothing_but_0d_values() -> None:
+    """On CUDA the region's kernels write the parameters and their moments in place (its
+    kernels read each element just before overwriting it): the only copy left is one
+    multi-tensor copy of the 0-d step counters, which every thread of a kernel reads. Results
+    as eager's."""
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    shapes = [(640, 480), (480,), (3, 5, 7)]
+    torch._dynamo.reset()
+    params, opt, step = _adamw_step("cuda", shapes)
+    step()
+    step()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        step()
+        torch.cuda.synchronize()
+    copies = {e.key: e.count for e in prof.key_averages() if "copy" in e.key}
+    assert copies == {"aten::_foreach_copy_": 1}, prof.key_averages().table(max_name_column_width=40)
+    want, want_opt, _ = _adamw_step("cuda", shapes)
+    for _ in range(3):
+        want_opt.step()
+    for p, q in zip(params, want):  # (as in _check)
+        torch.testing.assert_close(p, q, rtol=2e-6, atol=2e-6)
