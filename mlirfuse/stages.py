@@ -37,7 +37,7 @@ def join(*pipelines: str) -> str:
 # a second use and stops elementwise fusion. On the CPU, bf16 conversions are expanded into
 # integer ops before canonicalize can fold them into int<->bf16 casts that LLVM lowers to
 # compiler-rt calls the JIT cannot resolve.
-_FUSE_ELEMENTWISE = ("resolve-shaped-type-result-dims, canonicalize, cse, "
+_FUSE_ELEMENTWISE = ("resolve-shaped-type-result-dims, canonicalize, cse, linalg-scalars-apart, "
                      "func.func(linalg-fuse-elementwise-ops), canonicalize, cse, "
                      "math-expand-constant-powers, linalg-recompute-producers, func.func(linalg-fuse-elementwise-ops), "
                      "canonicalize, cse, linalg-merge-siblings, linalg-reciprocal-divisors)")
