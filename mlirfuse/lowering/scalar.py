@@ -225,7 +225,11 @@ def power_int(e: Emitter, a: ir.Value, b: ir.Value) -> ir.Value:
 
 
 def relu(e: Emitter, x: ir.Value) -> ir.Value:
+    """max(x, 0); on the CPU x < 0 ? 0 : x, which keeps -0 (torch's CPU relu does, its CUDA
+    relu does not)."""
     zero = e.const(0)
+    if e.is_float and e.target == "cpu":
+        return arith.select(arith.cmpf(F.OLT, x, zero), zero, x)
     return arith.maximumf(x, zero) if e.is_float else (x if e.is_bool else arith.maxsi(x, zero))
 
 

@@ -690,3 +690,57 @@ def test_add_and_sub_with_alpha_on_cuda(dtype) -> None:
     x, y = torch.randn(4096, device="cuda").to(dtype), torch.randn(4096, device="cuda").to(dtype)
     for g, w in zip(torch.compile(_alpha_ops, backend="mlirfuse")(x, y), _alpha_ops(x, y)):
         assert g.dtype == w.dtype and torch.equal(g, w)
+
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+
+
+def _on(device: str) -> str:
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    return device
+
+
+def _equal_bits(got: torch.Tensor, want: torch.Tensor) -> bool:
+    """Equal values, NaNs in the same places, zeros of the same signs."""
+    nan = want.isnan()
+    return got.dtype == want.dtype and torch.equal(got.isnan(), nan) and \
+        torch.equal(torch.where(nan, 0, got), torch.where(nan, 0, want)) and \
+        torch.equal(torch.signbit(got) & ~nan, torch.signbit(want) & ~nan)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_mul_and_div_by_a_0d_float32_tensor_round_it_as_torch(device, dtype) -> None:
+    """A 0-d float32 tensor beside a half tensor (NAdam's step sizes times bfloat16 gradients,
+    found by black-box review): torch's CPU kernels round it to the half type as the first
+    operand of mul/div and keep it as the second; its CUDA kernels round it in both places.
+    mlirfuse kept float32 (1944 of 4096 `(z * s) * 2` off on the CPU, 1983 of 4096 `(s / z) * 2`
+    on CUDA). Division by it is exact too: a 16-bit quotient was x * (1 / z), 62 of 4096 float16
+    results off where x / z fell on a tie between two float16 numbers."""
+    device = _on(device)
+    s = torch.randn(4096, generator=torch.Generator().manual_seed(0)).to(device=device, dtype=dtype)
+    z = torch.tensor(0.3, device=device)
+    for fn in (lambda s, z: (z * s) * 2.0, lambda s, z: (s * z) * 2.0, lambda s, z: (s / z) * 2.0,
+               lambda s, z: (z / (s.abs() + 1)) * 2.0):
+        torch._dynamo.reset()
+        assert _equal_bits(torch.compile(fn, backend="mlirfuse")(s, z), fn(s, z))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_pow_by_half_and_minus_two_is_torchs(device) -> None:
+    """torch computes x ** 0.5 as sqrt, x ** -0.5 as rsqrt and x ** -2 as 1 / (x * x); pow
+    differs at -0 and -inf (pow(-inf, 0.5) = inf where torch gives NaN, pow(-0, -0.5) = inf
+    where torch gives -inf), found by black-box review through `_foreach_pow`."""
+    x = torch.tensor([float("-inf"), -0.0, 0.0, float("inf"), 4.0, 0.3, -2.5], device=_on(device))
+    for e in (0.5, -0.5, -2.0):
+        fn = lambda t: torch.pow(t * 1, e)  # noqa: E731 - e is bound per iteration below
+        torch._dynamo.reset()
+        assert _equal_bits(torch.compile(fn, backend="mlirfuse")(x), fn(x)), e
+
+
+def test_cpu_relu_keeps_negative_zero() -> None:
+    """torch's CPU relu keeps -0 (x < 0 ? 0 : x); mlirfuse's max(x, 0) made it +0."""
+    x = torch.tensor([-0.0, 0.0, -1.0, float("nan"), 2.0] * 13)
+    fn = lambda t: torch.relu(t * 1)  # noqa: E731
+    assert _equal_bits(torch.compile(fn, backend="mlirfuse")(x), fn(x))
