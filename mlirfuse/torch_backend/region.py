@@ -151,7 +151,7 @@ class Region:
                 result = row.lower(ctx, args_)
             except FusionError as e:
                 raise LoweringFailed(node, str(e)) from None
-            except _MissingSize:
+            except (_MissingSize, LoweringFailed):  # (a size the region cannot compute: a sum of two)
                 raise
             except Exception as e:  # noqa: BLE001 - a lowering's own bug: the node runs in torch, said aloud
                 reason = f"internal error in its lowering ({type(e).__name__}: {e})"
