@@ -235,10 +235,11 @@ def _half_operands(f: Callable[[Any, Any], Any]) -> Callable[[LoweringContext, d
 def _pow_scalar(ctx: LoweringContext, a: dict[str, Any]) -> Any:
     """pow(x, number) as torch's kernels compute it: exponent 0.5 a square root, -0.5 its
     reciprocal square root (pow differs at -0 and -inf: pow(-0, 0.5) is +0 where sqrt gives -0,
-    pow(-inf, 0.5) +inf where sqrt gives NaN), 3 x * x * x and -2 1 / (x * x), bfloat16 rounded
-    after x * x too (torch's bfloat16 arithmetic; its float16 kernels round once: GELU-tanh's
-    x ** 3 was an ulp off eager's in 728 of 3320 bfloat16 values); other exponents pow
-    (math-expand-constant-powers multiplies for 2 and 4, as torch does)."""
+    pow(-inf, 0.5) +inf where sqrt gives NaN), 3 x * x * x and -2 1 / (x * x), a half type
+    rounded after x * x too, as torch's bfloat16 and CUDA float16 arithmetic is (its CPU float16
+    kernel rounds once; GELU-tanh's bfloat16 x ** 3 was an ulp off eager's in 728 of 3320
+    values, CUDA float16's in 696 of 3001); other exponents pow (math-expand-constant-powers
+    multiplies for 2 and 4, as torch does)."""
     x, e = a["self"], a["exponent"]
     if not (isinstance(e, float) and e in (0.5, -0.5, 3.0, -2.0) and ctx.dtype.is_float):
         return ops.pow(x, e)
@@ -247,8 +248,8 @@ def _pow_scalar(ctx: LoweringContext, a: dict[str, Any]) -> Any:
         return ops.sqrt(x)
     if e == -0.5:
         return ops.rsqrt(x)
-    if ctx.dtype is not DataType.BFloat16:  # float32 math (float16: rounded once)
-        x = ops.cast(x, DataType.Float) if ctx.dtype in HALF else x
+    if ctx.dtype is DataType.Half and ctx.device_type == "cpu":  # float32 math, rounded once
+        x = ops.cast(x, DataType.Float)
     square = ops.mul(x, x)
     return ops.cast(ops.mul(square, x) if e == 3.0 else ops.reciprocal(square), ctx.dtype)
 

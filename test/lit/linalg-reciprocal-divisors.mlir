@@ -1,7 +1,7 @@
 // linalg-reciprocal-divisors: a division rounded to 16 bits whose divisor the innermost loop
-// does not change (a row value) multiplies by the divisor's reciprocal, and divides only where
-// the product is within 2 float32 ulps of a tie between two 16-bit numbers (or the reciprocal
-// is not normal); divisors that vary along the row, and float32 results, keep the division.
+// does not change (a row value) multiplies by the divisor's reciprocal and takes one Newton
+// step (two fmas: the correctly rounded quotient), the plain product where the reciprocal is
+// not a normal number; divisors that vary along the row, and float32 results, keep the division.
 // RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(linalg-reciprocal-divisors)' | FileCheck %s
 
 #id = affine_map<(d0, d1) -> (d0, d1)>
@@ -13,12 +13,11 @@
 // CHECK: %[[ONE:[a-z0-9_]+]] = arith.constant 1.000000e+00 : f32
 // CHECK-NEXT: %[[R:[a-z0-9_]+]] = arith.divf %[[ONE]], %[[S]] : f32
 // CHECK-NEXT: %[[Q:[a-z0-9_]+]] = arith.mulf %[[XF]], %[[R]] : f32
-// CHECK: %[[E:[a-z0-9_]+]] = scf.if %{{[a-z0-9_]+}} -> (f32) {
-// CHECK-NEXT: %[[D:[a-z0-9_]+]] = arith.divf %[[XF]], %[[S]] : f32
-// CHECK-NEXT: scf.yield %[[D]] : f32
-// CHECK-NEXT: } else {
-// CHECK-NEXT: scf.yield %[[Q]] : f32
-// CHECK-NEXT: }
+// CHECK-NEXT: %[[NQ:[a-z0-9_]+]] = arith.negf %[[Q]] : f32
+// CHECK-NEXT: %[[REM:[a-z0-9_]+]] = math.fma %[[NQ]], %[[S]], %[[XF]] : f32
+// CHECK-NEXT: %[[Q1:[a-z0-9_]+]] = math.fma %[[REM]], %[[R]], %[[Q]] : f32
+// CHECK: arith.cmpf uno, %[[Q1]], %[[Q1]] : f32
+// CHECK: %[[E:[a-z0-9_]+]] = arith.select %{{[a-z0-9_]+}}, %[[Q]], %[[Q1]] : f32
 // CHECK-NEXT: arith.truncf %[[E]] : f32 to bf16
 func.func @by_row_sum(%x: tensor<?x?xbf16>, %s: tensor<?xf32>, %o: tensor<?x?xbf16>) -> tensor<?x?xbf16> {
   %r = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}

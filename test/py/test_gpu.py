@@ -376,7 +376,10 @@ def test_library_scans_between_kernels(name, dtype) -> None:
         x2 = x.detach().clone().requires_grad_()
         y = getattr(torch, name)(x2 * 2, 1)
         ((y if isinstance(y, torch.Tensor) else y.values) * w).sum().backward()
-        torch.testing.assert_close(x.grad, x2.grad, rtol=1e-4, atol=1e-4)
+        # a cummax/cummin gradient element sums the cotangents of every position its value
+        # leads (up to 3000, magnitudes up to ~50) in another order than torch's: 1.2e-4 apart
+        # at one of 15000 elements, once, on an H200
+        torch.testing.assert_close(x.grad, x2.grad, rtol=1e-4, atol=1e-3)
 
 
 def test_64bit_indexing_past_2_31_elements() -> None:
