@@ -164,6 +164,7 @@ class Region:
         self.output_index, self.output_layout = [], []
         inputs = {id(a): i for i, a in enumerate(args)}
         copies: dict[int, Tensor] = {}
+        storage: dict[tuple[int, tuple[int, ...] | None], Any] = {}
         for out in self.outputs:
             t = env[out]
             order = physical_order(out.meta["val"])
@@ -179,10 +180,17 @@ class Region:
                 if id(t) not in copies:
                     copies[id(t)] = ops.copy(t)
                 t = copies[id(t)]
+            # Outputs that trace to one value share a result only where torch's are one tensor
+            # too (an alias or detach of the other); a clone, a copying `to` or a cat of one
+            # tensor is memory of its own (returned as one, writing into the copy changed the
+            # original, and autograd lost it).
+            if (id(t), order) in made and storage[(id(t), order)] != _storage(out):
+                t = ops.copy(t)
             # Written in torch's memory order: the kernel stores the permuted tensor densely
             # and the caller permutes it back, a view with the strides torch's metadata has.
             if (id(t), order) not in made:
                 made[(id(t), order)] = len(results)
+                storage[(id(t), order)] = _storage(out)
                 results.append(t if order is None else ops.permute(t, list(order)))
             self.output_index.append(made[(id(t), order)])
             self.output_layout.append(None if order is None else inverse_permutation(order))
@@ -317,6 +325,13 @@ def _conform(node: fx.Node, result: Any, val: Any) -> Any:
         raise LoweringFailed(node, f"lowered to rank {result.ndim}, torch says rank {val.dim()}")
     want = to_dtype(val.dtype)
     return result if result.dtype is want else ops.cast(result, want)
+
+
+def _storage(node: fx.Node) -> Any:
+    """The identity of the memory torch's value of `node` is in (views share it)."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    return StorageWeakRef(node.meta["val"].untyped_storage())
 
 
 def _resolve(node: fx.Node, expr: sympy.Expr, sizes: dict[sympy.Expr, Any]) -> Any:

@@ -91,3 +91,21 @@ def test_mutated_inputs_are_eagers(name: str, device: str) -> None:
                 torch.testing.assert_close(got, want, rtol=0, atol=0)
     left = [str(n.target) for _, part in parts for n in part.left if "copy_" in str(n.target)]
     assert bool(left) != (name in WRITTEN_BY_THE_REGION), left
+
+
+def test_a_returned_copy_of_a_mutated_input_is_memory_of_its_own() -> None:
+    """x.mul_(2).add_(1); return x.detach().clone(): the clone traced to the same value as the
+    input's new one, and the region handed back the input itself for both, so the copy returned
+    by one call changed with the next (found by black-box review)."""
+    def snap(x):
+        x.mul_(2).add_(1)
+        return x.detach().clone()
+
+    x, want_x = torch.zeros(4, 5), torch.zeros(4, 5)
+    compiled = torch.compile(snap, backend="mlirfuse")
+    with torch.no_grad():
+        first, want_first = compiled(x), snap(want_x)
+        assert first.data_ptr() != x.data_ptr()
+        compiled(x), snap(want_x)
+    torch.testing.assert_close(first, want_first, rtol=0, atol=0)
+    torch.testing.assert_close(x, want_x, rtol=0, atol=0)

@@ -778,3 +778,21 @@ def test_a_size_the_region_cannot_compute_leaves_its_node_to_torch_quietly() -> 
         got = torch.compile(causal_mask, backend="mlirfuse", dynamic=True)(x, k_cache)
     for g, w in zip(got, causal_mask(x, k_cache)):
         torch.testing.assert_close(g, w)
+
+
+def test_an_output_and_its_copy_are_two_tensors() -> None:
+    """a = x * 2 + 1; return a, a.detach().clone(): both traced to one value and the region
+    returned one tensor for both, so writing into the copy changed `a`, and under autograd `a`
+    came back without its grad_fn (found by black-box review)."""
+    def f(x, w):
+        a = x.exp() * 2
+        return a, a.detach().clone(), (x * w).sum()
+
+    x, w = torch.rand(3, requires_grad=True), torch.rand(3)
+    a, copy, s = torch.compile(f, backend="mlirfuse")(x, w)
+    assert a.data_ptr() != copy.data_ptr() and a.requires_grad and not copy.requires_grad
+    with torch.no_grad():
+        copy += 100
+    (a.sum() + s).backward()
+    torch.testing.assert_close(a, x.exp() * 2)
+    torch.testing.assert_close(x.grad, (x.exp() * 2 + w).detach())
