@@ -446,8 +446,8 @@ def _fits(args: list[Arg], j: int, output: tuple[tuple[int, ...], Any]) -> bool:
             tuple(t.stride()) != _contiguous_strides(shape):
         return False
     start, end = _extent(t)
-    return not any(i != j and a.kind == "device" and _extent(a.value)[0] < end and start < _extent(a.value)[1]
-                   for i, a in enumerate(args))
+    others = [_extent(a.value) for i, a in enumerate(args) if i != j and a.kind == "device"]
+    return not any(first < end and start < last for first, last in others)
 
 
 def _extent(t: Any) -> tuple[int, int]:

@@ -38,8 +38,9 @@ def write_mutations_in_regions(graph: fx.Graph, partition: Partition, regions: l
         members = set(region.nodes)
         if any(u is not node and u not in members for u in dest.users) or not _same_layout(dest, value):
             continue
-        j, result = region.inputs.index(dest), region.output_index[region.outputs.index(value)]
-        if result < 0 or region.output_layout[region.outputs.index(value)] is not None or j in region.widened \
+        j, k = region.inputs.index(dest), region.outputs.index(value)
+        result = region.output_index[k]
+        if result < 0 or region.output_layout[k] is not None or j in region.widened \
                 or result in region.into or j in region.into.values():
             continue
         region.into[result] = j

@@ -47,12 +47,12 @@ def in_place_pairs(entry: ir.Operation, n_inputs: int) -> frozenset[tuple[int, i
     outputs) where the output may be written into the input's memory (module docstring)."""
     args = list(entry.regions[0].blocks[0].arguments)
     uses = {k: _Uses() for k, a in enumerate(args) if _pairable(a.type)}
+    position_of = {args[k]: k for k in uses}
     for op in walk_ops(entry)[1:]:
         for position, v in enumerate(op.operands):
             if not isinstance(v.type, ir.MemRefType):
                 continue
-            root = base_buffer(v)
-            k = next((k for k in uses if args[k] == root), None)
+            k = position_of.get(base_buffer(v))
             if k is None or op.name in VIEWS and position == 0:
                 continue
             if _LOADS.get(op.name) == position:
@@ -62,11 +62,12 @@ def in_place_pairs(entry: ir.Operation, n_inputs: int) -> frozenset[tuple[int, i
             elif op.name not in _NEUTRAL:
                 uses[k].other = True
     top = entry.regions[0].blocks[0]
+    order = {o.operation: n for n, o in enumerate(top.operations)}
     pairs = set()
     for i in (k for k in uses if k < n_inputs):
         for j in (k for k in uses if k >= n_inputs):
             if args[i].type.element_type == args[j].type.element_type and \
-                    args[i].type.rank == args[j].type.rank and _may_share(uses[i], uses[j], top):
+                    args[i].type.rank == args[j].type.rank and _may_share(uses[i], uses[j], top, order):
                 pairs.add((i, j - n_inputs))
     return frozenset(pairs)
 
@@ -75,24 +76,24 @@ def _pairable(t: ir.Type) -> bool:
     return isinstance(t, ir.MemRefType) and t.rank >= 1
 
 
-def _may_share(a: _Uses, b: _Uses, top: ir.Block) -> bool:
+def _may_share(a: _Uses, b: _Uses, top: ir.Block, order: dict) -> bool:
     if a.other or b.other or a.stores or not b.stores:
         return False
     writers = {_launch(s) for s in b.stores}
     if len(writers) != 1 or None in writers:
         return False
     writer = writers.pop()
-    at = _position(writer, top)
+    at = _position(writer, top, order)
     for load in b.loads:  # the output read back: only by later launches
         launch = _launch(load)
-        if launch is None or _position(launch, top) <= at:
+        if launch is None or _position(launch, top, order) <= at:
             return False
     for load in a.loads:
         launch = _launch(load)
         if launch is None:
             return False
         if launch != writer:
-            if _position(launch, top) >= at:
+            if _position(launch, top, order) >= at:
                 return False
             continue
         if not any(_overwrites(store, load, launch) for store in b.stores):
@@ -110,11 +111,12 @@ def _launch(op: ir.Operation) -> ir.Operation | None:
     return None
 
 
-def _position(op: ir.Operation, top: ir.Block) -> int:
-    """Where the top-level op holding `op` sits in the entry's block."""
+def _position(op: ir.Operation, top: ir.Block, order: dict) -> int:
+    """Where the top-level op holding `op` sits in the entry's block (`order`: the block's
+    ops by position)."""
     while op.parent is not None and op.block != top:
         op = op.parent.operation
-    return next(k for k, o in enumerate(top.operations) if o.operation == op)
+    return order[op]
 
 
 def _overwrites(store: ir.Operation, load: ir.Operation, launch: ir.Operation) -> bool:
@@ -163,9 +165,8 @@ def _depends_on(value: ir.Value, source: ir.Value) -> bool:
         if isinstance(v.owner, ir.Block):
             continue
         op = v.owner.operation
-        key = op
-        if key in seen:
+        if op in seen:
             continue
-        seen.add(key)
+        seen.add(op)
         stack.extend(op.operands)
     return False
