@@ -5,7 +5,8 @@ mlirfuse against Inductor.
 
 LayerNorm of a residual sum and of a GELU (GPT-2's and BERT's rows of 768), RMSNorm (rows of
 1024), softmax in float32 of bfloat16 rows (attention's 512, 4096), LayerNorm over rows of 4096,
-and a LayerNorm forward + backward, in bfloat16 and float32. Each case is compiled on its own
+and LayerNorm (rows of 768 and 4096) and RMSNorm (1024) forward + backward, in bfloat16 and
+float32. Each case is compiled on its own
 (dynamo reset) and timed over `--reps` calls under torch.profiler: the summed device time of
 its kernels per call, and kernels per call. The torch backend compiles rows of dynamic length,
 as it does for models. To compare two trees, run the script under each (PYTHONPATH) on the
@@ -59,7 +60,11 @@ def cases() -> list[tuple[str, Callable, list[torch.Tensor], torch.Tensor | None
                 (f"LayerNorm(x + r) {tag} 16384x768", ln_res, [r(16384, 768), r(16384, 768), r(768), r(768)], None),
                 (f"RMSNorm {tag} 4096x1024", rms, [r(4096, 1024), r(1024)], None),
                 (f"LayerNorm fwd+bwd {tag} 8192x768", layer_norm, [r(8192, 768, grad=True), r(768, grad=True),
-                                                                   r(768, grad=True)], r(8192, 768))]
+                                                                   r(768, grad=True)], r(8192, 768)),
+                (f"LayerNorm fwd+bwd {tag} 4096x4096", layer_norm, [r(4096, 4096, grad=True), r(4096, grad=True),
+                                                                    r(4096, grad=True)], r(4096, 4096)),
+                (f"RMSNorm fwd+bwd {tag} 4096x1024", rms, [r(4096, 1024, grad=True), r(1024, grad=True)],
+                 r(4096, 1024))]
     b = torch.bfloat16
     out += [("softmax in f32 bf16 49152x512", softmax, [torch.randn(49152, 512, dtype=b, device="cuda")], None),
             ("softmax in f32 bf16 1024x4096", softmax, [torch.randn(1024, 4096, dtype=b, device="cuda")], None),
@@ -90,6 +95,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--impls", default="mlirfuse,inductor")
     parser.add_argument("--reps", type=int, default=50)
+    parser.add_argument("--only", help="cases whose label holds this text")
     parser.add_argument("--json", help="write the rows here")
     opts = parser.parse_args()
     if not torch.cuda.is_available():
@@ -100,6 +106,8 @@ def main() -> int:
     impls = opts.impls.split(",")
     rows = []
     for label, fn, args, grad in cases():
+        if opts.only and opts.only not in label:
+            continue
         row: dict[str, Any] = {"case": label}
         for impl in impls:
             torch._dynamo.reset()

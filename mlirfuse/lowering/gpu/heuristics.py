@@ -212,6 +212,18 @@ NORMALIZATION_MIN_BLOCK = 128
 # 347 -> 195; backward 350 -> 263 and 257 (128 threads: 138/175 forward, 271/282 backward).
 LOOP_SLOTS = 4
 LOOP_THREADS = 256
+# Not taken: LayerNorm backward's weight and bias sums computed by the normalization kernel
+# (nvFuser's inner-outer persistent schedule: each block sums its rows' columns in registers
+# into a [blocks, columns] workspace, then a column reduction of that), session 52, patch kept
+# outside the tree. It passed the emulator and the GPU tests but lost everywhere it was timed
+# (H200, jit'd LayerNorm backward, kernel us, unfused normalization + column reduction ->
+# fused + workspace reduction, best of 7 geometries): f32 16384x768 38.1 + 37.2 -> 59.7 + 9.8,
+# 4096x768 8.5 + 7.7 -> 19.9 + 6.8, 4096x4096 42.5 + 47.9 -> 82.2 + 10.3; bf16 16384x768 46.7 + 28.2
+# -> 56.8 + 9.8. The 32 column sums a thread keeps cost registers, which halve the blocks an
+# SM holds, and a block's rows then follow each other through its barriers (blocks of one
+# turn each, with their sums combined per block, were 2-4x slower still). Inductor's fused
+# kernel (16384x768 f32: 40.6 us + 11.6 us of aten sums) shows it can pay with Triton's
+# register allocation; ours would need the next rows' loads issued before the sums.
 # Not taken: 8 slots for static rows a block holds with 8 but not 4 (16K-32K float32). H200,
 # session 41: the cross-entropy micro-benchmark's backward kernel over 4096 x 32000 went
 # 350 -> 294 us, but Llama f32's cross-entropy backward region (more tiles held per row)
