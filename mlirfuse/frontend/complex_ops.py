@@ -131,8 +131,18 @@ def _mul(ar: Any, ai: Any, br: Any, bi: Any) -> tuple[Any, Any]:
 
 
 def _div(ar: Any, ai: Any, br: Any, bi: Any) -> tuple[Any, Any]:
-    d = O.add(O.mul(br, br), O.mul(bi, bi))
-    return O.div(O.add(O.mul(ar, br), O.mul(ai, bi)), d), O.div(O.sub(O.mul(ai, br), O.mul(ar, bi)), d)
+    """Smith's algorithm, as torch's complex division: the divisor scaled by its larger part,
+    so that (1e30 + 0j) / (1e30 + 0j) is 1 in complex64 and x / (inf + 0j) is 0 (c * c + d * d
+    overflowed there: 0 and NaN). A zero divisor divides each part by a zero, as torch's:
+    1 / 0 = inf + nan j."""
+    c, d = O.abs(br), O.abs(bi)
+    wide = O.ge(c, d)  # NaN: the other branch, as torch's
+    rat = O.where(wide, O.div(bi, br), O.div(br, bi))
+    scale = O.div(_const(1.0, rat), O.where(wide, O.add(br, O.mul(bi, rat)), O.add(bi, O.mul(br, rat))))
+    re = O.where(wide, O.add(ar, O.mul(ai, rat)), O.add(O.mul(ar, rat), ai))
+    im = O.where(wide, O.sub(ai, O.mul(ar, rat)), O.sub(O.mul(ai, rat), ar))
+    zero = O.logical_and(O.eq(c, _const(0.0, c)), O.eq(d, _const(0.0, d)))
+    return O.where(zero, O.div(ar, c), O.mul(re, scale)), O.where(zero, O.div(ai, d), O.mul(im, scale))
 
 
 def _unary(fn: Callable[[Tensor, Tensor], tuple[Any, Any]]) -> Callable:
@@ -141,21 +151,70 @@ def _unary(fn: Callable[[Tensor, Tensor], tuple[Any, Any]]) -> Callable:
     return rule
 
 
+def _const(value: float, like: Tensor) -> Tensor:
+    return O.constant(value, like.dtype, like.fusion)
+
+
+def _signed(magnitude: float, sign_of: Tensor) -> Tensor:
+    """copysign(magnitude, sign_of), for a constant magnitude (0 or inf)."""
+    return O.where(N.signbit(sign_of), _const(-magnitude, sign_of), _const(magnitude, sign_of))
+
+
+# |z| as sqrt(re^2 + im^2) while the squares neither overflow nor underflow, else scaled by the
+# larger part (hypot's range): |1e30 + 0j| is 1e30 in float32, not inf
+_UNSCALED = {DataType.Float: (1e-18, 1e18), DataType.Double: (1e-150, 1e150)}
+
+
 def _abs(re: Tensor, im: Tensor) -> Tensor:
-    return O.sqrt(O.add(O.mul(re, re), O.mul(im, im)))
+    """hypot(re, im), as torch's abs: inf where a part is infinite (the other NaN or not)."""
+    a, b = O.abs(re), O.abs(im)
+    big, small = O.maximum(a, b), O.minimum(a, b)
+    direct = O.sqrt(O.add(O.mul(re, re), O.mul(im, im)))
+    ratio = O.div(small, O.where(O.eq(big, _const(0.0, big)), _const(1.0, big), big))
+    scaled = O.mul(big, O.sqrt(O.add(O.mul(ratio, ratio), _const(1.0, big))))
+    low, high = _UNSCALED.get(re.dtype, _UNSCALED[DataType.Double])
+    in_range = O.logical_and(O.lt(big, _const(high, big)), O.le(_const(low, big), big))
+    r = O.where(in_range, direct, scaled)
+    return O.where(O.logical_or(O.isinf(re), O.isinf(im)), _const(float("inf"), re), r)
+
+
+def _exp(re: Tensor, im: Tensor) -> tuple[Tensor, Tensor]:
+    """exp(re) (cos(im) + i sin(im)) with C99's (torch's) special values: an imaginary part of
+    0 stays (exp(inf + 0j) = inf + 0j); exp(-inf + i y) = 0 for y infinite or NaN; exp(inf + i y)
+    = inf + nan j for y infinite or NaN."""
+    e = O.exp(re)
+    out_re, out_im = O.mul(e, O.cos(im)), O.mul(e, O.sin(im))
+    zero_im = O.eq(im, _const(0.0, im))
+    out_re, out_im = O.where(zero_im, e, out_re), O.where(zero_im, im, out_im)
+    bad_im = O.logical_not(N.isfinite(im))
+    low = O.logical_and(O.eq(re, _const(float("-inf"), re)), bad_im)
+    high = O.logical_and(O.eq(re, _const(float("inf"), re)), bad_im)
+    out_re = O.where(low, _const(0.0, re), O.where(high, _const(float("inf"), re), out_re))
+    out_im = O.where(low, _signed(0.0, im), O.where(high, _const(float("nan"), re), out_im))
+    return out_re, out_im
 
 
 def _sqrt(re: Tensor, im: Tensor) -> tuple[Tensor, Tensor]:
-    """The principal root: (sqrt((|z| + re) / 2), sqrt((|z| - re) / 2) signed as im)."""
-    r = _abs(re, im)
-    root_re = O.sqrt(O.mul(O.add(r, re), 0.5))
-    root_im = O.sqrt(O.maximum(O.mul(O.sub(r, re), 0.5), 0.0))
-    return root_re, O.where(N.signbit(im), O.neg(root_im), root_im)
+    """The principal root without cancellation: t = sqrt((|re| + |z|) / 2), then (t, im / 2t)
+    for re >= 0, else (|im| / 2t, t signed as im); C99's (torch's) special values: an infinite
+    imaginary part gives (inf, im), sqrt(-inf + nan j) = nan + inf j, sqrt(0 + i y) for y 0 is y's zero."""
+    t = O.sqrt(O.add(O.mul(O.abs(re), _const(0.5, re)), O.mul(_abs(re, im), _const(0.5, re))))
+    twice = O.mul(t, _const(2.0, t))
+    nonneg = O.logical_not(N.signbit(re))
+    root_re = O.where(nonneg, t, O.div(O.abs(im), twice))
+    root_im = O.where(nonneg, O.div(im, twice), O.where(N.signbit(im), O.neg(t), t))
+    zero = O.eq(t, _const(0.0, t))
+    root_re, root_im = O.where(zero, _const(0.0, re), root_re), O.where(zero, im, root_im)
+    inf_im = O.isinf(im)
+    root_re = O.where(inf_im, _const(float("inf"), re), root_re)
+    root_im = O.where(inf_im, im, root_im)
+    nan_low = O.logical_and(O.eq(re, _const(float("-inf"), re)), O.isnan(im))
+    return (O.where(nan_low, _const(float("nan"), re), root_re),
+            O.where(nan_low, _const(float("inf"), re), root_im))
 
 
 def _reciprocal(re: Tensor, im: Tensor) -> tuple[Tensor, Tensor]:
-    d = O.add(O.mul(re, re), O.mul(im, im))
-    return O.div(re, d), O.div(O.neg(im), d)
+    return _div(_const(1.0, re), _const(0.0, re), re, im)
 
 
 def _rsqrt(re: Tensor, im: Tensor) -> tuple[Tensor, Tensor]:
@@ -215,6 +274,15 @@ def _both_parts(fn: Callable) -> Callable:
     return rule
 
 
+def _pad(z: Any, pad_widths: Sequence[Any], value: Any = None) -> ComplexTensor:
+    """Each part padded with the value's part (a real value pads the imaginary part with 0)."""
+    if not isinstance(z, ComplexTensor):
+        raise FusionError(f"pad: a complex pad value {value!r} for a {z.dtype.value} tensor (nvFuser: Tensor arg "
+                          "and pad value must have the same dtype)")
+    re, im = (None, None) if value is None else parts(value, z.re.dtype)
+    return ComplexTensor(_FD.get(), I.pad(z.re, pad_widths, re), I.pad(z.im, pad_widths, im))
+
+
 def _cat(tensors: Sequence[Any], dim: int = 0) -> ComplexTensor:
     dt = part_dtype(tensors)
     split = []
@@ -232,7 +300,7 @@ RULES: dict[str, Callable] = {
     "truediv": _binary(_div),
     "neg": _unary(lambda re, im: (O.neg(re), O.neg(im))),
     "conj": _unary(lambda re, im: (re, O.neg(im))),
-    "exp": _unary(lambda re, im: (O.mul(O.exp(re), O.cos(im)), O.mul(O.exp(re), O.sin(im)))),
+    "exp": _unary(_exp),
     "log": _unary(lambda re, im: (O.log(_abs(re, im)), O.atan2(im, re))),
     "sqrt": _unary(_sqrt),
     "rsqrt": _unary(_rsqrt),
@@ -252,9 +320,11 @@ RULES: dict[str, Callable] = {
     "mean": _reduction(O.mean),
     "cast": _cast,
     "cat": _cat,
-    **{name: _both_parts(getattr(O, name)) for name in (
-        "reshape", "permute", "broadcast_in_dim", "expand", "squeeze", "unsqueeze", "set")},
-    **{name: _both_parts(getattr(I, name)) for name in ("slice", "select", "index_select", "gather", "pad")},
+    **{name: _both_parts(getattr(O, name)) for name in ("permute", "broadcast_in_dim", "expand", "unsqueeze", "set")},
+    **{name: _both_parts(getattr(I, name)) for name in ("select", "index_select", "gather")},
+    # nvFuser's forms and checks, as fd.ops takes them for real tensors
+    **{name: _both_parts(getattr(N, name)) for name in ("reshape", "squeeze", "slice")},
+    "pad": _pad,
     "broadcast": _both_parts(N.broadcast),
     "segment_set": _both_parts(N.segment_set),
 }

@@ -287,6 +287,10 @@ class FusionDefinition(Inspection):
             return [self.define_scalar(dtype=dtype) for _ in range(values)]
         if not isinstance(values, (list, tuple)) or not all(isinstance(v, (int, Tensor, SymSize)) for v in values):
             raise FusionError(f"define_vector: expected a list of ints and scalars, or a length, got {values!r}")
+        bad = [v for v in values if isinstance(v, int) and v < -1]
+        if bad:
+            raise FusionError(f"define_vector: the value {bad[0]} in {list(values)} is neither symbolic (-1) nor "
+                              "a size (>= 0)")
         dt = to_dtype(dtype)  # nvFuser's vectors hold Int scalars: others are converted
         return [ops_module.cast(v, dt) if isinstance(v, Tensor) and v.dtype != dt else v for v in values]
 

@@ -89,6 +89,10 @@ def iota(length: Size, start: int | float | None = 0, step: int | float | None =
     start, step = 0 if start is None else start, 1 if step is None else step
     if isinstance(length, int) and length < 0:
         raise FusionError(f"iota: negative length {length}")
+    if not all(math.isfinite(v) for v in (start, step)):
+        raise FusionError(f"iota: start {start} and step {step} must be finite numbers")
+    if step == 0:
+        raise FusionError("iota: the step value must not equal zero")
     return _iota((length,), 0, start, step, to_dtype(dtype), fusion)
 
 

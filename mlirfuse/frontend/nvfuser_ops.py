@@ -17,7 +17,7 @@ from mlirfuse.frontend.symbolic import product
 
 NVFUSER_NAMES = ["div", "broadcast", "truediv", "signbit", "welford", "embedding_fwd", "normal", "segment_set", "frac",
                  "isfinite", "isneginf", "isposinf", "threshold", "addcmul", "randn_like", "real", "imag", "shape",
-                 "tensor_sizes", "slice", "sdpfa_fwd", "sdpfa_bwd", "cat", "squeeze", "reshape", "at"]
+                 "tensor_sizes", "slice", "sdpfa_fwd", "sdpfa_bwd", "cat", "squeeze", "reshape", "at", "where"]
 __all__ = NVFUSER_NAMES
 
 
@@ -49,6 +49,9 @@ def squeeze(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
         dims = args[0] if args else kwargs.pop("dims", None)
     if dims is None or not isinstance(x, Tensor):
         return O.squeeze(x, dims)
+    if x.ndim == 0 and list(dims):
+        raise FusionError(f"squeeze: dims {list(dims)} of a 0-d tensor (nvFuser: the dims to squeeze must be <= "
+                          "the number of dims of the input tensor)")
     # nvFuser's: every given dim is squeezed, so it must be 1: a dynamic one is tied to 1 (checked
     # at every call), a static one of another size is an error (torch's squeeze keeps it).
     for d in O.normalize_axes(dims, x.ndim, "squeeze"):
@@ -57,6 +60,14 @@ def squeeze(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
             raise FusionError(f"squeeze: dim {d} has size {size}; only dims of size 1 can be squeezed")
         x.fusion.unify(size, 1, f"squeeze: dim {d} must have size 1")
     return O.squeeze(x, dims)
+
+
+def where(condition: Any, x: Any, y: Any) -> Tensor:
+    """nvFuser's `where`: the condition must be Bool, as nvFuser's and torch's (mlirfuse.ops.where
+    takes numpy's truth of any dtype)."""
+    if isinstance(condition, Tensor) and condition.dtype is not DataType.Bool:
+        raise FusionError(f"where: the condition should be of DataType Bool, got {condition.dtype.value}")
+    return O.where(condition, x, y)
 
 
 def reshape(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:

@@ -569,9 +569,12 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     shape = x.shape[:-1] + (weight.shape[:1] if weight.ndim == 2 else ())
     if bias is not None:
         b = operands[2]
-        broadcast_shapes([shape, b.shape], x.fusion, what)
         if b.ndim > 1:
             raise FusionError(f"{what}: bias must be 0-D or 1-D, got {_fmt(b.shape)}")
+        full = broadcast_shapes([shape, b.shape], x.fusion, what)
+        if len(full) != len(shape) or any(f != 1 and s == 1 for f, s in zip(full, shape)):
+            raise FusionError(f"{what}: bias {_fmt(b.shape)} does not broadcast to the output {_fmt(shape)} "
+                              "(torch: the expanded size must match the existing size)")
     return x.fusion.add_node(what, operands, {}, [(dt, shape)])[0]
 
 

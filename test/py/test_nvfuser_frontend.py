@@ -779,6 +779,74 @@ def test_complex_tensors_constants_arithmetic_parts_and_sums(device, dtype, tol)
         torch.testing.assert_close(o, e, rtol=tol * 10, atol=tol * 10, msg=lambda m: f"output {k}: {m}")
 
 
+@pytest.mark.parametrize("dtype,big", [(torch.complex64, 1e30), (torch.complex128, 1e200)],
+                         ids=["complex64", "complex128"])
+def test_complex_special_and_extreme_values_as_torch(dtype, big) -> None:
+    """abs, exp, sqrt, rsqrt, log and reciprocal of every pair of parts among zeros, ordinary,
+    huge and tiny values, infinities and NaN, and their quotients by huge, tiny and infinite
+    divisors, against torch (C99's special values: |inf + nan j| = inf, exp(-inf + inf j) =
+    0, sqrt(x + inf j) = inf + inf j; |1e30| is not inf in float32, nor 1e30 / 1e30 0)."""
+    inf, nan = float("inf"), float("nan")
+    values = [0.0, -0.0, 1.5, -2.5, big, -big, 1 / big, inf, -inf, nan]
+    z = torch.tensor([complex(a, b) for a in values for b in values], dtype=dtype)
+    w = torch.tensor([complex(a, b) for a in [big, 1 / big, -1.5, inf, 0.0] for b in [0.0, -big, 2.0, 1 / big, nan]]
+                     * 4, dtype=dtype)
+    names = ["abs", "exp", "sqrt", "rsqrt", "log", "reciprocal", "div"]
+    with FusionDefinition() as fd:
+        t, u = fd.from_pytorch(z), fd.from_pytorch(w)
+        for name in names:
+            fd.add_output(fd.ops.div(t, u) if name == "div" else getattr(fd.ops, name)(t))
+    for name, got in zip(names, fd.execute([z, w])):
+        want = z / w if name == "div" else getattr(torch, name)(z)
+        for part in ("real", "imag") if want.is_complex() else ("real",):
+            g, e = getattr(got, part), getattr(want, part)
+            bad = ~(torch.isclose(g, e, rtol=1e-5, atol=0, equal_nan=True) | (g == e))
+            assert not bad.any(), (name, part, [(z[k].item(), got[k].item(), want[k].item())
+                                                for k in bad.nonzero().flatten()[:6].tolist()])
+
+
+def test_complex_pad_values() -> None:
+    """A complex tensor padded with a real value (its imaginary part 0, as torch's), a complex
+    constant or a runtime complex scalar; a real tensor with a complex value is refused."""
+    z = torch.tensor([[1 + 2j, -3j]], dtype=torch.complex64)
+    with FusionDefinition() as fd:
+        t = fd.from_pytorch(z)
+        fd.add_output(fd.ops.pad(t, [1, 1], fd.define_scalar(1.5)))
+        fd.add_output(fd.ops.pad(t, [0, 2], fd.define_scalar(0.5 - 2j)))
+        fd.add_output(fd.ops.pad(t, [2, 0], fd.define_scalar(None, dtype=DataType.ComplexDouble)))
+        fd.add_output(fd.ops.pad(t, [1, 0]))
+    got = fd.execute([z, 3 + 4j])
+    want = [F.pad(z, [1, 1], value=1.5), torch.cat([z, torch.full((1, 2), 0.5 - 2j, dtype=z.dtype)], 1),
+            torch.cat([torch.full((1, 2), 3 + 4j, dtype=z.dtype), z], 1), F.pad(z, [1, 0])]
+    for g, w in zip(got, want):
+        assert torch.equal(g, w), (g, w)
+    with pytest.raises(FusionError, match="pad value must have the same dtype"):
+        with FusionDefinition() as fd:
+            fd.ops.pad(fd.from_pytorch(torch.ones(2)), [1, 1], fd.define_scalar(1 + 1j))
+
+
+@pytest.mark.parametrize("define, match", [
+    (lambda fd, x, c: fd.ops.where(fd.from_pytorch(c), x, x), "condition should be of DataType Bool"),
+    (lambda fd, x, c: fd.ops.linear(fd.from_pytorch(torch.ones(4, 3)), fd.from_pytorch(torch.ones(1, 3)),
+                                    fd.from_pytorch(torch.ones(5))), "does not broadcast to the output"),
+    (lambda fd, x, c: fd.ops.squeeze(fd.define_tensor([], dtype=DataType.Float), [0]), "0-d tensor"),
+    (lambda fd, x, c: fd.ops.iota(4, 1.0, 0.0, DataType.Float), "must not equal zero"),
+    (lambda fd, x, c: fd.ops.iota(3, float("inf"), 1.0, DataType.Float), "must be finite"),
+    (lambda fd, x, c: fd.define_vector([-2, 3]), "neither symbolic"),
+    (lambda fd, x, c: fd.ops.slice(fd.from_pytorch(torch.ones(4, 4, dtype=torch.complex64)), [-1, 0], [2, 2]),
+     "start_indices must be greater than or equal to 0"),
+    (lambda fd, x, c: fd.ops.slice(fd.from_pytorch(torch.ones(4, 4, dtype=torch.complex64)), [0, 0], [2, 2],
+                                   [2, 1]), "strides must be of const size 1"),
+], ids=["where-float-condition", "linear-bias", "squeeze-0d", "iota-zero-step", "iota-inf", "vector-negative",
+        "complex-slice-start", "complex-slice-stride"])
+def test_definitions_nvfuser_refuses_are_refused(define, match) -> None:
+    """Definitions nvFuser refuses (and torch too, where it has the op): refused when defined,
+    not run with a made-up meaning (a float condition's truth, a bias growing the output)."""
+    with pytest.raises(FusionError, match=match):
+        with FusionDefinition() as fd:
+            fd.add_output(define(fd, fd.from_pytorch(torch.ones(3)), torch.tensor([0.0, 0.5, 2.0])))
+
+
 def test_complex_arrays_and_ops_not_offered() -> None:
     """numpy complex arrays in and out; casts between real and complex; an op with no complex
     rule names itself; complex tensors outside FusionDefinition are refused clearly."""
