@@ -311,6 +311,7 @@ RULES: dict[str, Callable] = {
     "real": _real_result(lambda re, im: re),
     "imag": _real_result(lambda re, im: im),
     "isnan": _real_result(lambda re, im: O.logical_or(O.isnan(re), O.isnan(im))),
+    "isreal": _real_result(lambda re, im: O.eq(im, 0.0)),
     "isinf": _real_result(lambda re, im: O.logical_or(O.isinf(re), O.isinf(im))),
     "isfinite": _real_result(lambda re, im: O.logical_and(N.isfinite(re), N.isfinite(im))),
     "eq": _compare(True),

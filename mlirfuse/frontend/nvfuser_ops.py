@@ -17,7 +17,8 @@ from mlirfuse.frontend.symbolic import product
 
 NVFUSER_NAMES = ["div", "broadcast", "truediv", "signbit", "welford", "embedding_fwd", "normal", "segment_set", "frac",
                  "isfinite", "isneginf", "isposinf", "threshold", "addcmul", "randn_like", "real", "imag", "shape",
-                 "tensor_sizes", "slice", "sdpfa_fwd", "sdpfa_bwd", "cat", "squeeze", "reshape", "at", "where"]
+                 "tensor_sizes", "slice", "sdpfa_fwd", "sdpfa_bwd", "cat", "squeeze", "reshape", "at", "where",
+                 "mod", "isreal"]
 __all__ = NVFUSER_NAMES
 
 
@@ -218,6 +219,17 @@ def frac(x: Tensor) -> Tensor:
 def isfinite(x: Tensor) -> Tensor:
     """Neither NaN nor infinite (always true for integers and bools)."""
     return O.logical_not(O.logical_or(O.isnan(x), O.isinf(x)))
+
+
+def isreal(x: Tensor) -> Tensor:
+    """torch's isreal: true everywhere for a real tensor (a complex one: where its imaginary
+    part is 0)."""
+    return O.expand(O.constant(True, DataType.Bool, x.fusion), list(x.shape))
+
+
+def mod(a: Any, b: Any) -> Tensor:
+    """nvFuser's `mod`: the remainder of truncated division, a - b * trunc(a / b) (C's %, torch's fmod)."""
+    return O.fmod(a, b)
 
 
 def isneginf(x: Tensor) -> Tensor:

@@ -847,6 +847,22 @@ def test_definitions_nvfuser_refuses_are_refused(define, match) -> None:
             fd.add_output(define(fd, fd.from_pytorch(torch.ones(3)), torch.tensor([0.0, 0.5, 2.0])))
 
 
+def test_mod_and_isreal() -> None:
+    """nvFuser's `mod` (the remainder of truncated division, torch's fmod) of integers and
+    floats, and `isreal` of real and complex tensors."""
+    a, b = torch.tensor([7, -7, 7, -7, 0], dtype=torch.int32), torch.tensor([3, 3, -3, -3, 5], dtype=torch.int32)
+    x = torch.tensor([1.5, float("nan"), -2.0, float("inf")])
+    z = torch.tensor([1 + 0j, 2 + 1j, float("nan") + 0j, -0.5j])
+    with FusionDefinition() as fd:
+        ta, tb, tx, tz = fd.from_pytorch(a), fd.from_pytorch(b), fd.from_pytorch(x), fd.from_pytorch(z)
+        for out in (fd.ops.mod(ta, tb), fd.ops.mod(tx, fd.define_scalar(0.75)), fd.ops.isreal(tx), fd.ops.isreal(tz)):
+            fd.add_output(out)
+    want = [torch.fmod(a, b), torch.fmod(x, 0.75), torch.isreal(x), torch.isreal(z)]
+    for g, w in zip(fd.execute([a, b, x, z]), want):
+        torch.testing.assert_close(g, w, equal_nan=True)
+    assert "fd.ops.mod(T0, T1)" in repr(fd) and "fd.ops.isreal(T3)" in repr(fd)
+
+
 def test_complex_arrays_and_ops_not_offered() -> None:
     """numpy complex arrays in and out; casts between real and complex; an op with no complex
     rule names itself; complex tensors outside FusionDefinition are refused clearly."""
