@@ -109,7 +109,8 @@ def test_inner_reduction_cuts_few_long_rows() -> None:
 def test_column_reduction_a_warp_across_columns_and_a_wave_of_blocks() -> None:
     p = column_reduction_heuristic(None, None, [4], H100)
     assert p == ColumnReductionParams(vector=4, unroll=4, block_x=32, block_y=8, target_blocks=132 * 8,
-                                      min_rows_per_thread=8)
+                                      min_rows_per_thread=16)  # at least 16 rows a thread
+    assert column_reduction_heuristic(None, None, [4], H100, body_ops=40).min_rows_per_thread == 16
     assert p.block == 256 and p.block_x * p.vector * 4 == 512  # a warp reads 512 contiguous bytes of a row
     narrow = column_reduction_heuristic(6, None, [4], H100)  # 6 columns: 2 lanes' vectors, more rows
     assert (narrow.block_x, narrow.block_y) == (4, 64)

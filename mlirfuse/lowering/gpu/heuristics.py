@@ -150,6 +150,13 @@ def inner_reduction_heuristic(row: int | None, rows: int | None, element_bytes: 
 
 # -- outer (column) reduction ----------------------------------------------------------------
 COLUMN_BLOCK = 256
+# Rows each thread of a column reduction sums at least (fewer slices where the rows are few
+# for the columns): with 2 x unroll (8 float32 rows, 4 bfloat16), a thread's few rows left it
+# waiting on its loads. H200, session 52, kernel us (2 x unroll -> 16; 24): LayerNorm backward's
+# sums (dy * xhat, dy) bf16 16384x768 40.3 -> 24.7, float32 16384x768 34.4 -> 34.4 (29.5),
+# 4096x768 8.62 -> 8.09, 4096x4096 37.7 -> 37.8 (40.8); x.sum(0) float32 16384x768 18.8 -> 14.4,
+# 4096x4096 21.4 -> 21.2.
+COLUMN_MIN_ROWS_PER_THREAD = 16
 
 
 @dataclass(frozen=True)
@@ -178,7 +185,8 @@ def column_reduction_heuristic(columns: int | None, rows: int | None, element_by
                                body_ops: int = 1) -> ColumnReductionParams:
     """A warp across the columns (32 x 16 bytes: each row read in 512-byte spans) and 8 rows
     of threads; fewer lanes across (more rows) where a static column count is narrower than
-    a warp's vectors. Slices: enough blocks for one full wave of the device."""
+    a warp's vectors. Slices: enough blocks for one full wave of the device, but at least
+    `COLUMN_MIN_ROWS_PER_THREAD` rows a thread."""
     del rows
     vec = vector_width(element_bytes)
     unroll = _unroll(vec, len(element_bytes), body_ops)
@@ -188,7 +196,7 @@ def column_reduction_heuristic(columns: int | None, rows: int | None, element_by
             block_x //= 2
     block_y = COLUMN_BLOCK // block_x
     target = device.sm_count * (device.max_threads_per_sm // COLUMN_BLOCK)
-    return ColumnReductionParams(vec, unroll, block_x, block_y, target, 2 * unroll)
+    return ColumnReductionParams(vec, unroll, block_x, block_y, target, max(2 * unroll, COLUMN_MIN_ROWS_PER_THREAD))
 
 
 # -- normalization (row-persistent chain) ----------------------------------------------------
