@@ -35,6 +35,12 @@ def print_definition(log: list[Call], number: int | None, inputs: list[Tensor]) 
     name = f"nvfuser_fusion_id{number}" if number is not None else "nvfuser_incomplete_fusion"
     names: dict[int, str] = {}
     lines = [f"\ndef {name}(fd : FusionDefinition) -> None :"]
+    # A complex input is a real fusion input with a trailing dim of 2, read as its parts: its
+    # other sizes are spelled as the complex value's (`T0.size(1)`)
+    inputs = list(inputs)
+    for call in log:
+        if isinstance(call.result, ComplexTensor):
+            inputs = [call.result if t is _source(call.result.re) else t for t in inputs]
     for call in log:
         scope, op = call.key
         args = [_spell(a, names, inputs) for a in call.args]
@@ -45,6 +51,17 @@ def print_definition(log: list[Call], number: int | None, inputs: list[Tensor]) 
     if not log:
         lines.append("    pass")
     return "\n".join(lines) + "\n"
+
+
+def _source(part: Tensor) -> Tensor | None:
+    """The fusion input a complex input's part is read from (a slice and squeeze of its last
+    dim), or None for a complex value computed by the definition."""
+    t = part
+    for _ in range(2):
+        if t.node is None or t.node.op not in ("squeeze", "slice"):
+            return None
+        t = t.node.inputs[0]
+    return t if t.node is None else None
 
 
 def state_indices(log: list[Call]) -> dict[int, int]:

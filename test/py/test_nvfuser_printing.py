@@ -85,6 +85,20 @@ def test_printed_definitions_of_random_ops_complex_values_and_aliases() -> None:
     torch.testing.assert_close(x1, x2)  # the same numbers drawn, written into the input
 
 
+def test_printed_sizes_of_complex_inputs() -> None:
+    """A complex input's sizes (its real parts' memory has a trailing dim of 2) are printed as
+    the complex value's (`T1.size(0)`); printing raised."""
+    a, b = torch.randn(2, 6, dtype=torch.complex128), torch.randn(3, 4, dtype=torch.complex128)
+
+    def build(fd):
+        fd.add_output(fd.ops.reshape(fd.from_pytorch(a), fd.from_pytorch(b).shape()))
+    fd = _define(build)
+    assert "fd.ops.reshape(T0, (T1.size(0), T1.size(1)))" in repr(fd)
+    again = _run_printed(fd)
+    for out in (fd.execute([a, b])[0], again.execute([a, b])[0]):
+        assert torch.equal(out, a.reshape(3, 4))
+
+
 def test_the_cache_keys_calls_as_nvfuser_does() -> None:
     """`add_output(t, stride_order)` and `ops.stride_order` + `add_output` make one fusion but
     are two definitions in nvFuser's cache (its records differ); a repeated definition is one."""
