@@ -327,6 +327,10 @@ RULES: dict[str, Callable] = {
     **{name: _both_parts(getattr(N, name)) for name in ("reshape", "squeeze", "slice")},
     "pad": _pad,
     "broadcast": _both_parts(N.broadcast),
+    # sizes: a complex value's are its parts'
+    "size": lambda z, dim: O.size(z.re, dim),
+    "shape": lambda z: N.shape(z.re),
+    "tensor_sizes": lambda z: N.shape(z.re),
     "segment_set": _both_parts(N.segment_set),
 }
 

@@ -87,16 +87,19 @@ def test_printed_definitions_of_random_ops_complex_values_and_aliases() -> None:
 
 def test_printed_sizes_of_complex_inputs() -> None:
     """A complex input's sizes (its real parts' memory has a trailing dim of 2) are printed as
-    the complex value's (`T1.size(0)`); printing raised."""
+    the complex value's (`T1.size(0)`); printing raised. `fd.ops.size`/`shape` take complex
+    values too."""
     a, b = torch.randn(2, 6, dtype=torch.complex128), torch.randn(3, 4, dtype=torch.complex128)
 
     def build(fd):
-        fd.add_output(fd.ops.reshape(fd.from_pytorch(a), fd.from_pytorch(b).shape()))
+        za, zb = fd.from_pytorch(a), fd.from_pytorch(b)
+        fd.add_output(fd.ops.reshape(za, zb.shape()))
+        fd.add_output(fd.ops.reshape(za, [fd.ops.size(zb, 1), fd.ops.at(fd.ops.shape(zb), 0)]))
     fd = _define(build)
     assert "fd.ops.reshape(T0, (T1.size(0), T1.size(1)))" in repr(fd)
     again = _run_printed(fd)
-    for out in (fd.execute([a, b])[0], again.execute([a, b])[0]):
-        assert torch.equal(out, a.reshape(3, 4))
+    for outs in (fd.execute([a, b]), again.execute([a, b])):
+        assert torch.equal(outs[0], a.reshape(3, 4)) and torch.equal(outs[1], a.reshape(4, 3))
 
 
 def test_the_cache_keys_calls_as_nvfuser_does() -> None:
