@@ -15,7 +15,7 @@ from typing import Any, Iterator, Sequence
 
 from mlirfuse.dtypes import DataType
 from mlirfuse.errors import FusionError
-from mlirfuse.frontend.symbolic import Size, SymSize
+from mlirfuse.frontend.symbolic import ConcreteSizeNeeded, Size, SymSize
 
 # Priorities for type promotion (see dtypes.result_type).
 SCALAR, ZERO_DIM, DIMENSIONED = 0, 1, 2
@@ -211,7 +211,7 @@ class Tensor:
             raise FusionError("len() of a 0-d tensor")
         first = self.shape[0]
         if isinstance(first, SymSize):
-            raise FusionError("len() of a tensor with a symbolic first dimension")
+            raise ConcreteSizeNeeded("len() of a tensor with a symbolic first dimension needs its concrete size")
         return first
 
     def __hash__(self) -> int:

@@ -445,6 +445,17 @@ def masked_fill(x: Tensor, mask: Tensor, value: Operand) -> Tensor:
 
 
 # -- argmax, argmin, cumsum --------------------------------------------------------------
+def _nonempty(x: Tensor, d: int, name: str) -> None:
+    """An index of the extreme along an empty dim does not exist: an error, as torch's (checked
+    at every call for a dynamic dim: the index was INT64_MAX, and x.max(dim)'s values were
+    gathered there, out of bounds)."""
+    size = x.fusion.canonical(x.shape[d])
+    what = f"{name}: dim {d} is empty (torch: Expected reduction dim {d} to have non-zero size)"
+    if isinstance(size, int) and size == 0:
+        raise FusionError(what)
+    x.fusion.require_at_least(size, 1, what)
+
+
 def _arg_extreme(x: Tensor, dim: int | None, keepdim: bool, name: str) -> Tensor:
     x = _tensor(x, name)
     if dim is None:
@@ -454,8 +465,7 @@ def _arg_extreme(x: Tensor, dim: int | None, keepdim: bool, name: str) -> Tensor
     if x.ndim == 0:
         return O.cast(0, DataType.Int)
     d = O.normalize_dim(dim, x.ndim, name)
-    if x.shape[d] == 0:
-        raise FusionError(f"{name}: dim {d} is empty")
+    _nonempty(x, d, name)
     best = (O.max if name == "argmax" else O.min)(x, [d], keepdim=True)
     hit = O.eq(x, best)
     if x.dtype.is_float:  # NaN is the extreme (max and min propagate it), as in torch

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Sequence, Union
+from typing import Any, Sequence, Union
 
 from mlirfuse.errors import FusionError
 
@@ -96,6 +96,22 @@ class SymSize:
             raise FusionError(f"input shapes {[tuple(x) for x in shapes]} do not fit the traced shapes: "
                               f"size {self} is not an integer (a reshape whose -1 does not divide?)")
         return int(value)
+
+    def __bool__(self) -> bool:
+        raise ConcreteSizeNeeded(f"the truth of symbolic size {self} (is it 0?) needs the concrete size")
+
+    def _ordered(self, other: object) -> bool:
+        if isinstance(other, bool) or not isinstance(other, (int, SymSize)):
+            return NotImplemented
+        raise ConcreteSizeNeeded(f"symbolic size {self} ordered against {other}: needs the concrete size")
+
+    __lt__ = __le__ = __gt__ = __ge__ = _ordered
+
+    def _concrete(self, *other: object) -> Any:
+        raise ConcreteSizeNeeded(f"arithmetic on symbolic size {self} that sizes do not have (%, /, **, "
+                                 "negation): needs the concrete size")
+
+    __mod__ = __rmod__ = __truediv__ = __rtruediv__ = __pow__ = __rpow__ = __neg__ = _concrete
 
     def __index__(self) -> int:
         raise ConcreteSizeNeeded(

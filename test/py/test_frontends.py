@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import mlirfuse
-from mlirfuse import DataType, FusionDefinition, ops
+from mlirfuse import DataType, FusionDefinition, FusionError, ops
 from mlirfuse.arrays import classify_all, dense_order
 from mlirfuse.dialects.optable import OPS
 from mlirfuse.workloads import WORKLOADS, gelu_backward_definition, gelu_backward_np
@@ -26,6 +26,42 @@ def test_one_compile_serves_every_shape() -> None:
         b = RNG.standard_normal(shape[-1:], dtype=np.float32)
         np.testing.assert_allclose(f(x, b), np.maximum(x + b, 0).sum(-1), rtol=1e-5, atol=1e-5)
     assert f.cache_info() == (3, 1, 1)
+
+
+def test_code_branching_on_sizes_specializes() -> None:
+    """The truth of a size, its order against ints, %, ** and len() need the concrete size: the
+    signature is traced again on full shapes (the truth of a symbolic size was always True, so
+    an empty input took the wrong branch; the others raised TypeError)."""
+    cases = [lambda x: x * 2 if x.shape[0] else x - 1, lambda x: x * 2 if x.shape[0] > 3 else x - 1,
+             lambda x: x / max(x.shape), lambda x: x + x.shape[1] % 3, lambda x: x * x.shape[1] ** 0.5,
+             lambda x: x / len(x)]
+    for fn in cases:
+        for shape in [(4, 8), (2, 5), (0, 3)]:
+            x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+            np.testing.assert_allclose(mlirfuse.jit(fn)(x), fn(x), rtol=1e-6)
+
+
+def test_argmax_over_an_empty_dim_raises() -> None:
+    """An index of the extreme along an empty dim does not exist: argmax returned INT64_MAX and
+    x.max(dim)'s values were gathered there (memory never written); torch raises. A maximum
+    alone keeps its identity (`test_empty_tensors`)."""
+    f = mlirfuse.jit(lambda x: x.max(0)[0] + x.argmin(0))
+    np.testing.assert_array_equal(f(np.ones((3, 4), np.float32)), np.ones(4, np.float32))
+    for fn in (lambda x: x.argmax(0), lambda x: x.max(0)[1], lambda x: x.min(0)[0], f):
+        with pytest.raises(FusionError, match="dim 0 is empty"):
+            mlirfuse.jit(fn)(np.zeros((0, 4), np.float32))
+    with pytest.raises(FusionError, match="dim 0 is empty"):  # the signature compiled above, called empty
+        f(np.zeros((0, 4), np.float32))
+
+
+def test_rms_norm_default_eps_of_half_inputs_is_torchs() -> None:
+    """torch's default eps is the epsilon of the type rms_norm computes in (float32 for
+    float16/bfloat16 inputs), not the input's: rows of small values came out 3x too small."""
+    torch = pytest.importorskip("torch")
+    x = torch.tensor([[0.05, -0.03, 0.02, 0.04]])
+    for dt in (torch.float16, torch.bfloat16, torch.float32):
+        got = mlirfuse.jit(lambda t: ops.rms_norm(t, [4]))(x.to(dt))
+        torch.testing.assert_close(got, torch.nn.functional.rms_norm(x.to(dt), [4]))
 
 
 def test_size_one_dims_are_part_of_the_signature() -> None:
