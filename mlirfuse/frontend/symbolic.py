@@ -11,6 +11,7 @@ evaluates a size to allocate outputs and to check constraints; the IR emitter tu
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Sequence, Union
@@ -24,7 +25,7 @@ class ConcreteSizeNeeded(FusionError):
     """Tracing needs a concrete size; `jit` retraces with static shapes when it sees this."""  # (input position, dim)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class SymSize:
     """coef * product of input extents; hashable, so equal sizes compare equal."""
 
@@ -97,6 +98,26 @@ class SymSize:
                               f"size {self} is not an integer (a reshape whose -1 does not divide?)")
         return int(value)
 
+    def __eq__(self, other: object) -> bool:
+        """Equal symbolic sizes compare equal, others not, and a symbolic size is never an int:
+        so mlirfuse compares sizes while tracing (size-1 dims are part of a signature). In the
+        traced function's own code (a caller outside mlirfuse), an answer that is not known
+        statically needs the concrete size: `x.shape[0] == 4`, `x.shape == (4, 8)` or
+        `x.shape[0] == y.shape[0]` specialize the signature on full shapes, as int(x.shape[0])
+        does (they were silently False, taking the other branch)."""
+        if isinstance(other, SymSize):
+            if (self.factors, self.coef, self.offset) == (other.factors, other.coef, other.offset):
+                return True
+        elif isinstance(other, bool) or not isinstance(other, int):
+            return NotImplemented
+        if _traced_code(sys._getframe(1)):
+            raise ConcreteSizeNeeded(f"symbolic size {self} compared with {other} in traced code: the "
+                                     "comparison needs the concrete size (mlirfuse.jit specializes on shapes)")
+        return False
+
+    def __hash__(self) -> int:
+        return hash((self.factors, self.coef, self.offset))
+
     def __bool__(self) -> bool:
         raise ConcreteSizeNeeded(f"the truth of symbolic size {self} (is it 0?) needs the concrete size")
 
@@ -130,6 +151,13 @@ class SymSize:
 
 
 Size = Union[int, SymSize]
+
+
+def _traced_code(frame: Any) -> bool:
+    """The frame is the user's code being traced, not mlirfuse's (nor Python's own, which
+    compares on behalf of its caller: a tuple's == runs in the caller's frame)."""
+    name = frame.f_globals.get("__name__", "") if frame is not None else ""
+    return not (name == "mlirfuse" or name.startswith("mlirfuse."))
 
 
 def _make(factors: tuple[Extent, ...], coef: Fraction, offset: int = 0) -> Size:

@@ -29,16 +29,28 @@ def test_one_compile_serves_every_shape() -> None:
 
 
 def test_code_branching_on_sizes_specializes() -> None:
-    """The truth of a size, its order against ints, %, ** and len() need the concrete size: the
-    signature is traced again on full shapes (the truth of a symbolic size was always True, so
-    an empty input took the wrong branch; the others raised TypeError)."""
+    """The truth of a size, its comparison with an int or another size, its order, %, ** and
+    len() need the concrete size in the traced code: the signature is traced again on full
+    shapes (`x.shape[0] == 4` was silently False and the truth of a size always True, taking
+    the wrong branch; the others raised TypeError). mlirfuse's own size comparisons keep
+    their symbolic answers: one compile still serves every shape."""
     cases = [lambda x: x * 2 if x.shape[0] else x - 1, lambda x: x * 2 if x.shape[0] > 3 else x - 1,
              lambda x: x / max(x.shape), lambda x: x + x.shape[1] % 3, lambda x: x * x.shape[1] ** 0.5,
-             lambda x: x / len(x)]
+             lambda x: x / len(x), lambda x: x * 2 if x.shape[0] == 4 else x - 1,
+             lambda x: x * 2 if x.shape != (4, 8) else x - 1, lambda x: x * 2 if 5 in x.shape else x - 1,
+             lambda x: x * 2 if x.shape[0] == x.shape[1] else x - 1]
     for fn in cases:
-        for shape in [(4, 8), (2, 5), (0, 3)]:
+        for shape in [(4, 8), (2, 5), (0, 3), (3, 3)]:
             x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
             np.testing.assert_allclose(mlirfuse.jit(fn)(x), fn(x), rtol=1e-6)
+    f = mlirfuse.jit(lambda x, y: x * y.shape[0] + ops.softmax(x, -1) if x.shape == y.shape else x)
+    for shape in [(4, 8), (2, 5), (6, 3)]:
+        f(np.ones(shape, np.float32), np.ones(shape, np.float32))
+    assert f.cache_info().compiles == 3  # specialized on full shapes
+    g = mlirfuse.jit(lambda x: ops.softmax(x, -1) * 2)  # no size in the code: one compile
+    for shape in [(4, 8), (2, 5), (6, 3)]:
+        g(np.ones(shape, np.float32))
+    assert g.cache_info().compiles == 1
 
 
 def test_argmax_over_an_empty_dim_raises() -> None:
