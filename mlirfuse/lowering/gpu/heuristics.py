@@ -232,6 +232,8 @@ LOOP_THREADS = 256
 # turn each, with their sums combined per block, were 2-4x slower still). Inductor's fused
 # kernel (16384x768 f32: 40.6 us + 11.6 us of aten sums) shows it can pay with Triton's
 # register allocation; ours would need the next rows' loads issued before the sums.
+# (Sweeping a heuristic's constants: one configuration per process, with MLIRFUSE_CACHE_DIR=off:
+# a process loads one module per fusion, and the disk cache's key does not hold the constants.)
 # Not taken: 8 slots for static rows a block holds with 8 but not 4 (16K-32K float32). H200,
 # session 41: the cross-entropy micro-benchmark's backward kernel over 4096 x 32000 went
 # 350 -> 294 us, but Llama f32's cross-entropy backward region (more tiles held per row)
