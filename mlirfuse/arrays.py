@@ -61,6 +61,8 @@ def _classify(value: Any) -> Arg:
         return Arg("host", _torch_cpu_to_numpy(value, torch), dt, tuple(value.shape), contiguous,
                    origin="torch", order=order)
     if isinstance(value, np.ndarray):
+        if not value.dtype.isnative:  # big-endian data on a little-endian host: its values, natively
+            value = value.astype(value.dtype.newbyteorder("="))
         contiguous = value.flags.c_contiguous
         order = None
         if not contiguous and all(s % value.itemsize == 0 for s in value.strides):

@@ -649,10 +649,43 @@ def _extreme_method(name: str) -> Callable[..., Any]:
     return method
 
 
+def _split(x: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor, ...]:
+    """torch's x.split(size, dim) (pieces of `size`, the last shorter) and x.split([sizes], dim);
+    the dim's size must be known (a dynamic one specializes the signature)."""
+    what = "split"
+    d = O.normalize_dim(dim, x.ndim, what)
+    n = int(x.fusion.canonical(x.shape[d]))
+    if isinstance(split_size_or_sections, int) and not isinstance(split_size_or_sections, bool):
+        size = split_size_or_sections
+        if size < 0 or size == 0 and n:
+            raise FusionError(f"{what}: split_size {size} must be positive")
+        sizes = [builtins.min(size, n - s) for s in range(0, n, size)] if n else [0]
+    else:
+        sizes = [int(s) for s in split_size_or_sections]
+        if any(s < 0 for s in sizes) or sum(sizes) != n:
+            raise FusionError(f"{what}: sizes {sizes} must be non-negative and sum to dim {d}'s size {n}")
+    pieces, start = [], 0
+    for s in sizes:
+        pieces.append(slice_dim(x, d, start, start + s))
+        start += s
+    return tuple(pieces)
+
+
+def _chunk(x: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+    """torch's x.chunk(chunks, dim): pieces of ceil(size / chunks) (fewer pieces where they run out)."""
+    if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks <= 0:
+        raise FusionError(f"chunk: chunks must be a positive int, got {chunks!r}")
+    d = O.normalize_dim(dim, x.ndim, "chunk")
+    n = int(x.fusion.canonical(x.shape[d]))
+    return _split(x, -(-n // chunks) if n else 0, d)
+
+
 def attach_tensor_methods() -> None:
     """torch's spellings: x.gather(dim, index), x.index_select(dim, index), x.masked_fill(mask,
     value), x.triu(diagonal), x.argmax(dim, keepdim), x.cumsum(dim), x.max(dim) / x.min(dim)
-    (values and indices)."""
+    (values and indices), x.split(size or sizes, dim), x.chunk(chunks, dim)."""
+    Tensor.split = _split
+    Tensor.chunk = _chunk
     Tensor.max = _extreme_method("max")
     Tensor.min = _extreme_method("min")
     Tensor.gather = lambda self, dim, index: gather(self, index, dim)

@@ -66,6 +66,27 @@ def test_argmax_over_an_empty_dim_raises() -> None:
         f(np.zeros((0, 4), np.float32))
 
 
+def test_arrays_of_non_native_byte_order() -> None:
+    """Big-endian arrays (files, network buffers) are read by value (they raised 'unsupported
+    dtype')."""
+    for dt in (">f4", ">f8", ">i8", ">i4"):
+        a = np.arange(12, dtype=dt).reshape(3, 4)[:, ::2]
+        np.testing.assert_array_equal(mlirfuse.jit(lambda x: (x * 2 + 1).sum(0))(a), (a * 2 + 1).sum(0))
+
+
+def test_split_and_chunk_as_torch() -> None:
+    """x.split(size or sizes, dim) and x.chunk(chunks, dim), as torch's (they were missing)."""
+    torch = pytest.importorskip("torch")
+    x = torch.arange(42.0).reshape(6, 7)
+    cases = [lambda t: t.split(2, 1), lambda t: t.split([1, 2, 3]), lambda t: t.chunk(3, -1), lambda t: t.chunk(4),
+             lambda t: t.chunk(1, 1)]
+    for fn in cases:
+        got, want = mlirfuse.jit(fn)(x), fn(x)
+        assert len(got) == len(want) and all(torch.equal(g, w) for g, w in zip(got, want))
+    with pytest.raises(FusionError, match="sum to dim 0"):
+        mlirfuse.jit(lambda t: t.split([1, 2]))(x)
+
+
 def test_rms_norm_default_eps_of_half_inputs_is_torchs() -> None:
     """torch's default eps is the epsilon of the type rms_norm computes in (float32 for
     float16/bfloat16 inputs), not the input's: rows of small values came out 3x too small."""
