@@ -1,6 +1,7 @@
 """The torch.compile backend: AOTAutograd, then mlirfuse on each aten graph.
 
-Dynamo hands the backend a torch-level FX graph; AOTAutograd (with the decompositions below,
+Dynamo hands the backend a torch-level FX graph, whose attention masks get the layout torch's
+fused attention kernels take (attention_masks.py); AOTAutograd (with the decompositions below,
 so that layer_norm, softmax, GELU, dropout and their backwards become primitive aten ops)
 splits it into forward and backward aten graphs, recomputing cheap ops in the backward
 instead of saving them (the min-cut partitioner, as the tutorial's memory_efficient_fusion).
@@ -30,6 +31,7 @@ from torch import fx
 from mlirfuse import dump
 from mlirfuse.frontend.jit import JitFunction
 from mlirfuse.torch_backend.aten_table import LIBRARY
+from mlirfuse.torch_backend.attention_masks import dense_attention_masks
 from mlirfuse.torch_backend.embedding_grad import scatter_embedding_grads
 from mlirfuse.torch_backend.foreach import foreach_decompositions
 from mlirfuse.torch_backend.mutations import write_mutations_in_regions
@@ -214,4 +216,5 @@ def mlirfuse_backend(gm: fx.GraphModule, example_inputs: Any) -> Callable[..., A
         # (mutations.py) instead of AOTAutograd copying every one after the graph.
         keep_inference_input_mutations=True,
     )
+    dense_attention_masks(gm)
     return backend(gm, example_inputs)

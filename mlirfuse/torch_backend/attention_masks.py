@@ -1,0 +1,80 @@
+"""Attention masks laid out for torch's fused attention kernels.
+
+On the GPU, `scaled_dot_product_attention` runs a fused kernel (cuDNN, Flash or memory-
+efficient attention) only where the mask's last dim has stride 1; otherwise it runs the math
+path, which upcasts half-precision inputs to float32 and materializes the [batch, heads,
+queries, keys] scores. HuggingFace's BERT under torch.compile passes a padding mask expanded
+over the keys (sizes [8, 1, 512, 512], strides (0, 512, 1, 0)): its attention ran the math
+path, in Inductor too, 656 us a layer on an H200 where cuDNN's kernel takes 59 (bfloat16; the
+efficient kernel: 250 against 543 in float32).
+
+`dense_attention_masks` gives such a mask the layout the fused kernels take before AOTAutograd
+traces the graph: dims broadcast at stride 0 are narrowed to one element, the rest copied
+densely (the padding mask above: [1, 1, 512, 512], 256 KB), then expanded back to the mask's
+sizes. The values are the same; torch then picks the fused kernel, forward and backward.
+
+One thing differs between the paths: a query row that the mask hides entirely. The math path's
+softmax (`_safe_softmax`) gives it zero weights, so its output row is 0 and it passes no
+gradient; the fused kernels give it other values (cuDNN and the efficient kernel: finite, not
+0). So the attention's result is taken only where its row keeps a key (`where(row kept,
+result, 0)`, the rows from the dense mask), which is the math path's answer, gradients too.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from typing import Any
+
+import torch
+from torch import fx
+
+# scaled_dot_product_attention as Dynamo records it (the torch function, or the aten op).
+SDPA = (torch._C._nn.scaled_dot_product_attention, torch.ops.aten.scaled_dot_product_attention.default)
+MASK_POSITION = 3
+
+
+def dense_attention_masks(gm: fx.GraphModule) -> int:
+    """Rewrite the masks of `gm`'s attention calls on the GPU whose last dim is not at stride 1
+    (sizes and strides static); returns how many."""
+    rewritten = 0
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target not in SDPA:
+            continue
+        mask = node.kwargs.get("attn_mask", node.args[MASK_POSITION] if len(node.args) > MASK_POSITION else None)
+        if not isinstance(mask, fx.Node) or not _needs_dense_rows(mask.meta.get("example_value")):
+            continue
+        val = mask.meta["example_value"]
+        graph = gm.graph
+        with graph.inserting_before(node):
+            small = mask
+            for d in range(val.dim() - 1):
+                if val.stride(d) == 0 and val.size(d) > 1:
+                    small = graph.call_method("narrow", (small, d, 0, 1))
+            small = graph.call_method("contiguous", (small,))
+            dense = graph.call_method("expand_as", (small, mask))
+            # a row that keeps some key: one whose mask holds a True (bool), or a value above -inf
+            keeps = small if val.dtype == torch.bool else graph.call_function(operator.gt, (small, -math.inf))
+            kept = graph.call_method("any", (keeps, -1), {"keepdim": True})
+        if "attn_mask" in node.kwargs:
+            node.update_kwarg("attn_mask", dense)
+        else:
+            node.update_arg(MASK_POSITION, dense)
+        with graph.inserting_after(node):
+            result = graph.call_function(torch.where, (kept, node, 0.0))
+        node.replace_all_uses_with(result, delete_user_cb=lambda user: user is not result)
+        rewritten += 1
+    if rewritten:
+        gm.recompile()
+    return rewritten
+
+
+def _needs_dense_rows(val: Any) -> bool:
+    """A non-empty GPU mask whose last dim (of more than one element) is not at stride 1, with
+    sizes and strides known."""
+    if not isinstance(val, torch.Tensor) or val.device.type == "cpu" or val.dim() == 0:
+        return False
+    layout = (*val.shape, *val.stride())
+    if not all(type(x) is int for x in layout):
+        return False
+    return val.numel() > 0 and val.size(-1) > 1 and val.stride(-1) != 1

@@ -1,0 +1,140 @@
+"""Attention masks laid out for torch's fused attention kernels (attention_masks.py): a GPU mask
+whose last dim is not at stride 1 sends scaled_dot_product_attention down its float32 math
+path (HuggingFace BERT's padding mask under torch.compile)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import fx
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+import mlirfuse
+from mlirfuse import dump
+from mlirfuse.torch_backend.attention_masks import dense_attention_masks
+
+SDPA = torch._C._nn.scaled_dot_product_attention
+
+
+def _graph(mask_sizes, mask_view, device: str, positional: bool = False) -> fx.GraphModule:
+    """q, k, v [2, 3, 16, 8] and a bool mask `mask_view(empty(mask_sizes))` into one attention
+    call, the inputs' example values fake tensors on `device` (as Dynamo records them)."""
+    graph = fx.Graph()
+    names = ("q", "k", "v", "mask")
+    nodes = [graph.placeholder(n) for n in names]
+    with FakeTensorMode():
+        vals = [torch.empty(2, 3, 16, 8, device=device) for _ in range(3)]
+        vals.append(mask_view(torch.empty(mask_sizes, dtype=torch.bool, device=device)))
+    for node, val in zip(nodes, vals):
+        node.meta["example_value"] = val
+    q, k, v, mask = nodes
+    if positional:
+        out = graph.call_function(SDPA, (q, k, v, mask), {"scale": 0.5})
+    else:
+        out = graph.call_function(SDPA, (q, k, v), {"attn_mask": mask, "scale": 0.5})
+    graph.output(out)
+    return fx.GraphModule(torch.nn.Module(), graph)
+
+
+def _padding_mask(t: torch.Tensor) -> torch.Tensor:
+    """[16] query positions -> [2, 1, 16, 16], strides (0, 16, 1, 0): BERT's mask under compile."""
+    return t.view(1, 1, 16, 1).expand(2, 1, 16, 16)
+
+
+@pytest.mark.parametrize("positional", [False, True], ids=["kwarg", "positional"])
+def test_a_gpu_mask_broadcast_along_its_last_dim_becomes_dense_rows(positional: bool) -> None:
+    gm = _graph((16,), _padding_mask, "cuda", positional)
+    assert dense_attention_masks(gm) == 1
+    code = gm.code
+    # the batch dim (stride 0) narrowed to one, the rest copied densely, expanded back
+    assert "mask.narrow(0, 0, 1)" in code and ".contiguous()" in code and ".expand_as(" in code, code
+    sdpa = next(n for n in gm.graph.nodes if n.op == "call_function" and n.target is SDPA)
+    passed = sdpa.args[3] if positional else sdpa.kwargs["attn_mask"]
+    assert passed.target == "expand_as" and passed.args[1].name == "mask"
+    # the result kept only in rows that keep a key
+    (where,) = sdpa.users
+    assert where.target is torch.where and where.args[1] is sdpa and list(where.users)[0].op == "output"
+
+    # The rewritten graph computes what torch's math path does with the original mask (run
+    # here on CPU tensors), rows that keep no key included (zeros).
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 16, 8, generator=g) for _ in range(3))
+    keep = torch.rand(16, generator=g) > 0.3
+    keep[:2] = torch.tensor([True, False])
+    mask = _padding_mask(keep)
+    with sdpa_kernel([SDPBackend.MATH]):
+        want = SDPA(q, k, v, attn_mask=mask, scale=0.5)
+    assert not want[:, :, 1].any()
+    torch.testing.assert_close(gm(q, k, v, mask), want, rtol=1e-6, atol=1e-6)
+
+
+def test_a_float_mask_keeps_rows_with_a_value_above_minus_infinity() -> None:
+    gm = _graph((16,), _padding_mask, "cuda")
+    mask_node = next(n for n in gm.graph.nodes if n.name == "mask")
+    with FakeTensorMode():
+        mask_node.meta["example_value"] = _padding_mask(torch.empty(16, device="cuda"))
+    assert dense_attention_masks(gm) == 1
+    g = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(2, 3, 16, 8, generator=g) for _ in range(3))
+    bias = torch.randn(16, generator=g)
+    bias[3] = -math.inf  # a row that keeps nothing: zeros, as torch's math path gives
+    mask = _padding_mask(bias)
+    with sdpa_kernel([SDPBackend.MATH]):
+        want = SDPA(q, k, v, attn_mask=mask, scale=0.5)
+    torch.testing.assert_close(gm(q, k, v, mask), want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", ["dense rows", "cpu", "no mask"])
+def test_masks_the_fused_kernels_take_are_left_alone(case: str) -> None:
+    if case == "dense rows":  # GPT-2's and Llama's: [batch, 1, q, k] expanded over the batch only
+        gm = _graph((1, 1, 16, 16), lambda t: t.expand(2, 1, 16, 16), "cuda")
+    elif case == "cpu":  # torch's CPU kernels take any strides
+        gm = _graph((16,), _padding_mask, "cpu")
+    else:
+        gm = _graph((16,), _padding_mask, "cuda")
+        sdpa = next(n for n in gm.graph.nodes if n.op == "call_function")
+        sdpa.update_kwarg("attn_mask", None)
+    before = gm.code
+    assert dense_attention_masks(gm) == 0
+    assert gm.code == before
+
+
+def _attention(q, k, v, keep):
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=_padding_mask_of(keep, q), scale=0.125)
+
+
+def _padding_mask_of(keep: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    b, _, s, _ = q.shape
+    return keep[None, None, :, None].expand(b, 1, s, s)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "f32"])
+def test_attention_with_a_padding_mask_runs_a_fused_kernel_forward_and_backward(dtype, fresh_torch_backend) -> None:
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v = (torch.randn(4, 12, 256, 64, device="cuda", dtype=dtype, generator=g).requires_grad_() for _ in range(3))
+    keep = torch.rand(256, device="cuda", generator=g) > 0.1
+    keep[:2] = torch.tensor([True, False])  # query row 1 keeps no key: zeros, no gradient (torch's math path)
+    previous = mlirfuse.set_options(dump="fx_graph")
+    try:
+        with dump.capture() as texts:
+            out = torch.compile(_attention, backend="mlirfuse")(q, k, v, keep)
+            out.float().sum().backward()
+    finally:
+        mlirfuse.restore_options(previous)
+    graphs = "\n".join(texts)
+    # a fused kernel (cuDNN or memory-efficient attention), not the math path's batched matmuls
+    assert "_scaled_dot_product_cudnn_attention" in graphs or "_scaled_dot_product_efficient_attention" in graphs
+    assert "aten.bmm" not in graphs, graphs
+    got = (out, *(t.grad for t in (q, k, v)))
+    exact = [t.detach().double().requires_grad_() for t in (q, k, v)]  # (float64: torch's math path)
+    want_out = _attention(*exact, keep)
+    want_out.sum().backward()
+    want = (want_out, *(t.grad for t in exact))
+    tol = 3e-2 if dtype == torch.bfloat16 else 1e-4
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a.double(), b, rtol=tol, atol=tol)
