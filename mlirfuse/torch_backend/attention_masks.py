@@ -35,8 +35,8 @@ MASK_POSITION = 3
 
 
 def dense_attention_masks(gm: fx.GraphModule) -> int:
-    """Rewrite the masks of `gm`'s attention calls on the GPU whose last dim is not at stride 1
-    (sizes and strides static); returns how many."""
+    """Rewrite the masks of `gm`'s attention calls on the GPU whose last dim is not at stride 1;
+    returns how many."""
     rewritten = 0
     for node in list(gm.graph.nodes):
         if node.op != "call_function" or node.target not in SDPA:
@@ -49,7 +49,8 @@ def dense_attention_masks(gm: fx.GraphModule) -> int:
         with graph.inserting_before(node):
             small = mask
             for d in range(val.dim() - 1):
-                if val.stride(d) == 0 and val.size(d) > 1:
+                stride = val.stride(d)
+                if type(stride) is int and stride == 0:  # (a dim of one element: narrowed to itself)
                     small = graph.call_method("narrow", (small, d, 0, 1))
             small = graph.call_method("contiguous", (small,))
             dense = graph.call_method("expand_as", (small, mask))
@@ -70,11 +71,12 @@ def dense_attention_masks(gm: fx.GraphModule) -> int:
 
 
 def _needs_dense_rows(val: Any) -> bool:
-    """A non-empty GPU mask whose last dim (of more than one element) is not at stride 1, with
-    sizes and strides known."""
-    if not isinstance(val, torch.Tensor) or val.device.type == "cpu" or val.dim() == 0:
+    """A CUDA mask whose last dim is not at stride 1 and with no dim of 0 elements. Sizes may be
+    symbolic (dynamic shapes: Dynamo's symbolic sizes are at least 2, so are strides made of
+    them); this reads them without a guard."""
+    if not isinstance(val, torch.Tensor) or not val.is_cuda or val.dim() == 0:
         return False
-    layout = (*val.shape, *val.stride())
-    if not all(type(x) is int for x in layout):
+    if any(type(n) is int and n == 0 for n in val.shape):
         return False
-    return val.numel() > 0 and val.size(-1) > 1 and val.stride(-1) != 1
+    last = val.stride(-1)
+    return not (type(last) is int and last == 1)

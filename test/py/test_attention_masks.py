@@ -113,16 +113,19 @@ def _padding_mask_of(keep: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "f32"])
-def test_attention_with_a_padding_mask_runs_a_fused_kernel_forward_and_backward(dtype, fresh_torch_backend) -> None:
+def test_attention_with_a_padding_mask_runs_a_fused_kernel_forward_and_backward(dtype, dynamic: bool,
+                                                                                fresh_torch_backend) -> None:
     g = torch.Generator(device="cuda").manual_seed(0)
-    q, k, v = (torch.randn(4, 12, 256, 64, device="cuda", dtype=dtype, generator=g).requires_grad_() for _ in range(3))
-    keep = torch.rand(256, device="cuda", generator=g) > 0.1
+    seq = 200 if dynamic else 256
+    q, k, v = (torch.randn(4, 12, seq, 64, device="cuda", dtype=dtype, generator=g).requires_grad_() for _ in range(3))
+    keep = torch.rand(seq, device="cuda", generator=g) > 0.1
     keep[:2] = torch.tensor([True, False])  # query row 1 keeps no key: zeros, no gradient (torch's math path)
     previous = mlirfuse.set_options(dump="fx_graph")
     try:
         with dump.capture() as texts:
-            out = torch.compile(_attention, backend="mlirfuse")(q, k, v, keep)
+            out = torch.compile(_attention, backend="mlirfuse", dynamic=dynamic)(q, k, v, keep)
             out.float().sum().backward()
     finally:
         mlirfuse.restore_options(previous)
@@ -138,3 +141,23 @@ def test_attention_with_a_padding_mask_runs_a_fused_kernel_forward_and_backward(
     tol = 3e-2 if dtype == torch.bfloat16 else 1e-4
     for a, b in zip(got, want):
         torch.testing.assert_close(a.double(), b, rtol=tol, atol=tol)
+
+
+def test_a_mask_of_symbolic_sizes_is_rewritten_without_guards() -> None:
+    """Dynamic shapes (a second sequence length): the mask's sizes and strides are symbols."""
+    from torch._dynamo.source import ConstantSource
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    shape_env = ShapeEnv()
+    s = shape_env.create_symintnode(shape_env.create_symbol(16, ConstantSource("s")), hint=16)
+    graph = fx.Graph()
+    q, k, v, mask = (graph.placeholder(n) for n in ("q", "k", "v", "mask"))
+    with FakeTensorMode(shape_env=shape_env):
+        for node in (q, k, v):
+            node.meta["example_value"] = torch.empty(2, 3, s, 8, device="cuda")
+        mask.meta["example_value"] = torch.empty(s, dtype=torch.bool, device="cuda").view(1, 1, s, 1).expand(2, 1, s, s)
+    graph.output(graph.call_function(SDPA, (q, k, v), {"attn_mask": mask}))
+    gm = fx.GraphModule(torch.nn.Module(), graph)
+    assert dense_attention_masks(gm) == 1
+    assert "mask.narrow(0, 0, 1)" in gm.code and "narrow(3" not in gm.code
+    assert not shape_env.guards  # nothing specialized on the sizes
