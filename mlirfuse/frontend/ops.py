@@ -704,3 +704,42 @@ from mlirfuse.frontend.indexing import *  # noqa: E402,F401,F403
 
 __all__ += _indexing.INDEXING_NAMES
 _indexing.attach_tensor_methods()
+
+
+# -- torch's functions on traced tensors (`torch.tanh(x)`, `F.softmax(x, -1)`) -------------------
+# Keyword arguments torch passes along that mean nothing in traced code at these values.
+_TORCH_NOISE = {"_stacklevel": None, "inplace": False, "out": None, "dtype": None}
+
+
+def _torch_function(cls: type, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+    """`torch.<name>(...)` and `torch.nn.functional.<name>(...)` with traced tensors among the
+    arguments: `torch.max/min(a, b)` of two tensors is maximum/minimum; otherwise the traced
+    tensor's torch-style method of that name (`torch.sum(x, -1)` is `x.sum(-1)`), else
+    `mlirfuse.ops.<name>` (`torch.where(c, x, y)`, `F.gelu(x, approximate="tanh")`). Any other
+    function, in-place forms and `out=` raise, naming what to use instead."""
+    name = getattr(func, "__name__", repr(func))
+    kwargs = dict(kwargs or {})
+    for key, ignored in _TORCH_NOISE.items():
+        if key in kwargs and (kwargs[key] is ignored or key == "_stacklevel"):
+            del kwargs[key]
+    if "inplace" in kwargs or "out" in kwargs:
+        raise FusionError(f"torch.{name} with {'inplace=True' if 'inplace' in kwargs else 'out='} on traced "
+                          "tensors: traced code has no memory to write into; return the result instead")
+    first = args[0] if args else None
+    if name in ("max", "min") and len(args) >= 2 and isinstance(args[1], Tensor):
+        fn = globals()["maximum" if name == "max" else "minimum"]
+    elif isinstance(first, Tensor) and callable(getattr(first, name, None)) and not name.startswith("_"):
+        fn, args = getattr(first, name), args[1:]
+    elif name in __all__:
+        fn = globals()[name]
+    else:
+        raise FusionError(f"torch.{name} is not supported on traced tensors; write it with mlirfuse.ops "
+                          f"(the ops: {', '.join(sorted(__all__)[:8])}, ...) or Tensor methods")
+    try:
+        return fn(*args, **kwargs)
+    except TypeError as e:
+        raise FusionError(f"torch.{name} on traced tensors: {e} (mlirfuse.ops.{name} and the method take "
+                          "torch's arguments, not all of them)") from None
+
+
+Tensor.__torch_function__ = classmethod(_torch_function)  # type: ignore[attr-defined]

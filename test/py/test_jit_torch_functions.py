@@ -1,0 +1,63 @@
+"""torch's functions on mlirfuse.jit's traced tensors (`torch.tanh(x)`, `F.softmax(x, -1)`): the
+traced tensor's `__torch_function__` dispatches them to its torch-style methods and to
+mlirfuse.ops. They raised "tanh(): argument 'input' (position 1) must be Tensor, not Tensor"."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import mlirfuse
+from mlirfuse.errors import FusionError
+
+CASES = {
+    "tanh": lambda x, y: torch.tanh(x),
+    "erf": lambda x, y: torch.erf(x),
+    "exp": lambda x, y: torch.exp(x),
+    "sigmoid": lambda x, y: torch.sigmoid(x),
+    "rsqrt": lambda x, y: torch.rsqrt(x.abs() + 1),
+    "round": lambda x, y: torch.round(x * 2.5),
+    "add alpha-free": lambda x, y: torch.add(x, y),
+    "mul scalar first": lambda x, y: torch.mul(2.0, x),
+    "where": lambda x, y: torch.where(x > 0, x, y),
+    "maximum": lambda x, y: torch.maximum(x, y),
+    "max of two": lambda x, y: torch.max(x, y),
+    "max over a dim": lambda x, y: torch.max(x, 1)[0],
+    "argmax": lambda x, y: torch.argmax(x, dim=-1),
+    "clamp": lambda x, y: torch.clamp(x, min=-0.5, max=0.5),
+    "sum": lambda x, y: torch.sum(x, dim=1, keepdim=True),
+    "mean": lambda x, y: torch.mean(x, 0),
+    "var_mean": lambda x, y: torch.var_mean(x, -1, keepdim=True, correction=0)[0],
+    "amax": lambda x, y: torch.amax(x, -1),
+    "logsumexp": lambda x, y: torch.logsumexp(x, -1),
+    "cat": lambda x, y: torch.cat([x, y], 0),
+    "reshape": lambda x, y: torch.reshape(x, (8, 4)),
+    "transpose": lambda x, y: torch.transpose(x, 0, 1) * 2,
+    "softmax": lambda x, y: F.softmax(x, dim=-1),
+    "log_softmax": lambda x, y: F.log_softmax(x, -1),
+    "gelu tanh": lambda x, y: F.gelu(x, approximate="tanh"),
+    "silu": lambda x, y: F.silu(x),
+    "relu": lambda x, y: F.relu(x),
+    "layer_norm": lambda x, y: F.layer_norm(x, [8], y[0], y[1]),
+    "rms_norm": lambda x, y: F.rms_norm(x, [8], y[0], eps=1e-6),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_torch_functions_on_traced_tensors_match_torch(name: str) -> None:
+    fn = CASES[name]
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(4, 8, generator=g), torch.randn(4, 8, generator=g)
+    torch.testing.assert_close(mlirfuse.jit(fn)(x, y), fn(x, y), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("fn, message", [
+    (lambda x: torch.cumulative_trapezoid(x), "torch.cumulative_trapezoid is not supported on traced tensors"),
+    (lambda x: F.relu(x, inplace=True), "inplace=True"),
+    (lambda x: torch.exp(x, out=x), "out="),
+    (lambda x: torch.add(x, x, alpha=2), "torch.add on traced tensors"),
+], ids=["unsupported", "inplace", "out", "argument mlirfuse lacks"])
+def test_torch_functions_mlirfuse_cannot_trace_raise_saying_so(fn, message: str) -> None:
+    with pytest.raises(FusionError, match=message):
+        mlirfuse.jit(fn)(torch.randn(4, 8))
