@@ -725,6 +725,8 @@ def _torch_function(cls: type, func: Any, types: Any, args: tuple = (), kwargs: 
     if "inplace" in kwargs or "out" in kwargs:
         raise FusionError(f"torch.{name} with {'inplace=True' if 'inplace' in kwargs else 'out='} on traced "
                           "tensors: traced code has no memory to write into; return the result instead")
+    if not args and "input" in kwargs:  # torch.tanh(input=x)
+        args = (kwargs.pop("input"),)
     first = args[0] if args else None
     if name in ("max", "min") and len(args) >= 2 and isinstance(args[1], Tensor):
         fn = globals()["maximum" if name == "max" else "minimum"]

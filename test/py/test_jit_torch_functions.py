@@ -13,6 +13,7 @@ from mlirfuse.errors import FusionError
 
 CASES = {
     "tanh": lambda x, y: torch.tanh(x),
+    "input keyword": lambda x, y: torch.sigmoid(input=x),
     "erf": lambda x, y: torch.erf(x),
     "exp": lambda x, y: torch.exp(x),
     "sigmoid": lambda x, y: torch.sigmoid(x),
