@@ -38,27 +38,20 @@ MASK_POSITION = 3
 
 def dense_attention_masks(gm: fx.GraphModule) -> int:
     """Rewrite the masks of `gm`'s attention calls on the GPU whose last dim is not at stride 1;
-    returns how many."""
+    returns how many calls. A mask that several calls read (one for every layer) is copied once."""
+    graph = gm.graph
+    made: dict[fx.Node, tuple[fx.Node, fx.Node]] = {}  # mask -> (its dense rows, rows that keep a key)
     rewritten = 0
-    for node in list(gm.graph.nodes):
+    for node in list(graph.nodes):
         if node.op != "call_function" or node.target not in SDPA:
             continue
         mask = node.kwargs.get("attn_mask", node.args[MASK_POSITION] if len(node.args) > MASK_POSITION else None)
         if not isinstance(mask, fx.Node) or not _needs_dense_rows(mask.meta.get("example_value")):
             continue
-        val = mask.meta["example_value"]
-        graph = gm.graph
-        with graph.inserting_before(node):
-            small = mask
-            for d in range(val.dim() - 1):
-                stride = val.stride(d)
-                if type(stride) is int and stride == 0:  # (a dim of one element: narrowed to itself)
-                    small = graph.call_method("narrow", (small, d, 0, 1))
-            small = graph.call_method("contiguous", (small,))
-            dense = graph.call_method("expand_as", (small, mask))
-            # a row that keeps some key: one whose mask holds a True (bool), or a value above -inf
-            keeps = small if val.dtype == torch.bool else graph.call_function(operator.gt, (small, -math.inf))
-            kept = graph.call_method("any", (keeps, -1), {"keepdim": True})
+        if mask not in made:  # before the mask's first attention call, so before every other
+            with graph.inserting_before(node):
+                made[mask] = _dense_rows(graph, mask)
+        dense, kept = made[mask]
         if "attn_mask" in node.kwargs:
             node.update_kwarg("attn_mask", dense)
         else:
@@ -70,6 +63,21 @@ def dense_attention_masks(gm: fx.GraphModule) -> int:
     if rewritten:
         gm.recompile()
     return rewritten
+
+
+def _dense_rows(graph: fx.Graph, mask: fx.Node) -> tuple[fx.Node, fx.Node]:
+    """The mask in dense rows, its stride-0 dims narrowed to one element and expanded back, and
+    whether each query row keeps some key (a True, or a value above -inf), as new nodes."""
+    val = mask.meta["example_value"]
+    small = mask
+    for d in range(val.dim() - 1):
+        stride = val.stride(d)
+        if type(stride) is int and stride == 0:  # (a dim of one element: narrowed to itself)
+            small = graph.call_method("narrow", (small, d, 0, 1))
+    small = graph.call_method("contiguous", (small,))
+    dense = graph.call_method("expand_as", (small, mask))
+    keeps = small if val.dtype == torch.bool else graph.call_function(operator.gt, (small, -math.inf))
+    return dense, graph.call_method("any", (keeps, -1), {"keepdim": True})
 
 
 def _needs_dense_rows(val: Any) -> bool:

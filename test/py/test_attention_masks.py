@@ -161,3 +161,25 @@ def test_a_mask_of_symbolic_sizes_is_rewritten_without_guards() -> None:
     assert dense_attention_masks(gm) == 1
     assert "mask.narrow(0, 0, 1)" in gm.code and "narrow(3" not in gm.code
     assert not shape_env.guards  # nothing specialized on the sizes
+
+
+def test_a_mask_that_every_layer_reads_is_copied_once() -> None:
+    gm = _graph((16,), _padding_mask, "cuda")
+    graph = gm.graph
+    first = next(n for n in graph.nodes if n.op == "call_function")
+    output = next(n for n in graph.nodes if n.op == "output")
+    with graph.inserting_before(output):  # a second layer: the first one's result as its query
+        second = graph.call_function(SDPA, (first, first.args[1], first.args[2]), dict(first.kwargs))
+    output.args = ((first, second),)
+    gm.recompile()
+    assert dense_attention_masks(gm) == 2
+    assert gm.code.count(".contiguous()") == 1 and gm.code.count(".any(") == 1, gm.code
+    assert second.kwargs["attn_mask"] is first.kwargs["attn_mask"]
+    g = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(2, 3, 16, 8, generator=g) for _ in range(3))
+    mask = _padding_mask(torch.rand(16, generator=g) > 0.3)
+    with sdpa_kernel([SDPBackend.MATH]):
+        a = SDPA(q, k, v, attn_mask=mask, scale=0.5)
+        want = (a, SDPA(a, k, v, attn_mask=mask, scale=0.5))
+    for got, expected in zip(gm(q, k, v, mask), want):
+        torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-6)
