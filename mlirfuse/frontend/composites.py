@@ -36,6 +36,9 @@ def std(x: Tensor, axes: Any = None, correction: float = 1, keepdim: bool = Fals
 
 
 def square(x: Tensor) -> Tensor:
+    """x * x; a bool tensor's square is int64, as torch's (pow(x, 2))."""
+    if isinstance(x, Tensor) and x.dtype is DataType.Bool:
+        x = O.cast(x, DataType.Int)
     return O.mul(x, x)
 
 
@@ -48,7 +51,7 @@ def _one_axis(dim: int, x: Tensor, what: str) -> int:
 def softmax(x: Tensor, dim: int = -1) -> Tensor:
     """exp(x - max) / sum(exp(x - max)) along `dim` (a reduction broadcast back: one kernel)."""
     d = _one_axis(dim, x, "softmax")
-    u = _in_float(x)
+    u = _in_float(_floating(x, "softmax"))
     e = O.exp(O.sub(u, O.max(u, [d], True)))
     return _as(O.div(e, O.sum(e, [d], True)), x)
 
@@ -57,17 +60,34 @@ def logsumexp(x: Tensor, dim: Any = -1, keepdim: bool = False) -> Tensor:
     """log(sum(exp(x))) along `dim`, computed around the maximum (an infinite maximum is
     taken as 0 there, as torch does, so that -inf rows give -inf, not NaN)."""
     dims = O.normalize_axes(dim, x.ndim, "logsumexp")
+    if x.dtype.is_int or x.dtype is DataType.Bool:  # torch: integers in the default float type
+        x = O.cast(x, DataType.Float)
     u = _in_float(x)
-    m = O.max(u, dims, True)
-    m = O.where(O.isinf(m), O.constant(0.0, u.dtype), m)
+    m = _finite_max(u, dims)
     out = _as(O.add(O.log(O.sum(O.exp(O.sub(u, m)), dims, True)), m), x)
     return O.squeeze(out, dims) if not keepdim else out
 
 
+def _finite_max(u: Tensor, dims: list[int]) -> Tensor:
+    """The maximum along `dims` (kept), an infinite one taken as 0."""
+    m = O.max(u, dims, True)
+    return O.where(O.isinf(m), O.constant(0.0, u.dtype), m)
+
+
 def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
+    """(x - max) - log(sum(exp(x - max))), as torch's: subtracting max + log(sum) at once
+    rounded that sum to the maximum's ulp (logits of 1000: 3e-5 off)."""
     d = _one_axis(dim, x, "log_softmax")
-    u = _in_float(x)
-    return _as(O.sub(u, logsumexp(u, [d], keepdim=True)), x)
+    u = _in_float(_floating(x, "log_softmax"))
+    shifted = O.sub(u, _finite_max(u, [d]))
+    return _as(O.sub(shifted, O.log(O.sum(O.exp(shifted), [d], True))), x)
+
+
+def _floating(x: Tensor, what: str) -> Tensor:
+    """x, which must be of a floating type (torch refuses softmax of integers)."""
+    if isinstance(x, Tensor) and not x.dtype.is_float:
+        raise FusionError(f"{what}: needs a floating-point tensor, got {x.dtype.value} (cast it first)")
+    return x
 
 
 def _in_float(x: Tensor) -> Tensor:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import re
 from typing import Any, Sequence
 
 import numpy as np
@@ -683,10 +684,16 @@ def _attach_tensor_methods() -> None:
     Tensor.double = lambda self: cast(self, DataType.Double)
     Tensor.half = lambda self: cast(self, DataType.Half)
     Tensor.bfloat16 = lambda self: cast(self, DataType.BFloat16)
+    Tensor.long = lambda self: cast(self, DataType.Int)
+    Tensor.int = lambda self: cast(self, DataType.Int32)
+    Tensor.bool = lambda self: cast(self, DataType.Bool)
     Tensor.dim = lambda self: self.ndim
     Tensor.contiguous = lambda self: self  # traced values have no layout; the compiler picks it
     Tensor.expand_as = lambda self, other: expand(self, list(other.shape))
     Tensor.T = property(lambda self: permute(self, list(reversed(range(self.ndim)))))
+    # torch's x.where(condition, y): x where the condition holds, else y (the method had taken
+    # x as the condition)
+    Tensor.where = lambda self, condition, other: g["where"](condition, self, other)
 
 
 _attach_tensor_methods()
@@ -709,14 +716,23 @@ _indexing.attach_tensor_methods()
 # -- torch's functions on traced tensors (`torch.tanh(x)`, `F.softmax(x, -1)`) -------------------
 # Keyword arguments torch passes along that mean nothing in traced code at these values.
 _TORCH_NOISE = {"_stacklevel": None, "inplace": False, "out": None, "dtype": None}
+# torch functions whose mlirfuse namesake means something else: refused, saying why.
+_TORCH_OTHER_MEANING = {
+    "cummax": "it returns (values, indices); mlirfuse.ops.cummax gives the values alone",
+    "cummin": "it returns (values, indices); mlirfuse.ops.cummin gives the values alone",
+    "rand_like": "it draws new numbers at every call; mlirfuse.ops.rand_like(x, seed, offset) draws from a seed "
+                 "(pass it as an argument)",
+}
 
 
 def _torch_function(cls: type, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
     """`torch.<name>(...)` and `torch.nn.functional.<name>(...)` with traced tensors among the
-    arguments: `torch.max/min(a, b)` of two tensors is maximum/minimum; otherwise the traced
+    arguments: `torch.max/min(a, b)` of two tensors is maximum/minimum, `torch.where` and
+    `torch.scatter` are mlirfuse.ops' (their first argument is no `self`); otherwise the traced
     tensor's torch-style method of that name (`torch.sum(x, -1)` is `x.sum(-1)`), else
-    `mlirfuse.ops.<name>` (`torch.where(c, x, y)`, `F.gelu(x, approximate="tanh")`). Any other
-    function, in-place forms and `out=` raise, naming what to use instead."""
+    `mlirfuse.ops.<name>` (`F.gelu(x, approximate="tanh")`). Functions whose mlirfuse namesake
+    means something else, any other function, in-place forms and `out=` raise, saying what to
+    use instead."""
     name = getattr(func, "__name__", repr(func))
     kwargs = dict(kwargs or {})
     for key, ignored in _TORCH_NOISE.items():
@@ -725,11 +741,16 @@ def _torch_function(cls: type, func: Any, types: Any, args: tuple = (), kwargs: 
     if "inplace" in kwargs or "out" in kwargs:
         raise FusionError(f"torch.{name} with {'inplace=True' if 'inplace' in kwargs else 'out='} on traced "
                           "tensors: traced code has no memory to write into; return the result instead")
+    if name in _TORCH_OTHER_MEANING:
+        raise FusionError(f"torch.{name} is not supported on traced tensors: {_TORCH_OTHER_MEANING[name]}")
     if not args and "input" in kwargs:  # torch.tanh(input=x)
         args = (kwargs.pop("input"),)
+    args, kwargs = _torch_arguments(name, args, kwargs)
     first = args[0] if args else None
     if name in ("max", "min") and len(args) >= 2 and isinstance(args[1], Tensor):
         fn = globals()["maximum" if name == "max" else "minimum"]
+    elif name in ("where", "scatter"):
+        fn = globals()[name]
     elif isinstance(first, Tensor) and callable(getattr(first, name, None)) and not name.startswith("_"):
         fn, args = getattr(first, name), args[1:]
     elif name in __all__:
@@ -740,8 +761,36 @@ def _torch_function(cls: type, func: Any, types: Any, args: tuple = (), kwargs: 
     try:
         return fn(*args, **kwargs)
     except TypeError as e:
-        raise FusionError(f"torch.{name} on traced tensors: {e} (mlirfuse.ops.{name} and the method take "
-                          "torch's arguments, not all of them)") from None
+        reason = re.sub(r"^[\w.<>]+\(\) ", "", str(e))  # (not the name of the Python function that took them)
+        raise FusionError(f"torch.{name} on traced tensors: {reason} (mlirfuse takes torch's arguments, "
+                          "not all of them)") from None
+
+
+def _torch_arguments(name: str, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """torch's argument forms that mlirfuse spells otherwise: `var(x, unbiased)` and
+    `unbiased=` (a correction of 1 or 0), `scatter(x, dim, index, src or value)`,
+    `F.pad(x, pad, mode="constant", value)`."""
+    if name in ("var", "std", "var_mean"):
+        if "unbiased" in kwargs:
+            kwargs["correction"] = int(kwargs.pop("unbiased"))
+        if len(args) == 2 and isinstance(args[1], bool):  # torch.var(x, unbiased)
+            args, kwargs["correction"] = args[:1], int(args[1])
+    elif name == "scatter":
+        bound = dict(zip(("input", "dim", "index", "src"), args), **kwargs)
+        if "value" in bound:
+            bound["src"] = bound.pop("value")
+        if builtins.set(bound) != {"input", "dim", "index", "src"}:
+            raise FusionError(f"torch.scatter on traced tensors: takes (input, dim, index, src or value), got "
+                              f"{sorted(bound)}")
+        args, kwargs = (bound["input"], bound["index"], bound["src"], bound["dim"]), {}
+    elif name == "pad":
+        mode = kwargs.pop("mode", "constant")
+        if len(args) > 2:
+            mode, args = args[2], args[:2] + args[3:]
+        if mode != "constant":
+            raise FusionError(f"torch.nn.functional.pad on traced tensors: mode {mode!r} is not supported "
+                              "(only 'constant')")
+    return args, kwargs
 
 
 Tensor.__torch_function__ = classmethod(_torch_function)  # type: ignore[attr-defined]

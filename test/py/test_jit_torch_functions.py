@@ -62,3 +62,47 @@ def test_torch_functions_on_traced_tensors_match_torch(name: str) -> None:
 def test_torch_functions_mlirfuse_cannot_trace_raise_saying_so(fn, message: str) -> None:
     with pytest.raises(FusionError, match=message):
         mlirfuse.jit(fn)(torch.randn(4, 8))
+
+
+# Found by a black-box review (session 53): calls that ran with another meaning than torch's.
+WRONG_BEFORE = {
+    "logsumexp of ints": (lambda x: torch.logsumexp(x, 1), torch.tensor([[1, 2, 3], [0, 0, 0]], dtype=torch.int32)),
+    "logsumexp method of ints": (lambda x: x.logsumexp(1), torch.tensor([[1, 2, 3], [0, 0, 0]])),
+    "square of bools": (lambda x: torch.square(x), torch.tensor([True, False, True])),
+    "where method": (lambda x: x.where(x > 0, x * 10), torch.tensor([1.0, -2.0, 3.0, -4.0])),
+    "log_softmax of large logits": (lambda x: F.log_softmax(x, -1), torch.tensor([[1000.0, 0.0, -1000.0, 999.0]])),
+    "scatter": (lambda x: torch.scatter(x, 1, (x > 0).long(), x * 2), torch.randn(3, 4)),
+    "var with unbiased positional": (lambda x: torch.var(x, False), torch.randn(3, 4)),
+    "std with unbiased keyword": (lambda x: torch.std(x, 1, unbiased=False), torch.randn(3, 4)),
+    "pad": (lambda x: F.pad(x, (1, 2)), torch.randn(3, 4)),
+    "pad with a value": (lambda x: F.pad(x, (1, 0, 0, 1), "constant", 2.5), torch.randn(3, 4)),
+}
+
+
+@pytest.mark.parametrize("name", list(WRONG_BEFORE))
+def test_calls_that_had_another_meaning_match_torch(name: str) -> None:
+    fn, x = WRONG_BEFORE[name]
+    got, want = mlirfuse.jit(fn)(x), fn(x)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("fn, message", [
+    (lambda x: torch.cummax(x, 1), "torch.cummax"),
+    (lambda x: torch.cummin(x, 1), "torch.cummin"),
+    (lambda x: torch.rand_like(x), "torch.rand_like"),
+    (lambda x: F.softmax(x.long(), -1), "softmax"),
+    (lambda x: F.pad(x, (1, 1), mode="reflect"), "reflect"),
+], ids=["cummax", "cummin", "rand_like", "softmax of ints", "pad reflect"])
+def test_calls_with_another_meaning_in_mlirfuse_raise(fn, message: str) -> None:
+    """torch.cummax returns (values, indices), mlirfuse.ops.cummax the values; torch.rand_like
+    draws new numbers each call, mlirfuse.ops.rand_like takes a seed; torch refuses softmax of
+    integers."""
+    with pytest.raises(FusionError, match=message):
+        mlirfuse.jit(fn)(torch.randn(3, 4))
+
+
+def test_unsupported_keywords_are_named_without_internal_function_names() -> None:
+    with pytest.raises(FusionError, match=r"torch.add on traced tensors: .*'alpha'") as info:
+        mlirfuse.jit(lambda x: torch.add(x, x, alpha=2))(torch.randn(3, 4))
+    assert "<locals>" not in str(info.value)
