@@ -84,9 +84,15 @@ def prod(ops, g, y, x, axes, keepdim):
 
 
 def extreme(ops, g, y, x, axes, keepdim):
-    """amax/amin: the cotangent shared evenly among the elements equal to the result."""
+    """amax/amin: the cotangent shared evenly among the elements equal to the result. Over the
+    whole tensor (torch's max()/min(), evenly_distribute_backward) a NaN result is shared among
+    the NaNs; along dims a NaN result's share is NaN (0 of 0 elements), as torch's amax/amin."""
     axes = _axes(x, axes)
-    hit = ops.cast(ops.eq(x, keep_dims(ops, y, axes, keepdim)), x.dtype)
+    kept = keep_dims(ops, y, axes, keepdim)
+    hit = ops.eq(x, kept)
+    if len(axes) == len(x.shape) and x.dtype.is_float:
+        hit = ops.logical_or(hit, ops.logical_and(ops.isnan(x), ops.isnan(kept)))
+    hit = ops.cast(hit, x.dtype)
     share = ops.div(keep_dims(ops, g, axes, keepdim), ops.sum(hit, axes, keepdim=True))
     return (ops.mul(hit, share),)
 

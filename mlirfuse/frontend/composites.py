@@ -221,13 +221,15 @@ def _clamp(x: Tensor, min: Operand | None = None, max: Operand | None = None) ->
     # torch's clamp_min/clamp_max backward; maximum/minimum split it); a NaN bound wins
     if min is not None and max is not None:
         return O.clamp(x, min, max)
-    bound, past = (min, O.lt) if max is None else (max, O.gt)
+    bound, past, kept = (min, O.lt, O.ge) if max is None else (max, O.gt, O.le)
     if isinstance(bound, float) and bound != bound:
         return O.maximum(x, bound)  # all NaN
-    taken = past(x, bound)
-    if isinstance(bound, Tensor) and bound.dtype.is_float:
-        taken = O.logical_or(taken, O.isnan(bound))
-    return O.where(taken, bound, x)
+    floating = x.dtype.is_float or isinstance(bound, float) or isinstance(bound, Tensor) and bound.dtype.is_float
+    if not floating:
+        return O.where(past(x, bound), bound, x)
+    # Where x or the bound is NaN, neither comparison holds: the result is NaN and, as torch's
+    # clamp_min/clamp_max backward, neither operand gets a gradient there.
+    return O.where(past(x, bound), bound, O.where(kept(x, bound), x, float("nan")))
 
 
 def attach_tensor_methods() -> None:

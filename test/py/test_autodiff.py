@@ -622,3 +622,39 @@ def test_gradients_at_ties_zeros_and_nan_follow_torch(name, mine, theirs, inputs
     ref_outs, ref_grads = _grads(theirs, ref_in)
     for got, want in zip(outs + grads, ref_outs + ref_grads):
         torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12, equal_nan=True, msg=name)
+
+
+# Found by a black-box review (session 53): gradients at NaN that differed from torch's.
+NAN = float("nan")
+
+
+@pytest.mark.parametrize("fn", [lambda x: x.max(), lambda x: x.min()], ids=["max", "min"])
+def test_a_whole_tensor_extreme_with_nans_shares_the_gradient_among_the_nans(fn) -> None:
+    """torch's max()/min() (evenly_distribute_backward): the NaNs share the gradient."""
+    x0 = torch.tensor([[1.0, NAN, 3.0, -1.0], [2.0, 2.0, NAN, NAN], [5.0, 1.0, -4.0, 0.0]], dtype=torch.float64)
+    want, got = x0.clone().requires_grad_(), x0.clone().requires_grad_()
+    fn(want).backward()
+    mlirfuse.jit(fn)(got).backward()
+    torch.testing.assert_close(got.grad, want.grad, equal_nan=True)
+
+
+@pytest.mark.parametrize("fn", [lambda x, y: torch.clamp(x, min=y), lambda x, y: torch.clamp(x, max=y),
+                                lambda x, y: x.clamp(min=0.5), lambda x, y: x.clamp(max=0.5) + y],
+                         ids=["min tensor", "max tensor", "min scalar", "max scalar"])
+def test_one_sided_clamps_pass_no_gradient_at_a_nan(fn) -> None:
+    """torch's clamp_min/clamp_max backward: x gets it where x >= min (<= max), the bound where
+    x < min (> max): neither where x or the bound is NaN."""
+    x0 = torch.tensor([NAN, 1.0, 2.0, 0.5, 1.0], dtype=torch.float64)
+    y0 = torch.tensor([1.0, NAN, 1.0, 1.0, 1.0], dtype=torch.float64)
+    want = [t.clone().requires_grad_() for t in (x0, y0)]
+    got = [t.clone().requires_grad_() for t in (x0, y0)]
+    cot = torch.arange(1.0, 6.0, dtype=torch.float64)
+    fn(*want).backward(cot)
+    out = mlirfuse.jit(fn)(*got)
+    torch.testing.assert_close(out, fn(x0, y0), equal_nan=True)
+    out.backward(cot)
+    for g, w in zip(got, want):
+        if w.grad is None:  # (an argument the function does not read)
+            assert g.grad is None or not g.grad.any()
+        else:
+            torch.testing.assert_close(g.grad, w.grad)
