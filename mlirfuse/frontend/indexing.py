@@ -682,7 +682,7 @@ def _chunk(x: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
 
 def attach_tensor_methods() -> None:
     """torch's spellings: x.gather(dim, index), x.index_select(dim, index), x.masked_fill(mask,
-    value), x.triu(diagonal), x.argmax(dim, keepdim), x.cumsum(dim), x.max(dim) / x.min(dim)
+    value), x.triu(diagonal), x.argmax(dim, keepdim), x.cumsum(dim), x.cumprod(dim), x.max(dim) / x.min(dim)
     (values and indices), x.split(size or sizes, dim), x.chunk(chunks, dim)."""
     Tensor.split = _split
     Tensor.chunk = _chunk
@@ -692,5 +692,5 @@ def attach_tensor_methods() -> None:
     Tensor.index_select = lambda self, dim, index: index_select(self, index, dim)
     Tensor.select = lambda self, dim, index: select(self, index, dim)
     Tensor.__getitem__ = getitem
-    for name in ("triu", "tril", "masked_fill", "argmax", "argmin", "cumsum"):
+    for name in ("triu", "tril", "masked_fill", "argmax", "argmin", "cumsum", "cumprod"):
         setattr(Tensor, name, globals()[name])

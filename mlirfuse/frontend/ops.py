@@ -691,6 +691,8 @@ def _attach_tensor_methods() -> None:
     Tensor.contiguous = lambda self: self  # traced values have no layout; the compiler picks it
     Tensor.expand_as = lambda self, other: expand(self, list(other.shape))
     Tensor.T = property(lambda self: permute(self, list(reversed(range(self.ndim)))))
+    Tensor.mT = property(lambda self: permute(self, [*range(self.ndim - 2), self.ndim - 1, self.ndim - 2]))
+    Tensor.matmul = lambda self, other: g["matmul"](self, other)
     # torch's x.where(condition, y): x where the condition holds, else y (the method had taken
     # x as the condition)
     Tensor.where = lambda self, condition, other: g["where"](condition, self, other)

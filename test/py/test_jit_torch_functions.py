@@ -42,6 +42,9 @@ CASES = {
     "relu": lambda x, y: F.relu(x),
     "layer_norm": lambda x, y: F.layer_norm(x, [8], y[0], y[1]),
     "rms_norm": lambda x, y: F.rms_norm(x, [8], y[0], eps=1e-6),
+    "cumprod method": lambda x, y: x.cumprod(1),
+    "mT": lambda x, y: x.reshape(2, 2, 8).mT * 2,
+    "matmul method": lambda x, y: x.matmul(y.T),
 }
 
 
