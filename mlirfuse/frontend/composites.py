@@ -218,7 +218,7 @@ def _clamp(x: Tensor, min: Operand | None = None, max: Operand | None = None) ->
     if min is None and max is None:
         raise FusionError("clamp: give min, max or both")
     # one-sided: the bound where x is past it, else x (the gradient goes to x at a tie, as
-    # torch's clamp_min/clamp_max backward; maximum/minimum split it); a NaN bound wins
+    # torch's clamp_min/clamp_max backward; maximum/minimum split it)
     if min is not None and max is not None:
         return O.clamp(x, min, max)
     bound, past, kept = (min, O.lt, O.ge) if max is None else (max, O.gt, O.le)
