@@ -17,7 +17,7 @@ from mlirfuse.errors import FusionError
 _MODULES = ["constant_outputs_as_fills", "entry_point", "fusion_autodiff",
             "fusion_cse", "fusion_dce", "fusion_group", "fusion_segment",
             "fusion_strip_bookend_views", "fusion_to_linalg", "gpu_apply_schedules", "gpu_float8_conversions",
-            "gpu_host_overrides",
+            "gpu_fp_contract", "gpu_host_overrides",
             "gpu_loops_to_launches", "gpu_merge_kernel_modules", "gpu_pack_launches", "gpu_schedule", "gpu_unit_loops",
             "inline_scalar_operands", "linalg_merge_siblings", "linalg_reciprocal_divisors",
             "linalg_recompute_producers", "linalg_reshape_elementwise", "linalg_scalars_apart", "linalg_unshare_inits",

@@ -190,3 +190,15 @@ def test_held_layer_norm_rows_do_not_spill(dtype) -> None:
                                 capture_output=True, text=True).stderr
     held = report.split("entry function 'mlirfuse_entry_kernel_0'")[1].split("Compile time")[0]
     assert " 0 bytes spill stores" in held, held
+
+
+def test_float32_multiply_adds_fuse_and_bfloat16_ops_keep_their_rounding() -> None:
+    """gpu-fp-contract: a float32 `a * b + c` is one `fma.rn.f32` (as nvcc's and Triton's
+    kernels compute it); a product of bfloat16 values rounded back to bfloat16 (torch's op on
+    that type) stays a rounded `mul.rn.bf16`, not fused with the add after it."""
+    ptx = compile_gpu(lambda a, b, c: a * b + c, X, X, X).ptx
+    assert "fma.rn.f32" in ptx and "mul.rn.f32" not in ptx and "mul.f32" not in ptx
+    h = X.astype(ml_dtypes.bfloat16)
+    ptx = compile_gpu(lambda a, b, c: a * b + c, h, h, h).ptx
+    assert "mul.rn.bf16" in ptx and "add.rn.bf16" in ptx and "fma.rn.bf16" not in ptx
+    assert "mul.bf16" not in ptx and "add.bf16" not in ptx  # (without .rn ptxas may fuse them)

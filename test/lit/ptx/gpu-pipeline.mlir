@@ -13,7 +13,7 @@
 // The scalar is a kernel parameter, not a load from memory:
 // PTX: .param .f32 mlirfuse_entry_kernel_0_param_{{[0-9]+}}
 // PTX: ld.global.v4.b32
-// PTX: mul.rn.f32
+// PTX: mul{{(\.rn)?}}.f32
 // SM80: .target sm_80
 
 // SCHEDULED: func.func @mlirfuse_entry(%arg0: memref<?x?xf32>, %arg1: f32, %arg2: memref<?x?xf32>)

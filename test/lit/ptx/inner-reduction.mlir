@@ -47,7 +47,7 @@
 // GPU-SAME: threads({{.*}}) in ({{[^ ]+}} = %c512,
 // GPU-SAME: workgroup(%[[SHARED:[^ ]+]] : memref<16xf32, #gpu.address_space<workgroup>>)
 // GPU-COUNT-4: vector.load %arg0[%{{[^ ]+}}, %{{[^ ]+}}] {alignment = 16 : i64} : memref<?x?xf32>, vector<4xf32>
-// GPU: arith.addf %{{[^ ]+}}, %{{[^ ]+}} fastmath<reassoc> : f32
+// GPU: arith.addf %{{[^ ]+}}, %{{[^ ]+}} fastmath<reassoc,contract> : f32
 // GPU: gpu.shuffle  xor %{{[^ ]+}}, %c16_i32, %c32_i32 : f32
 // GPU: gpu.shuffle  xor %{{[^ ]+}}, %c8_i32, %c32_i32 : f32
 // GPU: gpu.shuffle  xor %{{[^ ]+}}, %c4_i32, %c32_i32 : f32
