@@ -11,9 +11,13 @@ efficient kernel: 250 against 543 in float32).
 `dense_attention_masks` gives such a mask the layout the fused kernels take before AOTAutograd
 traces the graph: dims broadcast at stride 0 are narrowed to one element, the rest copied
 densely (the padding mask above: [1, 1, 512, 512], 256 KB), then expanded back to the mask's
-sizes. The values are the same; torch then picks the fused kernel, forward and backward. (In
-float32 it is no faster in training: BERT's step took 22.08 ms of kernels on the H200 either
-way, the efficient kernel's backward costing what the math path's matmuls save.)
+sizes. The values are the same; torch then picks the fused kernel, forward and backward.
+
+Only for attention in bfloat16 or float16 (autocast's included). In float32 the fused kernels
+(the memory-efficient one: cuDNN and Flash take half precision only) are no faster than the
+math path's float32 matmuls: BERT's float32 training step on the H200 ran 1448 us of them a
+step where the math path's matmuls and softmax took about 1390, and the mask's copy and the
+result's `where` below cost 4 more kernels (47 us).
 
 One thing differs between the paths: a query row that the mask hides entirely. The math path's
 softmax (`_safe_softmax`) gives it zero weights, so its output row is 0 and it passes no
@@ -46,7 +50,8 @@ def dense_attention_masks(gm: fx.GraphModule) -> int:
         if node.op != "call_function" or node.target not in SDPA:
             continue
         mask = node.kwargs.get("attn_mask", node.args[MASK_POSITION] if len(node.args) > MASK_POSITION else None)
-        if not isinstance(mask, fx.Node) or not _needs_dense_rows(mask.meta.get("example_value")):
+        if not isinstance(mask, fx.Node) or not _needs_dense_rows(mask.meta.get("example_value")) \
+                or not _half_precision(node.args[0]):
             continue
         if mask not in made:  # before the mask's first attention call, so before every other
             with graph.inserting_before(node):
@@ -58,6 +63,8 @@ def dense_attention_masks(gm: fx.GraphModule) -> int:
             node.update_arg(MASK_POSITION, dense)
         with graph.inserting_after(node):
             result = graph.call_function(torch.where, (kept, node, 0.0))
+        if "example_value" in node.meta:  # (the same tensor's metadata, for later rewrites)
+            result.meta["example_value"] = node.meta["example_value"]
         node.replace_all_uses_with(result, delete_user_cb=lambda user: user is not result)
         rewritten += 1
     if rewritten:
@@ -78,6 +85,12 @@ def _dense_rows(graph: fx.Graph, mask: fx.Node) -> tuple[fx.Node, fx.Node]:
     dense = graph.call_method("expand_as", (small, mask))
     keeps = small if val.dtype == torch.bool else graph.call_function(operator.gt, (small, -math.inf))
     return dense, graph.call_method("any", (keeps, -1), {"keepdim": True})
+
+
+def _half_precision(query: Any) -> bool:
+    """The attention computes in bfloat16 or float16 (its query's dtype, autocast's included)."""
+    val = query.meta.get("example_value") if isinstance(query, fx.Node) else None
+    return isinstance(val, torch.Tensor) and val.dtype in (torch.bfloat16, torch.float16)
 
 
 def _needs_dense_rows(val: Any) -> bool:

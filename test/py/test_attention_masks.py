@@ -20,14 +20,15 @@ from mlirfuse.torch_backend.attention_masks import dense_attention_masks
 SDPA = torch._C._nn.scaled_dot_product_attention
 
 
-def _graph(mask_sizes, mask_view, device: str, positional: bool = False) -> fx.GraphModule:
-    """q, k, v [2, 3, 16, 8] and a bool mask `mask_view(empty(mask_sizes))` into one attention
-    call, the inputs' example values fake tensors on `device` (as Dynamo records them)."""
+def _graph(mask_sizes, mask_view, device: str, positional: bool = False,
+           dtype: torch.dtype = torch.bfloat16) -> fx.GraphModule:
+    """q, k, v [2, 3, 16, 8] of `dtype` and a bool mask `mask_view(empty(mask_sizes))` into one
+    attention call, the inputs' example values fake tensors on `device` (as Dynamo records them)."""
     graph = fx.Graph()
     names = ("q", "k", "v", "mask")
     nodes = [graph.placeholder(n) for n in names]
     with FakeTensorMode():
-        vals = [torch.empty(2, 3, 16, 8, device=device) for _ in range(3)]
+        vals = [torch.empty(2, 3, 16, 8, device=device, dtype=dtype) for _ in range(3)]
         vals.append(mask_view(torch.empty(mask_sizes, dtype=torch.bool, device=device)))
     for node, val in zip(nodes, vals):
         node.meta["example_value"] = val
@@ -88,12 +89,14 @@ def test_a_float_mask_keeps_rows_with_a_value_above_minus_infinity() -> None:
     torch.testing.assert_close(gm(q, k, v, mask), want, rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("case", ["dense rows", "cpu", "no mask"])
+@pytest.mark.parametrize("case", ["dense rows", "cpu", "no mask", "float32"])
 def test_masks_the_fused_kernels_take_are_left_alone(case: str) -> None:
     if case == "dense rows":  # GPT-2's and Llama's: [batch, 1, q, k] expanded over the batch only
         gm = _graph((1, 1, 16, 16), lambda t: t.expand(2, 1, 16, 16), "cuda")
     elif case == "cpu":  # torch's CPU kernels take any strides
         gm = _graph((16,), _padding_mask, "cpu")
+    elif case == "float32":  # the math path's float32 matmuls are no slower than the fused kernels
+        gm = _graph((16,), _padding_mask, "cuda", dtype=torch.float32)
     else:
         gm = _graph((16,), _padding_mask, "cuda")
         sdpa = next(n for n in gm.graph.nodes if n.op == "call_function")
@@ -114,9 +117,11 @@ def _padding_mask_of(keep: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "f32"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=["bf16", "f16", "f32"])
 def test_attention_with_a_padding_mask_runs_a_fused_kernel_forward_and_backward(dtype, dynamic: bool,
                                                                                 fresh_torch_backend) -> None:
+    """Half precision: a fused kernel. float32 stays on the math path (its float32 matmuls
+    were no slower than the fused kernels in BERT's step); the results are torch's either way."""
     g = torch.Generator(device="cuda").manual_seed(0)
     seq = 200 if dynamic else 256
     q, k, v = (torch.randn(4, 12, seq, 64, device="cuda", dtype=dtype, generator=g).requires_grad_() for _ in range(3))
@@ -130,15 +135,17 @@ def test_attention_with_a_padding_mask_runs_a_fused_kernel_forward_and_backward(
     finally:
         mlirfuse.restore_options(previous)
     graphs = "\n".join(texts)
-    # a fused kernel (cuDNN or memory-efficient attention), not the math path's batched matmuls
-    assert "_scaled_dot_product_cudnn_attention" in graphs or "_scaled_dot_product_efficient_attention" in graphs
-    assert "aten.bmm" not in graphs, graphs
+    fused = "_scaled_dot_product_cudnn_attention" in graphs or "_scaled_dot_product_efficient_attention" in graphs
+    if dtype == torch.float32:
+        assert "aten.bmm" in graphs and not fused, graphs
+    else:  # a fused kernel (cuDNN or memory-efficient attention), not the math path's batched matmuls
+        assert fused and "aten.bmm" not in graphs, graphs
     got = (out, *(t.grad for t in (q, k, v)))
     exact = [t.detach().double().requires_grad_() for t in (q, k, v)]  # (float64: torch's math path)
     want_out = _attention(*exact, keep)
     want_out.sum().backward()
     want = (want_out, *(t.grad for t in exact))
-    tol = 3e-2 if dtype == torch.bfloat16 else 1e-4
+    tol = {torch.bfloat16: 3e-2, torch.float16: 4e-3}.get(dtype, 1e-4)
     for a, b in zip(got, want):
         torch.testing.assert_close(a.double(), b, rtol=tol, atol=tol)
 
@@ -154,7 +161,7 @@ def test_a_mask_of_symbolic_sizes_is_rewritten_without_guards() -> None:
     q, k, v, mask = (graph.placeholder(n) for n in ("q", "k", "v", "mask"))
     with FakeTensorMode(shape_env=shape_env):
         for node in (q, k, v):
-            node.meta["example_value"] = torch.empty(2, 3, s, 8, device="cuda")
+            node.meta["example_value"] = torch.empty(2, 3, s, 8, device="cuda", dtype=torch.bfloat16)
         mask.meta["example_value"] = torch.empty(s, dtype=torch.bool, device="cuda").view(1, 1, s, 1).expand(2, 1, s, s)
     graph.output(graph.call_function(SDPA, (q, k, v), {"attn_mask": mask}))
     gm = fx.GraphModule(torch.nn.Module(), graph)
@@ -168,6 +175,7 @@ def test_a_mask_that_every_layer_reads_is_copied_once() -> None:
     graph = gm.graph
     first = next(n for n in graph.nodes if n.op == "call_function")
     output = next(n for n in graph.nodes if n.op == "output")
+    first.meta["example_value"] = first.args[0].meta["example_value"]  # (as Dynamo records it)
     with graph.inserting_before(output):  # a second layer: the first one's result as its query
         second = graph.call_function(SDPA, (first, first.args[1], first.args[2]), dict(first.kwargs))
     output.args = ((first, second),)
