@@ -90,7 +90,8 @@ def gpu_stages(arch: str = "sm_90", fmt: str = "isa", toolkit: str | None = None
     return _chain(("linalg", TO_LINALG["gpu"]), ("inlined", INLINE),
                   ("bufferized", join(BUFFERIZE, "builtin.module(gpu-unit-loops)")),
                   *(scheduled if use_schedules else [("loops", TO_LOOPS)]),
-                  ("gpu", f"builtin.module(gpu-loops-to-launches, gpu-float8-conversions{{arch={arch}}}, gpu-fp-contract)"),
+                  ("gpu", f"builtin.module(gpu-loops-to-launches, gpu-float8-conversions{{arch={arch}}}, "
+                          "gpu-fp-contract)"),
                   ("outlined", "builtin.module(gpu-kernel-outlining, gpu-merge-kernel-modules)"),
                   ("llvm", gpu_llvm_stage(arch, fmt, toolkit, ptxas_options)))
 

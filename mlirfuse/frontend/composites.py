@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mlirfuse.dtypes import DataType
+from mlirfuse.dtypes import DataType, promote_pair, to_dtype
 from mlirfuse.errors import FusionError
 from mlirfuse.frontend import ops as O
 from mlirfuse.frontend.graph import Tensor
@@ -33,6 +33,64 @@ def std(x: Tensor, axes: Any = None, correction: float = 1, keepdim: bool = Fals
     v = O.var(x, axes, correction, keepdim)
     zero = O.eq(v, 0.0)
     return O.where(zero, 0.0, O.sqrt(O.where(zero, 1.0, v)))
+
+
+def vector_norm(x: Tensor, ord: Any = 2, dim: Any = None, keepdim: bool = False,  # noqa: A002
+                dtype: Any = None) -> Tensor:
+    """torch.linalg.vector_norm: (sum |x|^ord)^(1 / ord) over `dim` (every dim by default);
+    ord inf / -inf: the largest / smallest |x|; ord 0: the count of nonzeros. Half precision
+    is computed in float32 and rounded once, as torch's. Gradients as torch's norm_backward:
+    0 where the norm is 0 (sqrt's own there is infinite: NaN), ord inf's shared among the
+    elements at the norm."""
+    what = "vector_norm"
+    if dtype is not None and isinstance(x, Tensor):
+        to = to_dtype(dtype)
+        if not to.is_float or promote_pair(x.dtype, to) != to:
+            raise FusionError(f"{what}: the input ({x.dtype.value}) must convert to dtype {to.value} without "
+                              "narrowing")
+        x = O.cast(x, to)
+    if not isinstance(x, Tensor) or not x.dtype.is_float:
+        raise FusionError(f"{what}: needs a floating-point tensor, got "
+                          f"{x.dtype.value if isinstance(x, Tensor) else type(x).__name__} (cast it first)")
+    if isinstance(ord, bool) or not isinstance(ord, (int, float)):
+        raise FusionError(f"{what}: ord must be a number, got {ord!r}")
+    axes = None if dim is None else O.normalize_axes(dim, x.ndim, what)
+    u = _in_float(x)
+    a = O.abs(u)
+    if ord == float("inf"):
+        out = O.max(a, axes, keepdim)
+    elif ord == float("-inf"):
+        out = O.min(a, axes, keepdim)
+    elif ord == 0:  # (a zero gradient, as torch's: the count taken where it always is)
+        count = O.sum(O.cast(O.ne(u, 0.0), u.dtype), axes, keepdim)
+        out = O.where(O.ge(count, 0.0), count, O.sum(a, axes, keepdim))
+    elif ord == 1:
+        out = O.sum(a, axes, keepdim)
+    elif ord == 2:
+        total = O.sum(O.mul(u, u), axes, keepdim)
+        zero = O.eq(total, 0.0)  # (sqrt's gradient at 0 is infinite: 0 there, as torch's)
+        out = O.where(zero, 0.0, O.sqrt(O.where(zero, 1.0, total)))
+    elif ord > 0:  # |x|^ord's gradient at 0 (ord < 1) and the root's at a norm of 0 are
+        # infinite: 0 there, as torch's norm_backward gives
+        held = O.eq(a, 0.0)
+        total = O.sum(O.where(held, 0.0, O.pow(O.where(held, 1.0, a), float(ord))), axes, keepdim)
+        zero = O.eq(total, 0.0)
+        out = O.where(zero, 0.0, O.pow(O.where(zero, 1.0, total), 1.0 / ord))
+    else:  # the norm is 0 where some |x| is: 0 there, with no gradient, as torch's
+        held, zero = (O.eq(O.min(a, axes, k), 0.0) for k in (True, keepdim))
+        total = O.sum(O.pow(O.where(held, 1.0, a), float(ord)), axes, keepdim)
+        out = O.where(zero, 0.0, O.pow(total, 1.0 / ord))
+    return _as(out, x)
+
+
+def norm(x: Tensor, p: Any = "fro", dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
+    """torch.norm / x.norm(p, dim, keepdim, dtype): a vector norm (`vector_norm`); 'fro' is
+    ord 2 (over the given dims, or every element). 'nuc' (a matrix norm) is not supported."""
+    if p == "fro":
+        p = 2
+    elif isinstance(p, str):
+        raise FusionError(f"norm: p={p!r} is not supported on traced tensors (a vector norm's number, or 'fro')")
+    return vector_norm(x, p, dim, keepdim, dtype)
 
 
 def square(x: Tensor) -> Tensor:
@@ -187,7 +245,7 @@ def rms_norm(x: Tensor, normalized_shape: Any, weight: Operand | None = None, ep
 
 
 COMPOSITE_NAMES = ["amax", "amin", "std", "square", "softmax", "logsumexp", "log_softmax", "gelu", "floor_divide",
-                   "layer_norm", "rms_norm"]
+                   "layer_norm", "rms_norm", "norm", "vector_norm"]
 __all__ = COMPOSITE_NAMES
 
 
@@ -222,18 +280,16 @@ def _clamp(x: Tensor, min: Operand | None = None, max: Operand | None = None) ->
     if min is not None and max is not None:
         return O.clamp(x, min, max)
     bound, past, kept = (min, O.lt, O.ge) if max is None else (max, O.gt, O.le)
-    if isinstance(bound, float) and bound != bound:
-        return O.maximum(x, bound)  # all NaN
     floating = x.dtype.is_float or isinstance(bound, float) or isinstance(bound, Tensor) and bound.dtype.is_float
     if not floating:
         return O.where(past(x, bound), bound, x)
-    # Where x or the bound is NaN, neither comparison holds: the result is NaN and, as torch's
-    # clamp_min/clamp_max backward, neither operand gets a gradient there.
+    # Where x or the bound is NaN (a NaN number too), neither comparison holds: the result is
+    # NaN and, as torch's clamp_min/clamp_max backward, neither operand gets a gradient there.
     return O.where(past(x, bound), bound, O.where(kept(x, bound), x, float("nan")))
 
 
 def attach_tensor_methods() -> None:
-    for name in ("amax", "amin", "std", "square", "softmax", "logsumexp", "log_softmax"):
+    for name in ("amax", "amin", "std", "square", "softmax", "logsumexp", "log_softmax", "norm"):
         setattr(Tensor, name, globals()[name])
     Tensor.__floordiv__ = floor_divide
     Tensor.__rfloordiv__ = lambda self, other: floor_divide(other, self)

@@ -727,6 +727,9 @@ _TORCH_OTHER_MEANING = {
 }
 
 
+_TORCH_ALIASES = {"linalg_vector_norm": "vector_norm"}  # torch.linalg.vector_norm's __name__
+
+
 def _torch_function(cls: type, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
     """`torch.<name>(...)` and `torch.nn.functional.<name>(...)` with traced tensors among the
     arguments: `torch.max/min(a, b)` of two tensors is maximum/minimum, `torch.where` and
@@ -736,6 +739,7 @@ def _torch_function(cls: type, func: Any, types: Any, args: tuple = (), kwargs: 
     means something else, any other function, in-place forms and `out=` raise, saying what to
     use instead."""
     name = getattr(func, "__name__", repr(func))
+    name = _TORCH_ALIASES.get(name, name)
     kwargs = dict(kwargs or {})
     for key, ignored in _TORCH_NOISE.items():
         if key in kwargs and (kwargs[key] is ignored or key == "_stacklevel"):

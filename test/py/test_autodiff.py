@@ -639,8 +639,9 @@ def test_a_whole_tensor_extreme_with_nans_shares_the_gradient_among_the_nans(fn)
 
 
 @pytest.mark.parametrize("fn", [lambda x, y: torch.clamp(x, min=y), lambda x, y: torch.clamp(x, max=y),
-                                lambda x, y: x.clamp(min=0.5), lambda x, y: x.clamp(max=0.5) + y],
-                         ids=["min tensor", "max tensor", "min scalar", "max scalar"])
+                                lambda x, y: x.clamp(min=0.5), lambda x, y: x.clamp(max=0.5) + y,
+                                lambda x, y: x.clamp(min=NAN) + y, lambda x, y: torch.clamp(x, max=NAN)],
+                         ids=["min tensor", "max tensor", "min scalar", "max scalar", "min NaN", "max NaN"])
 def test_one_sided_clamps_pass_no_gradient_at_a_nan(fn) -> None:
     """torch's clamp_min/clamp_max backward: x gets it where x >= min (<= max), the bound where
     x < min (> max): neither where x or the bound is NaN."""
@@ -658,3 +659,48 @@ def test_one_sided_clamps_pass_no_gradient_at_a_nan(fn) -> None:
             assert g.grad is None or not g.grad.any()
         else:
             torch.testing.assert_close(g.grad, w.grad)
+
+
+NORMS = {
+    "2, every dim": lambda t: t.norm(),
+    "2 over rows": lambda t: torch.norm(t, dim=-1),
+    "fro keepdim": lambda t: t.norm(p="fro", dim=1, keepdim=True),
+    "1 over a column": lambda t: t.norm(p=1, dim=0),
+    "inf (ties share)": lambda t: t.norm(p=float("inf"), dim=1),
+    "-inf": lambda t: torch.linalg.vector_norm(t, ord=float("-inf")),
+    "0 (a count)": lambda t: t.norm(0, 1),
+    "3": lambda t: t.norm(3, dim=1),
+    "0.5": lambda t: torch.linalg.vector_norm(t, ord=0.5, dim=1),
+    "-2": lambda t: t.norm(p=-2, dim=0),
+    "dims (0, 1)": lambda t: torch.linalg.vector_norm(t, 2, (0, 1), True),
+    "dtype widening": lambda t: t.float().norm(dtype=torch.float64, dim=1),
+}
+
+
+@pytest.mark.parametrize("name", list(NORMS))
+def test_vector_norms_and_their_gradients_match_torch(name: str) -> None:
+    """x.norm, torch.norm and torch.linalg.vector_norm: values and gradients against torch's,
+    a row of zeros and a zero element included (torch's norm_backward gives 0 where the norm
+    is 0; sqrt's or pow's own gradient there is infinite: NaN before)."""
+    fn = NORMS[name]
+    x0 = torch.randn(4, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    x0[1] = 0.0
+    x0[2, 3], x0[2, 4], x0[3, 0] = 5.0, -5.0, 0.0  # a tie at the largest |x|; a zero in a row
+    want, got = x0.clone().requires_grad_(), x0.clone().requires_grad_()
+    expected = fn(want)
+    expected.sum().backward()
+    out = mlirfuse.jit(fn)(got)
+    torch.testing.assert_close(out, expected, equal_nan=True)
+    out.sum().backward()
+    torch.testing.assert_close(got.grad, want.grad if want.grad is not None else torch.zeros_like(x0))
+
+
+def test_norms_of_half_precision_round_once_and_bad_arguments_raise() -> None:
+    h = torch.randn(3, 8, dtype=torch.bfloat16, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(mlirfuse.jit(lambda t: t.norm(dim=1))(h), torch.norm(h, dim=1), rtol=0, atol=0)
+    x = torch.randn(3, 4, dtype=torch.float64)
+    for fn, message in ((lambda t: t.norm(p="nuc"), "'nuc' is not supported"),
+                        (lambda t: t.long().norm(), "needs a floating-point tensor"),
+                        (lambda t: t.norm(dtype=torch.float32), "without narrowing")):
+        with pytest.raises(FusionError, match=message):
+            mlirfuse.jit(fn)(x)
