@@ -255,6 +255,9 @@ def elementwise(name: str, *args: Operand) -> Tensor:
             raise FusionError(f"{name}: needs float32 or float64 operands, got {[d.value for d, _ in typed]}")
         if common.is_bool and not op.bool_ok:
             raise FusionError(f"{name}: not defined for bool tensors; cast them first")
+        if name == "pow" and not common.is_float and type(args[1]) is int and args[1] < 0:
+            raise FusionError(f"pow: integers to negative integer powers are not allowed (torch raises too); "
+                              f"got exponent {args[1]} for {common.value} values (cast them to a float type)")
         operand_dtypes = [common] * len(args)
         out_dtype = DataType.Bool if op.rule == T.COMPARE else common
     # (fmod and remainder take their operands in the result's type, scalars too: torch's

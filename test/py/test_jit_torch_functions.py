@@ -109,3 +109,16 @@ def test_unsupported_keywords_are_named_without_internal_function_names() -> Non
     with pytest.raises(FusionError, match=r"torch.add on traced tensors: .*'alpha'") as info:
         mlirfuse.jit(lambda x: torch.add(x, x, alpha=2))(torch.randn(3, 4))
     assert "<locals>" not in str(info.value)
+
+
+@pytest.mark.parametrize("fn", [lambda x: x ** -1, lambda x: torch.pow(x, -2), lambda x: x.pow(-3)],
+                         ids=["operator", "torch.pow", "method"])
+def test_integers_to_negative_integer_powers_raise_as_in_torch(fn) -> None:
+    """torch raises "Integers to negative integer powers are not allowed."; mlirfuse computed
+    them (2 ** -1 gave 0, 0 ** -1 gave 0): now it raises too, at tracing."""
+    x = torch.tensor([1, 2, 3, -1, 0])
+    with pytest.raises(RuntimeError, match="negative integer powers"):
+        fn(x)
+    with pytest.raises(FusionError, match="negative integer powers are not allowed"):
+        mlirfuse.jit(fn)(x)
+    torch.testing.assert_close(mlirfuse.jit(lambda t: fn(t.double()))(x), fn(x.double()))
