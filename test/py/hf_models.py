@@ -125,6 +125,39 @@ MORE_FAMILIES: dict[str, Callable[[Any], torch.nn.Module]] = {
         num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, intermediate_size=176,
         vocab_size=512, moe_intermediate_size=64, shared_expert_intermediate_size=64, num_experts=4,
         num_experts_per_tok=2)),
+    # patch embedding by a strided convolution, a class token, pre-LayerNorm encoder
+    "vit": lambda T: T.ViTForImageClassification(T.ViTConfig(
+        image_size=32, patch_size=8, num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+        intermediate_size=128, num_labels=10, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)),
+    # depthwise 7x7 convolutions, LayerNorm over channels-last activations, a learned layer scale
+    "convnext": lambda T: T.ConvNextForImageClassification(T.ConvNextConfig(
+        num_channels=3, num_stages=2, hidden_sizes=[16, 32], depths=[1, 1], num_labels=10, layer_scale_init_value=1.0,
+        drop_path_rate=0.0)),
+    # factorized embeddings (a projection up to the hidden size), one layer's weights shared by all
+    "albert": lambda T: T.AlbertForMaskedLM(T.AlbertConfig(
+        num_hidden_layers=2, embedding_size=32, hidden_size=64, num_attention_heads=4, intermediate_size=128,
+        vocab_size=512, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout_prob=0.0)),
+    # interleaved rotary embedding on part of each head, attention and MLP in parallel
+    "gptj": lambda T: T.GPTJForCausalLM(T.GPTJConfig(
+        n_layer=2, n_embd=64, n_head=4, rotary_dim=8, vocab_size=512, n_positions=128, resid_pdrop=0.0,
+        embd_pdrop=0.0, attn_pdrop=0.0)),
+    # partial rotary embedding, LayerNorm on the queries and keys
+    "phi": lambda T: T.PhiForCausalLM(T.PhiConfig(
+        num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128, vocab_size=512,
+        partial_rotary_factor=0.5, qk_layernorm=True, resid_pdrop=0.0, embd_pdrop=0.0, attention_dropout=0.0)),
+    # NoNorm (an elementwise scale and shift), bottleneck layers, stacked feed-forwards
+    "mobilebert": lambda T: T.MobileBertForMaskedLM(T.MobileBertConfig(
+        num_hidden_layers=2, hidden_size=64, embedding_size=32, num_attention_heads=4, intermediate_size=64,
+        intra_bottleneck_size=32, true_hidden_size=32, vocab_size=512, hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0)),
+    # multi-query attention (one key/value head)
+    "gpt_bigcode": lambda T: T.GPTBigCodeForCausalLM(T.GPTBigCodeConfig(
+        n_layer=2, n_embd=64, n_head=4, vocab_size=512, n_positions=128, multi_query=True, resid_pdrop=0.0,
+        embd_pdrop=0.0, attn_pdrop=0.0)),
+    # ALiBi in a model without biases, LayerNorm without bias
+    "mpt": lambda T: T.MptForCausalLM(T.MptConfig(
+        n_layers=2, d_model=64, n_heads=4, expansion_ratio=2, vocab_size=512, max_seq_len=128,
+        resid_pdrop=0.0, emb_pdrop=0.0, attn_config=dict(attn_pdrop=0, alibi=True))),
 }
 
 

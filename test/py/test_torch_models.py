@@ -168,18 +168,21 @@ def test_addmms_unfused_match_eager_cpu(family: str, mode: str, monkeypatch) -> 
     assert sum(rewritten) >= 2, rewritten
 
 
-# Families whose float64 step computes in float64 throughout (T5, Gemma, Gemma 2, Bloom,
-# Mixtral and Qwen2-MoE compute parts in float32 by design, or have no float64 kernel on the
-# CPU; Wav2Vec2's CTC head takes a float32 log_softmax).
-EXACT_IN_FLOAT64 = ("deberta2", "clip", "resnet", "whisper", "mamba", "falcon", "gpt_neox", "bart", "swin")
+# Families whose float64 step computes in float64 throughout (T5, Gemma, Gemma 2, Bloom, MPT,
+# Mixtral and Qwen2-MoE compute parts in float32 by design (MPT's ALiBi slopes), or have no
+# float64 kernel on the CPU; Wav2Vec2's CTC head takes a float32 log_softmax).
+EXACT_IN_FLOAT64 = ("deberta2", "clip", "resnet", "whisper", "mamba", "falcon", "gpt_neox", "bart", "swin",
+                    "vit", "convnext", "albert", "gptj", "phi", "mobilebert", "gpt_bigcode")
 
 
 @pytest.mark.parametrize("mode", ["f64", "f32", "bf16_autocast"])
 @pytest.mark.parametrize("family", sorted(MORE_FAMILIES))
 def test_more_families_match_eager_cpu(family: str, mode: str) -> None:
-    """Sixteen more architectures (ALiBi, encoder-decoders, MoE, a contrastive pair of towers,
+    """Twenty-four more architectures (ALiBi, encoder-decoders, MoE, a contrastive pair of towers,
     BatchNorm, 1-d convolutions, a selective scan, soft-capping, partial rotary embeddings,
-    shifted windows, CTC), one training step each: the loss, logits,
+    shifted windows, CTC, a vision transformer, depthwise convolutions with a layer scale,
+    shared layers, interleaved rotary embeddings, NoNorm, multi-query attention), one training
+    step each: the loss, logits,
     every gradient and every float buffer (BatchNorm's running statistics) as eager's. In
     float32 and under autocast, a gradient further from eager's passes only where it is no
     further from a float64 step's than eager's is (as `_assert_close_or_more_accurate`): CLIP's
