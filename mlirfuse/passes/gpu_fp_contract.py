@@ -6,7 +6,9 @@ which forbids ptxas from fusing them, so `a * b + c` costs two instructions and 
 CUDA C++ (nvcc's default `--fmad=true`, which torch's own kernels are built with) and Triton
 (Inductor's kernels) fuse them. Compute-heavy pointwise bodies (GELU's polynomial, the
 normalizations' scale-and-shift) then issue fewer instructions, and the fused result is
-rounded once instead of twice. Other flags an op carries (a reduction's `reassoc`) are kept.
+rounded once instead of twice (an H200: bias + tanh-GELU on 4096x3072 bfloat16, float32
+inside, 16.3 -> 15.7 us; GELU -> LayerNorm 9.4 -> 9.1). Other flags an op carries (a
+reduction's `reassoc`) are kept.
 Half-precision ops (torch's bfloat16 ops, `mul.rn.bf16`) keep their rounding: ops on them are
 left as they are, as are float32 ops on widened half values.
 
