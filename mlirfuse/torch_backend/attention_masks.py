@@ -51,7 +51,7 @@ def dense_attention_masks(gm: fx.GraphModule) -> int:
             continue
         mask = node.kwargs.get("attn_mask", node.args[MASK_POSITION] if len(node.args) > MASK_POSITION else None)
         if not isinstance(mask, fx.Node) or not _needs_dense_rows(mask.meta.get("example_value")) \
-                or not _half_precision(node.args[0]):
+                or not _half_precision(node.kwargs.get("query", node.args[0] if node.args else None)):
             continue
         if mask not in made:  # before the mask's first attention call, so before every other
             with graph.inserting_before(node):

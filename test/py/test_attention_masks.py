@@ -41,6 +41,17 @@ def _graph(mask_sizes, mask_view, device: str, positional: bool = False,
     return fx.GraphModule(torch.nn.Module(), graph)
 
 
+def test_query_given_by_keyword_is_read_there() -> None:
+    """scaled_dot_product_attention(query=q, key=k, value=v, attn_mask=m): all by keyword."""
+    gm = _graph((16,), _padding_mask, "cuda")
+    sdpa = next(n for n in gm.graph.nodes if n.op == "call_function")
+    q, k, v = sdpa.args
+    sdpa.args = ()
+    sdpa.kwargs = dict(sdpa.kwargs, query=q, key=k, value=v)
+    gm.recompile()
+    assert dense_attention_masks(gm) == 1
+
+
 def _padding_mask(t: torch.Tensor) -> torch.Tensor:
     """[16] query positions -> [2, 1, 16, 16], strides (0, 16, 1, 0): BERT's mask under compile."""
     return t.view(1, 1, 16, 1).expand(2, 1, 16, 16)
