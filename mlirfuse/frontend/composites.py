@@ -30,9 +30,14 @@ def amin(x: Tensor, axes: Any = None, keepdim: bool = False) -> Tensor:
 def std(x: Tensor, axes: Any = None, correction: float = 1, keepdim: bool = False) -> Tensor:
     """sqrt(var); where the variance is 0 the gradient is 0, as torch's std_backward masks
     it (sqrt's own at 0 is infinite: the row's gradient was NaN)."""
-    v = O.var(x, axes, correction, keepdim)
-    zero = O.eq(v, 0.0)
-    return O.where(zero, 0.0, O.sqrt(O.where(zero, 1.0, v)))
+    return _root(O.var(x, axes, correction, keepdim), O.sqrt)
+
+
+def _root(total: Tensor, root: Any) -> Tensor:
+    """root(total), but 0 with a zero gradient where total is 0 (the root's own gradient is
+    infinite there: NaN through it), as torch's std and norm backwards mask it."""
+    zero = O.eq(total, 0.0)
+    return O.where(zero, 0.0, root(O.where(zero, 1.0, total)))
 
 
 def vector_norm(x: Tensor, ord: Any = 2, dim: Any = None, keepdim: bool = False,  # noqa: A002
@@ -49,9 +54,9 @@ def vector_norm(x: Tensor, ord: Any = 2, dim: Any = None, keepdim: bool = False,
             raise FusionError(f"{what}: the input ({x.dtype.value}) must convert to dtype {to.value} without "
                               "narrowing")
         x = O.cast(x, to)
-    if not isinstance(x, Tensor) or not x.dtype.is_float:
-        raise FusionError(f"{what}: needs a floating-point tensor, got "
-                          f"{x.dtype.value if isinstance(x, Tensor) else type(x).__name__} (cast it first)")
+    if not isinstance(x, Tensor):
+        raise FusionError(f"{what}: expected a tensor, got {type(x).__name__}")
+    x = _floating(x, what)
     if isinstance(ord, bool) or not isinstance(ord, (int, float)):
         raise FusionError(f"{what}: ord must be a number, got {ord!r}")
     axes = None if dim is None else O.normalize_axes(dim, x.ndim, what)
@@ -67,15 +72,11 @@ def vector_norm(x: Tensor, ord: Any = 2, dim: Any = None, keepdim: bool = False,
     elif ord == 1:
         out = O.sum(a, axes, keepdim)
     elif ord == 2:
-        total = O.sum(O.mul(u, u), axes, keepdim)
-        zero = O.eq(total, 0.0)  # (sqrt's gradient at 0 is infinite: 0 there, as torch's)
-        out = O.where(zero, 0.0, O.sqrt(O.where(zero, 1.0, total)))
-    elif ord > 0:  # |x|^ord's gradient at 0 (ord < 1) and the root's at a norm of 0 are
-        # infinite: 0 there, as torch's norm_backward gives
+        out = _root(O.sum(O.mul(u, u), axes, keepdim), O.sqrt)
+    elif ord > 0:  # (|x|^ord's gradient at 0 is infinite for ord < 1: 0 there, as torch's)
         held = O.eq(a, 0.0)
         total = O.sum(O.where(held, 0.0, O.pow(O.where(held, 1.0, a), float(ord))), axes, keepdim)
-        zero = O.eq(total, 0.0)
-        out = O.where(zero, 0.0, O.pow(O.where(zero, 1.0, total), 1.0 / ord))
+        out = _root(total, lambda t: O.pow(t, 1.0 / ord))
     else:  # the norm is 0 where some |x| is: 0 there, with no gradient, as torch's
         held, zero = (O.eq(O.min(a, axes, k), 0.0) for k in (True, keepdim))
         total = O.sum(O.pow(O.where(held, 1.0, a), float(ord)), axes, keepdim)
