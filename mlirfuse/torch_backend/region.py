@@ -9,11 +9,12 @@ aten table, resolving symbolic sizes (sympy expressions over dynamo's size symbo
 symbolic extents of the traced inputs. The region is traced once at graph-compile time
 (`dry_trace`), so a node that cannot be lowered is known, and left to torch, before anything
 runs; the fusion IR of that trace identifies the region (equal IR, one shared compile).
-Members read outside that are only views of the group's inputs, or views the graph returns
-of another of its outputs, are not region outputs (`view_outputs`: torch takes them again,
-free, and they alias what they view as in eager). An input laid out as the leading columns of a
-dense tensor's rows (`row_pitch`: logits sliced from a padded matmul) is taken as those whole
-rows and sliced in the region, so its kernels read it in place instead of a dense copy.
+Members read outside that are only views of the group's inputs, views the graph returns
+of another of its outputs, or reshapes of another (dense) output, are not region outputs
+(`view_outputs`: torch takes them again, free, and they alias what they view as in eager).
+An input laid out as the leading columns of a dense tensor's rows (`row_pitch`: logits
+sliced from a padded matmul) is taken as those whole rows and sliced in the region, so its
+kernels read it in place instead of a dense copy.
 """
 
 from __future__ import annotations
@@ -381,10 +382,13 @@ def build_region(group: Group, placeholders: list[fx.Node]) -> Region:
                 inputs.append(d)
     outputs = [n for n in group.nodes if any(u not in inside for u in n.users)]
     view_outputs = [n for n in outputs if _view_of_inputs(n, inside)]
-    # Views of another output the graph returns: taken again by torch from that output, so
-    # that they alias it as in eager (a zeros tensor and its view, both returned).
+    # Views of another output: taken again by torch from that output. Those the graph returns,
+    # so that they alias it as in eager (a zeros tensor and its view, both returned); reshapes
+    # of a dense output read by other ops, because they are free there and a second output
+    # would be a copy (GPT-2's LayerNorm gradient, also viewed as [tokens, hidden]).
     computed = {n for n in outputs if n not in view_outputs}
-    view_outputs += [n for n in outputs if n not in view_outputs and any(u.op == "output" for u in n.users)
+    view_outputs += [n for n in outputs if n not in view_outputs
+                     and (any(u.op == "output" for u in n.users) or _dense_reshape_of(n, computed))
                      and any(b in computed for b in _view_bases(n))]
     if len(view_outputs) < len(outputs):  # (a region computing nothing read outside stays whole)
         outputs = [n for n in outputs if n not in view_outputs]
@@ -439,6 +443,31 @@ def _view_bases(node: fx.Node) -> Iterator[fx.Node]:
     while node.op == "call_function" and node.target in VIEW_OPS and isinstance(node.args[0], fx.Node):
         node = node.args[0]
         yield node
+
+
+# Views that keep a dense tensor dense, in the same element order.
+RESHAPES = (aten.view.default, aten._unsafe_view.default, aten.unsqueeze.default, aten.squeeze.dim,
+            aten.squeeze.dims, aten.alias.default)
+
+
+def _dense_reshape_of(node: fx.Node, computed: set[fx.Node]) -> bool:
+    """`node` is reshapes, through reshapes only, of a computed output whose value is dense
+    (contiguous in its metadata, as the region writes it): torch's view of that output is
+    then dense too, as the region would have written it."""
+    for base in _view_bases(node):
+        if base in computed:
+            val = base.meta.get("val")
+            return isinstance(val, torch.Tensor) and val.is_contiguous() and _reshapes_only(node, base)
+    return False
+
+
+def _reshapes_only(node: fx.Node, base: fx.Node) -> bool:
+    """Every view from `node` (included) back to its view base `base` is a reshape."""
+    while node is not base:
+        if node.target not in RESHAPES:
+            return False
+        node = node.args[0]
+    return True
 
 
 def _donor(symbols: set[sympy.Symbol], placeholders: list[fx.Node], taken: list[fx.Node]) -> fx.Node | None:
