@@ -698,7 +698,7 @@ def _attach_tensor_methods() -> None:
     Tensor.matmul = lambda self, other: g["matmul"](self, other)
     # torch's x.where(condition, y): x where the condition holds, else y (the method had taken
     # x as the condition)
-    Tensor.where = lambda self, condition, other: g["where"](condition, self, other)
+    Tensor.where = lambda self, condition, other: g["where"](_bool_condition(condition), self, other)
 
 
 _attach_tensor_methods()
@@ -760,6 +760,8 @@ def _torch_function(cls: type, func: Any, types: Any, args: tuple = (), kwargs: 
         fn = globals()["maximum" if name == "max" else "minimum"]
     elif name in ("where", "scatter"):
         fn = globals()[name]
+        if name == "where" and args:
+            args = (_bool_condition(args[0]),) + tuple(args[1:])
     elif isinstance(first, Tensor) and callable(getattr(first, name, None)) and not name.startswith("_"):
         fn, args = getattr(first, name), args[1:]
     elif name in __all__:
@@ -773,6 +775,15 @@ def _torch_function(cls: type, func: Any, types: Any, args: tuple = (), kwargs: 
         reason = re.sub(r"^[\w.<>]+\(\) ", "", str(e))  # (not the name of the Python function that took them)
         raise FusionError(f"torch.{name} on traced tensors: {reason} (mlirfuse takes torch's arguments, "
                           "not all of them)") from None
+
+
+def _bool_condition(condition: Any) -> Any:
+    """torch.where's condition: a bool tensor, as torch requires (mlirfuse.ops.where itself
+    takes numpy's truth of any dtype)."""
+    if isinstance(condition, Tensor) and condition.dtype is not DataType.Bool:
+        raise FusionError("where expected condition to be a boolean tensor, but got a tensor with dtype "
+                          f"{condition.dtype.value}")
+    return condition
 
 
 def _torch_arguments(name: str, args: tuple, kwargs: dict) -> tuple[tuple, dict]:

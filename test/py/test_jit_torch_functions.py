@@ -122,3 +122,17 @@ def test_integers_to_negative_integer_powers_raise_as_in_torch(fn) -> None:
     with pytest.raises(FusionError, match="negative integer powers are not allowed"):
         mlirfuse.jit(fn)(x)
     torch.testing.assert_close(mlirfuse.jit(lambda t: fn(t.double()))(x), fn(x.double()))
+
+
+@pytest.mark.parametrize("fn", [lambda x: torch.where(x, x, -x), lambda x: x.where(x * 2, 0.0),
+                                lambda x: torch.where(x.int(), 1.0, x)], ids=["torch.where", "method", "int"])
+def test_torch_where_with_a_condition_not_bool_raises_as_in_torch(fn) -> None:
+    """torch.where and x.where take a bool condition ("where expected condition to be a boolean
+    tensor"); mlirfuse computed numpy's truth of the values (mlirfuse.ops.where keeps that)."""
+    x = torch.tensor([1.5, 0.0, -2.0])
+    with pytest.raises(RuntimeError, match="boolean"):
+        fn(x)
+    with pytest.raises(FusionError, match="where expected condition to be a boolean tensor"):
+        mlirfuse.jit(fn)(x)
+    np_truth = mlirfuse.jit(lambda t: mlirfuse.ops.where(t, t, -t))(x)
+    torch.testing.assert_close(np_truth, torch.where(x != 0, x, -x))
