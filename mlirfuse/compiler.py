@@ -85,6 +85,7 @@ class CompiledFusion:
         self.fusion = fusion
         self.backend = backend
         self.fusion_ir = fusion.to_mlir()
+        self.key = dump.key_of(self.fusion_ir)  # its dump files' names
         self._scalar = [s.scalar for s in fusion.specs]
         self._output_shapes = [t.shape for t in fusion.outputs]
         self._output_dtypes = [t.dtype for t in fusion.outputs]

@@ -100,6 +100,7 @@ class JitFunction:
         # first, it answers `MISS` for other arguments).
         self._launchers: dict[tuple, tuple[Any, Any, str | None]] = {}
         self._hot: Callable[[Sequence[Any]], Any] | None = None
+        self.last_compiled: CompiledFusion | None = None  # what the last call not on the hot path ran
         self._lock = threading.Lock()
         self._hits = self._misses = self._compiles = 0
         # Calls under autograd: (signature, inputs needing gradients) -> Differentiated, and
@@ -255,6 +256,7 @@ class JitFunction:
         where, _ = placement(infos)
         backend = "gpu" if where == "device" else (self.backend or "cpu")
         compiled, structure = self._lookup(infos, backend)
+        self.last_compiled = compiled
         outputs = self._written_into(args, compiled.run(infos))
         if key is not None:
             launcher = compiled.torch_launcher(infos, self.into)

@@ -174,6 +174,11 @@ class FusedRegion:
                 results = self._call(args)
         else:
             results = self._call(args)
+        ran = getattr(self.jitted, "last_compiled", None)
+        if ran is not None and not self.label.endswith(ran.key):
+            # the fusion compiled for the inputs' actual layouts (not always the one the graph's
+            # metadata predicted): profiles then name the region as its dump files do
+            self.label = f"mlirfuse {self.region.name} {ran.key}"
         hot = getattr(self.jitted, "_hot", None)
         if hot is not self._hot or self.failed:  # other layouts now, or torch runs the region
             self._hot = hot

@@ -716,6 +716,38 @@ def test_a_repeated_region_call_takes_the_jitted_functions_hot_path(monkeypatch)
     assert run() == ["hot"]
 
 
+def test_a_region_called_with_another_layout_is_profiled_under_its_dump_key(monkeypatch, tmp_path) -> None:
+    """A region's named range carries the key of the fusion it ran, as its dump files are named:
+    the graph's metadata says contiguous, the call passes a transposed tensor, so the fusion
+    compiled (and dumped) is not the one the metadata predicted. The range kept the predicted
+    key, and bench/models.py's region table could not join the two."""
+    from mlirfuse.torch_backend import backend, runtime
+
+    made = []
+
+    class Recording(runtime.FusedRegion):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+    monkeypatch.setattr(backend, "FusedRegion", Recording)
+
+    def fn(x):
+        return (torch.exp(x) * 2.0).sum(-1)
+    compiled = compile_graph(_aten_graph(fn, torch.randn(4, 8)), [torch.randn(4, 8)])
+    (region,) = made
+    x = torch.randn(8, 4).t()
+    previous = mlirfuse.set_options(dump="eff_bandwidth", dump_dir=str(tmp_path))
+    try:
+        torch.testing.assert_close(compiled([x]), fn(x))
+    finally:
+        mlirfuse.restore_options(previous)
+    keys = {f.name.split("-")[0] for f in tmp_path.iterdir()}
+    assert len(keys) == 1 and region.label.endswith(next(iter(keys))), (keys, region.label)
+    with torch.profiler.profile() as prof:
+        torch.testing.assert_close(compiled([x]), fn(x))
+    assert any(e.name == region.label for e in prof.events())
+
+
 def test_check_regions_compares_every_region_with_torch(monkeypatch) -> None:
     """MLIRFUSE_CHECK_REGIONS=1 (`check_regions=True`): each fused region also runs in torch;
     a region that agrees passes (a LayerNorm whose mean cancels to near zero, a mask of
