@@ -573,6 +573,8 @@ for _name in ("fmod", "remainder", "eq", "ne", "lt", "le", "gt", "ge", "bitwise_
 for _name in ("mul", "div"):
     TABLE.update({getattr(getattr(aten, _name), o): AtenLowering(_half_operands(getattr(ops, _name)))
                   for o in ("Tensor", "Scalar")})
+# true_divide is div (left in graphs by dynamo's size arithmetic, which tracing would decompose)
+TABLE.update({getattr(aten.true_divide, o): TABLE[getattr(aten.div, o)] for o in ("Tensor", "Scalar")})
 for _name in ("maximum", "minimum", "atan2", "logical_and", "logical_or", "gcd"):
     TABLE.update(_binary(_name, overloads=("default",)))
 
