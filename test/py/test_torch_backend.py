@@ -670,14 +670,12 @@ def test_failing_region_falls_back_to_torch(monkeypatch) -> None:
     torch.testing.assert_close(again, fn(x))
 
 
-def test_a_repeated_region_call_takes_the_jitted_functions_hot_path(monkeypatch) -> None:
-    """On the GPU a jitted function keeps a guarded launch for the layouts it last saw (`_hot`,
-    MISS for any other). A region that hands inputs and results on as they are calls it
-    directly from its second call on; it takes the general path (the jitted function's call)
-    where the hot path answers MISS or raises, under torch.profiler (the region's named
-    range) and with check_regions on. Stood in for here by CPU calls, counted."""
-    from mlirfuse.compiler import MISS
-    from mlirfuse.errors import FusionError
+def _exp_row_sums(x):
+    return (torch.exp(x) * 2.0).sum(-1)
+
+
+def _one_region(monkeypatch, fn, x):
+    """fn's aten graph compiled by the backend, and the FusedRegion it makes (one)."""
     from mlirfuse.torch_backend import backend, runtime
 
     made = []
@@ -687,12 +685,22 @@ def test_a_repeated_region_call_takes_the_jitted_functions_hot_path(monkeypatch)
             super().__init__(*args, **kwargs)
             made.append(self)
     monkeypatch.setattr(backend, "FusedRegion", Recording)
-
-    def fn(x):
-        return (torch.exp(x) * 2.0).sum(-1)
-    x = torch.randn(4, 8)
     compiled = compile_graph(_aten_graph(fn, x), [x])
     (region,) = made
+    return compiled, region
+
+
+def test_a_repeated_region_call_takes_the_jitted_functions_hot_path(monkeypatch) -> None:
+    """On the GPU a jitted function keeps a guarded launch for the layouts it last saw (`_hot`,
+    MISS for any other). A region that hands inputs and results on as they are calls it
+    directly from its second call on; it takes the general path (the jitted function's call)
+    where the hot path answers MISS or raises, under torch.profiler (the region's named
+    range) and with check_regions on. Stood in for here by CPU calls, counted."""
+    from mlirfuse.compiler import MISS
+    from mlirfuse.errors import FusionError
+
+    fn, x = _exp_row_sums, torch.randn(4, 8)
+    compiled, region = _one_region(monkeypatch, fn, x)
     real, calls = region.jitted, []
     answer = {"hot": lambda args: real(*args)}
 
@@ -739,20 +747,8 @@ def test_a_region_called_with_another_layout_is_profiled_under_its_dump_key(monk
     the graph's metadata says contiguous, the call passes a transposed tensor, so the fusion
     compiled (and dumped) is not the one the metadata predicted. The range kept the predicted
     key, and bench/models.py's region table could not join the two."""
-    from mlirfuse.torch_backend import backend, runtime
-
-    made = []
-
-    class Recording(runtime.FusedRegion):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            made.append(self)
-    monkeypatch.setattr(backend, "FusedRegion", Recording)
-
-    def fn(x):
-        return (torch.exp(x) * 2.0).sum(-1)
-    compiled = compile_graph(_aten_graph(fn, torch.randn(4, 8)), [torch.randn(4, 8)])
-    (region,) = made
+    fn = _exp_row_sums
+    compiled, region = _one_region(monkeypatch, fn, torch.randn(4, 8))
     x = torch.randn(8, 4).t()
     previous = mlirfuse.set_options(dump="eff_bandwidth", dump_dir=str(tmp_path))
     try:
