@@ -475,16 +475,23 @@ def _embedding(ctx: LoweringContext, a: dict[str, Any]) -> Any:
 def _scatter_value(ctx: LoweringContext, a: dict[str, Any]) -> Any:
     """aten.scatter(self, dim, index, value) where index holds one position per row along dim
     and covers self in every other dim (nll_loss's backward writes its one-hot this way):
-    where(position == index, value, self). Several positions a row could collide: torch."""
+    where(position == index, value, self). Several positions a row could collide: torch.
+    Symbolic sizes of the index and self that torch does not relate (a dynamic-shape backward
+    graph gives the gradient's rows and the labels' rows symbols of their own) are tied,
+    checked at every call (a call where the index covers less falls back to torch)."""
     x, index, value = a["self"], a["index"], a["value"]
     if x.ndim == 0:
         raise FusionError("scatter: a 0-d input is left to torch")
     d = ops.normalize_dim(a["dim"], x.ndim, "scatter")
     (xs,), (js,) = ctx.arg_shapes("self"), ctx.arg_shapes("index")
-    if len(js) != len(xs) or js[d] != 1 or any(js[i] != xs[i] for i in range(len(xs)) if i != d):
+    if len(js) != len(xs) or js[d] != 1 or any(js[i] != xs[i] and isinstance(js[i], int) and isinstance(xs[i], int)
+                                               for i in range(len(xs)) if i != d):
         raise FusionError("scatter: only one index per row covering the input (a one-hot) is fused")
     ctx.pin("self", [x], "scatter")
     ctx.pin("index", [index], "scatter")
+    for i in range(x.ndim):
+        if i != d:
+            x.fusion.unify(index.shape[i], x.shape[i], "scatter: the index covers the input (a one-hot)")
     hit = ops.eq(I.iota_like(x, d), ops.expand(index, list(x.shape)))
     return ops.where(hit, ops.cast(value, x.dtype), x)
 

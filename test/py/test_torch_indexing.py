@@ -5,6 +5,8 @@ write them, are one mlirfuse region each way."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 pytest.importorskip("torch")
@@ -148,6 +150,34 @@ def test_a_scatter_that_could_collide_stays_with_torch() -> None:
     want, got, captured = _run(fn, _randn(2, 5))
     _assert_same(want, got)
     assert "one index per row" in _left(captured)["forward: aten.scatter.value"]
+
+
+def test_the_one_hot_of_a_dynamic_shape_cross_entropy_backward_is_fused() -> None:
+    """Under dynamic shapes GPT-2's loss backward scatters its one-hot into a gradient whose
+    rows and the index's rows are separate symbols of the backward graph (s3*s88 and s38*s97):
+    it was left to torch ("only one index per row covering the input"). The rows are tied,
+    checked at every call. Found by a black-box run."""
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64, n_positions=32,
+                                  resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(cfg).double()
+    eager = copy.deepcopy(model)
+    compiled = torch.compile(model, backend="mlirfuse", dynamic=True)
+    with torch_backend.capture_partitions() as captured:
+        for n in (5, 9):
+            ids = torch.randint(0, 64, (2, n))
+            for m in (model, eager):
+                m.zero_grad()
+            got = compiled(input_ids=ids, labels=ids).loss
+            got.backward()
+            want = eager(input_ids=ids, labels=ids).loss
+            want.backward()
+            # (float64 weights; transformers computes the loss in float32: logits.float())
+            torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-7)
+            for (name, a), b in zip(model.named_parameters(), eager.parameters()):
+                torch.testing.assert_close(a.grad, b.grad, rtol=1e-6, atol=1e-7, msg=name)
+    assert not any("scatter.value" in key for key in _left(captured)), _left(captured)
 
 
 def test_backward_of_a_strided_slice_is_fused() -> None:
