@@ -396,6 +396,10 @@ def _sum(ctx: LoweringContext, a: dict[str, Any]) -> Any:
     return ops.sum(a["self"], _dims(a.get("dim")), a.get("keepdim", False), a.get("dtype"))
 
 
+def _vector_norm(ctx: LoweringContext, a: dict[str, Any]) -> Any:
+    return ops.vector_norm(a["self"], a["ord"], _dims(a["dim"]), a["keepdim"], a.get("dtype"))
+
+
 def _mean(ctx: LoweringContext, a: dict[str, Any]) -> Any:
     return ops.mean(a["self"], _dims(a.get("dim")), a.get("keepdim", False), a.get("dtype"))
 
@@ -624,6 +628,7 @@ TABLE.update({
     prims.convert_element_type.default: AtenLowering(lambda ctx, a: ops.cast(a["a"], ctx.dtype)),
     # reductions
     aten.sum.dim_IntList: AtenLowering(_sum),
+    aten.linalg_vector_norm.default: AtenLowering(_vector_norm),
     aten.sum.default: AtenLowering(_sum),
     aten.mean.dim: AtenLowering(_mean),
     aten.mean.default: AtenLowering(_mean),
