@@ -22,12 +22,14 @@ runs. Parameters come from `heuristics.column_reduction_heuristic`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from mlir import ir
 from mlir.dialects import arith, gpu, memref, nvvm, scf
 
 from mlirfuse.lowering.gpu import heuristics as S
 from mlirfuse.lowering.gpu.combiners import identity, output_combiners
+from mlirfuse.lowering.gpu.epilogue import Epilogue, emit_epilogue
 from mlirfuse.lowering.gpu.kernels import (
     ZERO,
     Generic,
@@ -44,10 +46,14 @@ from mlirfuse.lowering.gpu.kernels import (
     in_order,
     load,
     product,
+    store,
     variants,
 )
 from mlirfuse.lowering.gpu.reduction import static_product
 from mlirfuse.lowering.linalg_builders import index_const
+
+if TYPE_CHECKING:
+    from mlirfuse.lowering.gpu.prologue import Prologue
 
 
 @dataclass
@@ -65,6 +71,20 @@ class ColumnReductionMatch:
     # Kept loops outside the reduced ones in memory order (x.sum(1) of [B, R, C]: B), a batch of
     # column reductions of the inner kept loops; empty for a reduction over the outer dims.
     outer: list[int] = field(default_factory=list)
+    epilogue: list[Epilogue] = field(default_factory=list)  # pointwise generics after it (`epilogue`)
+    prologue: Prologue | None = None  # the pointwise generic computed at each element (`prologue`)
+    computed: dict[int, int] = field(default_factory=dict)  # id(input) -> the prologue's output it reads
+
+    def take(self, o: Operand) -> bool:
+        """File an input under the way the kernel reads it; False where it cannot."""
+        how = classify(operand_dims(self.generic, o), self.kept, self.reduced)
+        if how is None:
+            return False
+        kind, rows = how
+        {"invariant": self.column_invariant, "column": self.column_operands, "row": self.row_operands}[kind].append(o)
+        if rows is not None:
+            self.broadcast_rows[id(o)] = rows
+        return True
 
     def static_columns(self) -> int | None:
         return static_product(self.generic, self.kept)
@@ -73,58 +93,72 @@ class ColumnReductionMatch:
         return static_product(self.generic, self.reduced)
 
 
+def operand_dims(g: Generic, o: Operand) -> list[int]:
+    """The loops an operand's dims are indexed by, in memory order (constant and extent-1 ones left out)."""
+    return [r for r in o.results if r != ZERO and g.static[r] != 1]
+
+
+def classify(ds: list[int], kept: list[int], reduced: list[int]) -> tuple[str, list[int] | None] | None:
+    """How the kernel reads an input whose dims are indexed by loops `ds`: "invariant" (at the
+    column), "column" (at [row, column]) or "row" (at the row), with the reduced loops picking
+    its row where it is broadcast over the others (else None); None where it cannot."""
+    n_kept = len(kept)
+    if ds == kept:
+        return "invariant", None
+    rows = ds[:len(ds) - n_kept]
+    if ds[len(ds) - n_kept:] == kept and in_order(rows, reduced):
+        return "column", (None if rows == reduced else rows)
+    if in_order(ds, reduced):
+        return "row", (None if ds == reduced else ds)
+    return None
+
+
 def match_column_reduction(g: Generic) -> ColumnReductionMatch | str:
-    unit = {d for d in range(g.n_loops) if g.static[d] == 1}
-
-    def dims(o: Operand) -> list[int]:
-        return [r for r in o.results if r != ZERO and r not in unit]
-
-    reduced_loops = sorted(d for d in range(g.n_loops) if g.reduction[d] and d not in unit)
-    kept_loops = sorted(d for d in range(g.n_loops) if not g.reduction[d] and d not in unit)
+    reduced_loops = sorted(d for d in range(g.n_loops) if g.reduction[d] and g.static[d] != 1)
+    kept_loops = sorted(d for d in range(g.n_loops) if not g.reduction[d] and g.static[d] != 1)
     if not reduced_loops or not kept_loops:
         return "not a reduction that keeps some loops"
-    kept = dims(g.outputs[0])
-    if sorted(kept) != kept_loops or any(dims(o) != kept for o in g.outputs):
+    kept = operand_dims(g, g.outputs[0])
+    if sorted(kept) != kept_loops or any(operand_dims(g, o) != kept for o in g.outputs):
         return "the outputs are not indexed by the kept loops alike"
     inputs = [(i, o) for i, o in enumerate(g.operands) if o.is_memref and not o.is_output]
-    n_red, n_kept = len(reduced_loops), len(kept)
+    n_red = len(reduced_loops)
     # The rows' order: the operands read at every row say it (all alike).
-    orders = {tuple(dims(o)[:n_red]) for _, o in inputs
-              if dims(o)[n_red:] == kept and sorted(dims(o)[:n_red]) == reduced_loops}
+    orders = {tuple(operand_dims(g, o)[:n_red]) for _, o in inputs
+              if operand_dims(g, o)[n_red:] == kept and sorted(operand_dims(g, o)[:n_red]) == reduced_loops}
     if len(orders) > 1:
         return "operands order the reduced loops differently"
     if not orders:
-        batched = _match_batched(g, inputs, dims, kept, reduced_loops)
+        batched = _match_batched(g, inputs, kept, reduced_loops)
         if not isinstance(batched, str):
             return batched
-        i, o = next(((i, o) for i, o in inputs if dims(o) != kept), (None, None))
+        i, o = next(((i, o) for i, o in inputs if operand_dims(g, o) != kept), (None, None))
         reason = f"operand {i} is not read by column ({o.results})" if o else "no operand is read by column"
         return f"{reason}; as a batch of column reductions: {batched}"
     reduced = list(orders.pop())
-    columns, invariant, per_row, broadcast = [], [], [], {}
+    m = ColumnReductionMatch(g, kept, reduced, [], [], [])
     for i, o in inputs:
-        ds = dims(o)
-        if ds == kept:
-            invariant.append(o)
-        elif ds[len(ds) - n_kept:] == kept and in_order(ds[:len(ds) - n_kept], reduced):
-            columns.append(o)  # read at [row, column]: its own row, or one broadcast over some reduced loops
-            if ds[:len(ds) - n_kept] != reduced:
-                broadcast[id(o)] = ds[:len(ds) - n_kept]
-        elif in_order(ds, reduced):
-            per_row.append(o)
-            if ds != reduced:
-                broadcast[id(o)] = ds
-        else:
+        if not m.take(o):
             return f"operand {i} is not read by column ({o.results})"
     combiners = output_combiners(g)
     if isinstance(combiners, str):
         return combiners
-    return ColumnReductionMatch(g, kept, reduced, columns, invariant, combiners, row_operands=per_row,
-                                broadcast_rows=broadcast)
+    m.combiners = combiners
+    return m
 
 
+def take_prologue(m: ColumnReductionMatch, p: Prologue) -> None:
+    """The kernel computes `p`'s generic at each element (`prologue`): its inputs are read as
+    the reduction's own, and the reduction's reads of its outputs take the computed values."""
+    m.prologue = p
+    m.computed = {id(o): k for o in m.column_operands for v, k in p.reads if o.value == v}
+    m.column_operands = [o for o in m.column_operands if id(o) not in m.computed]
+    for o in p.inputs:
+        if not m.take(o):
+            raise ValueError("take_prologue: an input find_prologue accepted is not read by column")
 
-def _match_batched(g: Generic, inputs: list, dims, kept: list[int],
+
+def _match_batched(g: Generic, inputs: list, kept: list[int],
                    reduced_loops: list[int]) -> ColumnReductionMatch | str:
     """Reduced loops between kept ones in every operand's memory order ([outer, rows, inner]):
     a column reduction of the inner kept loops for each index of the outer ones. Operands are
@@ -132,7 +166,7 @@ def _match_batched(g: Generic, inputs: list, dims, kept: list[int],
     n_red = len(reduced_loops)
     layouts, columns, invariant = set(), [], []
     for i, o in inputs:
-        ds = dims(o)
+        ds = operand_dims(g, o)
         if ds == kept:
             invariant.append(o)
             continue
@@ -154,9 +188,11 @@ def _match_batched(g: Generic, inputs: list, dims, kept: list[int],
 
 
 def emit_column_reduction(m: ColumnReductionMatch, params: S.ColumnReductionParams) -> ir.Operation:
-    """Replace the generic with the launch (and its workspace and counters)."""
+    """Replace the generic with the launch (and its workspace and counters); with an epilogue,
+    where its last generic was (those generics, and a prologue's, are erased too)."""
     g, p = m.generic, params
-    with ir.InsertionPoint(g.op), g.op.location:
+    anchor = m.epilogue[-1].generic.op if m.epilogue else g.op
+    with ir.InsertionPoint(anchor), g.op.location:
         ext = g.extents()
         one = index_const(1)
         inner = m.kept[len(m.outer):]
@@ -173,14 +209,29 @@ def emit_column_reduction(m: ColumnReductionMatch, params: S.ColumnReductionPara
                 split = next(pos for pos, r in enumerate(o.results) if r in m.kept)
                 groups = [list(range(split)), list(range(split, o.type.rank))]
             views[id(o)] = collapse(o.value, groups)
-        for o in m.column_invariant + m.row_operands + g.outputs:
+        written = m.prologue.outputs if m.prologue else []
+        linear = written + m.prologue.full if m.prologue and m.prologue.linear else []  # read at row * columns + column
+        for o in written:
+            if not m.prologue.linear:  # [row, column], as the column operands
+                split = next(pos for pos, r in enumerate(o.results) if r in m.kept)
+                views[id(o)] = collapse(o.value, [list(range(split)), list(range(split, o.type.rank))])
+        for o in m.column_invariant + m.row_operands + g.outputs + linear:
             views[id(o)] = flat(o.value)
-        vectored = m.column_operands + m.column_invariant
+        indexed = m.prologue.permuted + m.prologue.trailing if m.prologue else []
+        vectored = m.column_operands + m.column_invariant + written + (m.prologue.full + indexed
+                                                                        if m.prologue else [])
+        # a permuted or trailing input's vectors stay within its innermost dim (of the outputs' last extent)
+        dims = [memref.dim(written[0].value, index_const(k)) for k in range(written[0].type.rank)] if indexed else []
+        for o in indexed:
+            if o in m.prologue.trailing:
+                views[id(o)] = flat(o.value)
         vector_ok = None
         width = index_const(1)
         if p.vector > 1:
             vector_ok = arith.andi(divisible(columns, p.vector), aligned(
                 [o.value for o in vectored], [p.vector * o.element_bytes for o in vectored]))
+            if dims:
+                vector_ok = arith.andi(vector_ok, divisible(dims[-1], p.vector))
             width = arith.select(vector_ok, index_const(p.vector), one)
         col_blocks = arith.maxui(arith.ceildivui(columns, arith.muli(width, index_const(p.block_x))), one)
         most = arith.ceildivui(rows, index_const(p.block_y * p.min_rows_per_thread))
@@ -209,11 +260,16 @@ def emit_column_reduction(m: ColumnReductionMatch, params: S.ColumnReductionPara
         arguments = list(body.arguments)[12:]
         kernel = _ColumnKernel(m, p, views, ext, columns, rows, col_blocks, splits, rows_per_split, workspaces,
                                arguments[:-1], body.arguments[0], body.arguments[3], counters, arguments[-1])
+        kernel.dims = dims
         variants(vector_ok, p.vector, kernel.variant)
-    with ir.InsertionPoint(g.op), g.op.location:
+    with ir.InsertionPoint(anchor), g.op.location:
         for ws in workspaces + [counters]:
             memref.dealloc(ws)
+    for e in m.epilogue:
+        e.generic.op.erase()
     g.op.erase()
+    if m.prologue:
+        m.prologue.generic.op.erase()
     return guard.operation
 
 
@@ -227,6 +283,7 @@ class _ColumnKernel:
         self.m, self.g, self.p, self.views, self.extents = m, m.generic, params, views, extents
         self.columns, self.rows, self.workspaces, self.shared, self.tx = columns, rows, workspaces, shared, tx
         self.splits, self.counters, self.last_flag = splits, counters, last_flag
+        self.dims: list[ir.Value] = []  # the prologue's outputs' extents, where it reads permuted inputs
         self.types = [o.type.element_type for o in self.g.outputs]
         self.col_block = arith.remui(bx, col_blocks)
         self.split = arith.divui(bx, col_blocks)
@@ -337,15 +394,19 @@ class _ColumnKernel:
         first = scf.IfOp(arith.andi(valid, arith.cmpi(arith.CmpIPredicate.eq, self.ty, index_const(0))))
         with ir.InsertionPoint(first.then_block):
             lane_slot = arith.muli(self.lane, index_const(width))
-            for k, o in enumerate(self.g.outputs):
-                view = self.views[id(o)]
-                for e in range(width):
-                    col = self.flat(arith.addi(col0, index_const(e)) if e else col0)
+            for e in range(width):
+                col = self.flat(arith.addi(col0, index_const(e)) if e else col0)
+                finals = {}
+                for k, o in enumerate(self.g.outputs):
+                    view = self.views[id(o)]
                     total = memref.load(view, [col]) if self.m.inits.get(o.value) is None else self.m.inits[o.value]
                     for y in range(p.block_y):
                         at = arith.addi(lane_slot, index_const(y * p.block_x * width + e))
                         total = combine(self.m.combiners[k], total, memref.load(self.shared[k], [at]))
                     memref.store(total, view, [col])
+                    finals[o.value] = total
+                if self.m.epilogue:
+                    emit_epilogue(self.m.epilogue, finals, delinearize(col, [self.extents[d] for d in self.m.kept]))
             scf.YieldOp([])
 
     def rows_loop(self, col0: ir.Value, width: int) -> list[ir.Value]:
@@ -381,7 +442,21 @@ class _ColumnKernel:
         loaded = {id(o): load(self.views[id(o)], at + [rows.get(id(o), row), col0], width)
                   for o in self.m.column_operands}
         loaded.update({id(o): memref.load(self.views[id(o)], [rows.get(id(o), row)]) for o in self.m.row_operands})
+        p = self.m.prologue
+        if p and p.linear:
+            place = self.place(row, col0)
+            loaded.update({id(o): load(self.views[id(o)], [place], width) for o in p.full})
+            if p.permuted:
+                ivs = delinearize(place, self.dims)
+                loaded.update({id(o): load(o.value, [ivs[r] for r in o.results], width) for o in p.permuted})
+            for o in p.trailing:
+                loaded[id(o)] = load(self.views[id(o)], [arith.remui(place, product(self.dims[-len(o.results):]))],
+                                     width)
         return loaded
+
+    def place(self, row: ir.Value, col: ir.Value) -> ir.Value:
+        """The element's place in a contiguous buffer of the reduction's rows and columns."""
+        return arith.addi(arith.muli(row, self.columns), col)
 
     def broadcast_rows(self, row: ir.Value) -> dict[int, ir.Value]:
         """id(operand) -> its row index at `row`, for operands broadcast over some reduced loops."""
@@ -400,8 +475,10 @@ class _ColumnKernel:
     def accumulate(self, accs: list[ir.Value], row: ir.Value, col0: ir.Value, width: int,
                    loaded: dict, invariant: dict) -> list[ir.Value]:
         g, accs = self.g, list(accs)
+        computed = self.prologue(row, col0, width, loaded, invariant) if self.m.prologue else []
         for e in range(width):
             mapping = {o.arg: o.value for o in g.operands if not o.is_memref}
+            mapping.update({o.arg: computed[self.m.computed[id(o)]][e] for o in g.inputs if id(o) in self.m.computed})
             mapping.update({o.arg: element(invariant[id(o)], e) for o in self.m.column_invariant})
             mapping.update({o.arg: element(loaded[id(o)], e) for o in self.m.column_operands + self.m.row_operands})
             mapping.update({o.arg: accs[k * width + e] for k, o in enumerate(g.outputs)})
@@ -409,6 +486,25 @@ class _ColumnKernel:
             for k, v in enumerate(clone_body(g.body, mapping, lambda d, col=col: self.index_of(d, row, col))):
                 accs[k * width + e] = v
         return accs
+
+    def prologue(self, row: ir.Value, col0: ir.Value, width: int, loaded: dict, invariant: dict) -> list[list]:
+        """The prologue's generic at this row's `width` columns, written; per output, its values."""
+        p = self.m.prologue
+        values: list[list[ir.Value]] = [[] for _ in p.outputs]
+        for e in range(width):
+            mapping = {o.arg: o.value for o in p.generic.operands if not o.is_memref}
+            mapping.update({o.arg: element(invariant[id(o)] if id(o) in invariant else loaded[id(o)], e)
+                            for o in p.inputs + p.full + p.permuted + p.trailing})
+            col = arith.addi(col0, index_const(e)) if e else col0
+
+            def at(d: int, col=col) -> ir.Value:  # (a linear prologue's body has no linalg.index)
+                return index_const(0) if p.loops[d] == ZERO else self.index_of(p.loops[d], row, col)
+            for k, y in enumerate(clone_body(p.generic.body, mapping, at)):
+                values[k].append(y)
+        at = [self.place(row, col0)] if p.linear else [row, col0]
+        for o, ys in zip(p.outputs, values):
+            store(ys, self.views[id(o)], at)
+        return values
 
     def index_of(self, d: int, row: ir.Value, col: ir.Value) -> ir.Value:
         if d in self.m.reduced:

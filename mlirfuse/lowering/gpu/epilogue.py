@@ -69,6 +69,11 @@ def _reads(g: Generic) -> set:
         base_buffer(v) for op in nested_ops(g.body) for v in op.operands if isinstance(v.type, ir.MemRefType)}
 
 
+def written_buffers(epilogue: list[Epilogue]) -> set:
+    """The buffers (at their roots) the epilogue's generics write."""
+    return {base_buffer(o.value) for e in epilogue for o in e.generic.outputs}
+
+
 def _row_dims(o, loops: list[int]) -> list[int]:
     """The positions of an operand's dims indexed by these loops, in the loops' order."""
     return [p for d in loops for p, r in enumerate(o.results) if r == d]

@@ -20,6 +20,7 @@ from mlirfuse.lowering.gpu import heuristics as schedules
 from mlirfuse.lowering.gpu import kernels as gpu_kernels
 from mlirfuse.lowering.gpu import normalization as gpu_normalization
 from mlirfuse.lowering.gpu import pointwise as gpu_pointwise
+from mlirfuse.lowering.gpu import prologue as gpu_prologue
 from mlirfuse.lowering.gpu import reduction as gpu_reduction
 from mlirfuse.lowering.gpu import schedule_attrs as A
 from mlirfuse.lowering.gpu import transpose as gpu_transpose
@@ -129,33 +130,57 @@ def apply_schedules(func: ir.Operation) -> list[str]:
         inits.setdefault(fold["reduction"], {})[fold["buffer"]] = fold["value"]
     epilogues = _epilogues(ops, generics, schedule)
     in_epilogues = {j for found in epilogues.values() for j, _ in found}
+    prologues = _prologues(ops, generics, schedule, in_epilogues, set(folds))
+    for i, (_, prologue) in prologues.items():  # an epilogue must not write what other blocks' prologues read
+        if i in epilogues and gpu_prologue.read_buffers(prologue) & gpu_epilogue.written_buffers(
+                [e for _, e in epilogues[i]]):
+            in_epilogues -= {j for j, _ in epilogues.pop(i)}
+    in_prologues = {j for j, _ in prologues.values()}
     notes = []
     for i, op in enumerate(ops):
         if i in folds:
             ops[i].erase()
-        elif i in schedule and i not in in_epilogues:  # an epilogue is erased with its reduction
+        elif i in schedule and i not in in_epilogues | in_prologues:  # erased with their reduction
             notes += _apply(ops, i, schedule[i], chains.get(i), inits.get(i, {}),
-                            [e for _, e in epilogues.get(i, [])])
+                            [e for _, e in epilogues.get(i, [])], prologues.get(i, (None, None))[1])
     return notes
 
 
 def _epilogues(ops: list[ir.Operation], generics: dict[int, gpu_kernels.Generic],
                schedule: dict[int, tuple[str, Any]]) -> dict[int, list]:
-    """Inner reduction's position -> its epilogue (`gpu_epilogue`): positions and generics."""
+    """Inner or column reduction's position -> its epilogue (`gpu_epilogue`): positions and generics."""
     pointwise = {i for i, (kind, _) in schedule.items() if kind == "pointwise"}
     found = {}
     for i, g in generics.items():
-        if schedule.get(i, ("",))[0] != "inner_reduction":
+        kind = schedule.get(i, ("",))[0]
+        if kind not in ("inner_reduction", "column_reduction"):
             continue
-        m = gpu_reduction.match_inner_reduction(g)
+        m = gpu_reduction.match_inner_reduction(g) if kind == "inner_reduction" \
+            else gpu_column.match_column_reduction(g)
         epilogue = [] if isinstance(m, str) else gpu_epilogue.find_epilogue(ops, i, m, generics, pointwise)
         if epilogue:
             found[i] = epilogue
     return found
 
 
+def _prologues(ops: list[ir.Operation], generics: dict[int, gpu_kernels.Generic],
+               schedule: dict[int, tuple[str, Any]], taken: set[int], erased: set[int]) -> dict[int, tuple]:
+    """Column reduction's position -> its prologue (`gpu_prologue`): position and generic."""
+    pointwise = {i for i, (kind, _) in schedule.items() if kind == "pointwise"} - taken
+    found = {}
+    for i, g in generics.items():
+        if schedule.get(i, ("",))[0] != "column_reduction":
+            continue
+        m = gpu_column.match_column_reduction(g)
+        prologue = None if isinstance(m, str) else gpu_prologue.find_prologue(ops, i, m, generics, pointwise, erased)
+        if prologue is not None:
+            found[i] = prologue
+            pointwise.discard(prologue[0])  # (computed by one kernel)
+    return found
+
+
 def _apply(ops: list[ir.Operation], i: int, schedule: tuple[str, Any], chain: Any, inits: dict,
-           epilogue: list) -> list[str]:
+           epilogue: list, prologue: gpu_prologue.Prologue | None = None) -> list[str]:
     kind, params = schedule
     op = ops[i]
     if kind == "naive":
@@ -195,9 +220,14 @@ def _apply(ops: list[ir.Operation], i: int, schedule: tuple[str, Any], chain: An
                                                 "combines its partials in chunk order" if params.split_blocks else "")
                 + (f"; with its pointwise epilogue ({len(epilogue)} generic{'s' * (len(epilogue) > 1)})"
                    if epilogue else "")]
-    match.inits = inits
+    match.inits, match.epilogue = inits, epilogue
+    if prologue is not None:
+        gpu_column.take_prologue(match, prologue)
     gpu_column.emit_column_reduction(match, params)
-    return [f"column reduction: {params}; the last block of each column block combines its partials in a fixed order"]
+    return [f"column reduction: {params}; the last block of each column block combines its partials in a fixed order"
+            + ("; computing its pointwise prologue at each element" if prologue is not None else "")
+            + (f"; with its pointwise epilogue ({len(epilogue)} generic{'s' * (len(epilogue) > 1)})"
+               if epilogue else "")]
 
 
 def _check_vector(op: ir.Operation, kind: str, params: Any, element_bytes: list[int]) -> None:
