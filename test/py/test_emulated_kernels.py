@@ -262,6 +262,15 @@ def test_a_column_reduction_computes_its_pointwise_epilogue(shape) -> None:
     assert schedules(c) == ["column reduction"] and c.n_launches == 1
 
 
+def test_a_concatenation_summed_stays_a_kernel() -> None:
+    """A producer whose body loads by itself (a cat's sides, as GPT-2's query, key and value
+    gradients before the bias sum) keeps its own kernel: the column kernel could not issue
+    those loads ahead (slower fused on the H200)."""
+    c = check(lambda a, b: (lambda y: (y, y.sum(0)))(ops.cat([a, b * 2.0], -1)), randn(40, 8), randn(40, 24),
+              reduction_size=40)
+    assert schedules(c) == ["pointwise", "column reduction"]
+
+
 def test_a_producer_read_otherwise_than_at_the_row_stays_a_kernel() -> None:
     """The column sum reads y transposed against its own rows (y.T's columns): y is written
     by its own kernel first, as before."""
