@@ -217,6 +217,13 @@ def test_a_column_reduction_computes_a_producer_it_reads_through_a_reshape(shape
               reduction_size=shape[0] * shape[1])
     assert schedules(c) == ["column reduction"] and c.n_launches == 1
 
+    def per_row(g, x, s, r):  # BERT's LayerNorm dx from a row's sums ([B, S]) and rstd ([B, S, 1])
+        y = ops.reshape((g - ops.unsqueeze(s, 2) * x) * r, [g.shape[0] * g.shape[1], g.shape[2]])
+        return y, y.sum(0)
+    c = check(per_row, randn(*shape), randn(*shape), randn(*shape[:2]), randn(*shape[:2], 1), misalign=misalign,
+              reduction_size=shape[0] * shape[1])
+    assert schedules(c) == ["column reduction"] and c.n_launches == 1
+
 
 @pytest.mark.parametrize("shape", [(2, 3, 5, 8), (2, 2, 3, 6), (1, 4, 33, 16)], ids=str)
 def test_a_column_reduction_computes_a_head_merge(shape) -> None:

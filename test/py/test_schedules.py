@@ -567,15 +567,17 @@ def test_column_reductions_of_other_dtypes(dtype, shape) -> None:
         torch.testing.assert_close(got, want, rtol=tol, atol=tol * np.sqrt(shape[0]))
 
 
-def _bias_gradients(g, x, b):
+def _bias_gradients(g, x, b, r):
     """A bias gradient whose producer the column reduction computes (a reshape of it summed),
-    one of a head merge (a permuted read), and a bfloat16 one rounded in its epilogue."""
+    one of a head merge (a permuted read), a bfloat16 one rounded in its epilogue, and one
+    scaled by a row's value (BERT's LayerNorm dx)."""
     y = ops.reshape(g * ops.tanh(x) + b, [g.shape[0] * g.shape[1], g.shape[2]])
     heads = ops.reshape(ops.permute(ops.reshape(x, [x.shape[0], x.shape[1], 4, x.shape[2] // 4]), [0, 2, 1, 3]),
                         [x.shape[0] * 4, x.shape[1] * (x.shape[2] // 4)])
     z = ops.cast(g * 3.0, DataType.BFloat16)
     s = ops.cast(ops.cast(ops.cast(z, DataType.Float).sum((0, 1)), DataType.BFloat16), DataType.Float)
-    return y, y.sum(0), heads, heads.sum(0), z, s
+    rows = ops.reshape(x * r, [g.shape[0] * g.shape[1], g.shape[2]])
+    return y, y.sum(0), heads, heads.sum(0), z, s, rows, rows.sum(0)
 
 
 @pytest.mark.gpu
@@ -585,18 +587,21 @@ def test_column_reductions_computing_their_producers_and_epilogues(shape, aligne
     torch = _torch()
     g = torch.randn(*shape, device="cuda") if aligned else _misaligned(torch, shape, torch.float32)
     x, b = torch.randn(*shape, device="cuda"), torch.randn(shape[-1], device="cuda")
+    r = torch.randn(*shape[:2], 1, device="cuda")
     f = mlirfuse.jit(_bias_gradients)
-    got = f(g, x, b)
+    got = f(g, x, b, r)
     y = (g * torch.tanh(x) + b).reshape(-1, shape[-1])
     heads = x.reshape(shape[0], shape[1], 4, -1).permute(0, 2, 1, 3).reshape(shape[0] * 4, -1)
     z = (g * 3.0).bfloat16()
-    want = (y, y.double().sum(0).float(), heads, heads.sum(0), z, z.double().sum((0, 1)).bfloat16().float())
+    rowed = (x * r).reshape(-1, shape[-1])
+    want = (y, y.double().sum(0).float(), heads, heads.sum(0), z, z.double().sum((0, 1)).bfloat16().float(),
+            rowed, rowed.double().sum(0).float())
     rows = shape[0] * shape[1]
     for k, (a, w) in enumerate(zip(got, want)):
         tol = 1e-2 if k == 5 else 1e-5
         torch.testing.assert_close(a, w, rtol=tol, atol=tol * np.sqrt(rows), msg=f"output {k}")
-    launches = f.compile(g, x, b, backend="gpu").stages["launch_params"]
-    assert launches.count("computing its pointwise prologue") == 3 and "pointwise:" not in launches, launches
+    launches = f.compile(g, x, b, r, backend="gpu").stages["launch_params"]
+    assert launches.count("computing its pointwise prologue") == 4 and "pointwise:" not in launches, launches
 
 
 NORMALIZATIONS = {"layer_norm": mlirfuse.jit(_layer_norm), "softmax": mlirfuse.jit(_softmax),

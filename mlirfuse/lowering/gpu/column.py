@@ -98,6 +98,11 @@ def operand_dims(g: Generic, o: Operand) -> list[int]:
     return [r for r in o.results if r != ZERO and g.static[r] != 1]
 
 
+def read_at(o: Operand) -> list[int]:
+    """The loops an operand is read at, in memory order (its constant indices left out)."""
+    return [r for r in o.results if r != ZERO]
+
+
 def classify(ds: list[int], kept: list[int], reduced: list[int]) -> tuple[str, list[int] | None] | None:
     """How the kernel reads an input whose dims are indexed by loops `ds`: "invariant" (at the
     column), "column" (at [row, column]) or "row" (at the row), with the reduced loops picking
@@ -217,14 +222,13 @@ def emit_column_reduction(m: ColumnReductionMatch, params: S.ColumnReductionPara
                 views[id(o)] = collapse(o.value, [list(range(split)), list(range(split, o.type.rank))])
         for o in m.column_invariant + m.row_operands + g.outputs + linear:
             views[id(o)] = flat(o.value)
-        indexed = m.prologue.permuted + m.prologue.trailing if m.prologue else []
+        indexed = m.prologue.indexed() if m.prologue else []
         vectored = m.column_operands + m.column_invariant + written + (m.prologue.full + indexed
                                                                         if m.prologue else [])
         # a permuted or trailing input's vectors stay within its innermost dim (of the outputs' last extent)
         dims = [memref.dim(written[0].value, index_const(k)) for k in range(written[0].type.rank)] if indexed else []
-        for o in indexed:
-            if o in m.prologue.trailing:
-                views[id(o)] = flat(o.value)
+        for o in m.prologue.trailing + m.prologue.leading if m.prologue else []:
+            views[id(o)] = flat(o.value)
         vector_ok = None
         width = index_const(1)
         if p.vector > 1:
@@ -449,9 +453,12 @@ class _ColumnKernel:
             if p.permuted:
                 ivs = delinearize(place, self.dims)
                 loaded.update({id(o): load(o.value, [ivs[r] for r in o.results], width) for o in p.permuted})
-            for o in p.trailing:
-                loaded[id(o)] = load(self.views[id(o)], [arith.remui(place, product(self.dims[-len(o.results):]))],
-                                     width)
+            for o in p.trailing:  # a vector stays within the innermost dim: the operand's too
+                at = arith.remui(place, product(self.dims[len(self.dims) - len(read_at(o)):]))
+                loaded[id(o)] = load(self.views[id(o)], [at], width)
+            for o in p.leading:  # one value for the vector (within the innermost dim)
+                at = arith.divui(place, product(self.dims[len(read_at(o)):]))
+                loaded[id(o)] = memref.load(self.views[id(o)], [at])
         return loaded
 
     def place(self, row: ir.Value, col: ir.Value) -> ir.Value:
@@ -494,7 +501,7 @@ class _ColumnKernel:
         for e in range(width):
             mapping = {o.arg: o.value for o in p.generic.operands if not o.is_memref}
             mapping.update({o.arg: element(invariant[id(o)] if id(o) in invariant else loaded[id(o)], e)
-                            for o in p.inputs + p.full + p.permuted + p.trailing})
+                            for o in p.inputs + p.full + p.indexed()})
             col = arith.addi(col0, index_const(e)) if e else col0
 
             def at(d: int, col=col) -> ir.Value:  # (a linear prologue's body has no linalg.index)

@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from mlir import ir
 
-from mlirfuse.lowering.gpu.column import ColumnReductionMatch, classify, operand_dims
-from mlirfuse.lowering.gpu.kernels import ZERO, Generic, Operand, base_buffer, nested_ops, passive
+from mlirfuse.lowering.gpu.column import ColumnReductionMatch, classify, operand_dims, read_at
+from mlirfuse.lowering.gpu.kernels import ZERO, Generic, Operand, analyze, base_buffer, nested_ops, passive
 
 
 RESHAPES = ("memref.reshape", "memref.collapse_shape", "memref.expand_shape")
@@ -45,8 +45,14 @@ class Prologue:
     # indices, its place delinearized over the outputs' dims.
     permuted: list[Operand] = field(default_factory=list)
     # Inputs of a `linear` prologue read at its last loops only (a bias): at the element's place
-    # modulo the product of their extents.
+    # modulo the product of their extents; at its first loops only (a row's statistics): at the
+    # place divided by the product of the others'.
     trailing: list[Operand] = field(default_factory=list)
+    leading: list[Operand] = field(default_factory=list)
+
+    def indexed(self) -> list[Operand]:
+        """Inputs read at indices computed from the element's place."""
+        return self.permuted + self.trailing + self.leading
 
 
 def find_prologue(ops: list[ir.Operation], i: int, m: ColumnReductionMatch, generics: dict[int, Generic],
@@ -73,6 +79,9 @@ def find_prologue(ops: list[ir.Operation], i: int, m: ColumnReductionMatch, gene
 def _touched(op: ir.Operation, g: Generic | None) -> tuple[set, set]:
     """The buffers (at their roots) an op reads and writes: a generic's inputs (and what its
     body loads from) and outputs; any other op's every memref, both ways."""
+    if g is None and op.name == "linalg.generic":  # (one of a normalization chain)
+        g = analyze(op, strided_inputs=True)
+        g = None if isinstance(g, str) else g
     if g is None:
         every = {base_buffer(v) for inner in [op] + nested_ops_of(op) for v in inner.operands
                  if isinstance(v.type, ir.MemRefType)}
@@ -117,7 +126,7 @@ def _prologue(p: Generic, m: ColumnReductionMatch) -> Prologue | None:
         if o.is_memref and base_buffer(o.value) in written and not (
                 o.value in computed and id(o) not in m.broadcast_rows and operand_dims(g, o) == element):
             return None
-    if any(base_buffer(o.value) in written for o in found.inputs + found.full + found.permuted + found.trailing):
+    if any(base_buffer(o.value) in written for o in found.inputs + found.full + found.indexed()):
         return None  # the generic reads a buffer the kernel writes
     for body in (p.body, g.body):
         if any(isinstance(v.type, ir.MemRefType) and base_buffer(v) in written
@@ -158,12 +167,12 @@ def _at_places(p: Generic, m: ColumnReductionMatch, at_element: list[Operand]) -
     """The reduction reads a reshape of the generic's output (GPT-2's MLP gradient, [B, S, H]
     written, [B * S, H] summed): where the generic is elementwise over whole buffers (every
     memref operand read at its loops, in order or permuted with the innermost in place, at its
-    last loops, or a single element), every element is computed at its place in memory, which is the
-    reduction's element's."""
+    last or first loops only, or a single element), every element is computed at its place in
+    memory, which is the reduction's element's."""
     full = list(range(p.n_loops))
     if any(o.results != full for o in p.outputs):
         return None
-    inputs, whole, permuted, trailing = [], [], [], []
+    inputs, whole, permuted, trailing, leading = [], [], [], [], []
     for o in p.inputs:
         if not o.is_memref:
             continue
@@ -171,8 +180,10 @@ def _at_places(p: Generic, m: ColumnReductionMatch, at_element: list[Operand]) -
             whole.append(o)
         elif sorted(o.results) == full and o.results[-1] == full[-1]:
             permuted.append(o)
-        elif o.results and o.results == full[len(full) - len(o.results):]:
+        elif len(read_at(o)) > 0 and read_at(o) == full[len(full) - len(read_at(o)):]:
             trailing.append(o)
+        elif len(read_at(o)) > 0 and read_at(o) == full[:len(read_at(o))]:
+            leading.append(o)
         elif all(r == ZERO or p.static[r] == 1 for r in o.results):
             inputs.append(Operand(o.value, o.arg, [ZERO] * len(o.results), False))  # one element, every row's
         else:
@@ -184,10 +195,10 @@ def _at_places(p: Generic, m: ColumnReductionMatch, at_element: list[Operand]) -
     if not reads:
         return None
     return Prologue(p, inputs, list(p.outputs), reads, linear=True, full=whole, permuted=permuted,
-                    trailing=trailing)
+                    trailing=trailing, leading=leading)
 
 
 def read_buffers(p: Prologue) -> set:
     """The buffers (at their roots) the prologue's generic reads."""
-    return {base_buffer(o.value) for o in p.inputs + p.full + p.permuted + p.trailing} | {
+    return {base_buffer(o.value) for o in p.inputs + p.full + p.indexed()} | {
         base_buffer(v) for op in nested_ops(p.generic.body) for v in op.operands if isinstance(v.type, ir.MemRefType)}
