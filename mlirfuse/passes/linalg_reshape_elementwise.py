@@ -134,7 +134,12 @@ def _sink_target(generic: ir.Operation) -> int | None:
     split dims: rows back to [batch, seq, vocab]), the other inputs contiguous (they are
     reshaped too, as views). None where there is none. The rank falls with each move, so
     moves end: moved to a shape of equal or higher rank, the generic's other inputs,
-    reshaped to it, could be moved back to (fuzzer seed 20370 hung the compile so)."""
+    reshaped to it, could be moved back to (fuzzer seed 20370 hung the compile so). A
+    generic of one input (a cast) moves to a higher rank too, where the first rule cannot
+    move the reshape past the value's producer (a normalization's multi-result generic:
+    autocast's LayerNorm output viewed as [tokens, hidden] and cast to bf16 for the matmul),
+    and reads a reshape that is also a result: it creates no reshape of an input, and the
+    one after it feeds no generic."""
     if not _elementwise(generic) or any(u.name == "linalg.generic" for u in users(generic.results[0])):
         return None
     n_inputs = ir.DenseI32ArrayAttr(generic.attributes["operandSegmentSizes"])[0]
@@ -142,11 +147,15 @@ def _sink_target(generic: ir.Operation) -> int | None:
     rank = ir.RankedTensorType(generic.results[0].type).rank
     for k, v in enumerate(inputs):
         reshape = defining_op(v)
-        if reshape is None or reshape.name != "tensor.reshape" or len(users(reshape.results[0])) != 1:
+        if reshape is None or reshape.name != "tensor.reshape":
+            continue
+        cast = len(inputs) == 1 and not any(u.name == "linalg.generic" for u in users(reshape.results[0])
+                                            if u != generic)
+        if len(users(reshape.results[0])) != 1 and not cast:
             continue
         source = defining_op(reshape.operands[0])
-        if source is not None and source.name == "linalg.generic" and \
-                ir.RankedTensorType(reshape.operands[0].type).rank < rank and \
+        if source is not None and source.name == "linalg.generic" and (
+                ir.RankedTensorType(reshape.operands[0].type).rank < rank or cast and not _elementwise(source)) and \
                 all(_contiguous(w) for j, w in enumerate(inputs) if j != k):
             return k
     return None
@@ -177,7 +186,8 @@ def _compute_before(generic: ir.Operation, k: int) -> None:
         result = tensor.reshape(generic.results[0].type, moved.results[0], reshape.operands[1])
     generic.results[0].replace_all_uses_with(result)
     generic.erase()
-    reshape.erase()
+    if not list(reshape.results[0].uses):  # (a reshape that is also a result stays)
+        reshape.erase()
 
 
 def _clone_body(old_op: ir.Operation, new_op: ir.Operation,

@@ -454,3 +454,37 @@ func.func @indexed_result_too(%w: tensor<?x?xf32>, %ids: tensor<512xindex>, %acc
   } -> tensor<1x512xf32>
   return %view, %sum : tensor<1x512x768xf32>, tensor<1x512xf32>
 }
+
+// A cast of a multi-result generic's output viewed as rows (autocast's LayerNorm: the float32
+// output viewed as [tokens, hidden], cast to bf16 for the matmul, and also a result): the
+// first rule cannot move the reshape past a producer of two results, so the cast, one input,
+// is computed before the view (a higher rank) and fuses into the producer; the float32 view
+// stays a result, and the bf16 one is a view of the cast.
+// CHECK-LABEL: func.func @cast_of_a_viewed_multi_result(
+// CHECK: %[[Y:.+]]:2 = linalg.generic
+// CHECK-DAG: %[[CAST:.+]] = linalg.generic {{.*}}ins(%[[Y]]#1 : tensor<2x3x8xf32>) outs(%{{.+}} : tensor<2x3x8xbf16>)
+// CHECK-DAG: %[[F32:.+]] = tensor.reshape %[[Y]]#1
+// CHECK-DAG: %[[BF16:.+]] = tensor.reshape %[[CAST]]
+// CHECK: return %[[BF16]], %[[F32]] : tensor<6x8xbf16>, tensor<6x8xf32>
+func.func @cast_of_a_viewed_multi_result(%x: tensor<2x3x8xf32>) -> (tensor<6x8xbf16>, tensor<6x8xf32>) {
+  %i0 = tensor.empty() : tensor<2x3x8xf32>
+  %i1 = tensor.empty() : tensor<2x3x8xf32>
+  %y:2 = linalg.generic {indexing_maps = [#id3, #id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x : tensor<2x3x8xf32>) outs(%i0, %i1 : tensor<2x3x8xf32>, tensor<2x3x8xf32>) {
+  ^bb0(%a: f32, %o0: f32, %o1: f32):
+    %e = math.exp %a : f32
+    %s = arith.mulf %e, %a : f32
+    linalg.yield %e, %s : f32, f32
+  } -> (tensor<2x3x8xf32>, tensor<2x3x8xf32>)
+  %shape = arith.constant dense<[6, 8]> : tensor<2xindex>
+  %view = tensor.reshape %y#1(%shape) : (tensor<2x3x8xf32>, tensor<2xindex>) -> tensor<6x8xf32>
+  %init = tensor.empty() : tensor<6x8xbf16>
+  %cast = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>],
+                          iterator_types = ["parallel", "parallel"]}
+      ins(%view : tensor<6x8xf32>) outs(%init : tensor<6x8xbf16>) {
+  ^bb0(%a: f32, %out: bf16):
+    %t = arith.truncf %a : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<6x8xbf16>
+  return %cast, %view : tensor<6x8xbf16>, tensor<6x8xf32>
+}
