@@ -72,15 +72,32 @@ def mean(ops, g, y, x, axes, keepdim):
 
 
 def prod(ops, g, y, x, axes, keepdim):
-    """torch's prod_backward: y / x where no zero is reduced; with one zero, the product of
-    the others at that zero; with more, nothing."""
+    """torch's prod_backward: y / x where the whole tensor holds no zero; otherwise each
+    element's product of the others along the axes (prod_safe_zeros_backward), and, for a
+    whole-tensor prod with two zeros or more, zeros. The product of the others is counted,
+    not divided: the other elements' regular product (finite, nonzero), times 0 if a zero is
+    among them, times a signed inf if infs are, NaN if a NaN is (or a zero and an inf)."""
     axes = _axes(x, axes)
-    zero = ops.eq(x, 0)
-    zeros = ops.sum(ops.cast(zero, x.dtype), axes, keepdim=True)
-    others = ops.prod(ops.where(zero, 1, x), axes, keepdim=True)
     yk, gk = keep_dims(ops, y, axes, keepdim), keep_dims(ops, g, axes, keepdim)
-    single = ops.where(ops.logical_and(zero, ops.eq(zeros, 1)), others, 0)
-    return (ops.mul(ops.where(ops.eq(zeros, 0), ops.div(yk, x), single), gk),)
+    zero, nan, inf = ops.eq(x, 0), ops.isnan(x), ops.isinf(x)
+    regular = ops.logical_not(ops.logical_or(zero, ops.logical_or(nan, inf)))
+
+    def others(mask):  # per element: how many of the others along the axes the mask holds
+        m = ops.cast(mask, x.dtype)
+        return ops.sub(ops.sum(m, axes, keepdim=True), m)
+
+    plain = ops.prod(ops.where(regular, x, 1), axes, keepdim=True)
+    product = ops.where(regular, ops.div(plain, x), plain)
+    product = ops.mul(product, ops.where(ops.gt(others(zero), 0), 0, 1))
+    negative_infs = others(ops.logical_and(inf, ops.lt(x, 0)))
+    infs = ops.where(ops.eq(ops.remainder(negative_infs, 2), 1), -math.inf, math.inf)
+    product = ops.mul(product, ops.where(ops.gt(others(inf), 0), infs, 1))
+    product = ops.where(ops.gt(others(nan), 0), math.nan, product)
+    zeros = ops.sum(ops.cast(zero, x.dtype), list(range(len(x.shape))), keepdim=True)
+    local = ops.where(ops.gt(zeros, 0), product, ops.div(yk, x))
+    if len(axes) == len(x.shape):
+        local = ops.where(ops.gt(zeros, 1), 0, local)
+    return (ops.mul(local, gk),)
 
 
 def extreme(ops, g, y, x, axes, keepdim):

@@ -626,6 +626,35 @@ def test_gradients_at_ties_zeros_and_nan_follow_torch(name, mine, theirs, inputs
 
 # Found by a black-box review (session 53): gradients at NaN that differed from torch's.
 NAN = float("nan")
+INF = float("inf")
+
+
+def _prod_cases():
+    """Rows with NaN, inf and zeros, in tensors with and without a zero elsewhere."""
+    rows = [[1.5, NAN, 2.0, -1.0], [2.0, 0.0, 3.0, 0.5], [INF, 2.0, -0.5, 4.0], [0.0, 0.0, 2.0, 3.0],
+            [-INF, 0.0, 2.0, 1.0], [NAN, 0.0, 1.0, 2.0], [1.0, 2.0, 3.0, 4.0], [2.0, -INF, INF, 1.0]]
+    with_zero = torch.tensor(rows, dtype=torch.float64)
+    no_zero = torch.tensor([r for r in rows if 0.0 not in r], dtype=torch.float64)
+    for name, x in (("a zero in the tensor", with_zero), ("no zero", no_zero)):
+        yield f"prod over rows, {name}", (lambda t: ops.prod(t, [1])), (lambda t: t.prod(1)), x
+        yield f"prod over columns, {name}", (lambda t: ops.prod(t, [0], keepdim=True)), \
+            (lambda t: t.prod(0, keepdim=True)), x
+        yield f"prod of all, {name}", ops.prod, torch.prod, x
+    yield "prod of all, two zeros", ops.prod, torch.prod, torch.tensor([[NAN, 0.0], [0.0, INF]], dtype=torch.float64)
+    yield "prod of all, one zero", ops.prod, torch.prod, torch.tensor([[NAN, 0.0], [3.0, 2.0]], dtype=torch.float64)
+
+
+@pytest.mark.parametrize("name, mine, theirs, x0", list(_prod_cases()), ids=lambda v: v if isinstance(v, str) else "")
+def test_prod_gradient_at_nan_inf_and_zeros_follows_torch(name, mine, theirs, x0) -> None:
+    """torch's prod_backward: result / x where the tensor holds no zero; otherwise each
+    element's product of the others (the whole tensor's zeros decide, not its row's: a NaN in
+    a row without zeros got NaN where torch gives the others' product); a whole-tensor prod
+    with two zeros or more: zeros."""
+    want, got = x0.clone().requires_grad_(), x0.clone().requires_grad_()
+    theirs(want).sum().backward()
+    mine_out = mlirfuse.jit(mine)(got)
+    mine_out.sum().backward()
+    torch.testing.assert_close(got.grad, want.grad, equal_nan=True, msg=name)
 
 
 @pytest.mark.parametrize("fn", [lambda x: x.max(), lambda x: x.min()], ids=["max", "min"])
