@@ -286,6 +286,36 @@ def test_a_normalization_writes_the_cast_of_its_reshaped_output(f32_too) -> None
     assert "gpu.alloc" not in c.stages["gpu"]
 
 
+def test_an_epilogue_reading_the_producer_elsewhere_is_not_in_the_kernel() -> None:
+    """Found in review: the sums plus y's last row read at other columns (a gather, or one
+    element). A column block's last block would run that epilogue while other column blocks
+    still compute y: the epilogue stays a kernel of its own (outputs start as NaN here, so a
+    read before the write shows)."""
+    g, x = randn(64, 512), randn(64, 512)
+    rev = np.arange(511, -1, -1).astype(np.int64)
+
+    def produce(g, x):  # costly enough not to be recomputed where it is gathered
+        return g * ops.tanh(x) * ops.exp(ops.sin(x)) / (1.0 + ops.erf(x) * ops.erf(x))
+    for fn in (lambda g, x, i: (lambda y: (y, y.sum(0) + I.index_select(y[-1], i, 0)))(produce(g, x)),
+               lambda g, x, i: (lambda y: (y, y.sum(0) * y[-1, -1]))(produce(g, x))):
+        f = mlirfuse.jit(fn)
+        want = f(g, x, rev)
+        c = f.compile(g, x, rev, backend="gpu", arch="sm_90")
+        got = emulate(c.stages["gpu"], [g, x, rev], [np.full_like(w, np.nan) for w in want])
+        for k, (a, w) in enumerate(zip(got, want)):
+            assert_close(a, w, f"output {k}", 64)
+
+
+def test_a_producer_reading_a_0d_tensor() -> None:
+    """Found in review: y = g * s with s a 0-d tensor failed to compile (a 0-d buffer
+    collapsed to one dim)."""
+    g, s = randn(40, 24), np.array(0.5, np.float32)
+    for fn in (lambda g, s: (lambda y: (y, y.sum(0)))(g * s),
+               lambda g, s: (lambda y: (y, y.sum(0)))(ops.reshape(g * s, [10, 96]))):
+        c = check(fn, g, s, reduction_size=40)
+        assert schedules(c) == ["column reduction"]
+
+
 def test_a_concatenation_summed_stays_a_kernel() -> None:
     """A producer whose body loads by itself (a cat's sides, as GPT-2's query, key and value
     gradients before the bias sum) keeps its own kernel: the column kernel could not issue

@@ -221,7 +221,7 @@ def emit_column_reduction(m: ColumnReductionMatch, params: S.ColumnReductionPara
                 split = next(pos for pos, r in enumerate(o.results) if r in m.kept)
                 views[id(o)] = collapse(o.value, [list(range(split)), list(range(split, o.type.rank))])
         for o in m.column_invariant + m.row_operands + g.outputs + linear:
-            views[id(o)] = flat(o.value)
+            views[id(o)] = flat(o.value) if o.type.rank else o.value  # (a 0-d one read as it is)
         indexed = m.prologue.indexed() if m.prologue else []
         vectored = m.column_operands + m.column_invariant + written + (m.prologue.full + indexed
                                                                         if m.prologue else [])
@@ -445,7 +445,8 @@ class _ColumnKernel:
         at = [] if self.batch is None else [self.batch]
         loaded = {id(o): load(self.views[id(o)], at + [rows.get(id(o), row), col0], width)
                   for o in self.m.column_operands}
-        loaded.update({id(o): memref.load(self.views[id(o)], [rows.get(id(o), row)]) for o in self.m.row_operands})
+        loaded.update({id(o): memref.load(self.views[id(o)], [rows.get(id(o), row)] if o.type.rank else [])
+                       for o in self.m.row_operands})
         p = self.m.prologue
         if p and p.linear:
             place = self.place(row, col0)

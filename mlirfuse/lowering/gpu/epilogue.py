@@ -74,6 +74,11 @@ def written_buffers(epilogue: list[Epilogue]) -> set:
     return {base_buffer(o.value) for e in epilogue for o in e.generic.outputs}
 
 
+def read_buffers(epilogue: list[Epilogue]) -> set:
+    """The buffers (at their roots) the epilogue's generics read (their bodies' loads too)."""
+    return set().union(*(_reads(e.generic) for e in epilogue))
+
+
 def _row_dims(o, loops: list[int]) -> list[int]:
     """The positions of an operand's dims indexed by these loops, in the loops' order."""
     return [p for d in loops for p, r in enumerate(o.results) if r == d]

@@ -69,7 +69,7 @@ def find_prologue(ops: list[ir.Operation], i: int, m: ColumnReductionMatch, gene
             continue
         p = _prologue(generics[j], m) if j in pointwise and j in generics else None
         if p is not None:
-            reads, writes = read_buffers(p), {base_buffer(o.value) for o in p.outputs}
+            reads, writes = read_buffers(p), written_buffers(p)
             if not any(w & (reads | writes) or r & writes for r, w in between):
                 return j, p
         between.append(_touched(ops[j], generics.get(j)))
@@ -196,6 +196,11 @@ def _at_places(p: Generic, m: ColumnReductionMatch, at_element: list[Operand]) -
         return None
     return Prologue(p, inputs, list(p.outputs), reads, linear=True, full=whole, permuted=permuted,
                     trailing=trailing, leading=leading)
+
+
+def written_buffers(p: Prologue) -> set:
+    """The buffers (at their roots) the prologue's generic writes."""
+    return {base_buffer(o.value) for o in p.outputs}
 
 
 def read_buffers(p: Prologue) -> set:

@@ -131,10 +131,15 @@ def apply_schedules(func: ir.Operation) -> list[str]:
     epilogues = _epilogues(ops, generics, schedule)
     in_epilogues = {j for found in epilogues.values() for j, _ in found}
     prologues = _prologues(ops, generics, schedule, in_epilogues, set(folds))
-    for i, (_, prologue) in prologues.items():  # an epilogue must not write what other blocks' prologues read
-        if i in epilogues and gpu_prologue.read_buffers(prologue) & gpu_epilogue.written_buffers(
-                [e for _, e in epilogues[i]]):
-            in_epilogues -= {j for j, _ in epilogues.pop(i)}
+    for i, (_, prologue) in prologues.items():
+        # A column block's last block runs the epilogue while other column blocks may still run
+        # the prologue: the epilogue must not write what it reads, nor read what it writes (a
+        # gather of the summed rows at other columns: found in review).
+        if i in epilogues:
+            epilogue = [e for _, e in epilogues[i]]
+            if gpu_prologue.read_buffers(prologue) & gpu_epilogue.written_buffers(epilogue) or \
+                    gpu_prologue.written_buffers(prologue) & gpu_epilogue.read_buffers(epilogue):
+                in_epilogues -= {j for j, _ in epilogues.pop(i)}
     in_prologues = {j for j, _ in prologues.values()}
     notes = []
     for i, op in enumerate(ops):
