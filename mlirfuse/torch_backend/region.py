@@ -35,6 +35,7 @@ from mlirfuse.dtypes import DataType, to_dtype
 from mlirfuse.errors import FusionError
 from mlirfuse.frontend.graph import Fusion, InputSpec, Tensor, tracing
 from mlirfuse.frontend.indexing import slice_length
+from mlirfuse.frontend.symbolic import SymSize
 from mlirfuse.torch_backend import aten_table as A
 from mlirfuse.torch_backend.partition import Group, data_inputs, kind, tensor_vals
 
@@ -365,7 +366,17 @@ def _resolve(node: fx.Node, expr: sympy.Expr, sizes: dict[sympy.Expr, Any]) -> A
                 raise LoweringFailed(node, f"size {expr} is not a product of input sizes plus a constant") from None
         return result
     if isinstance(expr, FloorDiv):
-        return _resolve(node, expr.args[0], sizes) // _resolve(node, expr.args[1], sizes)
+        num, den = _resolve(node, expr.args[0], sizes), _resolve(node, expr.args[1], sizes)
+        if isinstance(num, int) and isinstance(den, int):
+            return num // den
+        if node.target in EXACT_QUOTIENTS and isinstance(num, SymSize):
+            # A view's inferred dim: torch checked that it divides (a size's `//` is exact
+            # division, checked at run time). Kept for the view's readers, which see it too.
+            sizes[expr] = num // den
+            return sizes[expr]
+        # Elsewhere a quotient rounds down (x[1::2] of an odd dim: S // 2), which a size
+        # (a product of input sizes plus a constant) cannot say: the node runs in torch.
+        raise LoweringFailed(node, f"size {expr} rounds a quotient of dynamic sizes down")
     raise LoweringFailed(node, f"size {expr} is not a product of input sizes")
 
 
@@ -446,6 +457,8 @@ def _view_bases(node: fx.Node) -> Iterator[fx.Node]:
 
 
 # Views that keep a dense tensor dense, in the same element order.
+# Ops whose sizes' quotients are exact (torch's view checked the inferred dim divides).
+EXACT_QUOTIENTS = (aten.view.default, aten._unsafe_view.default, aten.reshape.default)
 RESHAPES = (aten.view.default, aten._unsafe_view.default, aten.unsqueeze.default, aten.squeeze.dim,
             aten.squeeze.dims, aten.alias.default)
 

@@ -9,6 +9,7 @@ import operator
 import random
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -511,6 +512,36 @@ def test_dynamic_true_compiles_one_graph() -> None:
     compiles = _run_sizes(compiled, _random_sizes(6))
     assert dynamo.utils.counters["stats"]["unique_graphs"] == 1
     assert compiles[0] == compiles[-1] == 2  # forward and backward region, once
+
+
+def test_dynamic_quotients_that_round_down_leave_their_node_to_torch() -> None:
+    """Found by a black-box run of FalconMamba / Jamba (torch's associative scan slices x[1::2]
+    and x[0:-1:2]) and JetMoe (a head dim that is a SymInt) under dynamic=True: a step-2 slice
+    of an odd dynamic dim has S // 2 elements, which was taken as the exact S / 2 (the region
+    raised "not an integer" at odd sizes); a slice ending at 32 // (32 // h) raised a TypeError
+    in the lowering. Those nodes now run in torch; the rest stays fused and every size is right."""
+    def scan_like(x):
+        return (x[1::2] * 2).sin() + x[0:-1:2].cos()
+
+    def heads(x, h):
+        y = x.view(x.shape[0], -1, h)
+        half = (32 // (32 // h)) // 2
+        return torch.cat([-y[..., half:], y[..., :half]], -1) * 2.0
+
+    previous = mlirfuse.set_options(fallback=False)
+    try:
+        f = torch.compile(scan_like, backend="mlirfuse", dynamic=True)
+        for n in (8, 9, 10, 11, 13):
+            x = torch.randn(n, 4)
+            torch.testing.assert_close(f(x), scan_like(x))
+        g = torch.compile(heads, backend="mlirfuse", dynamic=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)  # no "internal error ... please report it"
+            for b, h in ((2, 8), (3, 16)):
+                x = torch.randn(b, 32)
+                torch.testing.assert_close(g(x, h), heads(x, h))
+    finally:
+        mlirfuse.restore_options(previous)
 
 
 # -- dropout: determinism and statistics -------------------------------------------------------
