@@ -85,7 +85,8 @@ def cpu_stages() -> list[Stage]:
 def gpu_stages(arch: str = "sm_90", fmt: str = "isa", toolkit: str | None = None, ptxas_options: str = "",
                use_schedules: bool = True) -> list[Stage]:
     """`use_schedules=False`: every kernel naive (one thread an iteration), for comparisons."""
-    scheduled = [("generalized", GENERALIZE), ("scheduled", f"builtin.module(gpu-schedule{{arch={arch}}})"),
+    scheduled = [("generalized", GENERALIZE),
+                 ("scheduled", f"builtin.module(gpu-split-reductions, gpu-schedule{{arch={arch}}})"),
                  ("loops", join("builtin.module(gpu-apply-schedules, gpu-pack-launches)", TO_LOOPS))]
     return _chain(("linalg", TO_LINALG["gpu"]), ("inlined", INLINE),
                   ("bufferized", join(BUFFERIZE, "builtin.module(gpu-unit-loops)")),

@@ -333,6 +333,30 @@ def test_a_producer_read_otherwise_than_at_the_row_stays_a_kernel() -> None:
     assert "pointwise" in schedules(c) or "transpose" in schedules(c)
 
 
+@pytest.mark.parametrize("shape", [(4, 8, 5, 6), (3, 16, 2, 33), (2, 3, 70, 1)], ids=str)
+@pytest.mark.parametrize("misalign", [None, {0: 4}], ids=["aligned", "input0+4B"])
+def test_reductions_around_a_kept_axis_split_in_two(shape, misalign) -> None:
+    """BatchNorm's statistics and gradients, sums over (0, 2, 3) of [N, C, H, W] keeping C: no
+    schedule reads them in one kernel (they ran naive, a thread a channel walking N * H * W
+    elements). gpu-split-reductions makes them an inner reduction over H * W into partials
+    [N, C], then a column reduction of those; the body (BatchNorm backward's per-channel
+    operands) and several outputs, maxima and integers too."""
+    x, g = randn(*shape), randn(*shape)
+    mean, inv = randn(1, shape[1], 1, 1), randn(1, shape[1], 1, 1)
+    rows = shape[0] * shape[2] * shape[3]
+    axes = (0, 2, 3)
+    c = check(lambda t: t.sum(axes), x, misalign=misalign, reduction_size=rows)
+    assert schedules(c) == ["inner reduction", "column reduction"]
+    c = check(lambda d, t, m, s: ((d * (t - m) * s).sum(axes), d.sum(axes, keepdim=True), ops.max(t, list(axes))),
+              g, x, mean, inv, misalign=misalign, reduction_size=rows)
+    # (W = 1: the per-channel operands' unit dims meet a reduced unit loop, which the inner
+    # reduction's matcher does not take: naive, as before)
+    assert "naive" not in schedules(c) or shape[3] == 1
+    check(lambda t: t.sum(axes), randn(*shape, dtype=np.int32))
+    check(lambda t: ops.cast(t, DataType.Float).mean((0, 2)), randn(shape[0], shape[1], 7, dtype=ml_dtypes.bfloat16),
+          reduction_size=shape[0] * 7)
+
+
 def test_several_reductions_start_from_their_folded_fills() -> None:
     """Four outputs' fills, each folded into its reduction past the others: no fill kernel."""
     c = check(lambda x: (x.sum((0, 1)), ops.max(x * x, [0, 1]), x.sum(-1), (x * 2.0).sum(-1)),
