@@ -22,7 +22,7 @@ from mlir.dialects import linalg, memref
 from mlirfuse.lowering.gpu import column as gpu_column
 from mlirfuse.lowering.gpu import reduction as gpu_reduction
 from mlirfuse.lowering.gpu.combiners import identity, output_combiners
-from mlirfuse.lowering.gpu.kernels import ZERO, Generic, analyze, combine, nested_ops
+from mlirfuse.lowering.gpu.kernels import ZERO, Generic, analyze, clone_body, combine, nested_ops
 from mlirfuse.lowering.linalg_builders import index_const
 from mlirfuse.passes.common import entry_functions
 
@@ -104,16 +104,8 @@ def _split(g: Generic, order: list[int], trailing: list[int]) -> None:
         first = linalg.GenericOp([], list(op.operands)[:n_in], partials,
                                  ir.ArrayAttr.get(maps + [to_partial] * len(partials)), iterators)
         body = first.regions[0].blocks.append(*[a.type for a in g.body.arguments])
-        mapping = dict(zip(g.body.arguments, body.arguments))
-        with ir.InsertionPoint(body):
-            for inner in g.body.operations:
-                new = inner.operation.clone().operation
-                for o in nested_ops_with(new):
-                    for v in list(o.operands):
-                        if v in mapping:
-                            o.replace_uses_of_with(v, mapping[v])
-                for a, b in zip(inner.operation.results, new.results):
-                    mapping[a] = b
+        with ir.InsertionPoint(body):  # (the body reads no loop index: `_split_order`)
+            linalg.YieldOp(clone_body(g.body, dict(zip(g.body.arguments, body.arguments)), lambda d: None))
         # the partials combined into the outputs over the other reduced loops
         out_maps = []
         for o in g.outputs:
@@ -132,8 +124,3 @@ def _split(g: Generic, order: list[int], trailing: list[int]) -> None:
         for partial in partials:
             memref.dealloc(partial)
     op.erase()
-
-
-def nested_ops_with(op: ir.Operation) -> list[ir.Operation]:
-    """The op and every op nested in it."""
-    return [op] + [inner for region in op.regions for block in region.blocks for inner in nested_ops(block)]

@@ -23,6 +23,7 @@ from mlir import ir
 
 from mlirfuse.lowering.gpu.column import ColumnReductionMatch, classify, operand_dims, read_at
 from mlirfuse.lowering.gpu.kernels import ZERO, Generic, Operand, analyze, base_buffer, nested_ops, passive
+from mlirfuse.passes.common import walk_ops
 
 
 RESHAPES = ("memref.reshape", "memref.collapse_shape", "memref.expand_shape")
@@ -83,16 +84,12 @@ def _touched(op: ir.Operation, g: Generic | None) -> tuple[set, set]:
         g = analyze(op, strided_inputs=True)
         g = None if isinstance(g, str) else g
     if g is None:
-        every = {base_buffer(v) for inner in [op] + nested_ops_of(op) for v in inner.operands
+        every = {base_buffer(v) for inner in walk_ops(op) for v in inner.operands
                  if isinstance(v.type, ir.MemRefType)}
         return every, every
     reads = {base_buffer(o.value) for o in g.inputs if o.is_memref} | {
         base_buffer(v) for inner in nested_ops(g.body) for v in inner.operands if isinstance(v.type, ir.MemRefType)}
     return reads, {base_buffer(o.value) for o in g.outputs}
-
-
-def nested_ops_of(op: ir.Operation) -> list[ir.Operation]:
-    return [inner for region in op.regions for block in region.blocks for inner in nested_ops(block)]
 
 
 def _remapped(o: Operand, loops: dict[int, int]) -> Operand:
