@@ -7,9 +7,13 @@ Upstream elementwise fusion only fuses a producer with a single use: a broadcast
 row chain, as in RMSNorm's backward) is materialized, a full tensor written and read back
 twice, where recomputing it costs an operation or two per element. Taken: single-result
 generics with only parallel loops, an identity output map, at most `max-ops` arith ops
-besides conversions (no math functions; conversions and `linalg.index` are free: the sum of
-three bfloat16 gradients in float32 is recomputed, and masks computed from loop indices, as the
-gradients of slices and cats have, are recomputed too; so are reads of a tensor at computed
+an element besides conversions (no math functions; conversions and `linalg.index` are free:
+the sum of three bfloat16 gradients in float32 is recomputed, and masks computed from loop
+indices, as the gradients of slices and cats have, are recomputed too; ops on values that do
+not vary along the innermost loop, a row's label or a scalar's quotient, are computed once for
+the elements a thread holds along a row, and are not counted: a cross-entropy's one-hot
+gradient, where(iota == label, -1, 0) * scale, read by the row sum and the gradient's own
+generic, is recomputed by each; so are reads of a tensor at computed
 indices, `tensor.extract` under `scf.if`: a causal LM's labels shifted by one, read by the
 loss's reductions and by the masks kept for the backward, are read from the input by each
 instead of written out by a kernel of their own) that do not read the output's old value,
@@ -18,6 +22,8 @@ original).
 """
 
 from __future__ import annotations
+
+import re
 
 from mlir import ir
 
@@ -49,7 +55,28 @@ def _cheap(op: ir.Operation, max_ops: int) -> bool:
     # gradients in float32, Llama's RMSNorm backward after the q, k and v projections, is
     # two adds, not five ops; written out it cost a launch and a float32 tensor written and
     # read back twice)
-    return len([o for o in arith if o.name not in CONVERSIONS]) <= max_ops and not list(block.arguments[-1].uses)
+    varying = _varying_ops(op, maps)
+    counted = [o for o in arith if o.name not in CONVERSIONS and o in varying]
+    return len(counted) <= max_ops and not list(block.arguments[-1].uses)
+
+
+def _varying_ops(op: ir.Operation, maps: list[ir.AffineMap]) -> list[ir.Operation]:
+    """The ops of the body whose value varies along the innermost loop: those reading (through
+    other ops) an input indexed by it or its `linalg.index`; ops nested in regions count as
+    varying."""
+    block = op.regions[0].blocks[0]
+    innermost = maps[-1].n_dims - 1
+    pattern = re.compile(rf"\bd{innermost}\b")
+    n_inputs = ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"])[0]
+    varying = {block.arguments[k] for k in range(n_inputs) if any(pattern.search(str(r)) for r in maps[k].results)}
+    found = []
+    for top in list(block.operations)[:-1]:
+        top = top.operation
+        index = top.name == "linalg.index" and ir.IntegerAttr(top.attributes["dim"]).value == innermost
+        if index or top.regions or any(v in varying for v in top.operands):
+            found += walk_ops(top)
+            varying.update(top.results)
+    return found
 
 
 def _generic_inputs(value: ir.Value) -> list[tuple[ir.Operation, int]]:

@@ -237,3 +237,84 @@ func.func @converted_sum_read_twice(%a: tensor<?x?xbf16>, %b: tensor<?x?xbf16>, 
   } -> tensor<?x?xf32>
   return %col, %sq : tensor<?xf32>, tensor<?x?xf32>
 }
+
+// A cross-entropy's one-hot gradient, where(iota == label, -1, 0) * (label != -100 ? a / b : 0):
+// seven ops, four of them on the row's label and the scalars, computed once for a thread's
+// elements along the row: three counted, and it is recomputed. The same body with five ops
+// on each element stays shared.
+// CHECK-LABEL: func.func @one_hot_read_twice(
+// CHECK-COUNT-2: linalg.index 1
+// CHECK-LABEL: func.func @varying_ops_counted(
+// CHECK: linalg.index 1
+// CHECK-NOT: linalg.index 1
+// CHECK: return
+func.func @one_hot_read_twice(%labels: tensor<?x1xi64>, %a: tensor<f32>, %b: tensor<f32>, %x: tensor<?x?xf32>, %n: index, %m: index) -> (tensor<?xf32>, tensor<?x?xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %minus = arith.constant -1.0 : f32
+  %ignore = arith.constant -100 : i64
+  %c0 = arith.constant 0 : i64
+  %e = tensor.empty(%n, %m) : tensor<?x?xf32>
+  %hot = linalg.generic {indexing_maps = [#bc, affine_map<(d0, d1) -> ()>, affine_map<(d0, d1) -> ()>, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%labels, %a, %b : tensor<?x1xi64>, tensor<f32>, tensor<f32>) outs(%e : tensor<?x?xf32>) {
+  ^bb0(%l: i64, %va: f32, %vb: f32, %o: f32):
+    %keep = arith.cmpi ne, %l, %ignore : i64
+    %q = arith.divf %va, %vb : f32
+    %scale = arith.select %keep, %q, %zero : f32
+    %label = arith.select %keep, %l, %c0 : i64
+    %i = linalg.index 1 : index
+    %ii = arith.index_cast %i : index to i64
+    %is = arith.cmpi eq, %ii, %label : i64
+    %v = arith.select %is, %minus, %zero : f32
+    %r = arith.mulf %v, %scale : f32
+    linalg.yield %r : f32
+  } -> tensor<?x?xf32>
+  %er = tensor.empty(%n) : tensor<?xf32>
+  %fr = linalg.fill ins(%zero : f32) outs(%er : tensor<?xf32>) -> tensor<?xf32>
+  %sum = linalg.generic {indexing_maps = [#id, #rows], iterator_types = ["parallel", "reduction"]}
+      ins(%hot : tensor<?x?xf32>) outs(%fr : tensor<?xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %s = arith.addf %acc, %v : f32
+    linalg.yield %s : f32
+  } -> tensor<?xf32>
+  %y = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%hot, %x : tensor<?x?xf32>, tensor<?x?xf32>) outs(%e : tensor<?x?xf32>) {
+  ^bb0(%h: f32, %v: f32, %o: f32):
+    %s = arith.subf %h, %v : f32
+    linalg.yield %s : f32
+  } -> tensor<?x?xf32>
+  return %sum, %y : tensor<?xf32>, tensor<?x?xf32>
+}
+
+func.func @varying_ops_counted(%labels: tensor<?x1xi64>, %x: tensor<?x?xf32>, %n: index, %m: index) -> (tensor<?xf32>, tensor<?x?xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %minus = arith.constant -1.0 : f32
+  %c3 = arith.constant 3 : i64
+  %e = tensor.empty(%n, %m) : tensor<?x?xf32>
+  %hot = linalg.generic {indexing_maps = [#bc, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%labels : tensor<?x1xi64>) outs(%e : tensor<?x?xf32>) {
+  ^bb0(%l: i64, %o: f32):
+    %i = linalg.index 1 : index
+    %ii = arith.index_cast %i : index to i64
+    %j = arith.muli %ii, %c3 : i64
+    %k = arith.addi %j, %c3 : i64
+    %is = arith.cmpi eq, %k, %l : i64
+    %v = arith.select %is, %minus, %zero : f32
+    %r = arith.mulf %v, %v : f32
+    linalg.yield %r : f32
+  } -> tensor<?x?xf32>
+  %er = tensor.empty(%n) : tensor<?xf32>
+  %fr = linalg.fill ins(%zero : f32) outs(%er : tensor<?xf32>) -> tensor<?xf32>
+  %sum = linalg.generic {indexing_maps = [#id, #rows], iterator_types = ["parallel", "reduction"]}
+      ins(%hot : tensor<?x?xf32>) outs(%fr : tensor<?xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %s = arith.addf %acc, %v : f32
+    linalg.yield %s : f32
+  } -> tensor<?xf32>
+  %y = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%hot, %x : tensor<?x?xf32>, tensor<?x?xf32>) outs(%e : tensor<?x?xf32>) {
+  ^bb0(%h: f32, %v: f32, %o: f32):
+    %s = arith.subf %h, %v : f32
+    linalg.yield %s : f32
+  } -> tensor<?x?xf32>
+  return %sum, %y : tensor<?xf32>, tensor<?x?xf32>
+}
