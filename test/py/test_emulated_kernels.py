@@ -306,54 +306,6 @@ def test_an_epilogue_reading_the_producer_elsewhere_is_not_in_the_kernel() -> No
             assert_close(a, w, f"output {k}", 64)
 
 
-def _cross_entropy_backward_and_bias_gradient(logits, labels, lse, upstream, scale):
-    """BERT's masked-LM head under autocast, as AOTAutograd gives it: the cross-entropy's
-    gradient (softmax minus the one-hot label, scaled; the one-hot's row sum is the scale)
-    computed in float32 from bfloat16 logits, added to the logits' other gradient, written as
-    bfloat16, and summed over rows for the decoder's bias."""
-    hot = ops.where(I.iota_like(logits, 1) == labels, -1.0, 0.0) * scale
-    soft = ops.exp(ops.cast(logits, DataType.Float) - lse) * hot.sum(1, keepdim=True)
-    d = ops.cast(hot - soft, DataType.BFloat16)
-    y = ops.cast(ops.cast(upstream, DataType.Float) + ops.cast(d, DataType.Float), DataType.BFloat16)
-    return y, ops.cast(y, DataType.Float).sum(0)
-
-
-@pytest.mark.parametrize("shape", [(6, 40), (33, 1000), (8, 3000)], ids=str)
-def test_a_chain_whose_row_sums_read_no_tile_feeds_a_column_reduction(shape) -> None:
-    """The cross-entropy backward's row sum reads no tile (the one-hot is computed from the
-    labels), so a chain holding its rows saves no reads: the rows are summed by a chain of
-    their own (the one-hot in registers, the sums stored), and the column reduction computes
-    the gradient as its prologue: one pass reading the logits and the other gradient and
-    writing y, where the chain wrote y and the column reduction read it back (BERT bf16
-    autocast: 474 us, 37% of the copy bandwidth, H200)."""
-    r, v = shape
-    logits, upstream = randn(r, v, dtype=ml_dtypes.bfloat16), randn(r, v, dtype=ml_dtypes.bfloat16)
-    labels = RNG.integers(0, v, (r, 1)).astype(np.int64)
-    lse = (np.log(np.exp(logits.astype(np.float32)).sum(1, keepdims=True))).astype(np.float32)
-    c = check(_cross_entropy_backward_and_bias_gradient, logits, labels, lse, upstream, np.float32(0.25),
-              reduction_size=max(r, v))
-    assert schedules(c) == ["normalization (row, tile, reduce)", "column reduction"] and c.n_launches == 2
-    assert "computing its pointwise prologue" in c.stages["launch_params"]
-
-
-def test_a_column_reduction_computes_a_producer_through_a_reshape_to_its_own_shape() -> None:
-    """As AOTAutograd gives BERT's head (static sizes): the gradient is viewed [B, S, V] to add
-    the logits' other gradient, then [B * S, V] again for the result and the bias sum. The sum
-    reads a reshape of the buffer the generic writes, of the same static type: the same
-    memory, read at the element (the generic's loops, an index among them, are the sum's)."""
-    r, v = 8, 96
-    logits, upstream = randn(r, v, dtype=ml_dtypes.bfloat16), randn(2, r // 2, v, dtype=ml_dtypes.bfloat16)
-    labels = RNG.integers(0, v, (r, 1)).astype(np.int64)
-    lse = (np.log(np.exp(logits.astype(np.float32)).sum(1, keepdims=True))).astype(np.float32)
-
-    def fn(logits, labels, lse, upstream, scale):
-        y, _ = _cross_entropy_backward_and_bias_gradient(logits, labels, lse, ops.reshape(upstream, [r, v]), scale)
-        y = ops.reshape(ops.reshape(y, [2, r // 2, v]) + 0.0, [r, v])
-        return y, ops.cast(y, DataType.Float).sum(0)
-    c = check(fn, logits, labels, lse, upstream, np.float32(0.25), reduction_size=v, dynamic=False)
-    assert schedules(c) == ["normalization (row, tile, reduce)", "column reduction"] and c.n_launches == 2
-
-
 def test_a_producer_reading_a_0d_tensor() -> None:
     """Found in review: y = g * s with s a 0-d tensor failed to compile (a 0-d buffer
     collapsed to one dim)."""

@@ -604,40 +604,6 @@ def test_column_reductions_computing_their_producers_and_epilogues(shape, aligne
     assert launches.count("computing its pointwise prologue") == 4 and "pointwise:" not in launches, launches
 
 
-def _cross_entropy_backward_and_bias_gradient(logits, labels, lse, upstream, scale):
-    """BERT's masked-LM head under autocast: the cross-entropy's gradient from bfloat16
-    logits, plus their other gradient, written as bfloat16 and summed for the bias."""
-    from mlirfuse.frontend import indexing
-
-    hot = ops.where(indexing.iota_like(logits, 1) == labels, -1.0, 0.0) * scale
-    soft = ops.exp(ops.cast(logits, DataType.Float) - lse) * hot.sum(1, keepdim=True)
-    d = ops.cast(hot - soft, DataType.BFloat16)
-    y = ops.cast(ops.cast(upstream, DataType.Float) + ops.cast(d, DataType.Float), DataType.BFloat16)
-    return y, ops.cast(y, DataType.Float).sum(0)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("shape", [(4096, 30522), (33, 1000), (5, 24)], ids=str)
-def test_a_cross_entropy_gradient_computed_by_its_bias_sum(shape) -> None:
-    """The one-hot's row sums by a chain of their own; the gradient written and summed by the
-    column reduction (its prologue): two launches."""
-    torch = _torch()
-    r, v = shape
-    logits = torch.randn(r, v, device="cuda").bfloat16()
-    upstream = torch.randn(r, v, device="cuda").bfloat16()
-    labels = torch.randint(0, v, (r, 1), device="cuda")
-    lse = torch.logsumexp(logits.float(), 1, keepdim=True)
-    f = mlirfuse.jit(_cross_entropy_backward_and_bias_gradient)
-    y, bias = f(logits, labels, lse, upstream, 0.25)
-    hot = torch.zeros(r, v, device="cuda").scatter_(1, labels, -0.25)
-    d = (hot - torch.exp(logits.float() - lse) * hot.sum(1, keepdim=True)).bfloat16()
-    want = (upstream.float() + d.float()).bfloat16()
-    torch.testing.assert_close(y, want, rtol=1e-2, atol=1e-2)
-    torch.testing.assert_close(bias, y.double().sum(0).float(), rtol=1e-4, atol=1e-4 * np.sqrt(r))
-    launches = f.compile(logits, labels, lse, upstream, 0.25, backend="gpu").stages["launch_params"]
-    assert "computing its pointwise prologue" in launches and "pointwise:" not in launches, launches
-
-
 NORMALIZATIONS = {"layer_norm": mlirfuse.jit(_layer_norm), "softmax": mlirfuse.jit(_softmax),
                   "rms_norm": mlirfuse.jit(_rms_norm)}
 

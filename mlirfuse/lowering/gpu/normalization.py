@@ -47,7 +47,6 @@ from mlir.dialects import arith, memref
 
 from mlirfuse.lowering.gpu import heuristics as S
 from mlirfuse.lowering.gpu.body_reads import contiguous_reads
-from mlirfuse.lowering.gpu.column import match_column_reduction
 from mlirfuse.lowering.gpu.kernels import (
     ZERO,
     Generic,
@@ -195,6 +194,13 @@ def _member(g: Generic, extents: LoopExtents, row_classes: list[Any], col_classe
     return Member(g, kind, rows, cols, roles, combiners, broadcast)
 
 
+# Not taken: a chain whose reductions read no tile from memory (a cross-entropy's one-hot row
+# sums, from the labels) leaving its last tile op to the column reduction that sums it, as that
+# kernel's prologue (BERT's masked-LM gradient and decoder bias sum, [4096, 30522]). H200,
+# session 57, bench/models.py region us, chain + column reduction -> row chain + column kernel
+# computing the gradient: float32 519.8 -> 602.7 (the column kernel's threads, each walking rows
+# of three streams, read slower than the chain's); under bf16 autocast the region's gradient is
+# two generics, and 474.5 -> 606.0 with one of them a kernel of its own.
 def find_chains(ops: list[ir.Operation]) -> list[Chain]:
     """Maximal runs of consecutive generics around each inner reduction that iterate its rows
     and row elements; kept where they hold a tile op or several reductions."""
@@ -234,41 +240,12 @@ def find_chains(ops: list[ir.Operation]) -> list[Chain]:
                 j += step
         indices = sorted(found)
         members = [found[k] for k in indices]
-        if _summed_suffix(ops, generics, indices, members):
-            taken.add(indices[-1])  # its own generic: the column reduction's prologue
-            indices, members = indices[:-1], members[:-1]
         kinds = [m.kind for m in members]
         if (TILE not in kinds and kinds.count(REDUCE) < 2) or not _row_local(members) or _aliased(members):
             continue  # a lone reduction (its fill folded in) keeps the inner-reduction kernel
         taken.update(range(indices[0], indices[-1] + 1))
         chains.append(Chain(members, indices, rows, cols, extents))
     return chains
-
-
-def _summed_suffix(ops: list[ir.Operation], generics: dict[int, Generic], indices: list[int],
-                   members: list[Member]) -> bool:
-    """The chain's last member is better left to a column reduction that sums its output (its
-    prologue, `gpu_prologue`): the members before it read no tile from memory (their tiles are
-    computed from rows, columns and loop indices), so holding rows saves no reads, and the
-    last member reads none of their tiles, only their row values, which they then store. A
-    cross-entropy's gradient with a bias gradient (BERT's masked-LM decoder): the one-hot's row
-    sums come from the labels; the gradient is written and summed by one column kernel, where
-    the chain wrote it and the column reduction read it back."""
-    last, before = members[-1], members[:-1]
-    if last.kind != TILE or not any(m.kind == REDUCE for m in before):
-        return False
-    written = {o.value for m in before for o in m.generic.outputs}
-    if any(o.is_memref and m.roles[id(o)] == TILE and o.value not in written for m in before for o in m.generic.inputs):
-        return False
-    tiles = {o.value for m in before for o in m.generic.outputs if m.roles[id(o)] == TILE}
-    if any(o.value in tiles for o in last.generic.inputs):
-        return False
-    out = {base_buffer(o.value) for o in last.generic.outputs}
-    for j in range(indices[-1] + 1, len(ops)):
-        g = generics.get(j)
-        if g is not None and any(base_buffer(o.value) in out for o in g.inputs if o.is_memref):
-            return not isinstance(match_column_reduction(g), str)
-    return False
 
 
 def _aliased(members: list[Member]) -> bool:

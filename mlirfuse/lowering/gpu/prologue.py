@@ -136,12 +136,12 @@ def _at_loops(p: Generic, m: ColumnReductionMatch, at_element: list[Operand]) ->
     """The reduction reads one of the generic's outputs as that buffer: the generic's loops are
     the reduction's through it."""
     g = m.generic
-    pairs = [(o, e) for o in p.outputs for e in at_element if _same_memory(o.value, e.value)]
-    if not pairs:
+    by_value = {o.value: o for o in at_element}
+    read = next((o for o in p.outputs if o.value in by_value), None)
+    if read is None:
         return None
-    read, element = pairs[0]
     loops: dict[int, int] = {}
-    for rp, rr in zip(read.results, element.results):
+    for rp, rr in zip(read.results, by_value[read.value].results):
         if rp != ZERO and loops.setdefault(rp, rr) != rr:
             return None
     for d in range(p.n_loops):
@@ -155,17 +155,9 @@ def _at_loops(p: Generic, m: ColumnReductionMatch, at_element: list[Operand]) ->
     inputs = [_remapped(o, loops) for o in p.inputs if o.is_memref]
     if any(classify(operand_dims(g, o), m.kept, m.reduced) is None for o in inputs):
         return None
-    return Prologue(p, inputs, outputs, [(e.value, list(p.outputs).index(o)) for o, e in pairs], loops)
-
-
-def _same_memory(a: ir.Value, b: ir.Value) -> bool:
-    """`a` and `b` view the same memory the same way: one buffer, or contiguous reshapes of one
-    buffer to one static type (BERT's logits gradient written as [B * S, V] and summed through
-    a reshape of it to [B * S, V])."""
-    if a == b:
-        return True
-    t = a.type
-    return t == b.type and ir.MemRefType(t).has_static_shape and _reshaped_from(a) == _reshaped_from(b)
+    values = [o.value for o in p.outputs]
+    return Prologue(p, inputs, outputs, [(o.value, values.index(o.value)) for o in at_element if o.value in values],
+                    loops)
 
 
 def _at_places(p: Generic, m: ColumnReductionMatch, at_element: list[Operand]) -> Prologue | None:
