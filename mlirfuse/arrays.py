@@ -153,7 +153,8 @@ def numpy_to_torch(a: np.ndarray) -> Any:
     # C-ordered too: over a permuted tensor's memory it is the tensor's permutation.
     if isinstance(owner, _TorchMemory) and a.flags.c_contiguous and a.ctypes.data == owner.tensor.data_ptr() \
             and a.nbytes == owner.tensor.numel() * owner.tensor.element_size() and owner.tensor.is_contiguous():
-        return owner.tensor.view(a.shape)
+        tensor = owner.tensor  # itself where the shapes agree: a view would be a view to autograd
+        return tensor if tuple(tensor.shape) == a.shape else tensor.view(a.shape)
     dt = to_dtype(a.dtype)
     if dt in _BITS:
         return torch.from_numpy(a.view(_BITS[dt])).view(getattr(torch, dt.value))

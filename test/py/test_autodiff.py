@@ -351,6 +351,37 @@ def test_non_float_outputs_take_no_gradient() -> None:
     torch.testing.assert_close(x.grad, torch.full_like(x, 3.0))
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_outputs_are_modified_in_place_as_torch_results_are(device: str) -> None:
+    """Found in review: in-place ops on a jitted function's results raised ("output 0 is a
+    view ... of a function that returns multiple views"): CPU results were views of the
+    tensors torch allocated for them. They are those tensors now: an in-place op on a result
+    the backward does not need works, and one on a result it saved raises torch's own error,
+    as `torch.tanh`'s result does."""
+    f = mlirfuse.jit(lambda x, w: (x * w * 2.0, ops.tanh(x + w)))
+    x = _data("any", (4, 8), 1).float().to(device).requires_grad_()
+    w = _data("any", (8,), 2).float().to(device).requires_grad_()
+    for grad in (False, True, True):  # (a second call with grad: the cached launcher's results)
+        with torch.set_grad_enabled(grad):
+            y, t = f(x, w)
+            assert not y._is_view() and not t._is_view()
+            y.add_(1.0)
+            y *= 3.0
+    (y.sum() + t.sum()).backward()
+    xr, wr = x.detach().requires_grad_(), w.detach().requires_grad_()
+    yr, tr = (xr * wr * 2.0), torch.tanh(xr + wr)
+    yr.add_(1.0)
+    yr *= 3.0
+    (yr.sum() + tr.sum()).backward()
+    torch.testing.assert_close(y, yr)
+    torch.testing.assert_close(x.grad, xr.grad)
+    torch.testing.assert_close(w.grad, wr.grad)
+    _, t = f(x, w)
+    t.mul_(2.0)  # tanh's backward reads its result
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        t.sum().backward()
+
+
 def test_double_backward_raises_fusion_error() -> None:
     f = mlirfuse.jit(lambda x: ops.tanh(x))
     x = _data("any", (4,), 1).requires_grad_()
