@@ -49,13 +49,13 @@ def _cheap(op: ir.Operation, max_ops: int) -> bool:
     # of an input: tensor.extract, under an scf.if where an index may fall outside) cost
     # what reading the materialized result would
     arith = [o for o in inner if o.name not in ("linalg.index", "tensor.extract", "scf.if", "scf.yield")]
-    if any(not o.name.startswith("arith.") for o in arith):
-        return False
+    varying = _varying_ops(op, maps)
+    if any(not o.name.startswith("arith.") and o in varying for o in arith):
+        return False  # (a math function of a row's value, log_softmax's finite maximum, is once a row)
     # conversions are free too: they read an input of another type (the sum of three bf16
     # gradients in float32, Llama's RMSNorm backward after the q, k and v projections, is
     # two adds, not five ops; written out it cost a launch and a float32 tensor written and
     # read back twice)
-    varying = _varying_ops(op, maps)
     counted = [o for o in arith if o.name not in CONVERSIONS and o in varying]
     return len(counted) <= max_ops and not list(block.arguments[-1].uses)
 

@@ -318,3 +318,38 @@ func.func @varying_ops_counted(%labels: tensor<?x1xi64>, %x: tensor<?x?xf32>, %n
   } -> tensor<?x?xf32>
   return %sum, %y : tensor<?xf32>, tensor<?x?xf32>
 }
+
+// log_softmax's x - where(isinf(m), 0, m): a math function of the row's maximum is computed
+// once a row, so the subtraction is recomputed by both readers.
+// CHECK-LABEL: func.func @finite_maximum_subtracted(
+// CHECK-COUNT-2: math.absf
+func.func @finite_maximum_subtracted(%x: tensor<?x?xf32>, %m: tensor<?x1xf32>, %n: index, %k: index) -> (tensor<?xf32>, tensor<?x?xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %inf = arith.constant 0x7F800000 : f32
+  %e = tensor.empty(%n, %k) : tensor<?x?xf32>
+  %shifted = linalg.generic {indexing_maps = [#id, #bc, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %m : tensor<?x?xf32>, tensor<?x1xf32>) outs(%e : tensor<?x?xf32>) {
+  ^bb0(%v: f32, %mx: f32, %o: f32):
+    %a = math.absf %mx : f32
+    %isinf = arith.cmpf oeq, %a, %inf : f32
+    %r = arith.select %isinf, %zero, %mx : f32
+    %s = arith.subf %v, %r : f32
+    linalg.yield %s : f32
+  } -> tensor<?x?xf32>
+  %er = tensor.empty(%n) : tensor<?xf32>
+  %fr = linalg.fill ins(%zero : f32) outs(%er : tensor<?xf32>) -> tensor<?xf32>
+  %sum = linalg.generic {indexing_maps = [#id, #rows], iterator_types = ["parallel", "reduction"]}
+      ins(%shifted : tensor<?x?xf32>) outs(%fr : tensor<?xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %ex = math.exp %v : f32
+    %t = arith.addf %acc, %ex : f32
+    linalg.yield %t : f32
+  } -> tensor<?xf32>
+  %y = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%shifted : tensor<?x?xf32>) outs(%e : tensor<?x?xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %t = arith.mulf %v, %v : f32
+    linalg.yield %t : f32
+  } -> tensor<?x?xf32>
+  return %sum, %y : tensor<?xf32>, tensor<?x?xf32>
+}

@@ -785,6 +785,34 @@ def test_looping_variant_sums_exp_against_a_running_maximum(misalign) -> None:
     assert online[0] <= two_pass[0] and all(a < b for a, b in zip(online[1:], two_pass[1:])), (online, two_pass)
 
 
+@pytest.mark.parametrize("misalign", [None, {0: 4}], ids=["vectors", "scalars"])
+def test_log_softmax_sums_exp_online_against_its_finite_maximum(misalign) -> None:
+    """ops.log_softmax subtracts the row maximum taken as 0 where it is infinite, computed in
+    the sum's body from the maximum (`where(isinf(m), 0, m)`): the sum is still accumulated
+    in the maximum's pass, and rescaled at the end to that r computed from the row's
+    maximum. It was a pass of its own (and a float32 tile) since log_softmax subtracts the
+    maximum before the log of the sum: H200, the suite's cross-entropy 8192 x 32000 bf16,
+    573 -> 952 us. Rows with -inf, +inf, NaN, large values, and a bf16 cross-entropy."""
+    x = randn(8, 203)
+    x[1] = -np.inf
+    x[2, 7] = np.inf
+    x[3, 100] = np.nan
+    x[4] *= 1e4
+    x[5, :150] = -np.inf
+    x[6, 202] = 50.0
+    c = check(lambda t: ops.log_softmax(t, -1), x, misalign=misalign, reduction_size=203)
+    assert all(v.endswith(ONLINE) for v in _variants(c)[1:]), c.stages["launch_params"]
+
+    def cross_entropy(logits, target):
+        logp = ops.log_softmax(ops.cast(logits, DataType.Float), -1)
+        picked = ops.take_along_axis(logp, ops.unsqueeze(target, 1), 1)
+        return -(picked.sum() / logits.shape[0]), ops.cast(ops.exp(logp), DataType.BFloat16)
+    target = RNG.integers(0, 203, 8).astype(np.int64)
+    c = check(cross_entropy, randn(8, 203, dtype=ml_dtypes.bfloat16), target, misalign=misalign,
+              reduction_size=203, dynamic=False)
+    assert ONLINE in c.stages["launch_params"], c.stages["launch_params"]
+
+
 _COPY_INTO_EXP = """    linalg.generic {indexing_maps = [#map2, #map2], iterator_types = ["parallel", "parallel"]} \
 ins(%arg0 : memref<?x?xf32>) outs(%alloc_3 : memref<?x?xf32>) {
     ^bb0(%in: f32, %out: f32):

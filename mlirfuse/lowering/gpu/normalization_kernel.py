@@ -263,7 +263,7 @@ class NormalizationKernel:
         """An online sum where the chain reaches it: its total, summed against the row's
         maximum of u, rescaled to the row value r its body subtracts."""
         online, high, total = self.online_totals[id(m)]
-        r = self.env[id(online.source)][id(online.rescaled)]
+        r = online.row_value(self.env[id(online.source)][id(online.rescaled)])
         # exp(high - r) unguarded: a row of u = -inf and r = -inf sums to NaN, as exp(u - r)
         # does; a sum of no element stays 0
         zero = arith.cmpf(arith.CmpFPredicate.OEQ, total, arith.constant(total.type, 0.0))

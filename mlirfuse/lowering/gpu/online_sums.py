@@ -33,8 +33,28 @@ class OnlineSum:
 
     member: Member
     source: Member  # the member whose body computes exp(u - r): `member` or a tile op
-    rescaled: Operand  # the source's row input holding r, read by the subtraction only
+    rescaled: Operand  # the source's row input r is (or is computed from), read for r only
     exponent: ir.Value  # u: an argument of the source's body or a result of one of its top-level ops
+    # r where the body computes it from the row input (log_softmax's finite maximum,
+    # where(isinf(m), 0, m)): its ops come after u's and serve r alone; None: r is the input
+    subtracted: ir.Value | None = None
+
+    def row_value(self, rescaled: ir.Value) -> ir.Value:
+        """r, emitted from the row input's value `rescaled` (the ops computing it, copied)."""
+        if self.subtracted is None:
+            return rescaled
+        body = self.source.generic.body
+        mapping = {self.rescaled.arg: rescaled}
+        needed = set(_slice(self.subtracted, body)[0])
+        for k, op in enumerate(body.operations):
+            if k in needed:
+                new = op.operation.clone().operation
+                for v in list(new.operands):
+                    if v in mapping:
+                        new.replace_uses_of_with(v, mapping[v])
+                for old, value in zip(op.operation.results, new.results):
+                    mapping[old] = value
+        return mapping[self.subtracted]
 
 
 def online_sums(chain: Chain) -> dict[int, OnlineSum]:
@@ -84,11 +104,55 @@ def _online_sum(members: list[Member]) -> OnlineSum | None:
     if sub is None:
         return None
     u, r = sub.operands
-    rescaled = next((o for o in source.generic.inputs if o.is_memref and o.arg == r
-                     and source.roles[id(o)] == ROW), None)
-    if rescaled is None or u == r or len(list(r.uses)) != 1 or not _of_body(u, source.generic.body):
+    body = source.generic.body
+    if u == r or len(list(r.uses)) != 1 or not _of_body(u, body):
         return None
-    return OnlineSum(m, source, rescaled, u)
+    rows = [o for o in source.generic.inputs if o.is_memref and source.roles[id(o)] == ROW]
+    rescaled = next((o for o in rows if o.arg == r), None)
+    if rescaled is not None:
+        return OnlineSum(m, source, rescaled, u)
+    # r computed in the body from one row input (and constants) by ops that serve it alone,
+    # after u's definition (the pass clones the body up to u, r not known yet)
+    positions, args = _slice(r, body)
+    if positions is None or len(args) != 1:
+        return None
+    rescaled = next((o for o in rows if o.arg == args[0]), None)
+    values = {v for k in positions for v in body.operations[k].results} | {args[0]}
+    users_ok = all(_position(use.owner, body) in positions for v in values - {r} for use in v.uses)
+    after_u = isinstance(u.owner, ir.Block) or min(positions) > _position(u.owner, body)
+    if rescaled is None or not users_ok or not after_u:
+        return None
+    return OnlineSum(m, source, rescaled, u, subtracted=r)
+
+
+def _position(op: ir.Operation, body: ir.Block) -> int | None:
+    """The place of `op` among the body's top-level ops (None: not one of them)."""
+    op = op.operation if hasattr(op, "operation") else op
+    return next((k for k, top in enumerate(body.operations) if top.operation == op), None)
+
+
+def _slice(v: ir.Value, body: ir.Block) -> tuple[list[int] | None, list[ir.Value]]:
+    """The top-level ops of `body` that `v` is computed by (their places; None where one has
+    regions) and the body's arguments they read (values from outside the body are constants
+    to it)."""
+    positions: set[int] = set()
+    args: list[ir.Value] = []
+    todo = [v]
+    while todo:
+        v = todo.pop()
+        owner = v.owner
+        if isinstance(owner, ir.Block):
+            if owner == body and v not in args:
+                args.append(v)
+            continue
+        k = _position(owner, body)
+        if k is None or k in positions:
+            continue
+        if len(owner.operation.regions):
+            return None, args
+        positions.add(k)
+        todo.extend(owner.operation.operands)
+    return sorted(positions), args
 
 
 def _defined_by(v: ir.Value, name: str) -> ir.Operation | None:
