@@ -10,8 +10,10 @@ with its outer reduced loops made parallel, writing float32 (the accumulator typ
 that start at the combiner's identity (a fill the inner reduction folds in); its body
 combines into the partial as it did into the output. The second combines the partials into
 the output, which keeps its initial value. Only where every output's combiner is known,
-every operand read at all reduced loops orders the loops alike, and the body reads no loop
-index. Reductions reassociate, as the schedules' own split ones do.
+every operand read at all reduced loops orders the loops alike, the body reads no loop
+index, and a schedule takes the second reduction (not one over reduced loops around kept
+ones again, as x.sum((0, 2, 4)) of a 5-d x would leave: that reduction stays whole).
+Reductions reassociate, as the schedules' own split ones do.
 """
 
 from __future__ import annotations
@@ -69,6 +71,25 @@ def _split_order(g: Generic) -> tuple[list[int], list[int]] | None:
 
 
 def _split(g: Generic, order: list[int], trailing: list[int]) -> None:
+    """Replace g by the two reductions, unless no schedule takes the second (reduced loops
+    around kept ones again: x.sum((0, 2, 4)) of a 5-d x leaves a sum over (0, 2) of
+    [N0, K1, N2, K3] partials, which failed to compile naive): g then stays as it was."""
+    op = g.op
+    block = op.operation.block
+    before = {o.operation for o in block.operations}
+    second = _build(g, order, trailing)
+    split = analyze(second.operation)
+    if isinstance(split, str) or isinstance(gpu_column.match_column_reduction(split), str) and \
+            isinstance(gpu_reduction.match_inner_reduction(split), str):
+        created = [o.operation for o in block.operations if o.operation not in before]
+        for new in reversed(created):
+            new.erase()
+        return
+    op.erase()
+
+
+def _build(g: Generic, order: list[int], trailing: list[int]) -> ir.Operation:
+    """The two reductions, before g; returns the second."""
     op = g.op
     combiners = output_combiners(g)
     kept = [d for d in order if d not in trailing]  # the partials' loops, in memory order
@@ -123,4 +144,4 @@ def _split(g: Generic, order: list[int], trailing: list[int]) -> None:
             linalg.YieldOp([combine(c, body2.arguments[n + k], body2.arguments[k]) for k, c in enumerate(combiners)])
         for partial in partials:
             memref.dealloc(partial)
-    op.erase()
+    return second

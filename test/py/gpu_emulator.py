@@ -18,6 +18,7 @@ ops prepared once, threads, barriers, shuffles, launches.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -48,7 +49,7 @@ class Op:
         self.regions = [[emu.prepare(b) for b in r.blocks] for r in op.regions]
         self.syncing = _SYNCING.get(self.name)
         self.handler = RULES.get(self.name)
-        self.ends = self.name in ("scf.yield", "scf.condition", "gpu.terminator", "func.return")
+        self.ends = self.name in ("scf.yield", "scf.condition", "scf.reduce", "gpu.terminator", "func.return")
         if self.handler is None and self.syncing is None and not self.ends and not self.regions:
             raise EmulationError(f"the emulator has no rule for {self.name}")
         self.cache: dict[str, Any] = {}
@@ -192,6 +193,21 @@ def _for(emu: Emulator, p: Op, env: dict) -> Iterator[_Sync]:
     return carried
 
 
+def _parallel(emu: Emulator, p: Op, env: dict) -> Iterator[_Sync]:
+    """scf.parallel without reductions (a naive kernel's loop over an output's unit dims): its
+    iterations one after another, as any order is valid for it; `scf.reduce` ends each."""
+    body = p.regions[0][0]
+    n = len(body.args)
+    bounds = [env[v] for v in p.ins]
+    if len(bounds) != 3 * n:
+        raise EmulationError("scf.parallel with reductions: the emulator has no rule for it")
+    lbs, ubs, steps = bounds[:n], bounds[n:2 * n], bounds[2 * n:]
+    for ivs in itertools.product(*[range(lb, ub, step) for lb, ub, step in zip(lbs, ubs, steps)]):
+        env.update(zip(body.args, ivs))
+        yield from emu.block(body, env)
+    return []
+
+
 def _while(emu: Emulator, p: Op, env: dict) -> Iterator[_Sync]:
     """scf.while: the before region ends in scf.condition(flag, values...)."""
     before, after = p.regions[0][0], p.regions[1][0]
@@ -213,7 +229,7 @@ def _if(emu: Emulator, p: Op, env: dict) -> Iterator[_Sync]:
 
 
 _SYNCING: dict[str, Callable] = {"gpu.launch": _launch, "gpu.barrier": _barrier, "gpu.shuffle": _shuffle,
-                                 "scf.for": _for, "scf.if": _if, "scf.while": _while}
+                                 "scf.for": _for, "scf.if": _if, "scf.while": _while, "scf.parallel": _parallel}
 
 
 # -- the entry point ----------------------------------------------------------------------------

@@ -357,6 +357,21 @@ def test_reductions_around_a_kept_axis_split_in_two(shape, misalign) -> None:
           reduction_size=shape[0] * 7)
 
 
+@pytest.mark.parametrize("shape,axes", [((2, 3, 4, 5, 6), (0, 2, 4)), ((7, 5, 3, 3, 100), (0, 2, 4)),
+                                        ((16, 2, 8, 1), (0, 2)), ((1, 33, 4, 4), (1, 3)), ((7, 256, 1, 7), (0, 3))],
+                         ids=str)
+def test_reductions_around_kept_axes_split_or_left_whole(shape, axes) -> None:
+    """Found by random programs on the emulator: x.sum((0, 2, 4)) of a 5-d x failed to compile
+    (the split's partials [N0, K1, N2, K3] summed over (0, 2): reduced loops around kept ones
+    again, which ran naive over the partials and failed). A split whose second reduction no
+    schedule takes is not made: the reduction stays whole, naive, as before the pass. Unit
+    dims among the loops (W = 1, N = 1, a middle 1) split with partials computed naive."""
+    c = check(lambda t: (t.sum(axes), ops.max(t, list(axes))), randn(*shape),
+              reduction_size=int(np.prod([shape[a] for a in axes])))
+    split = schedules(c)[-1] == "column reduction"
+    assert split == (len(shape) == 4), schedules(c)
+
+
 def test_several_reductions_start_from_their_folded_fills() -> None:
     """Four outputs' fills, each folded into its reduction past the others: no fill kernel."""
     c = check(lambda x: (x.sum((0, 1)), ops.max(x * x, [0, 1]), x.sum(-1), (x * 2.0).sum(-1)),
