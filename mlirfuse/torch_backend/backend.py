@@ -55,7 +55,8 @@ DECOMPOSED = ("native_layer_norm", "_softmax", "_log_softmax", "gelu", "native_d
 @functools.cache
 def decompositions() -> dict[Any, Callable[..., Any]]:
     """Core ATen's decompositions and DECOMPOSED, less every library op's: those stay library
-    calls. Decomposing one is not only slower but can be wrong: core ATen decomposes
+    calls (a convolution's backward leaves its bias gradient to a fused sum,
+    `_convolution_backward`). Decomposing one is not only slower but can be wrong: core ATen decomposes
     `_scaled_dot_product_flash_attention_for_cpu` into math that returns the attention matrix
     where the op returns its logsumexp, and the op's own backward, which AOTAutograd keeps,
     then reads that matrix as the logsumexp (wrong gradients for every CPU attention)."""
@@ -64,7 +65,25 @@ def decompositions() -> dict[Any, Callable[..., Any]]:
     table = dict(core_aten_decompositions())
     table.update(get_decompositions([getattr(aten, name) for name in DECOMPOSED if hasattr(aten, name)]))
     table.update(foreach_decompositions())
-    return {op: fn for op, fn in table.items() if getattr(op, "overloadpacket", op) not in LIBRARY | KEPT}
+    table = {op: fn for op, fn in table.items() if getattr(op, "overloadpacket", op) not in LIBRARY | KEPT}
+    table[aten.convolution_backward.default] = _convolution_backward
+    return table
+
+
+def _convolution_backward(grad_output: Any, input: Any, weight: Any, bias_sizes: Any, stride: Any, padding: Any,
+                          dilation: Any, transposed: bool, output_padding: Any, groups: int,
+                          output_mask: list[bool]) -> Any:
+    """The bias gradient of a convolution's backward as a sum over every dim of the output's
+    gradient but the channels (a fused reduction, in the region that computes that gradient),
+    the rest by the library op (Inductor's decomposition: the library computed it with a
+    reduce kernel of its own after cuDNN's, a launch a convolution)."""
+    if not output_mask[2]:
+        return NotImplemented  # the library op, as it is
+    grad_bias = aten.sum.dim_IntList(grad_output, [0, *range(2, grad_output.dim())])
+    grad_input, grad_weight, _ = aten.convolution_backward.default(
+        grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding, groups,
+        [output_mask[0], output_mask[1], False])
+    return grad_input, grad_weight, grad_bias
 
 
 class _Registry:

@@ -390,6 +390,32 @@ def test_embeddings_fuse_with_the_layer_norm_that_reads_them() -> None:
         torch.testing.assert_close(a, e, **TOL[torch.float32])
 
 
+@pytest.mark.parametrize("conv", ["conv1d", "conv2d", "conv_transpose2d", "conv3d"])
+def test_convolution_bias_gradients_are_fused_sums(conv: str) -> None:
+    """A convolution's bias gradient is the sum of its output's gradient over all dims but the
+    channels: computed in the region that computes that gradient (a BatchNorm's or ReLU's
+    backward), not by the library convolution backward (aten's own reduce kernel after cuDNN,
+    a launch per convolution), as Inductor's decomposition does. Gradients as eager's."""
+    make = {"conv1d": lambda: torch.nn.Conv1d(3, 8, 3, padding=1), "conv2d": lambda: torch.nn.Conv2d(3, 8, 3),
+            "conv_transpose2d": lambda: torch.nn.ConvTranspose2d(3, 8, 3, stride=2),
+            "conv3d": lambda: torch.nn.Conv3d(3, 8, 3, groups=1)}[conv]
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(make(), torch.nn.ReLU(), make().__class__(8, 4, 3) if conv != "conv_transpose2d"
+                                else torch.nn.ConvTranspose2d(8, 4, 3))
+    shape = {"conv1d": (2, 3, 17), "conv2d": (2, 3, 9, 11), "conv_transpose2d": (2, 3, 5, 6),
+             "conv3d": (2, 3, 6, 7, 5)}[conv]
+    x = torch.randn(*shape)
+    twin = copy.deepcopy(model)
+    with torch_backend.capture_partitions() as captured:
+        torch.compile(model, backend="mlirfuse")(x).square().sum().backward()
+    twin(x).square().sum().backward()
+    for (name, p), q in zip(model.named_parameters(), twin.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-5, msg=name)
+    backward = [p for kind, p in captured if kind == "backward"][0]
+    masks = [n.args[-1] for n in backward.left if "convolution_backward" in str(n.target)]
+    assert masks and all(not mask[2] for mask in masks), masks
+
+
 def test_a_lone_pad_is_a_region() -> None:
     """constant_pad_nd alone (a padded matmul's weight, padded every call): torch runs a fill
     and a copy, a region one kernel. A lone relu beside it joins its group (a lone op's rule:
