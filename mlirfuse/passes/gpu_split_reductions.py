@@ -1,18 +1,20 @@
 """gpu-split-reductions: a reduction whose reduced loops sit on both sides of kept ones in
-memory (BatchNorm's statistics, x.sum((0, 2, 3)) of [N, C, H, W]) becomes two reductions
-that the GPU schedules take: first over its trailing reduced loops (an inner reduction of
-rows of H * W elements into partials [N, C]), then over the others (a column reduction of
-the partials into [C]). No schedule reads such a reduction in one kernel: it ran naive, a
-thread an output walking N * H * W elements.
+memory (BatchNorm's statistics, x.sum((0, 2, 3)) of [N, C, H, W]; x.sum((0, 2)) of
+[A, B, C, D]) becomes reductions that the GPU schedules take: first over its innermost run of
+reduced loops (an inner reduction of rows of H * W elements into partials [N, C] where the
+run is last; a batched column reduction where kept loops follow it: partials [A, B, D]), then
+over the others (a column reduction of the partials into [C]), split again where they still
+sit around kept ones (x.sum((0, 2, 4)) of a 5-d x: three reductions). No schedule reads such a
+reduction in one kernel: it ran naive, a thread an output walking every reduced element.
 
 Expects the GPU path's generalized entry point (memrefs). The first generic is the original
-with its outer reduced loops made parallel, writing float32 (the accumulator type) partials
-that start at the combiner's identity (a fill the inner reduction folds in); its body
+with its other reduced loops made parallel, writing float32 (the accumulator type) partials
+that start at the combiner's identity (a fill the first reduction folds in); its body
 combines into the partial as it did into the output. The second combines the partials into
 the output, which keeps its initial value. Only where every output's combiner is known,
 every operand read at all reduced loops orders the loops alike, the body reads no loop
-index, and a schedule takes the second reduction (not one over reduced loops around kept
-ones again, as x.sum((0, 2, 4)) of a 5-d x would leave: that reduction stays whole).
+index, and schedules take the reductions made (a run in the middle: the column reduction;
+the second: a reduction schedule, or its own split): else the reduction stays whole.
 Reductions reassociate, as the schedules' own split ones do.
 """
 
@@ -44,8 +46,9 @@ def run(module: ir.Operation) -> None:
 
 
 def _split_order(g: Generic) -> tuple[list[int], list[int]] | None:
-    """(the loops in memory order, the trailing reduced ones) where the reduction needs the
-    split; None where a schedule takes it as it is, or it cannot be split."""
+    """(the loops in memory order, the innermost run of reduced ones) where the reduction
+    needs the split (reduced loops outside that run); None where a schedule takes it as it
+    is, or it cannot be split."""
     if not any(g.reduction) or all(g.reduction):
         return None
     if not isinstance(gpu_reduction.match_inner_reduction(g), str) or \
@@ -60,39 +63,56 @@ def _split_order(g: Generic) -> tuple[list[int], list[int]] | None:
     order = next(iter(orders)) if len(orders) == 1 else None
     if order is None or sorted(order) != loops:
         return None
-    trailing = []
-    for d in reversed(order):
-        if d not in reduced:
-            break
-        trailing.insert(0, d)
-    if not trailing or len(trailing) == len(reduced):
+    end = len(order)
+    while end and order[end - 1] not in reduced:
+        end -= 1
+    start = end
+    while start and order[start - 1] in reduced:
+        start -= 1
+    run = list(order[start:end])
+    if not run or len(run) == len(reduced):
         return None
-    return list(order), trailing
+    return list(order), run
 
 
-def _split(g: Generic, order: list[int], trailing: list[int]) -> None:
-    """Replace g by the two reductions, unless no schedule takes the second (reduced loops
-    around kept ones again: x.sum((0, 2, 4)) of a 5-d x leaves a sum over (0, 2) of
-    [N0, K1, N2, K3] partials, which failed to compile naive): g then stays as it was."""
+def _split(g: Generic, order: list[int], run: list[int]) -> bool:
+    """Replace g by the two reductions (the second split again where it needs it), unless no
+    schedule takes one of them: g then stays as it was (x.sum((0, 2, 4)) of a 5-d x left a sum
+    over (0, 2) of [N0, K1, N2, K3] partials, which failed to compile naive, before the second
+    was split again). Returns whether g was replaced."""
     op = g.op
     block = op.operation.block
     before = {o.operation for o in block.operations}
-    second = _build(g, order, trailing)
-    split = analyze(second.operation)
-    if isinstance(split, str) or isinstance(gpu_column.match_column_reduction(split), str) and \
-            isinstance(gpu_reduction.match_inner_reduction(split), str):
-        created = [o.operation for o in block.operations if o.operation not in before]
-        for new in reversed(created):
-            new.erase()
-        return
-    op.erase()
+    first, second = _build(g, order, run)
+    # (a run of trailing loops: an inner reduction, naive where unit loops sit among them, a
+    # thread a row still; a run in the middle: a batched column reduction, or no split)
+    trailing = run == order[len(order) - len(run):]
+    if (trailing or _scheduled(first, column=True)) and (_scheduled(second) or _split_again(second)):
+        op.erase()
+        return True
+    for new in reversed([o.operation for o in block.operations if o.operation not in before]):
+        new.erase()
+    return False
 
 
-def _build(g: Generic, order: list[int], trailing: list[int]) -> ir.Operation:
-    """The two reductions, before g; returns the second."""
+def _scheduled(op: ir.Operation, column: bool = False) -> bool:
+    """A reduction schedule (only the column one, `column`) takes the op."""
+    g = analyze(op)
+    return not isinstance(g, str) and (not isinstance(gpu_column.match_column_reduction(g), str) or
+                                       not column and not isinstance(gpu_reduction.match_inner_reduction(g), str))
+
+
+def _split_again(op: ir.Operation) -> bool:
+    g = analyze(op)
+    order = None if isinstance(g, str) else _split_order(g)
+    return order is not None and _split(g, *order)
+
+
+def _build(g: Generic, order: list[int], run: list[int]) -> tuple[ir.Operation, ir.Operation]:
+    """The two reductions, before g: over `run`, then over the other reduced loops."""
     op = g.op
     combiners = output_combiners(g)
-    kept = [d for d in order if d not in trailing]  # the partials' loops, in memory order
+    kept = [d for d in order if d not in run]  # the partials' loops, in memory order
     source = next(o for o in g.inputs if o.is_memref and [r for r in o.results if r in order] == order)
     parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
     reduction = ir.Attribute.parse("#linalg.iterator_type<reduction>")
@@ -120,7 +140,7 @@ def _build(g: Generic, order: list[int], trailing: list[int]) -> ir.Operation:
             for a in list(ir.ArrayAttr(op.attributes["indexing_maps"]))[:n_in]]
         to_partial = ir.AffineMapAttr.get(ir.AffineMap.get(g.n_loops, 0, [ir.AffineDimExpr.get(at[d]) for d in kept]))
         # (a loop of extent 1 keeps its kind: one reduced stays with the trailing ones)
-        iterators = ir.ArrayAttr.get([reduction if d in trailing or d not in order and g.reduction[d] else parallel
+        iterators = ir.ArrayAttr.get([reduction if d in run or d not in order and g.reduction[d] else parallel
                                       for d in renumbered])
         first = linalg.GenericOp([], list(op.operands)[:n_in], partials,
                                  ir.ArrayAttr.get(maps + [to_partial] * len(partials)), iterators)
@@ -144,4 +164,4 @@ def _build(g: Generic, order: list[int], trailing: list[int]) -> ir.Operation:
             linalg.YieldOp([combine(c, body2.arguments[n + k], body2.arguments[k]) for k, c in enumerate(combiners)])
         for partial in partials:
             memref.dealloc(partial)
-    return second
+    return first.operation, second.operation

@@ -357,19 +357,24 @@ def test_reductions_around_a_kept_axis_split_in_two(shape, misalign) -> None:
           reduction_size=shape[0] * 7)
 
 
-@pytest.mark.parametrize("shape,axes", [((2, 3, 4, 5, 6), (0, 2, 4)), ((7, 5, 3, 3, 100), (0, 2, 4)),
-                                        ((16, 2, 8, 1), (0, 2)), ((1, 33, 4, 4), (1, 3)), ((7, 256, 1, 7), (0, 3))],
-                         ids=str)
-def test_reductions_around_kept_axes_split_or_left_whole(shape, axes) -> None:
-    """Found by random programs on the emulator: x.sum((0, 2, 4)) of a 5-d x failed to compile
-    (the split's partials [N0, K1, N2, K3] summed over (0, 2): reduced loops around kept ones
-    again, which ran naive over the partials and failed). A split whose second reduction no
-    schedule takes is not made: the reduction stays whole, naive, as before the pass. Unit
-    dims among the loops (W = 1, N = 1, a middle 1) split with partials computed naive."""
-    c = check(lambda t: (t.sum(axes), ops.max(t, list(axes))), randn(*shape),
-              reduction_size=int(np.prod([shape[a] for a in axes])))
-    split = schedules(c)[-1] == "column reduction"
-    assert split == (len(shape) == 4), schedules(c)
+@pytest.mark.parametrize("shape,axes", [
+    ((2, 3, 4, 5, 6), (0, 2, 4)), ((7, 5, 3, 3, 20), (0, 2, 4)), ((2, 8, 33, 8), (0, 2)), ((33, 4, 7, 5, 4), (1, 3)),
+    ((16, 5, 3, 3, 3), (0, 1, 3)), ((3, 40, 5, 24), (0, 2)), ((16, 2, 8, 1), (0, 2)), ((1, 33, 4, 4), (1, 3)),
+    ((7, 256, 1, 7), (0, 3))], ids=str)
+@pytest.mark.parametrize("misalign", [None, {0: 4}], ids=["aligned", "input0+4B"])
+def test_reductions_over_any_axes_split_until_scheduled(shape, axes, misalign) -> None:
+    """Reduced axes around kept ones, wherever the kept ones are: the innermost run of reduced
+    axes first (an inner reduction where it is the last, a batched column reduction where kept
+    axes follow: x.sum((0, 2)) of [A, B, C, D]), then the others, split again where they still
+    sit around kept ones. They ran naive, a thread an output walking every reduced element;
+    x.sum((0, 2, 4)) of a 5-d x failed to compile (found by random programs on the emulator:
+    its partials [N0, K1, N2, K3] summed over (0, 2) naive). Unit dims among the loops split
+    with partials computed naive."""
+    n = int(np.prod([shape[a] for a in axes]))
+    c = check(lambda t: (t.sum(axes), ops.max(t, list(axes))), randn(*shape), misalign=misalign, reduction_size=n)
+    assert "naive" not in schedules(c) or 1 in shape, schedules(c)
+    if misalign is None:
+        check(lambda t: t.sum(axes, keepdim=True), randn(*shape, dtype=np.int32))
 
 
 def test_several_reductions_start_from_their_folded_fills() -> None:
