@@ -769,6 +769,19 @@ def _global_loads(compiled) -> list[int]:
     return [len(re.findall(r"\bld\.global", entry)) for entry in compiled.ptx.split(".entry")[1:]]
 
 
+def _hard_rows() -> np.ndarray:
+    """Rows of 203 that a careless online sum gets wrong: all -inf, +inf and NaN elements,
+    values to 3e4, -inf over most of the row, a maximum in the row's last chunk."""
+    x = randn(8, 203)
+    x[1] = -np.inf
+    x[2, 7] = np.inf
+    x[3, 100] = np.nan
+    x[4] *= 1e4
+    x[5, :150] = -np.inf
+    x[6, 202] = 50.0
+    return x
+
+
 @pytest.mark.parametrize("misalign", [None, {0: 4}], ids=["vectors", "scalars"])
 def test_looping_variant_sums_exp_against_a_running_maximum(misalign) -> None:
     """Rows too long to hold or unaligned (here 203 elements, a length known at run time)
@@ -780,13 +793,7 @@ def test_looping_variant_sums_exp_against_a_running_maximum(misalign) -> None:
     rescales to a maximum that is not its own. Softmax's exp(x - max), also divided by the
     sum, is a tile op of its own: the sum's source. The looping kernels read the row one pass
     fewer than the same chain whose sum is not of exp(u - r) (multiplied by a scalar)."""
-    x = randn(8, 203)
-    x[1] = -np.inf
-    x[2, 7] = np.inf
-    x[3, 100] = np.nan
-    x[4] *= 1e4
-    x[5, :150] = -np.inf
-    x[6, 202] = 50.0
+    x = _hard_rows()
     c = check(_log_softmax_parts, x, misalign=misalign, reduction_size=203)
     check(_log_softmax_parts, np.zeros((3, 0), np.float32))  # empty rows: max -inf, sum 0
     soft = check(lambda t: ops.softmax(t, -1), x, misalign=misalign, reduction_size=203)  # exp a tile op
@@ -813,13 +820,7 @@ def test_log_softmax_sums_exp_online_against_its_finite_maximum(misalign) -> Non
     maximum. It was a pass of its own (and a float32 tile) since log_softmax subtracts the
     maximum before the log of the sum: H200, the suite's cross-entropy 8192 x 32000 bf16,
     573 -> 952 us. Rows with -inf, +inf, NaN, large values, and a bf16 cross-entropy."""
-    x = randn(8, 203)
-    x[1] = -np.inf
-    x[2, 7] = np.inf
-    x[3, 100] = np.nan
-    x[4] *= 1e4
-    x[5, :150] = -np.inf
-    x[6, 202] = 50.0
+    x = _hard_rows()
     c = check(lambda t: ops.log_softmax(t, -1), x, misalign=misalign, reduction_size=203)
     assert all(v.endswith(ONLINE) for v in _variants(c)[1:]), c.stages["launch_params"]
 
