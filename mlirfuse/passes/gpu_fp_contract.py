@@ -19,6 +19,7 @@ gpu-loops-to-launches).
 from __future__ import annotations
 
 from mlir import ir
+from mlir.dialects import arith
 
 from mlirfuse.passes.common import defining_op, walk_ops
 
@@ -55,10 +56,13 @@ def _element_type(t: ir.Type) -> str:
 
 
 def _with_contract(flags: ir.Attribute | None) -> ir.Attribute:
-    """`flags` (an #arith.fastmath attribute, or None for none) with `contract` added."""
+    """`flags` (an #arith.fastmath attribute, or None for none) with `contract` added. The
+    Python bindings read no flags from the attribute (their own builder prints and parses
+    `FastMathFlags`): its flag names are read from its text."""
     text = str(flags) if flags is not None else "#arith.fastmath<none>"
-    names = {n.strip() for n in text[text.index("<") + 1:text.rindex(">")].split(",")} - {"none", ""}
-    if "fast" in names:
+    value = arith.FastMathFlags.none
+    for name in text[text.index("<") + 1:text.rindex(">")].split(","):
+        value |= arith.FastMathFlags[name.strip()]
+    if flags is not None and value & arith.FastMathFlags.contract:
         return flags
-    order = ("reassoc", "nnan", "ninf", "nsz", "arcp", "contract", "afn")
-    return ir.Attribute.parse(f"#arith.fastmath<{','.join(n for n in order if n in names | {'contract'})}>")
+    return ir.Attribute.parse(f"#arith.fastmath<{value | arith.FastMathFlags.contract}>")
