@@ -23,8 +23,6 @@ original).
 
 from __future__ import annotations
 
-import re
-
 from mlir import ir
 
 from mlirfuse.passes.common import body_ops, functions, use_owner, walk_ops
@@ -66,9 +64,8 @@ def _varying_ops(op: ir.Operation, maps: list[ir.AffineMap]) -> list[ir.Operatio
     varying."""
     block = op.regions[0].blocks[0]
     innermost = maps[-1].n_dims - 1
-    pattern = re.compile(rf"\bd{innermost}\b")
     n_inputs = ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"])[0]
-    varying = {block.arguments[k] for k in range(n_inputs) if any(pattern.search(str(r)) for r in maps[k].results)}
+    varying = {block.arguments[k] for k in range(n_inputs) if any(_uses_dim(r, innermost) for r in maps[k].results)}
     found = []
     for top in list(block.operations)[:-1]:
         top = top.operation
@@ -77,6 +74,12 @@ def _varying_ops(op: ir.Operation, maps: list[ir.AffineMap]) -> list[ir.Operatio
             found += walk_ops(top)
             varying.update(top.results)
     return found
+
+
+def _uses_dim(e: ir.AffineExpr, d: int) -> bool:
+    if isinstance(e, ir.AffineDimExpr):
+        return e.position == d
+    return isinstance(e, ir.AffineBinaryExpr) and (_uses_dim(e.lhs, d) or _uses_dim(e.rhs, d))
 
 
 def _generic_inputs(value: ir.Value) -> list[tuple[ir.Operation, int]]:

@@ -127,8 +127,7 @@ def _online_sum(members: list[Member]) -> OnlineSum | None:
 
 def _position(op: ir.Operation, body: ir.Block) -> int | None:
     """The place of `op` among the body's top-level ops (None: not one of them)."""
-    op = op.operation if hasattr(op, "operation") else op
-    return next((k for k, top in enumerate(body.operations) if top.operation == op), None)
+    return next((k for k, top in enumerate(body.operations) if top.operation == op.operation), None)
 
 
 def _slice(v: ir.Value, body: ir.Block) -> tuple[list[int] | None, list[ir.Value]]:
