@@ -334,6 +334,11 @@ irdl.dialect @fusion {
     irdl.operands(lhs: %T, rhs: %T)
     irdl.results(result: %T)
   }
+  irdl.operation @straight_through {
+    %T = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %T, rhs: %T)
+    irdl.results(result: %T)
+  }
   irdl.operation @where {
     %condition = irdl.base "!builtin.tensor"
     %T = irdl.base "!builtin.tensor"

@@ -274,6 +274,12 @@ ELEMENTWISE = [
     _ew("gcd", 2, BITWISE, _ref_gcd, S.gcd, bool_ok=False, doc="greatest common divisor of |lhs| and |rhs|"),
     _ew("nextafter", 2, FLOATING, np.nextafter, S.nextafter,
         doc="the next representable float after lhs toward rhs", no_grad=STEPS),
+    # A gradient that is not the value's own (torch.scatter's: every colliding write gets the
+    # gradient at its place, though only the last one lands). autodiff reads it; fusion-dce
+    # then replaces it by lhs, so nothing computes rhs in a kernel.
+    _ew("straight_through", 2, SAME, lambda a, b: a, lambda e, a, b: a,
+        doc="lhs's value with the gradient of rhs: autodiff gives rhs the result's gradient and lhs none",
+        vjp=lambda ops, g, y, a, b: (None, g)),
     _ew("where", 3, WHERE, np.where, S.where,
         vjp=lambda ops, g, y, c, a, b: (None, ops.where(c, g, 0), ops.where(c, 0, g))),
     _ew("clamp", 3, SAME, lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi), S.clamp,

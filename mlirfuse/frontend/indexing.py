@@ -406,7 +406,17 @@ def scatter(x: Tensor, index: Tensor, src: Operand, dim: int) -> Tensor:
     names = O.eq(O.expand(O.unsqueeze(O.cast(index, DataType.Int), d), pairs),
                  _iota(pairs, d, 0, 1, DataType.Int, x.fusion))
     last = O.max(O.where(names, _iota(pairs, d + 1, 0, 1, DataType.Int, x.fusion), -1), [d + 1])
+    # torch's gradient of src is g.gather(dim, index): every write, colliding ones included,
+    # gets the gradient at its place, though only the last one lands. So the value is the
+    # last write's, and its gradient that of the sum of all writes to the place (no kernel
+    # computes that sum: fusion-dce drops it after autodiff).
     value = gather(src, O.maximum(last, 0), d)
+    if src.dtype.is_float:
+        canonical = x.fusion.canonical
+        if [canonical(e) for e in src.shape] != [canonical(e) for e in index.shape]:
+            src = slice(src, [0] * src.ndim, list(index.shape))
+        writes = O.sum(O.where(names, O.expand(O.unsqueeze(src, d), pairs), 0), [d + 1])
+        value = O.straight_through(value, O.cast(writes, value.dtype))
     if any(widths):
         last, value = pad(last, widths, -1), pad(value, widths, 0)
     return O.where(O.ge(last, 0), value, x)

@@ -59,3 +59,19 @@ func.func @index_math(%x: tensor<?x?xf32>) -> tensor<?x?xf32> {
   %r = "fusion.reshape"(%x, %n) {shape = array<i64: -1>} : (tensor<?x?xf32>, index) -> tensor<?xf32>
   return %x : tensor<?x?xf32>
 }
+
+// A straight_through (a value with another's gradient, read by fusion-autodiff) becomes its
+// value: the sum that carried the gradient is dead and erased.
+// CHECK-LABEL: func.func @straight_through(
+// CHECK-SAME: %[[X:[a-z0-9_]+]]: tensor<4x6xf32>)
+// CHECK-NOT: "fusion.sum"
+// CHECK-NOT: "fusion.straight_through"
+// CHECK: %[[E:[0-9]+]] = "fusion.exp"(%[[X]])
+// CHECK-NEXT: return %[[E]] : tensor<4x6xf32>
+func.func @straight_through(%x: tensor<4x6xf32>) -> tensor<4x6xf32> {
+  %s = "fusion.sum"(%x) {axes = array<i64: 1>, keepdim = true} : (tensor<4x6xf32>) -> tensor<4x1xf32>
+  %b = "fusion.broadcast_in_dim"(%s) {broadcast_dims = array<i64: 0, 1>, shape = array<i64: 4, 6>} : (tensor<4x1xf32>) -> tensor<4x6xf32>
+  %e = "fusion.exp"(%x) : (tensor<4x6xf32>) -> tensor<4x6xf32>
+  %v = "fusion.straight_through"(%e, %b) : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
+  return %v : tensor<4x6xf32>
+}
