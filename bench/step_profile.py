@@ -119,6 +119,8 @@ def main() -> int:
     parser.add_argument("--seq", type=int, default=512)
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--host-steps", type=int, default=10)
+    parser.add_argument("--host-profile-all", action="store_true",
+                        help="cProfile every implementation's steps (default: mlirfuse's only)")
     opts = parser.parse_args()
     warnings.filterwarnings("ignore")
     from hf_models import build
@@ -151,6 +153,7 @@ def main() -> int:
         if name == "mlirfuse":
             us, calls = region_host_us(step, opts.host_steps)
             print(f"\nfused-region calls: {calls} per step, {us:.0f} us host per step inside them")
+        if name == "mlirfuse" or opts.host_profile_all:
             print("\n```\n" + host_profile(step, opts.host_steps, 40) + "```")
     return 0
 
