@@ -186,15 +186,31 @@ class FusedRegion:
         return results
 
     def _shortcut(self, hot: Callable[[tuple[Any, ...]], Any] | None) -> Callable[[tuple[Any, ...]], Any] | None:
-        """Where the region hands its inputs and results on as they are (no sizes for the
-        fallback, no widened rows, no seed, no permutes or copies of results): `hot`, the
-        jitted function's guarded launch for the layouts it last saw, called directly (a
-        region is called some hundred times a training step; these are the Python layers of
-        each call). Anything it does not serve (another layout, a dump, a profile, the check
-        against torch, a failure) takes the general path."""
-        if hot is None or self.failed or self._widen or self._seeded or not self._as_is or self.region.size_args:
+        """Where the region takes its inputs as they are or widened (no sizes for the
+        fallback, no seed) and each result is a result of the jitted function, permuted or
+        not (no copies): `hot`, the jitted function's guarded launch for the layouts it last
+        saw, called directly (a region is called some hundred times a training step; these
+        are the Python layers of each call). Anything it does not serve (another layout, a
+        dump, a profile, the check against torch, a failure) takes the general path."""
+        if hot is None or self.failed or self._seeded or self.region.size_args or any(i < 0 for i in self._index):
             return None
         general, profiling, options = self._general, torch.autograd._profiler_enabled, config.options
+        if self._widen:  # inputs read as the first columns of dense rows (a padded matmul's logits)
+            wideners, launch = self._widen, hot
+
+            def hot(args: tuple[Any, ...]) -> Any:
+                args = list(args)
+                for k, widen in wideners:
+                    args[k] = widen(args[k])
+                return launch(args)
+        if not self._as_is:  # results reordered or permuted (Llama's rotary q, read back as [B, S, H, D])
+            outputs, launch_as_is = list(zip(self._index, self._layout)), hot
+
+            def hot(args: tuple[Any, ...]) -> Any:
+                results = launch_as_is(args)
+                if results is MISS:
+                    return MISS
+                return tuple(results[i] if p is None else results[i].permute(p) for i, p in outputs)
 
         def shortcut(args: tuple[Any, ...]) -> Any:
             if not profiling() and not options().check_regions:

@@ -492,3 +492,69 @@ def test_the_unfuse_addmm_knob_takes_auto_always_or_off() -> None:
         mlirfuse.set_options(unfuse_addmm="sometimes")
     with pytest.raises(FusionError, match="option unfuse_addmm: expected str"):
         mlirfuse.set_options(unfuse_addmm=True)
+
+
+@pytest.mark.gpu
+def test_a_region_returning_a_permuted_result_takes_the_hot_path() -> None:
+    """Llama's rotary regions return q as a permute of what they compute (its [B, S, H, D]
+    memory order read as [B, H, S, D]). Such a region took the general path on every call
+    (its Python layers, a second guard); its calls after the first now take the jitted
+    function's guarded launch and permute its result, as the general path does."""
+    import gc
+
+    from mlirfuse.torch_backend import runtime
+
+    def fn(x, c):
+        q = x.view(2, 16, 4, 8).transpose(1, 2)
+        return q * c + 1.0
+    def regions():
+        return [o for o in gc.get_objects() if type(o) is runtime.FusedRegion]
+    before = set(map(id, regions()))
+    x, c = torch.randn(2, 16, 32, device="cuda"), torch.randn(16, 8, device="cuda")
+    f = torch.compile(fn, backend="mlirfuse")
+    for _ in range(3):
+        x = torch.randn_like(x)
+        got, want = f(x, c), fn(x, c)
+        assert got.stride() == want.stride()
+        torch.testing.assert_close(got, want)
+    made = [r for r in regions() if id(r) not in before]
+    assert made and all(r._layout != [None] and r._enter.__name__ == "shortcut" for r in made)
+
+
+@pytest.mark.gpu
+def test_a_region_reading_widened_rows_takes_the_hot_path() -> None:
+    """The backward region of a padded output projection's cross-entropy reads the saved
+    logits as the padded rows they are the first columns of (`Region.widened`). From its
+    second call it widens them and takes the jitted function's guarded launch; every step's
+    loss and gradients stay eager's."""
+    import gc
+
+    from mlirfuse.torch_backend import runtime
+
+    def regions():
+        return [o for o in gc.get_objects() if type(o) is runtime.FusedRegion]
+    before = set(map(id, regions()))
+    v = 301
+
+    def fn(h, w, labels):
+        logits = (h @ w).view(2, 3, v)
+        return torch.nn.functional.cross_entropy(logits.float().view(-1, v), labels)
+    torch.manual_seed(0)
+    w = torch.randn(16, v, dtype=torch.bfloat16, device="cuda")
+    labels = torch.randint(0, v, (6,), device="cuda")
+    previous = mlirfuse.set_options(pad_matmuls="always")
+    try:
+        compiled = torch.compile(fn, backend="mlirfuse")
+        for _ in range(3):
+            h = torch.randn(6, 16, dtype=torch.bfloat16, device="cuda")
+            mine, eager = [h.clone().requires_grad_(), w.clone().requires_grad_()], \
+                [h.clone().requires_grad_(), w.clone().requires_grad_()]
+            loss, want = compiled(*mine, labels), fn(*eager, labels)
+            loss.backward()
+            want.backward()
+            for got, expected in [(loss, want)] + [(a.grad, b.grad) for a, b in zip(mine, eager)]:
+                torch.testing.assert_close(got, expected, rtol=1.6e-2, atol=1e-2)
+    finally:
+        mlirfuse.restore_options(previous)
+    widened = [r for r in regions() if id(r) not in before and r._widen]
+    assert widened and all(r._enter.__name__ == "shortcut" for r in widened)
