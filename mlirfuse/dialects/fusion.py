@@ -6,11 +6,20 @@ import contextlib
 from typing import Iterator
 
 from mlir import ir
+from mlir._mlir_libs import _mlir
 from mlir.dialects import irdl
 
 from mlirfuse.dialects.gen_irdl import IRDL_PATH
 
 _IRDL_TEXT = IRDL_PATH.read_text()
+
+# The bindings look up a Python module for an op's dialect whenever they hand out its OpView
+# (`use.owner`, `value.owner`), as `<prefix>.<dialect>`; none found is not remembered, so each
+# lookup of a fusion op tried the import again (19 us a use: most of the segmenter's time on a
+# function of some hundred ops). This module is the fusion dialect's (its ops have no OpView
+# classes of their own: they come as the generic OpView).
+if "mlirfuse.dialects" not in _mlir.globals.dialect_search_modules:
+    _mlir.globals.append_dialect_search_prefix("mlirfuse.dialects")
 
 
 def load(context: ir.Context) -> None:
