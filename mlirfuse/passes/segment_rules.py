@@ -62,6 +62,7 @@ class Rules:
         self.extents = extents
         self.views = views
         self.reductions: dict[int, Reduction] = {}
+        self._gathered: dict[tuple[ir.Operation, int], tuple | None] = {}  # `_gathered_into`'s answers
         for i, op in enumerate(ops):
             if kind(op) == "reduction":
                 self.reductions[i] = self._reduction(op)
@@ -90,7 +91,14 @@ class Rules:
         ops that are themselves read only by them: their loops read operands at computed
         indices, recomputing the elementwise chain there (`indexing.Reader`), so it belongs
         to their kernel, whatever its own domain (rotate_half: q's half, negated, inside the
-        cat over [.., d])."""
+        cat over [.., d]). Each (op, depth) is answered once: a value read by many ops, each
+        read by many (a recurrence unrolled over a sequence), made the walk exponential."""
+        key = (op, depth)
+        if key not in self._gathered:
+            self._gathered[key] = self._gathered_walk(op, depth)
+        return self._gathered[key]
+
+    def _gathered_walk(self, op: ir.Operation, depth: int) -> tuple | None:
         readers = [use_owner(u) for u in op.results[0].uses] if op.results else []
         if not readers or depth > 8:
             return None
