@@ -27,7 +27,7 @@ its loss sum, both over the labels).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from mlir import ir
 from mlir.dialects import linalg
@@ -38,26 +38,45 @@ NAME = "linalg-merge-siblings"
 OPTIONS: dict = {}
 
 
-def _n_inputs(op: ir.Operation) -> int:
-    return ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"])[0]
+class _Facts:
+    """Per generic: its iterator types, indexing maps and number of inputs, read from its
+    attributes once. A function of some thousand generics (RWKV's recurrence, unrolled over
+    the sequence) asks for them millions of times: read each time, they took most of its
+    compile time. A merged pair's entries are dropped (`forget`) before the two are erased."""
+
+    def __init__(self) -> None:
+        self._of: dict[ir.Operation, tuple[tuple[str, ...], list[ir.AffineMap], int]] = {}
+
+    def __call__(self, op: ir.Operation) -> tuple[tuple[str, ...], list[ir.AffineMap], int]:
+        facts = self._of.get(op)
+        if facts is None:
+            facts = self._of[op] = (tuple(str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])),
+                                    [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])],
+                                    ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"])[0])
+        return facts
+
+    def iterators(self, op: ir.Operation) -> tuple[str, ...]:
+        return self(op)[0]
+
+    def maps(self, op: ir.Operation) -> list[ir.AffineMap]:
+        return self(op)[1]
+
+    def n_inputs(self, op: ir.Operation) -> int:
+        return self(op)[2]
+
+    def forget(self, *ops: ir.Operation) -> None:
+        for op in ops:
+            self._of.pop(op, None)
 
 
-def _maps(op: ir.Operation) -> list[ir.AffineMap]:
-    return [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
-
-
-def _iterators(op: ir.Operation) -> list[str]:
-    return [str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
-
-
-def _shared_domain(a: ir.Operation, b: ir.Operation) -> bool:
+def _shared_domain(a: ir.Operation, b: ir.Operation, facts: _Facts) -> bool:
     """Both read one tensor through the same map naming every loop, innermost parallel."""
-    iterators = _iterators(a)
-    if iterators != _iterators(b):
+    iterators = facts.iterators(a)
+    if iterators != facts.iterators(b):
         return False
     whole = all("reduction" in it for it in iterators)
-    ins_a = list(zip(list(a.operands)[:_n_inputs(a)], _maps(a)))
-    ins_b = list(zip(list(b.operands)[:_n_inputs(b)], _maps(b)))
+    ins_a = list(zip(list(a.operands)[:facts.n_inputs(a)], facts.maps(a)))
+    ins_b = list(zip(list(b.operands)[:facts.n_inputs(b)], facts.maps(b)))
     for value, m in ins_a:
         dims = [e.position for e in m.results if isinstance(e, ir.AffineDimExpr)]
         if not dims or len(m.results) != m.n_dims or sorted(dims) != list(range(m.n_dims)) \
@@ -74,8 +93,9 @@ class _Dims(DimClasses):
     one extent, so every operand dim and result dim it indexes is equal; tensor.empty's
     dims are its size operands, tensor.dim's result the dim it reads)."""
 
-    def __init__(self, ops: list[ir.Operation]):
+    def __init__(self, ops: list[ir.Operation], facts: _Facts):
         super().__init__()
+        self.facts = facts
         for op in ops:
             if op.name == "tensor.empty":
                 t = ir.RankedTensorType(op.results[0].type)
@@ -95,8 +115,8 @@ class _Dims(DimClasses):
 
     def loop_dims(self, op: ir.Operation) -> list[list[Any]]:
         """Per loop of a generic, the operand and result dims it indexes."""
-        n_in = _n_inputs(op)
-        maps = _maps(op)
+        n_in = self.facts.n_inputs(op)
+        maps = self.facts.maps(op)
         values = list(op.operands) + list(op.results)
         value_maps = maps + maps[n_in:]
         found: list[list[Any]] = [[] for _ in range(maps[0].n_dims)]
@@ -113,14 +133,14 @@ class _Dims(DimClasses):
         return len(da) == len(db) and all(x and y and self.find(x[0]) == self.find(y[0]) for x, y in zip(da, db))
 
 
-def _column_reduction(op: ir.Operation) -> bool:
+def _column_reduction(op: ir.Operation, facts: _Facts) -> bool:
     """Reduces loops, and no input's innermost dim is a reduced loop: the inputs are read
     along their columns (a per-row input, innermost dim broadcast, is read once per row)."""
-    iterators = _iterators(op)
+    iterators = facts.iterators(op)
     if "reduction" not in " ".join(iterators):
         return False
     columns = False
-    for m in _maps(op)[:_n_inputs(op)]:
+    for m in facts.maps(op)[:facts.n_inputs(op)]:
         if not m.results:
             continue
         last = m.results[-1]
@@ -137,28 +157,30 @@ def _top(op: ir.Operation, position: dict) -> int:
     return position[op]
 
 
-def _consumes(a: ir.Operation, b: ir.Operation) -> bool:
+def _consumes(a: ir.Operation, b: ir.Operation, facts: _Facts) -> bool:
     """b is pointwise over a's (pointwise) results: it reads some of them, each through the
     identity map, so the two domains are one. A producer with other users too (a result of
     the function, a reduction's input) is left apart by elementwise fusion."""
-    iterators = _iterators(a)
-    if iterators != _iterators(b) or any("parallel" not in it for it in iterators):
+    iterators = facts.iterators(a)
+    if iterators != facts.iterators(b) or any("parallel" not in it for it in iterators):
         return False
     n = len(iterators)
     identity = ir.AffineMap.get_identity(n)
-    if any(m != identity for m in _maps(a)[_n_inputs(a):]):
+    if any(m != identity for m in facts.maps(a)[facts.n_inputs(a):]):
         return False
     results = set(a.results)
-    reads = [(v, m) for v, m in zip(list(b.operands)[:_n_inputs(b)], _maps(b)) if v in results]
-    return bool(reads) and all(m == identity for _, m in reads) \
-        and not any(v in results for v in list(b.operands)[_n_inputs(b):])
+    n_b = facts.n_inputs(b)
+    operands = list(b.operands)
+    reads = [(v, m) for v, m in zip(operands[:n_b], facts.maps(b)) if v in results]
+    return bool(reads) and all(m == identity for _, m in reads) and not any(v in results for v in operands[n_b:])
 
 
-def _mergeable(a: ir.Operation, b: ir.Operation, position: dict, dims: _Dims) -> bool:
-    consumes = _consumes(a, b)
-    if not consumes and not _shared_domain(a, b) and not (
-            _iterators(a) == _iterators(b) and _column_reduction(a) and _column_reduction(b)
-            and dims.same_domain(a, b)):
+def _mergeable(a: ir.Operation, b: ir.Operation, position: dict, dims: Callable[[], _Dims], facts: _Facts) -> bool:
+    """Whether b (after a, with a's iterator types) takes a's work: `dims` builds the
+    domains' dim classes, needed only for column reductions without a shared input."""
+    consumes = _consumes(a, b, facts)
+    if not consumes and not _shared_domain(a, b, facts) and not (
+            _column_reduction(a, facts) and _column_reduction(b, facts) and dims().same_domain(a, b)):
         return False
     results = set(a.results)
     if not consumes and any(v in results for v in b.operands):
@@ -174,68 +196,95 @@ def _movable(user: ir.Operation, b: ir.Operation, position: dict) -> bool:
         all(_top(u, position) > position[b] for r in user.results for u in users(r))
 
 
-def _merge(a: ir.Operation, b: ir.Operation, position: dict) -> None:
+def _merge(a: ir.Operation, b: ir.Operation, position: dict, facts: _Facts) -> None:
     """One generic at b's place computing a's and b's results (users of a's results between
     them moved after it, in their order)."""
     between = sorted({u for r in a.results for u in users(r) if u in position and position[u] < position[b]},
                      key=position.__getitem__)
     for u in reversed(between):
         u.move_after(b)
-    na, nb = _n_inputs(a), _n_inputs(b)
-    ma, mb = _maps(a), _maps(b)
-    produced = list(a.results)  # b's reads of these take a's values (`_consumes`)
-    ins: list[tuple[ir.Value, ir.AffineMap]] = []
-    for v, m in list(zip(list(a.operands)[:na], ma[:na])) + list(zip(list(b.operands)[:nb], mb[:nb])):
-        if v not in produced and not any(v == w and m == n for w, n in ins):
-            ins.append((v, m))
-    outs = list(zip(list(a.operands)[na:], ma[na:])) + list(zip(list(b.operands)[nb:], mb[nb:]))
+    na, nb = facts.n_inputs(a), facts.n_inputs(b)
+    ma, mb = facts.maps(a), facts.maps(b)
+    operands_a, operands_b = list(a.operands), list(b.operands)
+    produced = {r: k for k, r in enumerate(a.results)}  # b's reads of these take a's values (`_consumes`)
+    ins: dict[tuple[ir.Value, ir.AffineMap], int] = {}  # each distinct (input, map) read once
+    for v, m in list(zip(operands_a[:na], ma[:na])) + list(zip(operands_b[:nb], mb[:nb])):
+        if v not in produced:
+            ins.setdefault((v, m), len(ins))
+    outs = list(zip(operands_a[na:], ma[na:])) + list(zip(operands_b[nb:], mb[nb:]))
+    read = list(ins)
     with ir.InsertionPoint(b), b.location:
         merged = linalg.GenericOp([r.type for r in list(a.results) + list(b.results)],
-                                  [v for v, _ in ins], [v for v, _ in outs],
-                                  ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for _, m in ins + outs]),
+                                  [v for v, _ in read], [v for v, _ in outs],
+                                  ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for _, m in read + outs]),
                                   b.attributes["iterator_types"])
-    block = merged.regions[0].blocks.append(*[ir.RankedTensorType(v.type).element_type for v, _ in ins + outs])
-    args = list(block.arguments)
-    yields: list[ir.Value] = []
-    out_base = len(ins)
-    for op, n, maps, first_out in ((a, na, ma, out_base), (b, nb, mb, out_base + len(a.results))):
-        old = op.regions[0].blocks[0]  # its ops move into the merged body (nested regions and all)
-        for k, arg in enumerate(old.arguments):
-            if k < n and op == b and list(op.operands)[k] in produced:
-                new = yields[produced.index(list(op.operands)[k])]
+    # The larger body (by operands and results) becomes the merged one whole, its arguments
+    # replaced; the other's ops move into it. A body that grows merge after merge (RWKV's
+    # recurrence, unrolled over the sequence, is one generic of some thousand ops) is not
+    # moved op by op each time: that made compile time quadratic in it.
+    bodies = {a: a.regions[0].blocks[0], b: b.regions[0].blocks[0]}
+    keep = a if len(a.operands) + len(a.results) >= len(b.operands) + len(b.results) else b
+    block = bodies[keep]
+    n_kept = len(block.arguments)
+    block.append_to(merged.regions[0])
+    args = [block.add_argument(ir.RankedTensorType(v.type).element_type, b.location) for v, _ in read + outs]
+    yields: dict[ir.Operation, ir.Operation] = {}
+    out_base = len(read)
+    for op, operands, n, maps, first_out in ((a, operands_a, na, ma, out_base),
+                                             (b, operands_b, nb, mb, out_base + len(a.results))):
+        body = bodies[op]
+        for k, arg in enumerate(list(body.arguments)[:n_kept] if op == keep else body.arguments):
+            if k < n and op == b and operands[k] in produced:
+                new = list(yields[a].operands)[produced[operands[k]]]
             elif k < n:
-                v, m = list(op.operands)[k], maps[k]
-                new = args[next(i for i, (w, p) in enumerate(ins) if w == v and p == m)]
+                new = args[ins[(operands[k], maps[k])]]
             else:
                 new = args[first_out + k - n]
             arg.replace_all_uses_with(new)
-        for inner in list(old.operations):
-            inner = inner.operation
-            if inner.name == "linalg.yield":
-                yields += list(inner.operands)
-                continue
-            inner.detach_from_parent()
-            block.append(inner)
+        body_ops = body.operations
+        yields[op] = body_ops[len(body_ops) - 1].operation  # linalg.yield
+    values = list(yields[a].operands) + list(yields[b].operands)
+    other = b if keep == a else a
+    # a's ops before b's (b may read a's values): b's after a's last, or a's before b's first
+    anchor = yields[a] if keep == a else block.operations[0].operation
+    for inner in list(bodies[other].operations)[:-1]:
+        inner.operation.move_before(anchor)
+    for y in yields.values():
+        y.erase()
+    for _ in range(n_kept):
+        block.erase_argument(0)
     with ir.InsertionPoint(block):
-        linalg.YieldOp(yields)
+        linalg.YieldOp(values)
     for old, new in zip(list(a.results) + list(b.results), merged.results):
         old.replace_all_uses_with(new)
+    facts.forget(a, b)
     b.erase()
     a.erase()
 
 
 def run(module: ir.Operation) -> None:
     for func in functions(module):
+        facts = _Facts()
         changed = True
         while changed:
             changed = False
             ops = body_ops(func)
             position = {op: i for i, op in enumerate(ops)}
-            generics = [op for op in ops if op.name == "linalg.generic"]
-            dims = _Dims(ops)
-            for i, a in enumerate(generics):
-                b = next((b for b in generics[i + 1:] if _mergeable(a, b, position, dims)), None)
+            # Only generics of the same iterator types merge: each looks at the later ones of its kind.
+            kinds: dict[tuple[str, ...], list[ir.Operation]] = {}
+            for op in ops:
+                if op.name == "linalg.generic":
+                    kinds.setdefault(facts.iterators(op), []).append(op)
+            later = {op: kind[k + 1:] for kind in kinds.values() for k, op in enumerate(kind)}
+            built: list[_Dims] = []
+
+            def dims() -> _Dims:
+                if not built:
+                    built.append(_Dims(ops, facts))
+                return built[0]
+            for a in (op for op in ops if op.name == "linalg.generic"):
+                b = next((b for b in later[a] if _mergeable(a, b, position, dims, facts)), None)
                 if b is not None:
-                    _merge(a, b, position)
+                    _merge(a, b, position, facts)
                     changed = True
                     break

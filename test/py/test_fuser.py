@@ -573,3 +573,36 @@ def test_segmented_ir_is_valid_mlir() -> None:
         assert module.operation.verify()
         graph = [f for f in module.body.operations if "fusion.kernels" in f.attributes]
         assert len(graph) == 1 and ir.IntegerAttr(graph[0].attributes["fusion.kernels"]).value == 1
+
+
+def _wkv(k, v, w, u, steps, exp, maximum):
+    """RWKV's WKV recurrence unrolled over `steps` (as Dynamo traces HF's loop over the
+    sequence), written once for mlirfuse's ops and for numpy."""
+    num = k[:, 0] * 0.0
+    den, mx, outs = num, num - 1e38, []
+    for t in range(steps):
+        kt, vt = k[:, t], v[:, t]
+        m = maximum(mx, u + kt)
+        e1, e2 = exp(mx - m), exp(u + kt - m)
+        outs.append((e1 * num + e2 * vt) / (e1 * den + e2))
+        m2 = maximum(mx + w, kt)
+        e1, e2 = exp(mx + w - m2), exp(kt - m2)
+        num, den, mx = e1 * num + e2 * vt, e1 * den + e2, m2
+    return tuple(outs) + (num, den, mx)
+
+
+def test_an_unrolled_recurrence_merges_its_siblings_and_matches_numpy() -> None:
+    """Some hundred pointwise generics on slices of the same inputs: linalg-merge-siblings
+    merges them pair by pair into a few generics of some thousand ops (each merge keeps the
+    larger body whole and moves the other's ops into it, before or after). The results are
+    numpy's."""
+    steps = 24
+    k, v = RNG.random((2, steps, 16), dtype=np.float32), RNG.random((2, steps, 16), dtype=np.float32)
+    w, u = -RNG.random(16, dtype=np.float32), RNG.random(16, dtype=np.float32)
+    f = mlirfuse.jit(lambda *a: _wkv(*a, steps, ops.exp, ops.maximum))
+    got = f(k, v, w, u)
+    want = _wkv(*(x.astype(np.float64) for x in (k, v, w, u)), steps, np.exp, np.maximum)
+    for g, x in zip(got, want):
+        assert_close(g, x.astype(np.float32), "wkv")
+    generics = f.compile(k, v, w, u).stages["linalg"].count("linalg.generic")
+    assert generics < 3 * steps  # 8 * steps ops, siblings merged
