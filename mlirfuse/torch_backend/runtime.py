@@ -44,9 +44,15 @@ VIEW_METHODS = {torch.ops.aten.view.default: "view", torch.ops.aten.permute.defa
 # Views taken from a value whose layout is known (a fused region's dense output, a matmul's
 # result): one `_reinterpret_tensor` call (Inductor's `reinterpret_tensor`: 1.6 us on the H100
 # host where Tensor.view takes 3.1), from that value, with the sizes, strides and offset of
-# torch's metadata, however many views lead there (a view, then a permute, then a view).
+# torch's metadata, however many views lead there (a view, then a permute, then a view; one
+# piece of a split). From the result of another aten op, or a graph input, whose layout only
+# its metadata tells (an attention's output, read back as [B, S, H * D] through four views):
+# the same, where two or more views lead there, after a check of that value's sizes and
+# strides against its metadata (Inductor's `assert_size_stride` after its library calls),
+# which raises where they differ.
 REINTERPRETED = tuple(VIEW_METHODS) + (torch.ops.aten._unsafe_view.default, torch.ops.aten.alias.default,
                                        torch.ops.aten.slice.Tensor)
+SPLITS = (torch.ops.aten.split_with_sizes.default, torch.ops.aten.split.Tensor, torch.ops.aten.unbind.int)
 KNOWN_LAYOUT = (torch.ops.aten.mm.default, torch.ops.aten.bmm.default, torch.ops.aten.addmm.default)
 
 # Matmuls left to torch, called through torch's Python bindings (as Inductor's extern kernels
@@ -62,9 +68,26 @@ PERMUTING = (torch.ops.aten.permute.default, torch.ops.aten.t.default, torch.ops
 
 
 def _reinterpret() -> Any:
+    """`(t, sizes, strides, offset)` -> the view of t's storage at t's offset + `offset`."""
     guards = getattr(getattr(torch._C, "_dynamo", None), "guards", None)
     fast = getattr(guards, "_reinterpret_tensor", None)
-    return fast if fast is not None else (lambda t, sizes, strides, offset: t.as_strided(sizes, strides, offset))
+    return fast if fast is not None else \
+        (lambda t, sizes, strides, offset: t.as_strided(sizes, strides, t.storage_offset() + offset))
+
+
+def _layout_check() -> Any:
+    """`(t, sizes, strides)`: raises AssertionError where t's sizes differ, or its strides
+    (of dims longer than 1)."""
+    guards = getattr(getattr(torch._C, "_dynamo", None), "guards", None)
+    fast = getattr(guards, "assert_size_stride", None)
+    if fast is not None:
+        return fast
+
+    def check(t: torch.Tensor, sizes: tuple[int, ...], strides: tuple[int, ...]) -> None:
+        if tuple(t.shape) != sizes or any(n > 1 and a != b for n, a, b in zip(sizes, t.stride(), strides)):
+            raise AssertionError(f"mlirfuse: expected sizes {sizes} and strides {strides}, got "
+                                 f"{tuple(t.shape)} and {tuple(t.stride())} (an op's metadata is wrong)")
+    return check
 
 
 def _static_layout(val: Any) -> tuple[tuple[int, ...], tuple[int, ...], int] | None:
@@ -366,8 +389,9 @@ def rewrite(gm: fx.GraphModule, partition: Partition, fused: list[FusedRegion]) 
     emitted = 0
     layout_known = _layout_known(fused, nodes)
     in_region = {n for f in fused for n in f.region.nodes}
-    reinterpret = _reinterpret()
+    reinterpret, check_layout = _reinterpret(), _layout_check()
     reinterpreted: dict[Any, fx.Node] = {}
+    checked: set[fx.Node] = set()
     while ready:
         _, i = heapq.heappop(ready)
         u = units[i]
@@ -383,11 +407,17 @@ def rewrite(gm: fx.GraphModule, partition: Partition, fused: list[FusedRegion]) 
             env[u] = env[u.args[0]]
         elif (taken := _reinterpretable(u, layout_known, in_region)) is not None:
             # One call per value and layout (a normalized activation read by the q, k and v
-            # projections: one reinterpret, not three).
-            if (same := reinterpreted.get(taken)) is not None:
+            # projections: one reinterpret, not three); one check per value of unknown layout.
+            base, layout, unverified = taken
+            if layout == _static_layout(base.meta["val"])[:2] + (0,):  # views that undo each other
+                env[u] = env[base]
+            elif (same := reinterpreted.get((base, layout))) is not None:
                 env[u] = same
             else:
-                env[u] = reinterpreted[taken] = graph.call_function(reinterpret, (env[taken[0]], *taken[1]))
+                if unverified and base not in checked:
+                    checked.add(base)
+                    graph.call_function(check_layout, (env[base], *_static_layout(base.meta["val"])[:2]))
+                env[u] = reinterpreted[base, layout] = graph.call_function(reinterpret, (env[base], *layout))
                 env[u].meta = dict(u.meta)
         elif (composed := _composed_permutation(u, in_region)) is not None:
             base, dims = composed
@@ -417,10 +447,17 @@ def rewrite(gm: fx.GraphModule, partition: Partition, fused: list[FusedRegion]) 
     for node in reversed(list(graph.nodes)):  # views that only led to reinterpreted ones
         if not node.users and (node.op == "call_method" and node.target in VIEW_METHODS.values()
                                or node.op == "call_function" and (node.target in REINTERPRETED
-                                                                  or node.target is reinterpret)):
+                                                                  or node.target is reinterpret
+                                                                  or _piece_of_view(node))):
             graph.erase_node(node)
     graph.lint()
     return fx.GraphModule(gm, graph)
+
+
+def _piece_of_view(node: fx.Node) -> bool:
+    """Whether `node` takes one piece of a split left to torch."""
+    source = node.args[0] if node.target is operator.getitem else None
+    return isinstance(source, fx.Node) and source.op == "call_method" and source.target in VIEW_METHODS.values()
 
 
 def _elided(u: Any) -> bool:
@@ -508,35 +545,78 @@ def _layout_known(fused: list[FusedRegion], nodes: list[fx.Node]) -> set[fx.Node
     return {n for n in known if (layout := _static_layout(n.meta.get("val"))) is not None and layout[2] == 0}
 
 
-def _reinterpretable(u: Any, layout_known: set[fx.Node],
-                     in_region: set[fx.Node]) -> tuple[fx.Node, tuple[tuple[int, ...], tuple[int, ...], int]] | None:
-    """The value of known layout that the view `u` is taken from (through other views left
-    to torch) and the layout `u` has at run time; None where there is none, or sizes are not
-    static. The layout comes from replaying the views on a meta tensor of the value's layout,
-    not from `u`'s metadata, which a rewrite upstream may have left stale (pad_matmuls slices
-    a padded product where the graph had a dense one: its users' metadata keeps the dense
-    strides). Views the graph returns keep their op (AOTAutograd regenerates aliases of its
-    outputs from their bases)."""
-    if not isinstance(u, fx.Node) or u.op != "call_function" or u.target not in REINTERPRETED or \
-            any(user.op == "output" for user in u.users) or _static_layout(u.meta.get("val")) is None:
+def _view_input(node: Any) -> fx.Node | None:
+    """The value the view `node` is taken from (a view's input; a split's input, where `node`
+    is one of its pieces); None for other nodes."""
+    if not isinstance(node, fx.Node) or node.op != "call_function" or node.kwargs:
+        return None
+    source = node.args[0] if node.args else None
+    if node.target is operator.getitem and isinstance(source, fx.Node) and source.op == "call_function" \
+            and source.target in SPLITS and not source.kwargs:
+        source = source.args[0]
+    elif node.target not in REINTERPRETED:
+        return None
+    return source if isinstance(source, fx.Node) else None
+
+
+def _replayed(view: fx.Node, value: torch.Tensor) -> torch.Tensor | None:
+    """The view `view` taken from `value` (a meta tensor); None where its arguments are not
+    plain ints (or lists of them)."""
+    op, rest = view.target, view.args[1:]
+    if op is operator.getitem:
+        split, piece = view.args
+        op, rest = split.target, split.args[1:]
+    if not all(type(a) in (int, bool) or isinstance(a, (list, tuple)) and all(type(x) is int for x in a)
+               for a in rest):
+        return None
+    value = op(value, *rest)
+    return value[piece] if view.target is operator.getitem else value
+
+
+def _checkable(node: fx.Node) -> bool:
+    """Whether `node` is a graph input or the result of an aten op (not a view), whose layout
+    its metadata gives and a check at run time can confirm."""
+    if node.op == "placeholder":
+        return True
+    if node.op != "call_function":
+        return False
+    op = node.target
+    if op is operator.getitem and isinstance(node.args[0], fx.Node) and node.args[0].op == "call_function":
+        op = node.args[0].target
+    return isinstance(op, torch._ops.OpOverload) and op.namespace == "aten" and op not in SPLITS
+
+
+def _reinterpretable(u: Any, layout_known: set[fx.Node], in_region: set[fx.Node]) \
+        -> tuple[fx.Node, tuple[tuple[int, ...], tuple[int, ...], int], bool] | None:
+    """The value that the view `u` is taken from (through other views left to torch), the
+    layout `u` has at run time, and whether that value's layout must be checked first (it is
+    not a region's or a matmul's result, whose layouts are known); None where there is none,
+    or sizes are not static. The layout comes from replaying the views on a meta tensor of the
+    value's layout, not from `u`'s metadata, which a rewrite upstream may have left stale
+    (pad_matmuls slices a padded product where the graph had a dense one: its users' metadata
+    keeps the dense strides). Views the graph returns keep their op (AOTAutograd regenerates
+    aliases of its outputs from their bases)."""
+    if _view_input(u) is None or any(user.op == "output" for user in u.users) \
+            or _static_layout(u.meta.get("val")) is None:
         return None
     chain = [u]
-    base = u.args[0]
-    while isinstance(base, fx.Node) and base not in layout_known and base not in in_region \
-            and base.op == "call_function" and base.target in REINTERPRETED:
+    base = _view_input(u)
+    while base not in layout_known and base not in in_region and (source := _view_input(base)) is not None:
         chain.append(base)
-        base = base.args[0]
-    if not isinstance(base, fx.Node) or base not in layout_known:
+        base = source
+    unverified = base not in layout_known
+    if unverified and (base in in_region or len(chain) < 2 or not _checkable(base)):
         return None
-    sizes, strides, offset = _static_layout(base.meta["val"])
+    layout = _static_layout(base.meta.get("val"))
+    if layout is None:
+        return None
+    sizes, strides, _ = layout
     value = torch.empty_strided(sizes, strides, dtype=base.meta["val"].dtype, device="meta")
     for view in reversed(chain):
-        rest = view.args[1:]
-        if view.kwargs or not all(type(a) in (int, bool) or isinstance(a, (list, tuple)) and
-                                  all(type(x) is int for x in a) for a in rest):
+        value = _replayed(view, value)
+        if value is None:
             return None
-        value = view.target(value, *rest)
     layout = _static_layout(value)
     if layout is None or layout[0] != tuple(u.meta["val"].shape):
         return None
-    return base, layout
+    return base, layout, unverified
