@@ -280,3 +280,61 @@ func.func @whole_tensor_reductions(%labels: tensor<?xi64>, %v: tensor<?xf32>) ->
   } -> tensor<f32>
   return %count, %loss : tensor<i64>, tensor<f32>
 }
+
+// A merge that lets an earlier pair merge: exp(x) and sin(x) are siblings, but the column
+// sum of exp(x) sits between them and its result is read before sin(x) (by %v), so exp(x)
+// cannot move to sin(x)'s place. The column sum merges with the later column sum of exp(x)^2
+// (%v moves after them); then exp(x) and sin(x) merge too. The pass scans on from a merge
+// and, at the end, scans once more from the first generic: the result is the fixpoint.
+// CHECK-LABEL: func.func @a_merge_unblocks_an_earlier_pair(
+// CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<4x8xf32>
+// CHECK: %[[P:.+]]:2 = linalg.generic
+// CHECK-SAME: iterator_types = ["parallel", "parallel"]
+// CHECK-SAME: ins(%[[X]] : tensor<4x8xf32>)
+// CHECK: %[[S:.+]]:2 = linalg.generic
+// CHECK-SAME: iterator_types = ["parallel", "reduction"]
+// CHECK-SAME: ins(%[[P]]#0 : tensor<4x8xf32>)
+// CHECK: %[[V:.+]] = linalg.generic
+// CHECK-SAME: iterator_types = ["parallel"]
+// CHECK-SAME: ins(%[[S]]#0 : tensor<8xf32>)
+// CHECK-NOT: linalg.generic
+// CHECK: return %[[P]]#0, %[[P]]#1, %[[V]], %[[S]]#1
+#c1 = affine_map<(d0) -> (d0)>
+func.func @a_merge_unblocks_an_earlier_pair(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x8xf32>
+  %ex = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = math.exp %a : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  %ec = tensor.empty() : tensor<8xf32>
+  %ic = linalg.fill ins(%zero : f32) outs(%ec : tensor<8xf32>) -> tensor<8xf32>
+  %sum = linalg.generic {indexing_maps = [#xy, #col], iterator_types = ["parallel", "reduction"]}
+      ins(%ex : tensor<4x8xf32>) outs(%ic : tensor<8xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %acc, %a : f32
+    linalg.yield %s : f32
+  } -> tensor<8xf32>
+  %v = linalg.generic {indexing_maps = [#c1, #c1], iterator_types = ["parallel"]}
+      ins(%sum : tensor<8xf32>) outs(%ec : tensor<8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = arith.mulf %a, %a : f32
+    linalg.yield %r : f32
+  } -> tensor<8xf32>
+  %sin = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = math.sin %a : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  %sq = linalg.generic {indexing_maps = [#xy, #col], iterator_types = ["parallel", "reduction"]}
+      ins(%ex : tensor<4x8xf32>) outs(%ic : tensor<8xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %p = arith.mulf %a, %a : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<8xf32>
+  return %ex, %sin, %v, %sq : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+}
