@@ -6,8 +6,10 @@ stream and allocation entry points (`mgpuStreamCreate`, `mgpuStreamSynchronize`,
 stream and allocator (no stream created, synchronized and destroyed per launch), and its
 module-loading, launch and memset entry points (`mgpuModuleLoad`, `mgpuModuleLoadJIT`,
 `mgpuLaunchKernel`, `mgpuMemset32`) with ones that call the CUDA driver in the context of the
-executable's device (the runtime's use the first device's context for every device). A host
-module calling any other runtime entry point is an error.
+executable's device (the runtime's use the first device's context for every device), and its
+kernel lookup (`mgpuModuleGetFunction`) with one that asks the driver once per kernel, not at
+every launch. A host module calling any other runtime entry point than `mgpuModuleUnload` is
+an error.
 """
 
 from __future__ import annotations

@@ -71,7 +71,8 @@ int cuMemsetD32Async(uint64_t dst, unsigned value, size_t count, void *stream) {
   return 0;
 }
 void mgpuModuleUnload(void *m) {}
-void *mgpuModuleGetFunction(void *m, const char *name) { return (void *)name; }
+int n_get_function = 0;  /* cuModuleGetFunction calls */
+int cuModuleGetFunction(void **f, void *m, const char *name) { n_get_function++; *f = (void *)name; return 0; }
 void mgpuSetDefaultDevice(int32_t device) {}
 void *mgpuMemAlloc(uint64_t size, void *stream, _Bool shared) { return 0; }
 void mgpuMemFree(void *ptr, void *stream) {}
@@ -158,6 +159,25 @@ def test_scratch_comes_from_the_arena_once_its_size_is_known(stub) -> None:
     assert host.call(shapes_in, shapes_out, arena, first_slice) == need  # the others do not fit
     assert len(host.allocs) == 2 and len(host.frees) == 2
     assert not any(arena <= f < arena + first_slice for f in host.frees)
+
+
+def _row_and_column_sums(x):
+    return x.sum(-1), (x * 2.0).sum(0)
+
+
+def test_each_kernel_is_looked_up_in_its_module_once(stub) -> None:
+    """The host code asks the driver for each kernel of its module (cuModuleGetFunction) at
+    its first launch only; later calls launch the function it remembered."""
+    host = Host(stub, _row_and_column_sums, np.ones((8, 64), np.float32))
+    looked_up = ctypes.c_int.in_dll(host.lib, "n_get_function")
+    looked_up.value = 0
+    host.call([(512, 4096)], [(512,), (4096,)])
+    kernels = host.launches()
+    assert len(kernels) == 2 and looked_up.value == 2
+    for _ in range(3):
+        host.call([(512, 4096)], [(512,), (4096,)])
+        assert host.launches() == kernels
+    assert looked_up.value == 2
 
 
 def test_launches_and_memsets_run_in_the_executables_context(stub) -> None:

@@ -9,7 +9,8 @@ and launched in cuda:0's context, on cuda:1's stream (an illegal address). `host
 replaces those runtime entry points in the host module (LLVM dialect) with definitions driven
 by module globals that the caller sets (`gpu_runtime.DeviceExecutable`): the stream of the
 call, the allocator, and the context of the executable's device, made current around each
-launch and memset. They call the CUDA driver directly; a failing driver call leaves its
+launch and memset; each kernel is looked up in its module once, not at every launch. They
+call the CUDA driver directly; a failing driver call leaves its
 error code in `mlirfuse_cuda_error`, which the caller checks (the runtime printed it).
 """
 
@@ -29,6 +30,11 @@ from mlirfuse.errors import FusionError
 # (or every request, without an arena) goes to the caller's allocator (`mlirfuse_alloc_fn`);
 # `mgpuMemFree` hands back only what did not come from the arena. An empty request is answered
 # with a null pointer (no allocator call, nothing counted) and freeing null does nothing.
+#
+# Kernel lookup: `mgpuModuleGetFunction` asks the driver (cuModuleGetFunction, about 0.6 us on
+# an H200 host) once per module and kernel name and remembers the answer in a 16-slot table
+# (`mlirfuse_functions`: module, name, function per slot, indexed by the name's address; a
+# slot two kernels share is asked again when they alternate), not at every launch.
 #
 # The context (`mlirfuse_context`): the primary context of the executable's device. The GPU
 # binary is loaded (the module's constructors, `mgpuModuleLoad`) in the context the caller
@@ -132,6 +138,7 @@ llvm.func @cuCtxPopCurrent_v2(!llvm.ptr) -> i32
 llvm.func @cuModuleLoadData(!llvm.ptr, !llvm.ptr) -> i32
 llvm.func @cuModuleLoadDataEx(!llvm.ptr, !llvm.ptr, i32, !llvm.ptr, !llvm.ptr) -> i32
 llvm.func @cuFuncSetAttribute(!llvm.ptr, i32, i32) -> i32
+llvm.func @cuModuleGetFunction(!llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
 llvm.func @cuLaunchKernel(!llvm.ptr, i32, i32, i32, i32, i32, i32, i32, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
 llvm.func @cuMemsetD32Async(i64, i32, i64, !llvm.ptr) -> i32
 llvm.func @mlirfuse_check(%e: i32) {
@@ -218,6 +225,52 @@ llvm.func @mgpuModuleLoadJIT(%data: !llvm.ptr, %level: i32) -> !llvm.ptr {
   %module = llvm.load %m : !llvm.ptr -> !llvm.ptr
   llvm.return %module : !llvm.ptr
 }
+llvm.mlir.global internal @mlirfuse_functions() {addr_space = 0 : i32} : !llvm.array<48 x ptr> {
+  %0 = llvm.mlir.zero : !llvm.array<48 x ptr>
+  llvm.return %0 : !llvm.array<48 x ptr>
+}
+llvm.func @mgpuModuleGetFunction(%module: !llvm.ptr, %name: !llvm.ptr) -> !llvm.ptr {
+  %c3 = llvm.mlir.constant(3 : i64) : i64
+  %c7 = llvm.mlir.constant(7 : i64) : i64
+  %c15 = llvm.mlir.constant(15 : i64) : i64
+  %zero = llvm.mlir.constant(0 : i32) : i32
+  %one = llvm.mlir.constant(1 : i64) : i64
+  %null = llvm.mlir.zero : !llvm.ptr
+  %address = llvm.ptrtoint %name : !llvm.ptr to i64
+  %low = llvm.lshr %address, %c3 : i64
+  %high = llvm.lshr %address, %c7 : i64
+  %mixed = llvm.xor %low, %high : i64
+  %slot = llvm.and %mixed, %c15 : i64
+  %first = llvm.mul %slot, %c3 : i64
+  %table = llvm.mlir.addressof @mlirfuse_functions : !llvm.ptr
+  %entry = llvm.getelementptr %table[%first] : (!llvm.ptr, i64) -> !llvm.ptr, !llvm.ptr
+  %name_at = llvm.getelementptr %entry[1] : (!llvm.ptr) -> !llvm.ptr, !llvm.ptr
+  %function_at = llvm.getelementptr %entry[2] : (!llvm.ptr) -> !llvm.ptr, !llvm.ptr
+  %cached_module = llvm.load %entry : !llvm.ptr -> !llvm.ptr
+  %cached_name = llvm.load %name_at : !llvm.ptr -> !llvm.ptr
+  %same_module = llvm.icmp "eq" %cached_module, %module : !llvm.ptr
+  %same_name = llvm.icmp "eq" %cached_name, %name : !llvm.ptr
+  %hit = llvm.and %same_module, %same_name : i1
+  llvm.cond_br %hit, ^hit, ^miss
+^hit:
+  %cached = llvm.load %function_at : !llvm.ptr -> !llvm.ptr
+  llvm.return %cached : !llvm.ptr
+^miss:
+  %f = llvm.alloca %one x !llvm.ptr : (i64) -> !llvm.ptr
+  llvm.store %null, %f : !llvm.ptr, !llvm.ptr
+  %e = llvm.call @cuModuleGetFunction(%f, %module, %name) : (!llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
+  llvm.call @mlirfuse_check(%e) : (i32) -> ()
+  %function = llvm.load %f : !llvm.ptr -> !llvm.ptr
+  %ok = llvm.icmp "eq" %e, %zero : i32
+  llvm.cond_br %ok, ^remember, ^done
+^remember:
+  llvm.store %module, %entry : !llvm.ptr, !llvm.ptr
+  llvm.store %name, %name_at : !llvm.ptr, !llvm.ptr
+  llvm.store %function, %function_at : !llvm.ptr, !llvm.ptr
+  llvm.br ^done
+^done:
+  llvm.return %function : !llvm.ptr
+}
 llvm.func @mgpuLaunchKernel(%f: !llvm.ptr, %gx: i64, %gy: i64, %gz: i64, %bx: i64, %by: i64, %bz: i64,
                             %smem: i32, %stream: !llvm.ptr, %params: !llvm.ptr, %extra: !llvm.ptr, %n: i64) {
   %pushed = llvm.call @mlirfuse_push_context() : () -> i1
@@ -267,7 +320,7 @@ _OVERRIDDEN = ("mgpuStreamCreate", "mgpuStreamSynchronize", "mgpuStreamDestroy",
                "mgpuMemset32")
 # Runtime entry points the host module may keep: they make no context current (the module
 # handle names its context).
-_KEPT = ("mgpuModuleGetFunction", "mgpuModuleUnload")
+_KEPT = ("mgpuModuleUnload",)
 
 
 def host_overrides(module: ir.Module) -> None:

@@ -36,9 +36,15 @@
 // MERGED-COUNT-2: gpu.func @mlirfuse_entry_kernel_{{[0-1]}}(
 // MERGED-NOT: gpu.module
 
-// gpu-host-overrides: the runtime's stream and allocation entry points are the caller's.
+// gpu-host-overrides: the runtime's stream and allocation entry points are the caller's;
+// kernels are looked up in a table first, the driver asked only on a miss.
 // HOST: llvm.func @mgpuStreamCreate()
 // HOST: llvm.func @mgpuMemAlloc(
+// HOST: llvm.mlir.global internal @mlirfuse_functions()
+// HOST: llvm.func @mgpuModuleGetFunction(
+// HOST: llvm.cond_br %{{[^ ]+}}, ^[[HIT:[a-z0-9]+]], ^[[MISS:[a-z0-9]+]]
+// HOST: ^[[MISS]]:
+// HOST: llvm.call @cuModuleGetFunction(
 
 // NO-ENTRY: error: pipeline failed: gpu-unit-loops: no @mlirfuse_entry function (this pass runs after entry-point)
 
