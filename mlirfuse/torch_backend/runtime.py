@@ -45,8 +45,8 @@ VIEW_METHODS = {torch.ops.aten.view.default: "view", torch.ops.aten.permute.defa
 # result): one `_reinterpret_tensor` call (Inductor's `reinterpret_tensor`: 1.6 us on the H100
 # host where Tensor.view takes 3.1), from that value, with the sizes, strides and offset of
 # torch's metadata, however many views lead there (a view, then a permute, then a view; one
-# piece of a split). From the result of another aten op, or a graph input, whose layout only
-# its metadata tells (an attention's output, read back as [B, S, H * D] through four views):
+# piece of a split). From the result of another aten op, whose layout only its metadata tells
+# (an attention's output, read back as [B, S, H * D] through four views):
 # the same, where two or more views lead there, after a check of that value's sizes and
 # strides against its metadata (Inductor's `assert_size_stride` after its library calls),
 # which raises where they differ.
@@ -574,10 +574,10 @@ def _replayed(view: fx.Node, value: torch.Tensor) -> torch.Tensor | None:
 
 
 def _checkable(node: fx.Node) -> bool:
-    """Whether `node` is a graph input or the result of an aten op (not a view), whose layout
-    its metadata gives and a check at run time can confirm."""
-    if node.op == "placeholder":
-        return True
+    """Whether `node` is the result of an aten op (not a view) computed in the graph, whose
+    layout its metadata gives and a check at run time confirms. Not a graph input: a saved
+    activation may arrive in another layout than its metadata's (the leading columns of a
+    padded matmul's rows, `FusedRegion._adapt`), which views serve and a check would refuse."""
     if node.op != "call_function":
         return False
     op = node.target

@@ -680,19 +680,37 @@ def test_views_of_an_attention_output_and_of_split_pieces_are_checked_then_reint
     torch.testing.assert_close(out, fn(*args), **TOL[torch.float32])
 
 
-def test_a_graph_input_of_another_layout_than_its_metadata_raises_instead_of_being_misread() -> None:
-    """Two views of a graph input become one `_reinterpret_tensor` after a check of the
-    input's sizes and strides against the graph's metadata: an input of another layout (here
-    the transpose of a contiguous one, the same sizes) raises; it is not read as the layout
-    the metadata had."""
+def test_an_op_result_of_another_layout_than_its_metadata_raises_instead_of_being_misread() -> None:
+    """Two views of an aten op's result left to torch (a cumsum) become one
+    `_reinterpret_tensor` after a check of that result's sizes and strides against the
+    graph's metadata. Where the metadata is wrong (planted here: a transposed layout, as a
+    wrong fake kernel would give), the check raises; the result is not read as the layout
+    the metadata had. With the metadata right, the result is eager's."""
+    def fn(x):
+        return torch.exp(torch.cumsum(x, 1).view(4, 2, 4).permute(1, 0, 2) * 2.0)
+    x = torch.randn(4, 8)
+    compiled = compile_graph(_aten_graph(fn, x), [x])
+    torch.testing.assert_close(compiled([x]), fn(x), **TOL[torch.float32])
+
+    gm = _aten_graph(fn, x)
+    cumsum = next(n for n in gm.graph.nodes if n.target is torch.ops.aten.cumsum.default)
+    val = cumsum.meta["val"]
+    cumsum.meta["val"] = val.new_empty_strided(val.shape, (1, 4))
+    compiled = compile_graph(gm, [x])
+    with pytest.raises(AssertionError, match="stride"):
+        compiled([x])
+
+
+def test_views_of_a_graph_input_stay_views() -> None:
+    """Views of a graph input run as views (Tensor methods), whatever its layout: a saved
+    activation may arrive in another layout than the graph's metadata (the leading columns
+    of a padded matmul's rows). Such an input, traced dense: the results are eager's."""
     def fn(x):
         return torch.exp(x.view(4, 2, 4).permute(1, 0, 2) * 2.0)
     x = torch.randn(4, 8)
     compiled = compile_graph(_aten_graph(fn, x), [x])
-    torch.testing.assert_close(compiled([x]), fn(x), **TOL[torch.float32])
-    other = torch.randn(8, 4).t()
-    with pytest.raises(AssertionError, match="stride"):
-        compiled([other])
+    pitched = torch.randn(4, 12)[:, :8]
+    torch.testing.assert_close(compiled([pitched]), fn(pitched), **TOL[torch.float32])
 
 
 def test_views_and_matmuls_left_to_torch_cost_the_least_calls(capfd) -> None:
@@ -726,8 +744,8 @@ def test_views_and_matmuls_left_to_torch_cost_the_least_calls(capfd) -> None:
     assert "torch._C._nn.linear(" in forward and ".permute(" not in forward and "aten.mm" not in forward, forward
     backward = err.split("backward graph:")[1].split("the compiled graph:")[1]
     assert "aten.alias" not in backward and "aten.mm" not in backward, backward
-    assert backward.count("torch.mm(") == 2 and ", primals_3)" in backward, backward  # w.t().t(): w itself
-    assert backward.count(".permute(") + backward.count(".view(") + backward.count(".expand(") <= 2, backward
+    assert backward.count("torch.mm(") == 2 and backward.count(".permute(") == 2, backward
+    assert ", primals_3)" in backward, backward  # w.t().t(): w itself
     x_ref = x.detach().clone().requires_grad_()
     reference(x_ref).backward()
     torch.testing.assert_close(x.grad, x_ref.grad, **TOL[torch.float32])
