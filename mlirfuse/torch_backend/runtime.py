@@ -574,16 +574,18 @@ def _replayed(view: fx.Node, value: torch.Tensor) -> torch.Tensor | None:
 
 
 def _checkable(node: fx.Node) -> bool:
-    """Whether `node` is the result of an aten op (not a view) computed in the graph, whose
-    layout its metadata gives and a check at run time confirms. Not a graph input: a saved
-    activation may arrive in another layout than its metadata's (the leading columns of a
-    padded matmul's rows, `FusedRegion._adapt`), which views serve and a check would refuse."""
+    """Whether `node` is the result of an aten op computed in the graph, not a view, whose
+    layout its metadata gives and a check at run time confirms. Not a graph input, nor a view
+    of anything (`select`, `as_strided`, ...): a saved activation may arrive in another layout
+    than its metadata's (the leading columns of a padded matmul's rows, `FusedRegion._adapt`),
+    which views serve and a check would refuse; an op computing a new tensor from it lays
+    that out as its metadata says (dense where the input is not)."""
     if node.op != "call_function":
         return False
     op = node.target
     if op is operator.getitem and isinstance(node.args[0], fx.Node) and node.args[0].op == "call_function":
         op = node.args[0].target
-    return isinstance(op, torch._ops.OpOverload) and op.namespace == "aten" and op not in SPLITS
+    return isinstance(op, torch._ops.OpOverload) and op.namespace == "aten" and not op.is_view
 
 
 def _reinterpretable(u: Any, layout_known: set[fx.Node], in_region: set[fx.Node]) \
