@@ -172,6 +172,11 @@ class _Grouping:
         self.device: list[str] = []
         self.members: list[list[fx.Node]] = []
         self.last: list[int] = []
+        # Per group: the position of its first member, and what its members read from outside
+        # it (a superset: pruned at merges), so that a cycle check walks a big group's few
+        # external inputs, not every input of its thousand members (an unrolled recurrence).
+        self.first: list[int] = []
+        self.external: list[set[fx.Node]] = []
         self.group_of: dict[fx.Node, int] = {}
 
     def find(self, g: int) -> int:
@@ -196,9 +201,12 @@ class _Grouping:
             self.device.append(device)
             self.members.append([])
             self.last.append(-1)
+            self.first.append(self.position[node])
+            self.external.append(set())
         self.group_of[node] = g
         self.members[g].append(node)
         self.last[g] = max(self.last[g], self.position[node])
+        self.external[g].update(d for d in self.deps[node] if not self._in(d, g))
 
     def merge_siblings(self, node: fx.Node) -> None:
         """Horizontal fusion: the groups reading tensor `node` merge where no cycle arises."""
@@ -217,25 +225,34 @@ class _Grouping:
 
     def _merge(self, chosen: set[int]) -> int:
         g, *rest = sorted(chosen)
+        external = self.external[g]
         for other in rest:
             self.parent[other] = g
             self.members[g].extend(self.members[other])
             self.members[other] = []
             self.last[g] = max(self.last[g], self.last[other])
+            self.first[g] = min(self.first[g], self.first[other])
+            external |= self.external[other]
+            self.external[other] = set()
+        self.external[g] = {d for d in external if not self._in(d, g)}
         return g
+
+    def _in(self, n: fx.Node, g: int) -> bool:
+        return n in self.group_of and self.find(self.group_of[n]) == g
 
     def _acyclic(self, candidate: set[int], node: fx.Node | None = None) -> bool:
         """Merging `candidate` (and `node`) makes no cycle iff no input from outside the merged
         set depends on any part of it. The search walks producers backward; reaching a group
         it goes on from all of that group's inputs. Nothing placed before the set's first
         member can depend on it, which bounds the walk."""
-        members = ([node] if node is not None else []) + [m for g in candidate for m in self.members[g]]
-        first = min(self.position[m] for m in members)
+        first = min([self.first[g] for g in candidate] + ([self.position[node]] if node is not None else []))
 
         def inside(n: fx.Node) -> bool:
             return n is node or (n in self.group_of and self.find(self.group_of[n]) in candidate)
 
-        stack = [d for m in members for d in self.deps[m] if not inside(d)]
+        stack = [d for g in candidate for d in self.external[g] if not inside(d)]
+        if node is not None:
+            stack += [d for d in self.deps[node] if not inside(d)]
         seen_nodes: set[fx.Node] = set()
         seen_groups: set[int] = set()
         while stack:
@@ -252,7 +269,7 @@ class _Grouping:
             if g in seen_groups or self.last[g] < first:
                 continue
             seen_groups.add(g)
-            stack.extend(x for m in self.members[g] for x in self.deps[m])
+            stack.extend(self.external[g])
         return True
 
     def roots(self) -> list[int]:
