@@ -574,18 +574,20 @@ def _replayed(view: fx.Node, value: torch.Tensor) -> torch.Tensor | None:
 
 
 def _checkable(node: fx.Node) -> bool:
-    """Whether `node` is the result of an aten op computed in the graph, not a view, whose
-    layout its metadata gives and a check at run time confirms. Not a graph input, nor a view
-    of anything (`select`, `as_strided`, ...): a saved activation may arrive in another layout
-    than its metadata's (the leading columns of a padded matmul's rows, `FusedRegion._adapt`),
-    which views serve and a check would refuse; an op computing a new tensor from it lays
-    that out as its metadata says (dense where the input is not)."""
+    """Whether `node` is the result of an aten op computed in the graph (not a view, not an
+    in-place op), whose layout its metadata gives and a check at run time confirms. Not a
+    graph input, nor a view or in-place result of anything (`select`, `as_strided`, `copy_`):
+    a saved activation may arrive in another layout than its metadata's (the leading columns
+    of a padded matmul's rows, `FusedRegion._adapt`), which views serve and a check would
+    refuse; an op computing a new tensor from it lays that out as its metadata says (dense
+    where the input is not)."""
     if node.op != "call_function":
         return False
     op = node.target
     if op is operator.getitem and isinstance(node.args[0], fx.Node) and node.args[0].op == "call_function":
         op = node.args[0].target
-    return isinstance(op, torch._ops.OpOverload) and op.namespace == "aten" and not op.is_view
+    return isinstance(op, torch._ops.OpOverload) and op.namespace == "aten" and not op.is_view \
+        and not op._schema.is_mutable  # an in-place op's result is its input
 
 
 def _reinterpretable(u: Any, layout_known: set[fx.Node], in_region: set[fx.Node]) \

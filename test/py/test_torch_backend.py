@@ -701,6 +701,22 @@ def test_an_op_result_of_another_layout_than_its_metadata_raises_instead_of_bein
         compiled([x])
 
 
+def test_only_results_computed_in_the_graph_are_layout_checked_bases() -> None:
+    """The values whose views may become one reinterpret after a layout check: a new tensor
+    an aten op computes (cumsum), not a graph input, a view (select) or an in-place op's
+    result (copy_): those have their input's layout, which may differ from the metadata."""
+    from mlirfuse.torch_backend.runtime import _checkable
+
+    def fn(x, y):
+        return torch.cumsum(x, 1), x.select(1, 2), y.copy_(x)
+    gm = make_fx(fn)(torch.randn(4, 8), torch.randn(4, 8))
+    kinds = {n.target: _checkable(n) for n in gm.graph.nodes if n.op == "call_function"}
+    placeholder = next(n for n in gm.graph.nodes if n.op == "placeholder")
+    assert kinds == {torch.ops.aten.cumsum.default: True, torch.ops.aten.select.int: False,
+                     torch.ops.aten.copy_.default: False}, kinds
+    assert not _checkable(placeholder)
+
+
 def test_views_of_a_graph_input_stay_views() -> None:
     """Views of a graph input run as views (Tensor methods), whatever its layout: a saved
     activation may arrive in another layout than the graph's metadata (the leading columns
