@@ -243,7 +243,7 @@ class _Grouping:
     def _acyclic(self, candidate: set[int], node: fx.Node | None = None) -> bool:
         """Merging `candidate` (and `node`) makes no cycle iff no input from outside the merged
         set depends on any part of it. The search walks producers backward; reaching a group
-        it goes on from all of that group's inputs. Nothing placed before the set's first
+        it goes on from that group's inputs from outside it. Nothing placed before the set's first
         member can depend on it, which bounds the walk."""
         first = min([self.first[g] for g in candidate] + ([self.position[node]] if node is not None else []))
 

@@ -409,14 +409,15 @@ def rewrite(gm: fx.GraphModule, partition: Partition, fused: list[FusedRegion]) 
             # One call per value and layout (a normalized activation read by the q, k and v
             # projections: one reinterpret, not three); one check per value of unknown layout.
             base, layout, unverified = taken
-            if layout == _static_layout(base.meta["val"])[:2] + (0,):  # views that undo each other
+            sizes, strides, _ = _static_layout(base.meta["val"])
+            if layout == (sizes, strides, 0):  # views that undo each other
                 env[u] = env[base]
             elif (same := reinterpreted.get((base, layout))) is not None:
                 env[u] = same
             else:
                 if unverified and base not in checked:
                     checked.add(base)
-                    graph.call_function(check_layout, (env[base], *_static_layout(base.meta["val"])[:2]))
+                    graph.call_function(check_layout, (env[base], sizes, strides))
                 env[u] = reinterpreted[base, layout] = graph.call_function(reinterpret, (env[base], *layout))
                 env[u].meta = dict(u.meta)
         elif (composed := _composed_permutation(u, in_region)) is not None:
