@@ -607,6 +607,30 @@ def test_normalization_reading_a_broadcast_tile(p_shape, row) -> None:
     assert [s.split(" (")[0] for s in schedules(c)] == ["normalization"], c.stages["launch_params"]
 
 
+def _embedding_layer_norm(wte, ids, pos, w, b):
+    """GPT-2's first LayerNorm: embedding rows gathered in the kernel, plus position rows."""
+    h = ops.index_select(wte, ids, 0) + pos
+    x = ops.cast(h, DataType.Float)
+    d = x - ops.mean(x, [1], keepdim=True)
+    y = d * ops.rsqrt(ops.mean(d * d, [1], keepdim=True) + 1e-5) * ops.cast(w, DataType.Float)
+    return ops.cast(y + ops.cast(b, DataType.Float), DataType.BFloat16), h
+
+
+@pytest.mark.parametrize("misalign", [None, {0: 2}], ids=["aligned", "misaligned"])
+def test_normalization_gathers_rows_a_vector_at_a_time(misalign) -> None:
+    """The gathered rows' alignment is checked on the host, so the held kernel (the first)
+    loads them as 16-byte vectors. Checked in the kernel, row by row, LLVM merged the vector
+    branch into the scalar one: 2-byte loads. A misaligned table takes the kernels that
+    check each row."""
+    bf = ml_dtypes.bfloat16
+    args = (randn(50, 64, dtype=bf), RNG.integers(0, 50, 24), randn(24, 64, dtype=bf), randn(64, dtype=bf),
+            randn(64, dtype=bf))
+    c = check(_embedding_layer_norm, *args, misalign=misalign, reduction_size=64)
+    assert [s.split(" (")[0] for s in schedules(c)] == ["normalization"], c.stages["launch_params"]
+    held = c.ptx.split(".entry")[1]
+    assert "ld.global.b16" not in held and held.count("ld.global.v4") >= 8, held.count("ld.global.b16")
+
+
 def _masked_mean(v, labels):
     """A cross-entropy's loss over kept labels: the count of labels not -100 and the sum of
     the kept values (two whole-tensor sums over the labels), then their quotient."""

@@ -79,7 +79,8 @@ class NormalizationKernel:
             self.broadcast_rows[buffer] = linear
 
     # -- the chain, member by member
-    def run(self, width: int, slots: int, looping: bool, lead: ir.Value | bool | None = None) -> None:
+    def run(self, width: int, slots: int, looping: bool, lead: ir.Value | bool | None = None,
+            reads_checked: bool = False) -> None:
         """Emit the chain: `slots` vectors of `width` elements a thread, the whole row held
         (or, `looping`, a chunk at a time). `lead`: rows are shifted (their length is not a
         multiple of `width`): a row's vectors start at the first element of the [rows, row]
@@ -88,9 +89,11 @@ class NormalizationKernel:
         elements before and the fewer than `width` after the vectors go one to a lane of an
         edge chunk (the kernel then needs threads >= 2 width). `lead` True: no tile is in memory
         as rows; the first of the bodies' reads along rows (`body_reads`) sets the start.
-        Reads along rows in the members' bodies are vector loads where their row is aligned
-        to the vectors (checked in the kernel, row by row), else `width` scalar loads."""
+        Reads along rows in the members' bodies are vector loads: unconditionally where the
+        host found them aligned at every row (`reads_checked`), else where their row is
+        aligned to the vectors (checked in the kernel, row by row), else `width` scalar loads."""
         self.width, self.slots, self.looping, self.shifted = width, slots, looping, lead is not None
+        self.reads_checked = reads_checked
         self.start, self.end, self.edge = index_const(0), self.row_len, None
         self.reads = {}  # id(member) -> its body's reads along rows (vector chunks only)
         for m in self.chain.members if width > 1 else []:
@@ -347,8 +350,8 @@ class NormalizationKernel:
 
     def read_elements(self, m: Member, chunk: Chunk, j: int) -> dict[int, list[ir.Value]]:
         """Slot j's elements of each read along rows in m's body (`body_reads`), by the read's
-        place in the body: one vector load where the row is aligned to the vector (the
-        kernel checks, row by row), else a load an element."""
+        place in the body: one vector load where the host checked the reads (`run`) or the
+        row is aligned to the vector (the kernel checks, row by row), else a load an element."""
         found = self.reads.get(id(m)) if chunk.width > 1 else None
         if not found:
             return {}
@@ -360,6 +363,10 @@ class NormalizationKernel:
             for r in found.reads:
                 source = r.load.operands[0]
                 row, col = at.row(r), at.column(r, self.safe_col(chunk, j))
+                if self.reads_checked:
+                    loaded = load(source, row + [col], width)
+                    elements[r.position] = [element(loaded, e) for e in range(width)]
+                    continue
                 t = ir.MemRefType(source.type)
                 ok = self.read_aligned(m, r, at, chunk)
                 choice = scf.IfOp(ok, [ir.VectorType.get([width], t.element_type)], has_else=True)
