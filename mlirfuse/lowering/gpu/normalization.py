@@ -46,7 +46,7 @@ from mlir import ir
 from mlir.dialects import arith, memref
 
 from mlirfuse.lowering.gpu import heuristics as S
-from mlirfuse.lowering.gpu.body_reads import contiguous_reads, host_conditions
+from mlirfuse.lowering.gpu.body_reads import BodyReads, host_conditions
 from mlirfuse.lowering.gpu.kernels import (
     ZERO,
     Generic,
@@ -71,6 +71,7 @@ from mlirfuse.lowering.gpu.normalization_kernel import (
     TILE,
     NormalizationKernel,
     exps_as_triton_does,
+    row_reads,
 )
 from mlirfuse.lowering.gpu.online_sums import OnlineSum
 from mlirfuse.lowering.gpu.reduction import match_inner_reduction, static_product
@@ -310,7 +311,8 @@ def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationPar
         persistent = arith.andi(arith.cmpi(arith.CmpIPredicate.ugt, row_len, index_const(0)),
                                 arith.cmpi(arith.CmpIPredicate.ule, row_len, held))
         laid = _row_laid(chain, views, vectored)
-        reads = vec > 1 and _reads_rows(chain, vec)  # in the members' bodies: a lead where no tile is laid
+        found = row_reads(chain, vec)  # in the members' bodies
+        reads = bool(found)  # a lead where no tile is laid
         # rows of more threads loop where the looping variant reads them once too, in vectors
         single = _single_pass(chain, online, live_out) and (vec == 1 or bool(laid) or reads)
         if single:
@@ -321,7 +323,7 @@ def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationPar
                 list(vectored), [vec * o.element_bytes for o in vectored.values()])))
         # the bodies' reads along rows, checked on the host for the variants whose rows start
         # at vector boundaries: those load them a vector at a time, unconditionally
-        reads_ok = _body_reads_aligned(chain, vec, row_len) if reads else None
+        reads_ok = _body_reads_aligned(found, vec, row_len) if reads else None
         if reads_ok is not None:
             persistent = arith.andi(persistent, reads_ok)
         block = arith.maxui(threads, index_const(params.min_block))  # params.block_for, on the host
@@ -387,6 +389,7 @@ def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationPar
                                           body.arguments[0], body.arguments[3], online)
             width = vec if variant.vectors else 1
             kernel.run(width, params.loop_slots if variant.looping else params.slots, looping=variant.looping,
+                       reads=found if variant.vectors else {},
                        lead=(laid[0] if laid else True) if variant.shifted else None,
                        reads_checked=reads_ok is not None and not variant.shifted)
         exps_as_triton_does(body.owner)
@@ -395,15 +398,8 @@ def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationPar
     return [variant for _, variant in launches]
 
 
-def _reads_rows(chain: Chain, vec: int) -> bool:
-    """A member's body reads a buffer along the rows (`body_reads`: a slice, pad or gather
-    of a source captured by the body), which the kernel can read in vectors."""
-    return any(m.kind != ROW and m.cols == [m.generic.n_loops - 1] and contiguous_reads(m.generic, vec)
-               for m in chain.members)
-
-
-def _body_reads_aligned(chain: Chain, vec: int, row_len: ir.Value) -> ir.Value:
-    """Host: every read along rows in the members' bodies (`_reads_rows`) is aligned to the
+def _body_reads_aligned(found: dict[int, BodyReads], vec: int, row_len: ir.Value) -> ir.Value:
+    """Host: every read along rows in the members' bodies (`found`: `row_reads`) is aligned to the
     vector and inside its source's rows at any row (`body_reads.host_conditions`). Checked in
     the kernel instead, row by row, a read is a branch between a vector load and scalar loads
     of the same elements, which LLVM merged into the scalar loads: GPT-2's embedding rows,
@@ -412,11 +408,8 @@ def _body_reads_aligned(chain: Chain, vec: int, row_len: ir.Value) -> ir.Value:
     GPT-2's 50257 rows 19.0 -> 18.4 us, most of which is the write-back of the 77 MB padded
     table the region's other kernel writes just before it (all ids equal take as long)."""
     ok = arith.constant(ir.IntegerType.get_signless(1), 1)
-    for m in chain.members:
-        if m.kind != ROW and m.cols == [m.generic.n_loops - 1]:
-            found = contiguous_reads(m.generic, vec)
-            if found:
-                ok = arith.andi(ok, host_conditions(found, vec, row_len))
+    for reads in found.values():
+        ok = arith.andi(ok, host_conditions(reads, vec, row_len))
     return ok
 
 

@@ -12,7 +12,7 @@ from mlir import ir
 from mlir.dialects import arith, gpu, math, memref, scf, vector
 
 from mlirfuse.lowering.gpu import heuristics as S
-from mlirfuse.lowering.gpu.body_reads import Hoisted, contiguous_reads
+from mlirfuse.lowering.gpu.body_reads import BodyReads, Hoisted, contiguous_reads
 from mlirfuse.lowering.gpu.combiners import MAXIMUM, butterfly, identity
 from mlirfuse.lowering.gpu.kernels import (
     clone_body,
@@ -35,6 +35,19 @@ if TYPE_CHECKING:
 # A member's kind (REDUCE, TILE, ROW) and an operand's role (TILE, COL, ROW, SCALAR).
 REDUCE, TILE, ROW, COL, SCALAR = "reduce", "tile", "row", "col", "scalar"
 UNKNOWN = object()  # an input's value not known yet (`inputs`): left out of a body's mapping
+
+
+def row_reads(chain: Chain, width: int) -> dict[int, BodyReads]:
+    """id(member) -> its body's reads along the rows that `width` consecutive elements take
+    as one vector (`body_reads`: a slice, pad or gather of a source the body captures), for
+    the members whose loop runs along the row; empty where `width` is 1."""
+    found = {}
+    for m in chain.members if width > 1 else []:
+        if m.kind != ROW and m.cols == [m.generic.n_loops - 1]:
+            reads = contiguous_reads(m.generic, width)
+            if reads:
+                found[id(m)] = reads
+    return found
 
 
 @dataclass
@@ -79,8 +92,8 @@ class NormalizationKernel:
             self.broadcast_rows[buffer] = linear
 
     # -- the chain, member by member
-    def run(self, width: int, slots: int, looping: bool, lead: ir.Value | bool | None = None,
-            reads_checked: bool = False) -> None:
+    def run(self, width: int, slots: int, looping: bool, reads: dict[int, BodyReads],
+            lead: ir.Value | bool | None = None, reads_checked: bool = False) -> None:
         """Emit the chain: `slots` vectors of `width` elements a thread, the whole row held
         (or, `looping`, a chunk at a time). `lead`: rows are shifted (their length is not a
         multiple of `width`): a row's vectors start at the first element of the [rows, row]
@@ -88,19 +101,15 @@ class NormalizationKernel:
         host checked that the other tiles laid out as rows are misaligned alike); the `start`
         elements before and the fewer than `width` after the vectors go one to a lane of an
         edge chunk (the kernel then needs threads >= 2 width). `lead` True: no tile is in memory
-        as rows; the first of the bodies' reads along rows (`body_reads`) sets the start.
+        as rows; the first of the bodies' reads along rows (`reads`: `row_reads` at `width`)
+        sets the start.
         Reads along rows in the members' bodies are vector loads: unconditionally where the
         host found them aligned at every row (`reads_checked`), else where their row is
         aligned to the vectors (checked in the kernel, row by row), else `width` scalar loads."""
         self.width, self.slots, self.looping, self.shifted = width, slots, looping, lead is not None
         self.reads_checked = reads_checked
         self.start, self.end, self.edge = index_const(0), self.row_len, None
-        self.reads = {}  # id(member) -> its body's reads along rows (vector chunks only)
-        for m in self.chain.members if width > 1 else []:
-            if m.kind in (TILE, REDUCE) and m.cols == [m.generic.n_loops - 1]:
-                found = contiguous_reads(m.generic, width)
-                if found:
-                    self.reads[id(m)] = found
+        self.reads = reads  # id(member) -> its body's reads along rows (vector chunks only)
         if lead is not None:
             w = index_const(width)
             if lead is True:
