@@ -79,6 +79,11 @@ def pointwise_heuristic(numel: int | None, element_bytes: Sequence[int],
     256 threads; smaller blocks where a static size would leave SMs idle."""
     vec = vector_width(element_bytes)
     unroll = _unroll(vec, len(element_bytes), body_ops)
+    if unroll == 1 and 2 * vec * body_ops <= 2 * UNROLLED_OPS_BUDGET:
+        # one vector a thread left a compute-heavy body's loads waiting (GPT-2's GELU in
+        # bfloat16, 27 operations; H200, session 60, [8, 512, 3072] kernel us, unroll
+        # 1 -> 2: 19.55 -> 18.34; 4: 19.10): 2, up to twice the code budget
+        unroll = 2
     block = 256
     if numel is not None:
         wave = 2 * device.sm_count  # at least two blocks per SM before anything is cut
