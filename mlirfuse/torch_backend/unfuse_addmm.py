@@ -11,7 +11,9 @@ copy.
 
 `unfuse_addmms` rewrites, before partitioning, each `addmm(bias, x, w)` (beta and alpha 1)
 into `add(mm(x, w), bias)` where every user of the result (through views) is an op mlirfuse
-fuses, not one left to torch (another product would leave the add a kernel of its own).
+fuses or a copy (BERT's value heads, copied contiguous for attention's batched product: torch's
+strided copy kernel otherwise), not one left to torch (another product would leave the add a
+kernel of its own).
 Half precision keeps its addmm: there the epilogue adds the bias to the float32
 accumulator, and an mm would round the product to bf16/fp16 before the add (Inductor keeps
 those too, `keep_addmm_fused_for_half_dtypes`). The `unfuse_addmm` knob: "auto" rewrites
@@ -67,10 +69,13 @@ def _wanted(node: fx.Node, mode: str) -> bool:
 
 
 def _fused_use(node: fx.Node) -> bool:
-    """mlirfuse computes `node` in a region: a compute op it supports, or a view whose users
-    all are."""
+    """mlirfuse computes `node` in a region: a compute op it supports, a copy (torch's kernel
+    otherwise, so the add and it are a region: `partition` counts a copy beside a compute op),
+    or a view whose users all are."""
     if node.op != "call_function" or support(node)[0] is not None:
         return False
+    if node.target in A.COPIES:  # a kernel in torch too (the value heads' copy): one region with the add
+        return True
     if kind(node) == A.VIEW:
         return bool(node.users) and all(_fused_use(u) for u in node.users)
     return kind(node) in (A.COMPUTE, A.RANDOM)
