@@ -20,6 +20,11 @@ REDUCTION_BLOCK = 512
 # Unrolling copies a kernel's body once per element a thread handles in one step; past this
 # many operations the code (and LLVM's time on it) grows for little gain: unroll less.
 UNROLLED_OPS_BUDGET = 256
+# Not taken: unrolling twice up to twice the budget (bodies the budget leaves at one vector a
+# thread). H200, GPT-2's bf16 GELU (27 operations, [8, 512, 3072]), kernel us in one run,
+# unroll 1 -> 2 (-> 4): 19.55 -> 18.34 (19.10), session 60; but the suite's bf16 rotary
+# embedding (27 operations, [8, 32, 2048, 128]) went 69.3 us (session 57) -> 75.0 us with it
+# (session 61, its only change), against torch.compile's 67.5.
 
 
 @dataclass(frozen=True)
@@ -79,11 +84,6 @@ def pointwise_heuristic(numel: int | None, element_bytes: Sequence[int],
     256 threads; smaller blocks where a static size would leave SMs idle."""
     vec = vector_width(element_bytes)
     unroll = _unroll(vec, len(element_bytes), body_ops)
-    if unroll == 1 and 2 * vec * body_ops <= 2 * UNROLLED_OPS_BUDGET:
-        # one vector a thread left a compute-heavy body's loads waiting (GPT-2's GELU in
-        # bfloat16, 27 operations; H200, session 60, [8, 512, 3072] kernel us, unroll
-        # 1 -> 2: 19.55 -> 18.34; 4: 19.10): 2, up to twice the code budget
-        unroll = 2
     block = 256
     if numel is not None:
         wave = 2 * device.sm_count  # at least two blocks per SM before anything is cut
