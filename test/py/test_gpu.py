@@ -443,3 +443,39 @@ def test_transformer_block_groups_around_two_linears_on_gpu() -> None:
     staged = mlirfuse.jit(transformer_block, backend="gpu")(*inputs)  # numpy in, numpy out
     assert isinstance(staged, np.ndarray)
     np.testing.assert_allclose(staged, to_numpy(got), rtol=1e-5, atol=1e-5)
+
+
+_AFTER_A_DROPPED_EXECUTABLE = """
+import os, sys, tempfile, torch, mlirfuse
+from mlirfuse import gpu_kernel, ops
+os.environ["MLIRFUSE_CACHE_DIR"] = tempfile.mkdtemp()
+mlirfuse.jit(lambda x: ops.abs(x) * 2.0)(torch.ones(4, device="cuda"))
+torch.cuda.synchronize()
+os.environ["MLIRFUSE_CACHE_DIR"] = tempfile.mkdtemp()
+gpu_kernel._LOADED.clear()
+for dtype in (torch.bfloat16, torch.float32):
+    x, w = torch.randn(8192, 1024, device="cuda", dtype=dtype), torch.randn(1024, device="cuda", dtype=dtype)
+    norm = mlirfuse.jit(lambda x, w: x * ops.rsqrt((x * x).mean(-1, keepdim=True) + 1e-5) * w)
+    torch.testing.assert_close(norm(x, w), x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-5) * w,
+                               atol=2e-2, rtol=2e-2)
+    soft = mlirfuse.jit(lambda x: ops.softmax(x, -1))
+    torch.testing.assert_close(soft(x), torch.softmax(x.float(), -1).to(dtype), atol=2e-2, rtol=2e-2)
+"""
+
+
+@pytest.mark.xfail(strict=False, reason="intermittent segmentation fault, root cause not found (issue 20, "
+                   "session 61 note): bench/suite.py's rows crashed 5 of 17 times on the H200")
+def test_compiling_after_a_loaded_executable_is_dropped_does_not_crash() -> None:
+    """bench/suite.py's row process: a first fusion compiled and launched, the loaded
+    executables dropped (`_LOADED.clear()`, a new process's view), then fusions compiled.
+    On the H200 (session 61) such processes died of a segmentation fault in 2 of 6 runs, in
+    mlirfuse code walking MLIR IR during the next compile; 0 of 6 with the garbage collector
+    disabled, with the executables kept, or without the first fusion."""
+    import subprocess
+    import sys
+
+    procs = [subprocess.Popen([sys.executable, "-c", _AFTER_A_DROPPED_EXECUTABLE], stderr=subprocess.PIPE, text=True)
+             for _ in range(6)]
+    failures = [(p.wait(timeout=600), p.stderr.read()[-2000:]) for p in procs]
+    crashed = [err for rc, err in failures if rc != 0]
+    assert not crashed, f"{len(crashed)} of {len(procs)} processes failed; last: {crashed[-1]}"
