@@ -165,6 +165,25 @@ def _row_and_column_sums(x):
     return x.sum(-1), (x * 2.0).sum(0)
 
 
+def test_an_executables_engine_outlives_it(stub) -> None:
+    """Dropping an executable does not destroy its ExecutionEngine: on the GPU machine a
+    destroyed host-module engine left later C++ exceptions (thrown inside the MLIR bindings)
+    crashing or hanging the process (test_gpu's
+    `test_compiling_after_a_loaded_executable_is_dropped_does_not_crash`)."""
+    import gc
+    import weakref
+
+    from mlirfuse.lowering.gpu import runtime
+
+    host = Host(stub, lambda x: ops.abs(x) * 2.0, np.ones(4, np.float32))
+    host.call([(4,)], [(4,)])
+    engine, dropped = host.exe.engine, weakref.ref(host.exe)
+    del host
+    gc.collect()
+    assert dropped() is None
+    assert any(e is engine for e in runtime._ENGINES)
+
+
 def test_each_kernel_is_looked_up_in_its_module_once(stub) -> None:
     """The host code asks the driver for each kernel of its module (cuModuleGetFunction) at
     its first launch only; later calls launch the function it remembered."""

@@ -143,6 +143,17 @@ def _runtime_free(ptr: int | None, stream: int | None) -> None:
 RUNTIME_ALLOC = ALLOC_FN(lambda size, stream: _runtime_alloc(size, stream))
 RUNTIME_FREE = FREE_FN(lambda ptr, stream: _runtime_free(ptr, stream))
 
+# Every ExecutionEngine of a host module, kept until the process exits: one is never destroyed.
+# Destroying one (its executable dropped, e.g. by bench/suite.py's `gpu_kernel._LOADED.clear()`)
+# left the process unable to take C++ exceptions, which the MLIR bindings throw and catch
+# inside ordinary calls: on the H200, 5 of 12 processes that dropped one and then raised
+# 20000 ValueErrors from `ir.IntegerAttr(<a StringAttr>)` crashed there (2 of them aborted),
+# none of 8 that kept it, none of 16 that dropped a CPU-backend engine instead. In a compile,
+# the crash or hang landed wherever the next exception was thrown (`kernels.nested_ops`, an
+# op's uses): bench/suite.py's rows died 5 times in 17 (session 61). The engine's JIT-ed
+# code and the GPU binary it loaded stay (what `gpu_kernel._LOADED` keeps anyway).
+_ENGINES: list[Any] = []
+
 
 class DeviceExecutable:
     """The host module of a GPU fusion, loaded for one device, its GPU binary loaded there.
@@ -184,6 +195,7 @@ class DeviceExecutable:
                     # its object code can be linked into a shared library for warm starts.
                     self.engine = ExecutionEngine(module, opt_level=0, shared_libs=[runtime or runtime_library()],
                                                   enable_pic=True)
+                    _ENGINES.append(self.engine)
                     self.engine.initialize()  # loads the GPU binary (global constructors)
         address = self._lookup(f"_mlir_ciface_{ENTRY}")
         if not address:
