@@ -106,9 +106,9 @@ def test_inner_reduction_cuts_few_long_rows() -> None:
     assert inner_reduction_heuristic(None, None, [2], H100).min_chunk == 4 * 512 * 8 * 4
 
 
-def test_column_reduction_a_warp_across_columns_and_a_wave_of_blocks() -> None:
+def test_column_reduction_a_warp_across_columns_and_four_blocks_an_sm() -> None:
     p = column_reduction_heuristic(None, None, [4], H100)
-    assert p == ColumnReductionParams(vector=4, unroll=4, block_x=32, block_y=8, target_blocks=132 * 8,
+    assert p == ColumnReductionParams(vector=4, unroll=4, block_x=32, block_y=8, target_blocks=132 * 4,
                                       min_rows_per_thread=16)  # at least 16 rows a thread
     assert column_reduction_heuristic(None, None, [4], H100, body_ops=40).min_rows_per_thread == 16
     assert p.block == 256 and p.block_x * p.vector * 4 == 512  # a warp reads 512 contiguous bytes of a row
@@ -183,7 +183,8 @@ def test_normalization_registers_follow_what_a_thread_holds() -> None:
 
 
 def test_normalization_static_rows_get_one_tier() -> None:
-    assert normalization_heuristic(4096, None, [4], H100) == NormalizationParams(4, 4, 1024, (RowTier(None, 256),), 4, 256)
+    assert normalization_heuristic(4096, None, [4], H100) == NormalizationParams(4, 4, 1024, (RowTier(None, 256),),
+                                                                                 4, 256)
     assert normalization_heuristic(100000, None, [4], H100).tiers == (RowTier(None, 1024),)  # the looping variant
 
 

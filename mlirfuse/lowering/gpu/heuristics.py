@@ -162,6 +162,15 @@ COLUMN_BLOCK = 256
 # 4096x768 8.62 -> 8.09, 4096x4096 37.7 -> 37.8 (40.8); x.sum(0) float32 16384x768 18.8 -> 14.4,
 # 4096x4096 21.4 -> 21.2.
 COLUMN_MIN_ROWS_PER_THREAD = 16
+# The slices of a column reduction aim for half the 256-thread blocks an SM can hold (4 on
+# sm_90): fewer, longer blocks pay less for each slice's partial, fence and counter.
+# H200, session 63, L2 flushed (triton do_bench), us, 8 -> 4 (2; 6) blocks an SM, two rounds:
+# middle-axis sum f32 64x1024x256 30.5 -> 28.8 (29.5; 32.0), column sum over (0, 1) f32
+# 16x512x4096 47.5 -> 45.5 (46.6; 51.4), sum(0,1) + pow 3 113.5 -> 111.8 (112.3; 117.0),
+# GELU-backward + bias-grad 138.4 -> 137.5 (138.3; 143.5); LayerNorm backward's sums through
+# torch.compile (torch.profiler, L2 warm), f32 16384x768 35.0 -> 29.7 (33.1), 4096x768 8.8 -> 8.9
+# (9.2).
+COLUMN_WAVE_FRACTION = 2  # the blocks a wave holds, divided by this
 
 
 @dataclass(frozen=True)
@@ -171,7 +180,8 @@ class ColumnReductionParams:
     threads, each accumulating every `block_y`-th row of its slice (`unroll` rows in flight).
     The rows are cut into slices so that there are about `target_blocks` blocks, but no
     thread gets fewer than `min_rows_per_thread` rows; each slice's partial goes to a
-    workspace that a second launch combines in a fixed order (deterministic)."""
+    workspace, which the last block of its column block to finish combines in a fixed order
+    (deterministic)."""
 
     vector: int
     unroll: int
@@ -190,7 +200,7 @@ def column_reduction_heuristic(columns: int | None, rows: int | None, element_by
                                body_ops: int = 1) -> ColumnReductionParams:
     """A warp across the columns (32 x 16 bytes: each row read in 512-byte spans) and 8 rows
     of threads; fewer lanes across (more rows) where a static column count is narrower than
-    a warp's vectors. Slices: enough blocks for one full wave of the device, but at least
+    a warp's vectors. Slices: about half a wave of blocks (`COLUMN_WAVE_FRACTION`), but at least
     `COLUMN_MIN_ROWS_PER_THREAD` rows a thread."""
     del rows
     vec = vector_width(element_bytes)
@@ -200,7 +210,7 @@ def column_reduction_heuristic(columns: int | None, rows: int | None, element_by
         while block_x > 4 and (block_x // 2) * vec >= columns:
             block_x //= 2
     block_y = COLUMN_BLOCK // block_x
-    target = device.sm_count * (device.max_threads_per_sm // COLUMN_BLOCK)
+    target = device.sm_count * (device.max_threads_per_sm // COLUMN_BLOCK) // COLUMN_WAVE_FRACTION
     return ColumnReductionParams(vec, unroll, block_x, block_y, target, max(2 * unroll, COLUMN_MIN_ROWS_PER_THREAD))
 
 
