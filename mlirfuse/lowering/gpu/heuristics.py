@@ -224,6 +224,13 @@ def column_reduction_heuristic(columns: int | None, rows: int | None, element_by
 # softmax f32 391.9 -> 362.3, bias-dropout-add-LayerNorm 64x128x1024 53.1 -> 44.9 (blocks of
 # at least 512: 47.9); RMSNorm f32 32768x4096 359.3 -> 368.7 the one loss.
 PERSISTENT_SLOTS = 4
+# Not taken: more threads a row (each tier's threads x 2, 4 or 8, slots divided alike, the
+# same rows held). H200, session 63, through torch.compile, torch.profiler (L2 warm), us, today's
+# -> x 2 (x 8): softmax bf16 8192x1024 9.0 -> 12.0 (33.0), LayerNorm bf16 8192x1024 10.0 -> 11.3
+# (30.9), softmax f32 32768x4096 271.7 -> 411.3 (947.8), LayerNorm f32 32768x4096 265.3 -> 445.5
+# (946.0); blocks of at least 256 or 512 threads lost too. A cap of 48 registers at today's
+# threads helped float32 softmax alone (8192x1024 19.0 -> 18.1, 32768x4096 271.7 -> 254.9) and
+# spilled elsewhere (LayerNorm bf16 8192x1024 10.0 -> 24.9).
 NORMALIZATION_MAX_BLOCK = 1024
 # Short rows share blocks of this many threads (block // threads rows each).
 NORMALIZATION_MIN_BLOCK = 128
