@@ -230,9 +230,9 @@ PERSISTENT_SLOTS = 4
 # (30.9), softmax f32 32768x4096 271.7 -> 411.3 (947.8), LayerNorm f32 32768x4096 265.3 -> 445.5
 # (946.0); why the 4096-wide rows lose that much at 512 threads a row was not isolated (these
 # chains are not single-pass, so they stay on held rows). Blocks of at least 256 or 512 threads
-# lost too. A cap of 48 registers at today's
-# threads helped float32 softmax alone (8192x1024 19.0 -> 18.1, 32768x4096 271.7 -> 254.9) and
-# spilled elsewhere (LayerNorm bf16 8192x1024 10.0 -> 24.9).
+# lost too. A cap of 48 registers at today's threads helped float32 softmax alone (8192x1024
+# 19.0 -> 18.1, 32768x4096 271.7 -> 254.9) and spilled elsewhere (LayerNorm bf16 8192x1024
+# 10.0 -> 24.9).
 NORMALIZATION_MAX_BLOCK = 1024
 # Short rows share blocks of this many threads (block // threads rows each).
 NORMALIZATION_MIN_BLOCK = 128
