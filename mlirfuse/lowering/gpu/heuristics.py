@@ -228,11 +228,15 @@ PERSISTENT_SLOTS = 4
 # same rows held). H200, session 63, through torch.compile, torch.profiler (L2 warm), us, today's
 # -> x 2 (x 8): softmax bf16 8192x1024 9.0 -> 12.0 (33.0), LayerNorm bf16 8192x1024 10.0 -> 11.3
 # (30.9), softmax f32 32768x4096 271.7 -> 411.3 (947.8), LayerNorm f32 32768x4096 265.3 -> 445.5
-# (946.0); why the 4096-wide rows lose that much at 512 threads a row was not isolated (these
-# chains are not single-pass, so they stay on held rows). Blocks of at least 256 or 512 threads
-# lost too. A cap of 48 registers at today's threads helped float32 softmax alone (8192x1024
-# 19.0 -> 18.1, 32768x4096 271.7 -> 254.9) and spilled elsewhere (LayerNorm bf16 8192x1024
-# 10.0 -> 24.9).
+# (946.0). The 4096-wide rows lose by the rows an SM holds, and so the bytes it has in flight
+# (ncu, session 64, LayerNorm f32 32768x4096, kernel us: 256 threads a row at 64 registers, 4
+# rows an SM, 263 at 83% of DRAM throughput; 512 threads at 54 registers, 2 rows, 405 at 54%;
+# 512 at a cap of 40 registers, 3 rows, 335 at 65%). Not the loop combining a row's warps
+# (`across_row`): butterflies over the warps' totals instead (one shared load a thread) changed
+# neither (triton do_bench, 268.7 -> 268.1 at 256 threads, 419.5 -> 422.8 at 512). Blocks of at
+# least 256 or 512 threads lost too. A cap of 48 registers at today's threads helped float32
+# softmax alone (8192x1024 19.0 -> 18.1, 32768x4096 271.7 -> 254.9) and spilled elsewhere
+# (LayerNorm bf16 8192x1024 10.0 -> 24.9).
 NORMALIZATION_MAX_BLOCK = 1024
 # Short rows share blocks of this many threads (block // threads rows each).
 NORMALIZATION_MIN_BLOCK = 128
