@@ -1,7 +1,7 @@
 """Real models, one step each: torch eager vs Inductor vs mlirfuse (torch.compile backends).
 
     python bench/models.py [--models gpt2,llama,bert] [--modes f32,bf16_autocast,bf16]
-                           [--batch 8] [--seq 512] [--rounds 5] [--steps 5] [--json out.json] [--no-regions]
+                           [--batch 8] [--seq 512] [--rounds 11] [--steps 10] [--json out.json] [--no-regions]
 
 HuggingFace GPT-2, Llama and BERT from configs (test/py/hf_models.py at real widths, 2 layers,
 random weights, nothing downloaded). Modes: `f32` (a float32 training step), `bf16_autocast`
@@ -12,8 +12,11 @@ and kernels per step (torch.profiler, one step; memcpy/memset not counted), the 
 logits) difference to eager, and each compiler's first-step time (the compile) less a step.
 
 Then, for mlirfuse, a per-region table: per fused region, its calls in a step, launches per
-call and each launch's schedule, bytes moved per call, GPU us per call (median), GB/s and %
-of the copy bandwidth measured in the same run. The time is the device time of the kernels
+call and each launch's schedule, bytes moved per call, GPU us per call (median), GB/s, % of
+the copy bandwidth measured in the same run, and % of a copy of as many bytes (torch's copy of
+the region's bytes, half read and half written, timed as the regions are: what a plain copy
+that size reaches, its launch and tail included; below about 16 MB it is well under the copy
+bandwidth). The time is the device time of the kernels
 launched inside the region's named range, from torch.profiler over `REGION_STEPS` ordinary
 steps (the hot path, as timed above). Launches, schedules and bytes come from one more step
 with `MLIRFUSE_DUMP=eff_bandwidth,launch_params` (each region compiled again, over two steps
@@ -32,6 +35,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import copy
+import functools
 import json
 import math
 import re
@@ -256,13 +260,35 @@ def region_table(family: str, mode: str, batch: int, seq: int, copy_gbps: float,
                             "naive": [line for line in launches if _kind(line) == "naive"],
                             "bytes": moved, "us": us, "timed_by": "profile" if seen else "dump",
                             "dump_us": dump_us, "gbps": moved / us / 1e3,
-                            "pct_copy": 100 * moved / us / 1e3 / copy_gbps})
+                            "pct_copy": 100 * moved / us / 1e3 / copy_gbps,
+                            "same_size_copy_us": copy_us(moved),
+                            "pct_same_size_copy": 100 * copy_us(moved) / us})
         undumped = set(profiled) - {r["region"] for r in regions} - \
             {p.name[:-len("-eff_bandwidth.txt")] for p in Path(folder).glob("*-eff_bandwidth.txt")}
         if undumped:
             print(f"{family} {mode}: regions timed but not compiled again for the table: {sorted(undumped)}",
                   file=sys.stderr)
     return sorted(regions, key=lambda r: -r["us"] * r["calls"])
+
+
+@functools.lru_cache(maxsize=None)
+def copy_us(moved: int, repeats: int = 21) -> float:
+    """GPU us of torch's copy moving `moved` bytes (half read, half written, float32; the
+    device-to-device copy the suite's copy bandwidth times), the median over `repeats` calls
+    of its device time under torch.profiler, as the regions are timed."""
+    from torch.profiler import ProfilerActivity, profile
+
+    src = torch.empty(max(1, moved // 8), dtype=torch.float32, device="cuda")
+    dst = torch.empty_like(src)
+    for _ in range(3):
+        dst.copy_(src)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(repeats):
+            dst.copy_(src)
+        torch.cuda.synchronize()
+    times = sorted(e.device_time_total for e in prof.events() if e.device_type.name == "CUDA")
+    return times[len(times) // 2] if times else math.nan
 
 
 def _kind(launch_line: str) -> str:
@@ -276,8 +302,11 @@ def main() -> int:
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq", type=int, default=512)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=5, help="steps per implementation per round")
+    # Many short rounds: the inference and autocast steps are bound by host time, which varies
+    # by tens of percent from round to round on a shared host; the median of 5 rounds of 5 steps
+    # moved from run to run by more than the differences it was to show.
+    parser.add_argument("--rounds", type=int, default=11)
+    parser.add_argument("--steps", type=int, default=10, help="steps per implementation per round")
     parser.add_argument("--json", help="write the rows here")
     parser.add_argument("--no-regions", action="store_true", help="skip the per-region table")
     opts = parser.parse_args()
@@ -332,12 +361,13 @@ def main() -> int:
             row["regions"] = regions
             write_json()
             print(f"\n### mlirfuse regions: {row['model']}, {row['mode']}\n\n| region | calls | launches | schedules "
-                  "| MB | us | GB/s | % copy BW |\n" + "|---" * 8 + "|")
+                  "| MB | us | GB/s | % copy BW | % of a copy that size |\n" + "|---" * 9 + "|")
             for r in regions:
                 slow = " (below 75%)" if r["bytes"] >= BIG_REGION and r["pct_copy"] < 75 and r["in_step"] else ""
                 by = "" if r["timed_by"] == "profile" else " (dump)" if r["in_step"] else " (dump; first step only)"
                 print(f"| {r['region']} | {r['calls']:g} | {r['launches']} | {', '.join(r['schedules'])} | "
-                      f"{r['bytes'] / 1e6:.1f} | {r['us']:.1f}{by} | {r['gbps']:.0f} | {r['pct_copy']:.0f}%{slow} |")
+                      f"{r['bytes'] / 1e6:.1f} | {r['us']:.1f}{by} | {r['gbps']:.0f} | {r['pct_copy']:.0f}%{slow} | "
+                      f"{r['pct_same_size_copy']:.0f}% |")
             naive += [f"{row['model']} {row['mode']} region {r['region']}: {line}"
                       for r in regions for line in r["naive"]]
     write_json()
