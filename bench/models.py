@@ -14,9 +14,9 @@ logits) difference to eager, and each compiler's first-step time (the compile) l
 Then, for mlirfuse, a per-region table: per fused region, its calls in a step, launches per
 call and each launch's schedule, bytes moved per call, GPU us per call (median), GB/s, % of
 the copy bandwidth measured in the same run, and % of a copy of as many bytes (torch's copy of
-the region's bytes, half read and half written, timed as the regions are: what a plain copy
-that size reaches, its launch and tail included; below about 16 MB it is well under the copy
-bandwidth). The time is the device time of the kernels
+the region's bytes, half read and half written, from DRAM, timed as the regions are: what a
+plain copy that size reaches, its launch and tail included; below about 16 MB it is well under
+the copy bandwidth). The time is the device time of the kernels
 launched inside the region's named range, from torch.profiler over `REGION_STEPS` ordinary
 steps (the hot path, as timed above). Launches, schedules and bytes come from one more step
 with `MLIRFUSE_DUMP=eff_bandwidth,launch_params` (each region compiled again, over two steps
@@ -274,20 +274,25 @@ def region_table(family: str, mode: str, batch: int, seq: int, copy_gbps: float,
 @functools.lru_cache(maxsize=None)
 def copy_us(moved: int, repeats: int = 21) -> float:
     """GPU us of torch's copy moving `moved` bytes (half read, half written, float32; the
-    device-to-device copy the suite's copy bandwidth times), the median over `repeats` calls
-    of its device time under torch.profiler, as the regions are timed."""
+    device-to-device copy the suite's copy bandwidth times) from DRAM, the median over
+    `repeats` calls of its device time under torch.profiler, as the regions are timed. The L2
+    (50 MB on an H200) is flushed before each call: copies of 20-50 MB repeated from it ran
+    faster than the copy bandwidth."""
     from torch.profiler import ProfilerActivity, profile
 
     src = torch.empty(max(1, moved // 8), dtype=torch.float32, device="cuda")
     dst = torch.empty_like(src)
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     for _ in range(3):
         dst.copy_(src)
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(repeats):
+            flush.zero_()
             dst.copy_(src)
         torch.cuda.synchronize()
-    times = sorted(e.device_time_total for e in prof.events() if e.device_type.name == "CUDA")
+    times = sorted(e.device_time_total for e in prof.events() if e.device_type.name == "CUDA"
+                   and e.name.startswith("Memcpy"))
     return times[len(times) // 2] if times else math.nan
 
 
