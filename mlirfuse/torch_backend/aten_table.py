@@ -558,11 +558,13 @@ def _arange(ctx: LoweringContext, a: dict[str, Any]) -> Any:
 
 def _truth(reduce: Callable[..., Any]) -> AtenLowering:
     """aten.any / aten.all: whether any (all) element along dim is nonzero, as a max (min) of
-    0/1 values."""
+    0/1 values compared with 0. Over no elements the max is INT32_MIN and the min INT32_MAX (the
+    reductions' identities): compared, False for any and True for all, as torch gives (a cast
+    to bool made any's True)."""
     def lower(ctx: LoweringContext, a: dict[str, Any]) -> Any:
         x = a["self"]
         nonzero = ops.cast(ops.ne(x, ops.cast(0, x.dtype)), DataType.Int32)
-        return ops.cast(reduce(nonzero, _dims(a.get("dim")), a.get("keepdim", False)), DataType.Bool)
+        return ops.gt(reduce(nonzero, _dims(a.get("dim")), a.get("keepdim", False)), ops.cast(0, DataType.Int32))
     return AtenLowering(lower)
 
 

@@ -800,3 +800,23 @@ def test_an_output_and_its_copy_are_two_tensors() -> None:
     (a.sum() + s).backward()
     torch.testing.assert_close(a, x.exp() * 2)
     torch.testing.assert_close(x.grad, (x.exp() * 2 + w).detach())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_any_and_all_over_no_elements_are_false_and_true(device) -> None:
+    """any over a zero-size dim is False and all is True (torch's identities); mlirfuse took
+    any as the max of 0/1 int32 values, whose max over no elements is INT32_MIN, which casts
+    to True (all, decomposed as not any(not x), came out False). Found by black-box review."""
+    def f(x):
+        m = x > 0
+        return m.any(0), m.all(0), m.any(), m.all(), m.any(0, keepdim=True), (x != 0).all(1)
+
+    for shape in ((0, 3), (3, 0), (2, 0, 4)):
+        x = torch.randn(shape, device=_on(device))
+        torch._dynamo.reset()
+        for g, w in zip(torch.compile(f, backend="mlirfuse")(x), f(x)):
+            assert torch.equal(g, w), (shape, g, w)
+    x = torch.tensor([[0.0, 1.0, -2.0], [0.0, 0.0, 3.0]], device=_on(device))  # and with elements
+    torch._dynamo.reset()
+    for g, w in zip(torch.compile(f, backend="mlirfuse")(x), f(x)):
+        assert torch.equal(g, w)
