@@ -56,21 +56,23 @@ class Emitter:
         return arith.select(cond, a, b)
 
     def _expm1(self, x: ir.Value) -> ir.Value:
-        """exp(x) - 1 without its cancellation near 0 (Kahan: (u - 1) * x / log(u) with
+        """exp(x) - 1 without its cancellation near 0 (Kahan: (u - 1) * (x / log(u)) with
         u = exp(x); MLIR lowers math.expm1 to exp(x) - 1 on the host, 8e-8 relative error at
-        1e-10 in float64)."""
+        1e-10 in float64). The quotient first: (u - 1) * x overflowed for x above about 703
+        in float64, where expm1 is still finite."""
         u = math.exp(x)
         um1 = arith.subf(u, self.const(1.0))
-        kahan = arith.divf(arith.mulf(um1, x), math.log(u))
+        kahan = arith.mulf(um1, arith.divf(x, math.log(u)))
         r = self.select(arith.cmpf(F.OEQ, um1, self.const(-1.0)), um1, kahan)
         r = self.select(arith.cmpf(F.OEQ, u, self.const(float("inf"))), u, r)
         return self.select(arith.cmpf(F.OEQ, u, self.const(1.0)), x, r)  # keeps -0 and NaN's payload
 
     def _log1p(self, x: ir.Value) -> ir.Value:
-        """log(1 + x) without its cancellation near 0 (Goldberg: log(u) * x / (u - 1) with
-        u = 1 + x)."""
+        """log(1 + x) without its cancellation near 0 (Goldberg: log(u) * (x / (u - 1)) with
+        u = 1 + x; the quotient first, as in `_expm1`: log(u) * x overflowed for x above about
+        2.5e305 in float64)."""
         u = arith.addf(self.const(1.0), x)
-        goldberg = arith.divf(arith.mulf(math.log(u), x), arith.subf(u, self.const(1.0)))
+        goldberg = arith.mulf(math.log(u), arith.divf(x, arith.subf(u, self.const(1.0))))
         r = self.select(arith.cmpf(F.OEQ, u, self.const(float("inf"))), u, goldberg)
         r = self.select(arith.cmpf(F.OEQ, u, self.const(0.0)), math.log(u), r)
         return self.select(arith.cmpf(F.OEQ, u, self.const(1.0)), x, r)
