@@ -690,8 +690,11 @@ TABLE.update({
     # random numbers: Philox keyed by the region's runtime seed, one stream (offset) per op
     aten.rand_like.default: AtenLowering(lambda ctx, a: _rand(ctx, a["self"]), RANDOM),
     aten.rand.default: AtenLowering(lambda ctx, a: _rand(ctx), RANDOM),
-    aten.bernoulli.p: AtenLowering(lambda ctx, a: ops.cast(_rand(ctx, a["self"]) < a["p"], ctx.dtype), RANDOM,
-                                   check=_no_generator),
+    # (float32 uniforms whatever the dtype, as torch's kernel draws them: bfloat16 ones take the
+    # values k/256 in [0.5, 1), and `< p` was then true for 129/256 of them at p = 0.5)
+    aten.bernoulli.p: AtenLowering(lambda ctx, a: ops.cast(ops.rand_like(a["self"], seed=ctx.seed, offset=ctx.offset,
+                                                                        dtype=DataType.Float) < a["p"], ctx.dtype),
+                                   RANDOM, check=_no_generator),
 })
 
 # Views inside a group (identities) that are copies in torch: kept in a group where they can be.

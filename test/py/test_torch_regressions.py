@@ -835,3 +835,19 @@ def test_float64_expm1_and_log1p_near_overflow_stay_finite() -> None:
         got, want = torch.compile(fn, backend="mlirfuse")(x), fn(x)
         assert torch.equal(got.isinf(), want.isinf()), (op, got, want)
         torch.testing.assert_close(got, want, rtol=4e-16, atol=0, msg=lambda m, op=op: f"{op}: {m}")
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5])
+def test_bfloat16_dropout_and_bernoulli_keep_at_the_rate_asked(p) -> None:
+    """torch's decomposition of native_dropout draws `rand_like(input)`: bfloat16 uniforms for
+    a bfloat16 input, which (as torch's own bfloat16 rand) take the values k/256 above 0.5, so
+    `> p` dropped 129/256 of the elements at p = 0.5 (0.5039 over 4.1M samples; eager's kernel
+    compares float32 uniforms: 0.5000). bernoulli(x, p) likewise. Found by black-box review."""
+    x = torch.ones(1 << 16, dtype=torch.bfloat16)
+    calls, n = 40, x.numel() * 40
+    sigma = (p * (1 - p) / n) ** 0.5
+    for fn in (lambda t: F.dropout(t, p, True), lambda t: torch.bernoulli(t * 1, 1 - p)):
+        torch._dynamo.reset()
+        compiled = torch.compile(fn, backend="mlirfuse")
+        dropped = sum(int((compiled(x) == 0).sum()) for _ in range(calls)) / n
+        assert abs(dropped - p) < 5 * sigma, (dropped, p)
