@@ -14,7 +14,7 @@ from mlirfuse import config, dump, reference
 from mlirfuse.arrays import Arg, classify_all, numpy_to_torch, placement, torch_empty, wrap_output
 from mlirfuse.dialects import fusion as fusion_dialect
 from mlirfuse.dialects.optable import OPS
-from mlirfuse.errors import FusionError
+from mlirfuse.errors import FusionError, IndexOutOfRange
 from mlirfuse.fallback import fall_back
 from mlirfuse.frontend.graph import Fusion, InputSpec
 from mlirfuse.frontend.symbolic import evaluate
@@ -348,6 +348,8 @@ class CompiledFusion:
                 start = time.perf_counter()
                 try:
                     self.kernel(values, outputs, self._scalar)
+                except IndexOutOfRange:
+                    raise  # the inputs' fault, as torch's IndexError: not the compiler's
                 except Exception as e:  # noqa: BLE001 - a failing run takes the fallback path too
                     fall_back(self.fusion_ir, e, "running the fusion")
                     self.kernel = None  # from now on: the reference evaluator, no second warning

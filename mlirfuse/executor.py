@@ -23,7 +23,7 @@ from mlirfuse.arrays import torch_empty
 from mlirfuse.dialects import fusion as fusion_dialect
 from mlirfuse.dialects.optable import OPS
 from mlirfuse.dtypes import DataType
-from mlirfuse.errors import FusionError
+from mlirfuse.errors import FusionError, IndexOutOfRange
 from mlirfuse.fallback import fall_back
 from mlirfuse.frontend.graph import InputSpec
 from mlirfuse.passes.fusion_group import GROUP_ATTR
@@ -298,6 +298,8 @@ class GraphExecutor:
         outputs = [self._empty(s, dt) for s, dt in zip(shapes, group.results)]
         try:
             self._launch(kernel, values, outputs)
+        except IndexOutOfRange:
+            raise  # the inputs' fault, as torch's IndexError: not the compiler's
         except Exception as e:  # noqa: BLE001 - a failing run takes the fallback path too
             fall_back(group.ir_text, e, f"running fusion group @{group.name}")
             self._failed.add(group.name)

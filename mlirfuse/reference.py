@@ -15,7 +15,8 @@ from mlirfuse import reference_philox
 from mlirfuse.dialects import fusion as fusion_dialect
 from mlirfuse.dialects.optable import OPS
 from mlirfuse.dtypes import DataType, from_mlir, to_storage
-from mlirfuse.errors import FusionError
+from mlirfuse.errors import FusionError, IndexOutOfRange
+from mlirfuse.lowering.indexing import GATHER_OUT_OF_RANGE
 
 
 def element_dtype(type_: ir.Type) -> DataType:
@@ -223,6 +224,8 @@ def eval_indexing(op: ir.Operation, name: str, args: list[Any], out: DataType) -
     if name == "gather":
         index, dim = args[1].astype(np.int64), _attr(op, "dim")
         size = x.shape[dim]
+        if index.size and (index.min() < -size or index.max() >= size):
+            raise IndexOutOfRange(GATHER_OUT_OF_RANGE)
         index = np.clip(np.where(index < 0, index + size, index), 0, max(size - 1, 0))
         x = x[tuple(slice(None) if d == dim else slice(0, n) for d, n in enumerate(index.shape))]
         return np.take_along_axis(x, index, axis=dim)

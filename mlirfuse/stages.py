@@ -38,8 +38,9 @@ def join(*pipelines: str) -> str:
 # integer ops before canonicalize can fold them into int<->bf16 casts that LLVM lowers to
 # compiler-rt calls the JIT cannot resolve.
 _FUSE_ELEMENTWISE = ("resolve-shaped-type-result-dims, canonicalize, cse, linalg-scalars-apart, "
-                     "func.func(linalg-fuse-elementwise-ops), canonicalize, cse, "
+                     "func.func(linalg-fuse-elementwise-ops), linalg-drop-dead-checks, canonicalize, cse, "
                      "math-expand-constant-powers, linalg-recompute-producers, func.func(linalg-fuse-elementwise-ops), "
+                     "linalg-drop-dead-checks, "
                      "canonicalize, cse, linalg-merge-siblings, linalg-reciprocal-divisors)")
 TO_LINALG = {"cpu": "builtin.module(fusion-to-linalg{target=cpu}, arith-expand{include-bf16=true}, canonicalize, "
                     + _FUSE_ELEMENTWISE,
@@ -48,12 +49,12 @@ TO_LINALG = {"cpu": "builtin.module(fusion-to-linalg{target=cpu}, arith-expand{i
 # reshapes only onto contiguous ones (a strided input would need a copy).
 INLINE = ("builtin.module(entry-point, inline, symbol-dce, canonicalize, cse, linalg-reshape-elementwise, "
           "linalg-recompute-producers, "
-          "func.func(linalg-fuse-elementwise-ops), canonicalize, cse, inline-scalar-operands)")
+          "func.func(linalg-fuse-elementwise-ops), linalg-drop-dead-checks, canonicalize, cse, inline-scalar-operands)")
 BUFFERIZE = ("builtin.module(output-views-in-place, constant-outputs-as-fills, resolve-shaped-type-result-dims, "
              "canonicalize, linalg-unshare-inits, eliminate-empty-tensors, "
              "one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map}, "
              "buffer-deallocation-pipeline, canonicalize, cse, memref-copies-to-linalg)")
-CPU_TO_LLVM = ("builtin.module(func.func(convert-linalg-to-loops), convert-scf-to-cf, "
+CPU_TO_LLVM = ("builtin.module(func.func(convert-linalg-to-loops), cpu-asserts-as-error-flag, convert-scf-to-cf, "
                "expand-strided-metadata, lower-affine, finalize-memref-to-llvm, convert-math-to-llvm, "
                "convert-math-to-libm, convert-arith-to-llvm, convert-func-to-llvm, convert-cf-to-llvm, "
                "reconcile-unrealized-casts)")
@@ -91,8 +92,8 @@ def gpu_stages(arch: str = "sm_90", fmt: str = "isa", toolkit: str | None = None
     return _chain(("linalg", TO_LINALG["gpu"]), ("inlined", INLINE),
                   ("bufferized", join(BUFFERIZE, "builtin.module(gpu-unit-loops)")),
                   *(scheduled if use_schedules else [("loops", TO_LOOPS)]),
-                  ("gpu", f"builtin.module(gpu-loops-to-launches, gpu-float8-conversions{{arch={arch}}}, "
-                          "gpu-fp-contract)"),
+                  ("gpu", f"builtin.module(gpu-loops-to-launches, gpu-checks-at-kernel-end, "
+                          f"gpu-float8-conversions{{arch={arch}}}, gpu-fp-contract)"),
                   ("outlined", "builtin.module(gpu-kernel-outlining, gpu-merge-kernel-modules)"),
                   ("llvm", gpu_llvm_stage(arch, fmt, toolkit, ptxas_options)))
 

@@ -10,7 +10,10 @@ indexing loop into its consumers (its result is indexed by the identity). Other 
 read with `tensor.extract` (a load after bufferization).
 
 Every read is in bounds: cat and pad branch (`scf.if`) so that only the operand that holds
-an element is read, gather clamps its indices into the dim.
+an element is read, gather clamps its indices into the dim. An index outside [-size, size)
+(negative ones count from the end) fails the gather's `cf.assert` first, as torch raises: a
+device-side assert on the GPU (`__assertfail`), an `IndexOutOfRange` from the CPU backend
+after the call.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import math
 from collections.abc import Callable, Sequence
 
 from mlir import ir
-from mlir.dialects import arith, linalg, scf, tensor
+from mlir.dialects import arith, cf, linalg, scf, tensor
 
 from mlirfuse.lowering import linalg_builders as B
 from mlirfuse.lowering.gpu.kernels import clone_body
@@ -28,6 +31,9 @@ from mlirfuse.lowering.scalar import convert
 from mlirfuse.passes.common import use_owner
 
 INLINE_BUDGET = 96  # body ops one read may recompute; past it, the value is loaded
+# The message of a gather's check (`cf.assert`): CUDA's device-side assert prints it, and the
+# CPU backend raises `IndexOutOfRange` where it fails (`cpu-asserts-as-error-flag`).
+GATHER_OUT_OF_RANGE = "mlirfuse: gather index out of range (torch.gather, index_select, embedding, a target)"
 
 
 def _ints(op: ir.Operation, name: str) -> list[int]:
@@ -348,9 +354,14 @@ def lower_gather(op: ir.Operation, out_type: ir.RankedTensorType) -> ir.Value:
         raw = reader.read(index, idx)
         i = arith.index_cast(idx_type, raw)
         zero = B.index_const(0)
+        # [-size, size), negative ones counted from the end (numpy's take_along_axis, torch's
+        # advanced indexing); outside it, the check fails as torch raises
+        inside = arith.andi(arith.cmpi(arith.CmpIPredicate.sge, i, arith.subi(zero, size)),
+                            arith.cmpi(arith.CmpIPredicate.slt, i, size))
+        cf.AssertOp(inside, GATHER_OUT_OF_RANGE)
         i = arith.select(arith.cmpi(arith.CmpIPredicate.slt, i, zero), arith.addi(i, size), i)
         last = arith.subi(size, B.index_const(1))
-        i = arith.maxsi(arith.minsi(i, last), zero)  # in range, as torch requires; clamped all the same
+        i = arith.maxsi(arith.minsi(i, last), zero)  # the read stays in bounds all the same
         at = list(idx)
         at[dim] = i
         return reader.read(x, at)

@@ -14,13 +14,14 @@ from mlir import ir, passmanager
 
 from mlirfuse.errors import FusionError
 
-_MODULES = ["constant_outputs_as_fills", "entry_point", "fusion_autodiff",
+_MODULES = ["constant_outputs_as_fills", "cpu_asserts_as_error_flag", "entry_point", "fusion_autodiff",
             "fusion_cse", "fusion_dce", "fusion_group", "fusion_segment",
-            "fusion_strip_bookend_views", "fusion_to_linalg", "gpu_apply_schedules", "gpu_float8_conversions",
+            "fusion_strip_bookend_views", "fusion_to_linalg", "gpu_apply_schedules", "gpu_checks_at_kernel_end",
+            "gpu_float8_conversions",
             "gpu_fp_contract", "gpu_host_overrides",
             "gpu_loops_to_launches", "gpu_merge_kernel_modules", "gpu_pack_launches", "gpu_schedule",
             "gpu_split_reductions", "gpu_unit_loops",
-            "inline_scalar_operands", "linalg_merge_siblings", "linalg_reciprocal_divisors",
+            "inline_scalar_operands", "linalg_drop_dead_checks", "linalg_merge_siblings", "linalg_reciprocal_divisors",
             "linalg_recompute_producers", "linalg_reshape_elementwise", "linalg_scalars_apart", "linalg_unshare_inits",
             "math_expand_constant_powers", "memref_copies_to_linalg", "output_views_in_place"]
 

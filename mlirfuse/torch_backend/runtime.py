@@ -25,7 +25,7 @@ from torch import fx
 
 from mlirfuse import config, dump
 from mlirfuse.compiler import MISS
-from mlirfuse.errors import FusionError
+from mlirfuse.errors import FusionError, IndexOutOfRange
 from mlirfuse.torch_backend.partition import Partition, tensor_vals
 from mlirfuse.torch_backend.region import (LoweringFailed, Region, RowPitch, copy_in_order, memory_order,
                                            physical_order, row_pitch)
@@ -261,6 +261,10 @@ class FusedRegion:
                 inputs[k] = widen(inputs[k])
         try:
             results = self.jitted(*inputs, draw_seed()) if self._seeded else self.jitted(*inputs)
+        except IndexOutOfRange:
+            # an index out of range (the inputs' fault, not the region's): torch runs the ops,
+            # raising its own error as eager does; the region stays fused for the next call
+            return self._written_into(args, self.fallback(*args))
         except FusionError as e:
             if not config.options().fallback:
                 raise

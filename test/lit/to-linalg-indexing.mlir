@@ -59,12 +59,17 @@ func.func @pad(%x: tensor<3x4xf32>, %v: tensor<f32>) -> tensor<4x7xf32> {
   return %0 : tensor<4x7xf32>
 }
 
-// gather(exp(x), i, 1): a negative index counts from the end, then the index is clamped
-// into [0, size - 1]; exp is computed at the gathered element only.
+// gather(exp(x), i, 1): an index outside [-size, size) fails the check (torch raises), a
+// negative one counts from the end, then the index is clamped into [0, size - 1] (the read
+// stays in bounds); exp is computed at the gathered element only.
 // CHECK-LABEL: func.func @gather(
 // CHECK: linalg.generic {{.*}} outs(%{{[^ ]+}} : tensor<?x1xf32>)
 // CHECK: %[[RAW:[^ ]+]] = tensor.extract %arg1[%{{[^ ]+}}, %{{[^ ]+}}] : tensor<?x1xi64>
 // CHECK: %[[IDX:[^ ]+]] = arith.index_cast %[[RAW]] : i64 to index
+// CHECK: %[[ABOVE:[^ ]+]] = arith.cmpi sge, %[[IDX]]
+// CHECK: %[[BELOW:[^ ]+]] = arith.cmpi slt, %[[IDX]]
+// CHECK: %[[OK:[^ ]+]] = arith.andi %[[ABOVE]], %[[BELOW]]
+// CHECK: cf.assert %[[OK]], "mlirfuse: gather index out of range
 // CHECK: %[[NEG:[^ ]+]] = arith.cmpi slt, %[[IDX]]
 // CHECK: %[[WRAP:[^ ]+]] = arith.select %[[NEG]]
 // CHECK: %[[LO:[^ ]+]] = arith.minsi %[[WRAP]]

@@ -28,6 +28,10 @@ class EmulationError(AssertionError):
     """The kernel did something a GPU would do wrong or undefined (out of bounds, deadlock)."""
 
 
+class DeviceAssert(Exception):
+    """A kernel's `cf.assert` failed: on a GPU, CUDA's device-side assert (`__assertfail`)."""
+
+
 # -- scalar types -------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Kind:
@@ -304,7 +308,15 @@ def _cvt_from_float8(p: Any, vals: list[Any]) -> list[Any]:
     return [tuple(np.float16(np.array([b], np.uint8).view(src).astype(np.float32)[0]) for b in vals[0])]
 
 
+def _assert(p: Any, vals: list[Any]) -> list[Any]:
+    """cf.assert: CUDA's device-side assert (`__assertfail`) where it fails."""
+    if not vals[0]:
+        raise DeviceAssert(ir.StringAttr(p.op.attributes["msg"]).value)
+    return []
+
+
 _HANDLERS: dict[str, Callable] = {
+    "cf.assert": _assert,
     "nvvm.convert.f32x2.to.f8x2": _cvt_to_float8, "nvvm.convert.f8x2.to.f16x2": _cvt_from_float8,
     "memref.alloc": _alloc, "gpu.alloc": _alloc, "memref.alloca": _alloc, "memref.get_global": _get_global,
     "memref.dealloc": lambda p, vals: [], "gpu.dealloc": lambda p, vals: [],

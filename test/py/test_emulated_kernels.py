@@ -1563,3 +1563,15 @@ def test_pointwise_random_numbers_share_philox_calls_in_vectors(dtype, shape, mi
     vector = 16 // np.dtype(dtype).itemsize
     calls = c.ptx.count("mul.hi.u32") / 20  # two 32-bit high products per round, ten rounds
     assert calls <= vector // 4 + 2  # the vector, plus one in the last block's and the scalar variant's loops
+
+
+def test_a_gather_index_out_of_range_fails_the_kernels_assert() -> None:
+    """On the GPU, a gather's index outside its dim fails the kernel's `cf.assert`: CUDA's
+    device-side assert (`__assertfail` in the PTX), as torch's kernels assert."""
+    from emulator_rules import DeviceAssert
+
+    x = randn(5, 4)
+    c = check(lambda x, i: ops.index_select(x * 2.0, i, 0), x, np.array([4, -5, 0]))
+    assert "__assertfail" in c.ptx
+    with pytest.raises(DeviceAssert, match="gather index out of range"):
+        emulate(c.stages["gpu"], [x, np.array([4, 5, 0])], [np.empty((3, 4), np.float32)])

@@ -387,3 +387,19 @@ def test_gpu_rotary_at_model_size_matches_numpy() -> None:
     h = x.shape[-1] // 2
     want = x * c + torch.cat((-x[..., h:], x[..., :h]), -1) * s
     assert_close(to_numpy(got), to_numpy(want), "rotary", reduction_size=1)
+
+
+def test_a_gather_index_out_of_range_raises() -> None:
+    """Indices in [-size, size) are read (negative ones from the end); outside it the call
+    raises IndexOutOfRange, an IndexError, as torch raises (the CPU backend's check of the
+    gather; it clamped the index and read that element before), and the next call runs."""
+    from mlirfuse.errors import IndexOutOfRange
+
+    f = mlirfuse.jit(lambda x, i: ops.index_select(x * 2.0, i, 0))
+    x = randn(5, 4)
+    np.testing.assert_array_equal(f(x, np.array([4, -5])), (x * 2)[[4, 0]])
+    for bad in ([5, 0], [-6, 1]):
+        with pytest.raises(IndexOutOfRange, match="gather index out of range"):
+            f(x, np.array(bad))
+    assert issubclass(IndexOutOfRange, IndexError)
+    np.testing.assert_array_equal(f(x, np.array([1, 2])), (x * 2)[[1, 2]])

@@ -851,3 +851,24 @@ def test_bfloat16_dropout_and_bernoulli_keep_at_the_rate_asked(p) -> None:
         compiled = torch.compile(fn, backend="mlirfuse")
         dropped = sum(int((compiled(x) == 0).sum()) for _ in range(calls)) / n
         assert abs(dropped - p) < 5 * sigma, (dropped, p)
+
+
+def test_an_index_out_of_range_raises_as_in_eager() -> None:
+    """gather, index_select, embedding and a cross-entropy's target with an index outside the
+    dim: eager raises, where mlirfuse clamped the index and returned that element (a finite
+    loss for a bad label; found by black-box review). The CPU backend's check fails, torch
+    runs the region's ops and raises its own error, and the region stays fused."""
+    cases = [(lambda x, i: torch.index_select(x * 2, 0, i), torch.tensor([7, 0])),
+             (lambda x, i: torch.gather(x * 2, 1, i.view(1, 2).expand(5, 2)), torch.tensor([9, 0])),
+             (lambda x, i: F.embedding(i, x) * 2, torch.tensor([5, 0])),
+             (lambda x, i: F.cross_entropy(x * 2, i[:1].expand(5)), torch.tensor([7, 0]))]  # 4 classes
+    x, good = torch.randn(5, 4), torch.tensor([1, 0])
+    for fn, bad in cases:
+        torch._dynamo.reset()
+        compiled = torch.compile(fn, backend="mlirfuse")
+        torch.testing.assert_close(compiled(x, good), fn(x, good))
+        with pytest.raises((IndexError, RuntimeError)):
+            fn(x, bad)
+        with pytest.raises((IndexError, RuntimeError)):
+            compiled(x, bad)
+        torch.testing.assert_close(compiled(x, good), fn(x, good))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ctypes
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from mlir import ir
@@ -18,10 +18,12 @@ from mlir.execution_engine import ExecutionEngine
 from mlirfuse import cache
 from mlirfuse import stages as pipelines
 from mlirfuse.dialects import fusion as fusion_dialect
-from mlirfuse.errors import FusionError
+from mlirfuse.errors import FusionError, IndexOutOfRange
 from mlirfuse.frontend.graph import InputSpec
 from mlirfuse.lowering.cpu import host_library
 from mlirfuse.lowering.host_abi import ENTRY, ArgumentSlots
+from mlirfuse.lowering.indexing import GATHER_OUT_OF_RANGE
+from mlirfuse.passes.cpu_asserts_as_error_flag import TAKE as TAKE_ERROR
 
 
 @dataclass
@@ -38,14 +40,34 @@ class CompiledCpu:
         if not address:
             raise FusionError("CPU backend: entry point missing after compilation")
         self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
+        self._error = _error_flag(self.engine, self.library)
 
     def __call__(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray],
                  scalar: Sequence[bool]) -> None:
-        """Run; `scalar[i]` says input i is passed by value (a runtime scalar)."""
+        """Run; `scalar[i]` says input i is passed by value (a runtime scalar). Raises
+        `IndexOutOfRange` where a check of the code failed (`cpu-asserts-as-error-flag`)."""
         args = [a if i < len(scalar) and scalar[i] else buffer_of(a)
                 for i, a in enumerate(list(inputs) + list(outputs))]
         packed = self._slots.fill(args)
         self._fn(packed)
+        if self._error is not None and self._error():
+            raise IndexOutOfRange(GATHER_OUT_OF_RANGE)
+
+
+def _error_flag(engine: ExecutionEngine | None, library: Any) -> Callable[[], int] | None:
+    """The module's `@mlirfuse_take_error` (the flag of its checks, read and cleared) through
+    its packed wrapper, as the entry point is called; None where the module has no check."""
+    address = engine.raw_lookup(TAKE_ERROR) if engine is not None else host_library.packed(library, TAKE_ERROR)
+    if not address:
+        return None
+    wrapper = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
+    result = ctypes.c_int32(0)
+    slots = (ctypes.c_void_p * 1)(ctypes.addressof(result))
+
+    def take() -> int:
+        wrapper(slots)
+        return result.value
+    return take
 
 
 def buffer_of(a: np.ndarray) -> tuple[int, tuple[int, ...], list[int]]:
