@@ -403,3 +403,43 @@ def test_a_gather_index_out_of_range_raises() -> None:
             f(x, np.array(bad))
     assert issubclass(IndexOutOfRange, IndexError)
     np.testing.assert_array_equal(f(x, np.array([1, 2])), (x * 2)[[1, 2]])
+    # a gather read in part (a slice of its rows): every index is still checked, as torch
+    # checks them (found by review: the gather fused into the slice was erased, its checks too)
+    g = mlirfuse.jit(lambda x, i: ops.index_select(x * 2.0, i, 0)[:1] + 1.0)
+    np.testing.assert_array_equal(g(x, np.array([1, 2])), (x * 2)[[1]] + 1)
+    with pytest.raises(IndexOutOfRange):
+        g(x, np.array([0, 7]))
+
+
+def test_concurrent_calls_raise_for_their_own_indices() -> None:
+    """The CPU backend's checks set one flag of the compiled module: two threads calling one
+    fusion (ctypes releases the GIL during a call) read each other's failure, so a call with
+    valid indices raised and one with a bad index returned (found by review). Checked calls
+    now run one at a time."""
+    import threading
+
+    from mlirfuse.errors import IndexOutOfRange
+
+    f = mlirfuse.jit(lambda x, i: ops.index_select(x * 2.0, i, 0))
+    x = randn(1000, 16)
+    good = RNG.integers(0, 1000, 200000)
+    bad = good.copy()
+    bad[-1] = 5000
+    f(x, good)
+    wrong = []
+
+    def run(index: np.ndarray, should_raise: bool) -> None:
+        for _ in range(200):
+            try:
+                f(x, index)
+                raised = False
+            except IndexOutOfRange:
+                raised = True
+            if raised != should_raise:
+                wrong.append(should_raise)
+    threads = [threading.Thread(target=run, args=(good, False)), threading.Thread(target=run, args=(bad, True))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not wrong

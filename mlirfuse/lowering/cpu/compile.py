@@ -7,6 +7,7 @@ passes every array as a memref descriptor, so one compile serves all shapes.
 from __future__ import annotations
 
 import ctypes
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -41,6 +42,9 @@ class CompiledCpu:
             raise FusionError("CPU backend: entry point missing after compilation")
         self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
         self._error = _error_flag(self.engine, self.library)
+        # The checks' flag is one global of the module: calls that could set it run one at a
+        # time (ctypes releases the GIL during a call), so that none reads another's failure.
+        self._checked = threading.Lock() if self._error is not None else None
 
     def __call__(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray],
                  scalar: Sequence[bool]) -> None:
@@ -49,8 +53,13 @@ class CompiledCpu:
         args = [a if i < len(scalar) and scalar[i] else buffer_of(a)
                 for i, a in enumerate(list(inputs) + list(outputs))]
         packed = self._slots.fill(args)
-        self._fn(packed)
-        if self._error is not None and self._error():
+        if self._checked is None:
+            self._fn(packed)
+            return
+        with self._checked:
+            self._fn(packed)
+            failed = self._error()
+        if failed:
             raise IndexOutOfRange(GATHER_OUT_OF_RANGE)
 
 
