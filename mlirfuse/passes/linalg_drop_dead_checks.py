@@ -5,10 +5,8 @@ Expects linalg on tensors (after elementwise fusion). A gather checks its indice
 (`lowering/indexing.lower_gather`), and a `cf.assert` has a side effect, so upstream's dead
 code elimination keeps a generic holding one: once elementwise fusion had copied a gather
 into its consumers (the embedding into the LayerNorm reading it), the gather itself stayed,
-a kernel of its own writing a tensor no one read. It is erased where another generic holding
-checks runs over its whole domain (its output starts from the same sizes), as a consumer it
-was fused into does: that one checks every index. A gather read in part (a slice of it)
-stays, a kernel for its checks. Fusion also copies a producer's check into the consumer once for each
+a kernel of its own writing a tensor no one read. Its consumers hold the same check, so
+erasing it loses none. Fusion also copies a producer's check into the consumer once for each
 value it takes from it; the copies test the same condition, and the first is kept.
 """
 
@@ -61,44 +59,14 @@ def _dedupe(op: ir.Operation) -> None:
                     _dedupe(o)
 
 
-def _domain(op: ir.Operation) -> list[tuple[str, list[ir.Value]]]:
-    """Per output of a generic: its type and the sizes of the `tensor.empty` it starts from
-    (through a fill), or its type and the value itself."""
-    n_in = ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"])[0]
-    keys = []
-    for out in list(op.operands)[n_in:]:
-        owner = out.owner
-        source = owner.operation if isinstance(owner, ir.OpView) else owner
-        while not isinstance(source, ir.Block) and source.name == "linalg.fill":
-            out = source.operands[1]
-            owner = out.owner
-            source = owner.operation if isinstance(owner, ir.OpView) else owner
-        if not isinstance(source, ir.Block) and source.name == "tensor.empty":
-            keys.append((str(out.type), list(source.operands)))
-        else:
-            keys.append((str(out.type), [out]))
-    return keys
-
-
-def _covered(dead: ir.Operation, others: list[ir.Operation]) -> bool:
-    """Another generic holding checks runs over the dead one's whole domain (its output starts
-    from the same sizes): elementwise fusion copied the gather into it, checks included. A
-    consumer that read part of the result (a slice of the gathered rows) does not cover it:
-    the gather then stays, for its checks."""
-    mine = _domain(dead)
-    return bool(mine) and any(op != dead and _has_checks(op) and any(key == mine[0] for key in _domain(op))
-                              for op in others)
-
-
 def run(module: ir.Operation) -> None:
     for func in functions(module):
         changed = True
         while changed:
             changed = False
-            generics = [op for op in body_ops(func) if op.name == "linalg.generic"]
-            for op in generics:
-                if all(not list(r.uses) for r in op.results) and _has_checks(op) and \
-                        _only_checks_have_effects(op) and _covered(op, generics):
+            for op in body_ops(func):
+                if op.name == "linalg.generic" and all(not list(r.uses) for r in op.results) and \
+                        _has_checks(op) and _only_checks_have_effects(op):
                     op.erase()
                     changed = True
                     break
