@@ -1575,3 +1575,81 @@ def test_a_gather_index_out_of_range_fails_the_kernels_assert() -> None:
     assert "__assertfail" in c.ptx
     with pytest.raises(DeviceAssert, match="gather index out of range"):
         emulate(c.stages["gpu"], [x, np.array([4, 5, 0])], [np.empty((3, 4), np.float32)])
+
+
+# A LayerNorm-like chain (sum, sum of squares about the mean, x times the latter) whose
+# second reduction starts from a fill the chain does not hold: an unrelated generic of other
+# extents sits between them (as GPT-2's position-embedding gather did after the gather
+# checks), so the kernel reads the initial value from memory and lane 0 writes the total
+# back into the same buffer.
+_INIT_FROM_MEMORY = """
+#rows = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+module {
+  func.func @mlirfuse_entry(%x: memref<4x1024xf32>, %y: memref<3x1024xf32>, %z: memref<3x1024xf32>,
+                            %out: memref<4x1024xf32>) attributes {llvm.emit_c_interface} {
+    %zero = arith.constant 0.0 : f32
+    %n = arith.constant 1024.0 : f32
+    %squares = memref.alloc() : memref<4xf32>
+    linalg.fill ins(%zero : f32) outs(%squares : memref<4xf32>)
+    linalg.generic {indexing_maps = [#rows, #rows], iterator_types = ["parallel", "parallel"]}
+        ins(%y : memref<3x1024xf32>) outs(%z : memref<3x1024xf32>) {
+    ^bb0(%a: f32, %o: f32):
+      %r = arith.negf %a : f32
+      linalg.yield %r : f32
+    }
+    %sum = memref.alloc() : memref<4xf32>
+    linalg.fill ins(%zero : f32) outs(%sum : memref<4xf32>)
+    linalg.generic {indexing_maps = [#rows, #row], iterator_types = ["parallel", "reduction"]}
+        ins(%x : memref<4x1024xf32>) outs(%sum : memref<4xf32>) {
+    ^bb0(%a: f32, %acc: f32):
+      %r = arith.addf %acc, %a : f32
+      linalg.yield %r : f32
+    }
+    linalg.generic {indexing_maps = [#rows, #row, #row], iterator_types = ["parallel", "reduction"]}
+        ins(%x, %sum : memref<4x1024xf32>, memref<4xf32>) outs(%squares : memref<4xf32>) {
+    ^bb0(%a: f32, %s: f32, %acc: f32):
+      %mean = arith.divf %s, %n : f32
+      %d = arith.subf %a, %mean : f32
+      %q = arith.mulf %d, %d : f32
+      %r = arith.addf %acc, %q : f32
+      linalg.yield %r : f32
+    }
+    linalg.generic {indexing_maps = [#rows, #row, #rows], iterator_types = ["parallel", "parallel"]}
+        ins(%x, %squares : memref<4x1024xf32>, memref<4xf32>) outs(%out : memref<4x1024xf32>) {
+    ^bb0(%a: f32, %w: f32, %o: f32):
+      %r = arith.mulf %a, %w : f32
+      linalg.yield %r : f32
+    }
+    memref.dealloc %sum : memref<4xf32>
+    memref.dealloc %squares : memref<4xf32>
+    return
+  }
+}
+"""
+
+
+def test_a_normalization_reads_an_initial_value_from_memory_before_writing_the_total() -> None:
+    """A reduction of a normalization chain whose initial value is in memory (a fill the chain
+    does not hold) reads it in every lane before the row's combine, whose barrier orders those
+    reads before lane 0 writes the total into the same buffer. Read after the combine, lanes
+    1.. of a row could take lane 0's total as their start: a wrong variance in GPT-2's first
+    LayerNorm, 2 runs in 3 on the H200 (the emulator runs lane 0 first: always wrong)."""
+    from mlir import ir
+
+    from mlirfuse import stages
+
+    path = stages.gpu_stages()
+    names = [s.name for s in path]
+    record: dict[str, str] = {}
+    with ir.Context(), ir.Location.unknown():
+        stages.run(ir.Module.parse(_INIT_FROM_MEMORY), path[names.index("generalized"):names.index("gpu") + 1], record)
+    assert 'kind = "normalization"' in record["scheduled"]
+    assert record["gpu"].count("gpu.barrier") >= 2  # rows of more than a warp: shared memory combines
+    x = randn(4, 1024)
+    y = randn(3, 1024)
+    z, out = emulate(record["gpu"], [x, y], [np.empty_like(y), np.empty_like(x)])
+    x64 = x.astype(np.float64)
+    assert_close(out, (x64 * ((x64 - x64.mean(1, keepdims=True)) ** 2).sum(1, keepdims=True)).astype(np.float32),
+                 "x times its row's sum of squares", 1024)
+    assert (z == -y).all()

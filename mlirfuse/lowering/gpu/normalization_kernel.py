@@ -212,13 +212,18 @@ class NormalizationKernel:
         g = m.generic
         types = [o.type.element_type for o in g.outputs]
         start = [identity(c.name, t) for c, t in zip(m.combiners, types)]
+        # The initial values first: where one is read from memory (a fill the chain does not
+        # hold), lane 0 writes the total into the same buffer after the row's combine; every
+        # lane reading it before that combine's barrier or shuffles is what orders the read
+        # before the write (read after it, lanes 1.. took lane 0's total as their start:
+        # GPT-2's LayerNorm after its embeddings, a rare wrong variance on the H200).
+        inits = [self.row_value(o.value) for o in g.outputs]
         online = self.online.get(id(m)) if self.looping else None
         if online is None:
             accs = self.over_chunks(start, lambda chunk, accs: self.accumulate(m, chunk, accs))
         else:
             accs = self.reduce_online(m, start, online)
         totals = self.across_row(m.combiners, accs, self.shared[id(m)])
-        inits = [self.row_value(o.value) for o in g.outputs]
         self.set_rows(m, [combine(c, i, t) for c, i, t in zip(m.combiners, inits, totals)])
 
     def reduce_online(self, m: Member, start: list[ir.Value], online: OnlineSum) -> list[ir.Value]:
