@@ -464,15 +464,32 @@ def _pad(ctx: LoweringContext, a: dict[str, Any]) -> Any:
     return ops.pad(a["self"], [_static_int(w, "pad width") for w in a["pad"]], a["value"])
 
 
+def _from_zero(index: Any) -> Any:
+    """Torch's gather, index_select and embedding take indices in [0, size) (negative ones
+    count from the end only in advanced indexing); the fusion's gather, as numpy's
+    take_along_axis, reads [-size, size). A negative index becomes the dtype's minimum, outside
+    both, so that the gather's check fails as eager raises."""
+    lowest = -(1 << (8 * index.dtype.itemsize - 1)) if index.dtype.is_int else 0
+    return ops.where(ops.lt(index, 0), lowest, index)
+
+
+def _gather(ctx: LoweringContext, a: dict[str, Any]) -> Any:
+    return ops.gather(a["self"], _from_zero(a["index"]), a["dim"])
+
+
+def _index_select(ctx: LoweringContext, a: dict[str, Any]) -> Any:
+    return ops.index_select(a["self"], _from_zero(a["index"]), a["dim"])
+
+
 def _embedding(ctx: LoweringContext, a: dict[str, Any]) -> Any:
     """aten.embedding(weight, indices): the rows of `weight` the indices name, shaped
-    indices.shape + [width] (padding_idx and the rest only change the backward). Indices must
-    be in range, as torch requires (the kernels clamp any other into the table)."""
+    indices.shape + [width] (padding_idx and the rest only change the backward). An index
+    outside [0, rows) fails the gather's check, as eager raises."""
     weight, indices = a["weight"], a["indices"]
     count: Any = 1
     for s in ctx.shape[:-1]:
         count = s * count if not isinstance(s, int) else count * s
-    rows = I.index_select(weight, ops.reshape(indices, [count]), 0)
+    rows = I.index_select(weight, ops.reshape(_from_zero(indices), [count]), 0)
     return ops.reshape(rows, list(ctx.shape))
 
 
@@ -665,8 +682,8 @@ TABLE.update({
     # indexing
     aten.cat.default: AtenLowering(_cat),
     aten.constant_pad_nd.default: AtenLowering(_pad),
-    aten.gather.default: AtenLowering(lambda ctx, a: ops.gather(a["self"], a["index"], a["dim"])),
-    aten.index_select.default: AtenLowering(lambda ctx, a: ops.index_select(a["self"], a["index"], a["dim"])),
+    aten.gather.default: AtenLowering(_gather),
+    aten.index_select.default: AtenLowering(_index_select),
     aten.embedding.default: AtenLowering(_embedding),
     aten.scatter.value: AtenLowering(_scatter_value),
     aten.slice_scatter.default: AtenLowering(_slice_scatter),

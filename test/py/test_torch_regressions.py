@@ -853,17 +853,16 @@ def test_bfloat16_dropout_and_bernoulli_keep_at_the_rate_asked(p) -> None:
         assert abs(dropped - p) < 5 * sigma, (dropped, p)
 
 
-def test_an_index_out_of_range_raises_as_in_eager() -> None:
-    """gather, index_select, embedding and a cross-entropy's target with an index outside the
-    dim: eager raises, where mlirfuse clamped the index and returned that element (a finite
-    loss for a bad label; found by black-box review). The CPU backend's check fails, torch
-    runs the region's ops and raises its own error, and the region stays fused."""
-    cases = [(lambda x, i: torch.index_select(x * 2, 0, i), torch.tensor([7, 0])),
-             (lambda x, i: torch.gather(x * 2, 1, i.view(1, 2).expand(5, 2)), torch.tensor([9, 0])),
-             (lambda x, i: F.embedding(i, x) * 2, torch.tensor([5, 0])),
-             (lambda x, i: F.cross_entropy(x * 2, i[:1].expand(5)), torch.tensor([7, 0]))]  # 4 classes
+_OUT_OF_RANGE_CASES = [(lambda x, i: torch.index_select(x * 2, 0, i), 7),
+                       (lambda x, i: torch.gather(x * 2, 1, i.view(1, 2).expand(5, 2)), 9),
+                       (lambda x, i: F.embedding(i, x) * 2, 5),
+                       (lambda x, i: F.cross_entropy(x * 2, i[:1].expand(5)), 7)]  # 4 classes
+
+
+def _raises_as_in_eager(bad_index: int) -> None:
     x, good = torch.randn(5, 4), torch.tensor([1, 0])
-    for fn, bad in cases:
+    for fn, too_large in _OUT_OF_RANGE_CASES:
+        bad = torch.tensor([too_large if bad_index is None else bad_index, 0])
         torch._dynamo.reset()
         compiled = torch.compile(fn, backend="mlirfuse")
         torch.testing.assert_close(compiled(x, good), fn(x, good))
@@ -872,3 +871,19 @@ def test_an_index_out_of_range_raises_as_in_eager() -> None:
         with pytest.raises((IndexError, RuntimeError)):
             compiled(x, bad)
         torch.testing.assert_close(compiled(x, good), fn(x, good))
+
+
+def test_an_index_out_of_range_raises_as_in_eager() -> None:
+    """gather, index_select, embedding and a cross-entropy's target with an index outside the
+    dim: eager raises, where mlirfuse clamped the index and returned that element (a finite
+    loss for a bad label; found by black-box review). The CPU backend's check fails, torch
+    runs the region's ops and raises its own error, and the region stays fused."""
+    _raises_as_in_eager(None)
+
+
+@pytest.mark.parametrize("index", [-1, -3])
+def test_a_negative_index_raises_as_in_eager(index: int) -> None:
+    """The same ops with a negative index inside [-size, 0): eager's gather, index_select,
+    embedding and cross-entropy raise (negative indices count from the end only in advanced
+    indexing, which stays with torch), where mlirfuse read the element from the end."""
+    _raises_as_in_eager(index)
