@@ -23,25 +23,16 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
+from mlirfuse.passes.common import walk_ops
+
 NAME = "cpu-asserts-as-error-flag"
 OPTIONS: dict = {}
 FLAG = "mlirfuse_error"
 TAKE = "mlirfuse_take_error"
 
 
-def _asserts(op: ir.Operation, found: list[ir.Operation]) -> list[ir.Operation]:
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.operations:
-                if inner.operation.name == "cf.assert":
-                    found.append(inner.operation)
-                else:
-                    _asserts(inner.operation, found)
-    return found
-
-
 def run(module: ir.Operation) -> None:
-    asserts = _asserts(module, [])
+    asserts = [op for op in walk_ops(module) if op.name == "cf.assert"]
     if not asserts:
         return
     i32 = ir.IntegerType.get_signless(32)

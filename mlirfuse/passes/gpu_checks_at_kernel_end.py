@@ -15,24 +15,16 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, memref
 
+from mlirfuse.passes.common import walk_ops
+
 NAME = "gpu-checks-at-kernel-end"
 OPTIONS: dict = {}
 
 
-def _walk(op: ir.Operation, name: str, found: list[ir.Operation]) -> list[ir.Operation]:
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.operations:
-                if inner.operation.name == name:
-                    found.append(inner.operation)
-                _walk(inner.operation, name, found)
-    return found
-
-
 def run(module: ir.Operation) -> None:
     i32 = ir.IntegerType.get_signless(32)
-    for launch in _walk(module, "gpu.launch", []):
-        checks = _walk(launch, "cf.assert", [])
+    for launch in [op for op in walk_ops(module) if op.name == "gpu.launch"]:
+        checks = [op for op in walk_ops(launch) if op.name == "cf.assert"]
         if not checks:
             continue
         body = launch.regions[0].blocks[0]
