@@ -366,7 +366,30 @@ def lower_gather(op: ir.Operation, out_type: ir.RankedTensorType) -> ir.Value:
         at[dim] = i
         return reader.read(x, at)
 
-    return _indexing_generic(out_type, B.dims_of(index), body)
+    result = _indexing_generic(out_type, B.dims_of(index), body)
+    if _read_in_part(op.results[0]):
+        result.owner.attributes[KEEP_CHECKS] = ir.UnitAttr.get()
+    return result
+
+
+# A gather whose result is read only in part: consumers computing the elements they read
+# (fusion copies the gather into them) check only the indices of those elements, so the gather
+# itself stays for its checks (`linalg-drop-dead-checks` keeps it though nothing reads it).
+KEEP_CHECKS = "mlirfuse.keep_checks"
+
+
+def _read_in_part(value: ir.Value) -> bool:
+    """Some fusion op reads `value` (or what is computed from it) at only some positions: a
+    slice, a pad that crops, a gather's input."""
+    for use in value.uses:
+        user = use_owner(use)
+        name = user.name
+        if name == "fusion.slice" or name == "fusion.gather" and use.operand_number == 0 or \
+                name == "fusion.pad" and min(_ints(user, "low") + _ints(user, "high"), default=0) < 0:
+            return True
+        if any(_read_in_part(r) for r in user.results):
+            return True
+    return False
 
 
 LOWERINGS = {"iota": lower_iota, "slice": lower_slice, "cat": lower_cat, "pad": lower_pad, "gather": lower_gather}

@@ -7,8 +7,10 @@ Expects linalg on tensors (after elementwise fusion). A gather checks its indice
 code elimination keeps a generic holding one: once elementwise fusion had copied a gather
 into its consumers (the embedding into the LayerNorm reading it), the gather itself stayed,
 a kernel of its own writing a tensor no one read. Its consumers hold the same check, so
-erasing it loses none. Fusion also copies a producer's check into the consumer once for each
-value it takes from it; the copies test the same condition, and the first is kept.
+erasing it loses none, unless they read it only in part (a slice of its rows): such a gather
+carries `mlirfuse.keep_checks` (`lowering/indexing.lower_gather`) and stays. Fusion also
+copies a producer's check into the consumer once for each value it takes from it; the
+copies test the same condition, and the first is kept.
 `linalg-recompute-producers` clones a producer for each consumer, and a clone fusion cannot
 fold into its consumer (one read through a broadcast) stays; `cse` merges such clones back,
 but not those holding a check. GPT-2's position-embedding gather was computed three times,
@@ -19,7 +21,8 @@ from __future__ import annotations
 
 from mlir import ir
 
-from mlirfuse.passes.common import body_ops, defining_op, functions
+from mlirfuse.lowering.indexing import KEEP_CHECKS
+from mlirfuse.passes.common import body_ops, defining_op, functions, has_uses, walk_ops
 
 NAME = "linalg-drop-dead-checks"
 OPTIONS: dict = {}
@@ -42,8 +45,7 @@ def _only_checks_have_effects(op: ir.Operation) -> bool:
 
 
 def _has_checks(op: ir.Operation) -> bool:
-    return any(inner.operation.name in _CHECKS or _has_checks(inner.operation)
-               for region in op.regions for block in region.blocks for inner in block.operations)
+    return any(inner.name in _CHECKS for inner in walk_ops(op))
 
 
 def _dedupe(op: ir.Operation) -> None:
@@ -120,15 +122,10 @@ def _merge_copies(func: ir.Operation) -> None:
 
 def run(module: ir.Operation) -> None:
     for func in functions(module):
-        changed = True
-        while changed:
-            changed = False
-            for op in body_ops(func):
-                if op.name == "linalg.generic" and all(not list(r.uses) for r in op.results) and \
-                        _has_checks(op) and _only_checks_have_effects(op):
-                    op.erase()
-                    changed = True
-                    break
+        for op in reversed(body_ops(func)):  # consumers first: a producer they alone read is dead next
+            if op.name == "linalg.generic" and not has_uses(op) and KEEP_CHECKS not in op.attributes and \
+                    _has_checks(op) and _only_checks_have_effects(op):
+                op.erase()
         _merge_copies(func)
         for op in body_ops(func):
             if op.name == "linalg.generic" and _has_checks(op):

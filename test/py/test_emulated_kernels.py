@@ -1577,6 +1577,17 @@ def test_a_gather_index_out_of_range_fails_the_kernels_assert() -> None:
         emulate(c.stages["gpu"], [x, np.array([4, 5, 0])], [np.empty((3, 4), np.float32)])
 
 
+def test_a_gather_read_in_part_fails_the_kernels_assert() -> None:
+    """A gather read only in part (its first row) keeps its own kernel for the checks of the
+    indices not read: the device-side assert fires for an index no output element reads."""
+    from emulator_rules import DeviceAssert
+
+    x = randn(5, 4)
+    c = check(lambda x, i: ops.index_select(x * 2.0, i, 0)[:1], x, np.array([4, -5, 0]))
+    with pytest.raises(DeviceAssert, match="gather index out of range"):
+        emulate(c.stages["gpu"], [x, np.array([4, 0, 9])], [np.empty((1, 4), np.float32)])
+
+
 # A LayerNorm-like chain (sum, sum of squares about the mean, x times the latter) whose
 # second reduction starts from a fill the chain does not hold: an unrelated generic of other
 # extents sits between them (as GPT-2's position-embedding gather did after the gather

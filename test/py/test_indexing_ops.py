@@ -405,6 +405,24 @@ def test_a_gather_index_out_of_range_raises() -> None:
     np.testing.assert_array_equal(f(x, np.array([1, 2])), (x * 2)[[1, 2]])
 
 
+@pytest.mark.parametrize("read", [
+    lambda g: g[:1], lambda g: ops.pad(g, [0, 0, -1, 0]) + 1.0,
+    lambda g: ops.gather(g * 3.0, ops.broadcast_in_dim(ops.iota(1), [1, 4], [0]), 0)], ids=["slice", "crop", "gather"])
+def test_a_gather_read_in_part_checks_every_index(read) -> None:
+    """A gather whose result is read only in part (a slice of its rows, a crop, a gather of it)
+    still checks every index, as torch's index_select does before the slice: the rows read
+    are computed in the consumer, and the gather itself is kept (not erased as dead code)
+    for its checks. Before, `index_select(x, i)[:1]` with i = [0, 7] returned x[0]."""
+    from mlirfuse.errors import IndexOutOfRange
+
+    f = mlirfuse.jit(lambda x, i: read(ops.index_select(x * 2.0, i, 0)))
+    x = randn(5, 4)
+    with pytest.raises(IndexOutOfRange, match="gather index out of range"):
+        f(x, np.array([0, 7]))
+    good = f(x, np.array([3, 1]))
+    assert good.shape[1] == 4 and np.isfinite(good).all()
+
+
 def test_concurrent_calls_raise_for_their_own_indices() -> None:
     """The CPU backend's checks set one flag of the compiled module: two threads calling one
     fusion (ctypes releases the GIL during a call) read each other's failure, so a call with
