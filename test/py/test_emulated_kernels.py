@@ -1664,3 +1664,81 @@ def test_a_normalization_reads_an_initial_value_from_memory_before_writing_the_t
     assert_close(out, (x64 * ((x64 - x64.mean(1, keepdims=True)) ** 2).sum(1, keepdims=True)).astype(np.float32),
                  "x times its row's sum of squares", 1024)
     assert (z == -y).all()
+
+
+# A row op updating, in place, a buffer of row values that a kernel before the chain filled
+# (v = v * 2), then the chain's reductions and a tile op reading v: lane 0 stores 2v while the
+# row's other lanes may still load v (no barrier between them), and they would compute with 4v.
+_ROW_UPDATED_IN_PLACE = """
+#rows = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+#one = affine_map<(d0) -> (d0)>
+module {
+  func.func @mlirfuse_entry(%x: memref<4x1024xf32>, %y: memref<3x1024xf32>, %z: memref<3x1024xf32>,
+                            %out: memref<4x1024xf32>, %v: memref<4xf32>) attributes {llvm.emit_c_interface} {
+    %zero = arith.constant 0.0 : f32
+    %n = arith.constant 1024.0 : f32
+    %squares = memref.alloc() : memref<4xf32>
+    linalg.fill ins(%zero : f32) outs(%squares : memref<4xf32>)
+    %two = arith.constant 2.0 : f32
+    linalg.fill ins(%two : f32) outs(%v : memref<4xf32>)
+    linalg.generic {indexing_maps = [#rows, #rows], iterator_types = ["parallel", "parallel"]}
+        ins(%y : memref<3x1024xf32>) outs(%z : memref<3x1024xf32>) {
+    ^bb0(%a: f32, %o: f32):
+      %r = arith.negf %a : f32
+      linalg.yield %r : f32
+    }
+    %sum = memref.alloc() : memref<4xf32>
+    linalg.fill ins(%zero : f32) outs(%sum : memref<4xf32>)
+    linalg.generic {indexing_maps = [#one, #one], iterator_types = ["parallel"]}
+        ins(%v : memref<4xf32>) outs(%v : memref<4xf32>) {
+    ^bb0(%a: f32, %o: f32):
+      %r = arith.mulf %a, %two : f32
+      linalg.yield %r : f32
+    }
+    linalg.generic {indexing_maps = [#rows, #row], iterator_types = ["parallel", "reduction"]}
+        ins(%x : memref<4x1024xf32>) outs(%sum : memref<4xf32>) {
+    ^bb0(%a: f32, %acc: f32):
+      %r = arith.addf %acc, %a : f32
+      linalg.yield %r : f32
+    }
+    linalg.generic {indexing_maps = [#rows, #row, #row], iterator_types = ["parallel", "reduction"]}
+        ins(%x, %sum : memref<4x1024xf32>, memref<4xf32>) outs(%squares : memref<4xf32>) {
+    ^bb0(%a: f32, %s: f32, %acc: f32):
+      %mm = arith.divf %s, %n : f32
+      %d = arith.subf %a, %mm : f32
+      %q = arith.mulf %d, %d : f32
+      %r = arith.addf %acc, %q : f32
+      linalg.yield %r : f32
+    }
+    linalg.generic {indexing_maps = [#rows, #row, #rows], iterator_types = ["parallel", "parallel"]}
+        ins(%x, %v : memref<4x1024xf32>, memref<4xf32>) outs(%out : memref<4x1024xf32>) {
+    ^bb0(%a: f32, %w: f32, %o: f32):
+      %r = arith.mulf %a, %w : f32
+      linalg.yield %r : f32
+    }
+    memref.dealloc %sum : memref<4xf32>
+    memref.dealloc %squares : memref<4xf32>
+    return
+  }
+}
+"""
+
+
+def test_a_row_buffer_updated_in_place_is_not_held_by_a_normalization() -> None:
+    """A chain member writing a row buffer that it read from memory, no reduction between:
+    the chain is not formed there (the row op runs as a kernel of its own, before it)."""
+    from mlir import ir
+
+    from mlirfuse import stages
+
+    path = stages.gpu_stages()
+    names = [s.name for s in path]
+    record: dict[str, str] = {}
+    with ir.Context(), ir.Location.unknown():
+        stages.run(ir.Module.parse(_ROW_UPDATED_IN_PLACE), path[names.index("generalized"):names.index("gpu") + 1],
+                   record)
+    x, y = randn(4, 1024), randn(3, 1024)
+    z, out, v = emulate(record["gpu"], [x, y], [np.empty_like(y), np.empty_like(x), np.empty(4, np.float32)])
+    assert (v == 4).all() and (z == -y).all()
+    assert_close(out, x * 4, "x times the updated row value", 1)

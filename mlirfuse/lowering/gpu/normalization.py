@@ -242,7 +242,8 @@ def find_chains(ops: list[ir.Operation]) -> list[Chain]:
         indices = sorted(found)
         members = [found[k] for k in indices]
         kinds = [m.kind for m in members]
-        if (TILE not in kinds and kinds.count(REDUCE) < 2) or not _row_local(members) or _aliased(members):
+        if (TILE not in kinds and kinds.count(REDUCE) < 2) or not _row_local(members) or _aliased(members) \
+                or _row_read_then_written(members):
             continue  # a lone reduction (its fill folded in) keeps the inner-reduction kernel
         taken.update(range(indices[0], indices[-1] + 1))
         chains.append(Chain(members, indices, rows, cols, extents))
@@ -257,6 +258,26 @@ def _aliased(members: list[Member]) -> bool:
     bases = {base_buffer(v) for v in written}
     return any(o.is_memref and o.value not in written and base_buffer(o.value) in bases
                for m in members for o in m.generic.operands)
+
+
+def _row_read_then_written(members: list[Member]) -> bool:
+    """A row or tile member writes a buffer of row values that it or a member after the last
+    reduction read from memory: lane 0 of the row stores it while the row's other lanes may
+    still load it (a row op updating a row buffer in place, which the chain did not compute).
+    A reduction's combine orders its lanes' earlier loads before its store (the barrier or the
+    warp's shuffles), and a reduction reads its own initial value before it."""
+    read: set = set()  # buffers of row values read from memory since the last reduction
+    computed: set = set()  # buffers the chain wrote: members read them from registers
+    for m in members:
+        if m.kind == REDUCE:
+            read.clear()
+        else:
+            read |= {o.value for o in m.generic.inputs
+                     if o.is_memref and m.roles.get(id(o)) == ROW and o.value not in computed}
+            if any(o.value in read for o in m.generic.outputs):
+                return True
+        computed |= {o.value for o in m.generic.outputs}
+    return False
 
 
 def _independent(g: Generic, members: list[Member]) -> bool:
