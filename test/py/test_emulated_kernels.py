@@ -1588,6 +1588,21 @@ def test_a_gather_read_in_part_fails_the_kernels_assert() -> None:
         emulate(c.stages["gpu"], [x, np.array([4, 0, 9])], [np.empty((1, 4), np.float32)])
 
 
+def _scheduled_from_buffers(module: str) -> dict[str, str]:
+    """The GPU stages from `generalized` to `gpu` run on hand-written bufferized linalg (the
+    entry point's memrefs): each stage's IR by name."""
+    from mlir import ir
+
+    from mlirfuse import stages
+
+    path = stages.gpu_stages()
+    names = [s.name for s in path]
+    record: dict[str, str] = {}
+    with ir.Context(), ir.Location.unknown():
+        stages.run(ir.Module.parse(module), path[names.index("generalized"):names.index("gpu") + 1], record)
+    return record
+
+
 # A LayerNorm-like chain (sum, sum of squares about the mean, x times the latter) whose
 # second reduction starts from a fill the chain does not hold: an unrelated generic of other
 # extents sits between them (as GPT-2's position-embedding gather did after the gather
@@ -1646,15 +1661,7 @@ def test_a_normalization_reads_an_initial_value_from_memory_before_writing_the_t
     reads before lane 0 writes the total into the same buffer. Read after the combine, lanes
     1.. of a row could take lane 0's total as their start: a wrong variance in GPT-2's first
     LayerNorm, 2 runs in 3 on the H200 (the emulator runs lane 0 first: always wrong)."""
-    from mlir import ir
-
-    from mlirfuse import stages
-
-    path = stages.gpu_stages()
-    names = [s.name for s in path]
-    record: dict[str, str] = {}
-    with ir.Context(), ir.Location.unknown():
-        stages.run(ir.Module.parse(_INIT_FROM_MEMORY), path[names.index("generalized"):names.index("gpu") + 1], record)
+    record = _scheduled_from_buffers(_INIT_FROM_MEMORY)
     assert 'kind = "normalization"' in record["scheduled"]
     assert record["gpu"].count("gpu.barrier") >= 2  # rows of more than a warp: shared memory combines
     x = randn(4, 1024)
@@ -1667,8 +1674,8 @@ def test_a_normalization_reads_an_initial_value_from_memory_before_writing_the_t
 
 
 # A row op updating, in place, a buffer of row values that a kernel before the chain filled
-# (v = v * 2), then the chain's reductions and a tile op reading v: lane 0 stores 2v while the
-# row's other lanes may still load v (no barrier between them), and they would compute with 4v.
+# (v = v * 2), then a reduction and a tile op reading v: lane 0 stores 2v while the row's
+# other lanes may still load v (no barrier between them), and they would compute with 4v.
 _ROW_UPDATED_IN_PLACE = """
 #rows = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d0)>
@@ -1677,9 +1684,6 @@ module {
   func.func @mlirfuse_entry(%x: memref<4x1024xf32>, %y: memref<3x1024xf32>, %z: memref<3x1024xf32>,
                             %out: memref<4x1024xf32>, %v: memref<4xf32>) attributes {llvm.emit_c_interface} {
     %zero = arith.constant 0.0 : f32
-    %n = arith.constant 1024.0 : f32
-    %squares = memref.alloc() : memref<4xf32>
-    linalg.fill ins(%zero : f32) outs(%squares : memref<4xf32>)
     %two = arith.constant 2.0 : f32
     linalg.fill ins(%two : f32) outs(%v : memref<4xf32>)
     linalg.generic {indexing_maps = [#rows, #rows], iterator_types = ["parallel", "parallel"]}
@@ -1702,23 +1706,14 @@ module {
       %r = arith.addf %acc, %a : f32
       linalg.yield %r : f32
     }
-    linalg.generic {indexing_maps = [#rows, #row, #row], iterator_types = ["parallel", "reduction"]}
-        ins(%x, %sum : memref<4x1024xf32>, memref<4xf32>) outs(%squares : memref<4xf32>) {
-    ^bb0(%a: f32, %s: f32, %acc: f32):
-      %mm = arith.divf %s, %n : f32
-      %d = arith.subf %a, %mm : f32
-      %q = arith.mulf %d, %d : f32
-      %r = arith.addf %acc, %q : f32
-      linalg.yield %r : f32
-    }
-    linalg.generic {indexing_maps = [#rows, #row, #rows], iterator_types = ["parallel", "parallel"]}
-        ins(%x, %v : memref<4x1024xf32>, memref<4xf32>) outs(%out : memref<4x1024xf32>) {
-    ^bb0(%a: f32, %w: f32, %o: f32):
-      %r = arith.mulf %a, %w : f32
+    linalg.generic {indexing_maps = [#rows, #row, #row, #rows], iterator_types = ["parallel", "parallel"]}
+        ins(%x, %v, %sum : memref<4x1024xf32>, memref<4xf32>, memref<4xf32>) outs(%out : memref<4x1024xf32>) {
+    ^bb0(%a: f32, %w: f32, %s: f32, %o: f32):
+      %p = arith.mulf %a, %w : f32
+      %r = arith.addf %p, %s : f32
       linalg.yield %r : f32
     }
     memref.dealloc %sum : memref<4xf32>
-    memref.dealloc %squares : memref<4xf32>
     return
   }
 }
@@ -1728,20 +1723,11 @@ module {
 def test_a_row_buffer_updated_in_place_is_not_held_by_a_normalization() -> None:
     """A chain member writing a row buffer that it read from memory, no reduction between:
     the chain is not formed there (the row op runs as a kernel of its own, before it)."""
-    from mlir import ir
-
-    from mlirfuse import stages
-
-    path = stages.gpu_stages()
-    names = [s.name for s in path]
-    record: dict[str, str] = {}
-    with ir.Context(), ir.Location.unknown():
-        stages.run(ir.Module.parse(_ROW_UPDATED_IN_PLACE), path[names.index("generalized"):names.index("gpu") + 1],
-                   record)
+    record = _scheduled_from_buffers(_ROW_UPDATED_IN_PLACE)
     x, y = randn(4, 1024), randn(3, 1024)
     z, out, v = emulate(record["gpu"], [x, y], [np.empty_like(y), np.empty_like(x), np.empty(4, np.float32)])
     assert (v == 4).all() and (z == -y).all()
-    assert_close(out, x * 4, "x times the updated row value", 1)
+    assert_close(out, x * 4 + x.sum(1, keepdims=True), "x times the updated row value, plus its row's sum", 1024)
 
 
 # Softmax's chain (maximum, sum of exp(x - max), exp(x - max) / sum) whose sum starts from a
@@ -1799,17 +1785,8 @@ def test_a_looping_normalizations_online_sum_reads_its_initial_value_before_the_
     """The looping variant's online sum (softmax) with its initial value in memory: read in
     the maximum's pass, before the combines. Read where the total is rescaled (no barrier
     after it), lanes 1.. could take lane 0's total as their start: softmax off by half."""
-    from mlir import ir
-
-    from mlirfuse import stages
-
     n = 20000  # more than a row of the held variant (1024 threads of 4 vectors of 4)
-    path = stages.gpu_stages()
-    names = [s.name for s in path]
-    record: dict[str, str] = {}
-    with ir.Context(), ir.Location.unknown():
-        stages.run(ir.Module.parse(_ONLINE_SUM_INIT_FROM_MEMORY.replace("xNx", f"x{n}x")),
-                   path[names.index("generalized"):names.index("gpu") + 1], record)
+    record = _scheduled_from_buffers(_ONLINE_SUM_INIT_FROM_MEMORY.replace("xNx", f"x{n}x"))
     assert 'kind = "normalization"' in record["scheduled"]
     x, y = randn(4, n), randn(3, n)
     z, out = emulate(record["gpu"], [x, y], [np.empty_like(y), np.empty_like(x)])
