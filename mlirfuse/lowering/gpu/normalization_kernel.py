@@ -232,9 +232,13 @@ class NormalizationKernel:
         to that maximum, kept for `rescale_online`."""
         n, s = len(start), online.member
         self.env[id(online.source)] = self.inputs(online.source, unknown=online.rescaled)
-        # the sum's initial value, read before the combines below (as `reduce` reads its own):
-        # `rescale_online` combines it with the total where lane 0 then writes that total
-        self.row_value(s.generic.outputs[0].value)
+        # The sum's initial value where it is in memory (no member up to the sum writes it):
+        # read before the combines below, as `reduce` reads its own; `rescale_online` combines
+        # it with the total where lane 0 then writes that total.
+        init = s.generic.outputs[0].value
+        members = self.chain.members
+        if not any(o.value == init for w in members[:members.index(s)] for o in w.generic.outputs):
+            self.row_value(init)
         t = s.generic.outputs[0].type.element_type
         accs = self.over_chunks(start + [identity(MAXIMUM.name, t), identity("arith.addf", t)],
                                 lambda chunk, accs: self.accumulate(m, chunk, accs[:n])
