@@ -315,6 +315,15 @@ def _index_tensor(index: Any, what: str) -> Tensor:
     return index
 
 
+def torch_indices(index: Tensor) -> Tensor:
+    """Indices as torch's gather, index_select and embedding take them, in [0, size) (negative
+    ones count from the end only in advanced indexing), for the fusion's gather, which reads
+    [-size, size) as numpy's take_along_axis: a negative index becomes the dtype's minimum,
+    outside both, so that the gather's check fails as eager raises."""
+    lowest = -(1 << (8 * index.dtype.itemsize - 1)) if index.dtype.is_int else 0
+    return O.where(O.lt(index, 0), lowest, index)
+
+
 def gather(x: Tensor, index: Tensor, dim: int) -> Tensor:
     """torch.gather / nvFuser's `gather(x, index, dim)`: result[i] = x[i with i[dim] = index[i]],
     shaped like index (of x's rank; index.size(d) <= x.size(d) for d != dim)."""

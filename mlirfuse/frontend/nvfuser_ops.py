@@ -177,7 +177,7 @@ def embedding_fwd(indices: Tensor, weight: Tensor, padding_idx: Any = None, max_
     those rows of `weight` in place: here only the output is."""
     if weight.ndim != 2:
         raise FusionError(f"embedding_fwd: weight must be 2-D, got rank {weight.ndim}")
-    rows = O.index_select(weight, O.reshape(indices, [-1]), 0)
+    rows = O.index_select(weight, O.reshape(I.torch_indices(indices), [-1]), 0)  # [0, rows), as torch
     if max_norm is not None:
         p = 2.0 if norm_type is None else norm_type
         compute = DataType.Double if weight.dtype is DataType.Double else DataType.Float

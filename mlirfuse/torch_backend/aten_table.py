@@ -464,21 +464,12 @@ def _pad(ctx: LoweringContext, a: dict[str, Any]) -> Any:
     return ops.pad(a["self"], [_static_int(w, "pad width") for w in a["pad"]], a["value"])
 
 
-def _from_zero(index: Any) -> Any:
-    """Torch's gather, index_select and embedding take indices in [0, size) (negative ones
-    count from the end only in advanced indexing); the fusion's gather, as numpy's
-    take_along_axis, reads [-size, size). A negative index becomes the dtype's minimum, outside
-    both, so that the gather's check fails as eager raises."""
-    lowest = -(1 << (8 * index.dtype.itemsize - 1)) if index.dtype.is_int else 0
-    return ops.where(ops.lt(index, 0), lowest, index)
-
-
 def _gather(ctx: LoweringContext, a: dict[str, Any]) -> Any:
-    return ops.gather(a["self"], _from_zero(a["index"]), a["dim"])
+    return ops.gather(a["self"], I.torch_indices(a["index"]), a["dim"])
 
 
 def _index_select(ctx: LoweringContext, a: dict[str, Any]) -> Any:
-    return ops.index_select(a["self"], _from_zero(a["index"]), a["dim"])
+    return ops.index_select(a["self"], I.torch_indices(a["index"]), a["dim"])
 
 
 def _embedding(ctx: LoweringContext, a: dict[str, Any]) -> Any:
@@ -489,7 +480,7 @@ def _embedding(ctx: LoweringContext, a: dict[str, Any]) -> Any:
     count: Any = 1
     for s in ctx.shape[:-1]:
         count = s * count if not isinstance(s, int) else count * s
-    rows = I.index_select(weight, ops.reshape(_from_zero(indices), [count]), 0)
+    rows = I.index_select(weight, ops.reshape(I.torch_indices(indices), [count]), 0)
     return ops.reshape(rows, list(ctx.shape))
 
 

@@ -279,6 +279,24 @@ def test_embedding_fwd_matches_torch(device, dtype, max_norm) -> None:
     torch.testing.assert_close(out, want, rtol=TOL[dtype], atol=TOL[dtype])
 
 
+@pytest.mark.parametrize("bad", [10, -1])
+def test_embedding_fwd_raises_for_an_index_outside_the_table(bad) -> None:
+    """As F.embedding raises for an index outside [0, rows), negative ones included (the
+    fusion's gather alone would read -1 from the end)."""
+    from mlirfuse.errors import IndexOutOfRange
+
+    w = torch.randn(10, 8)
+    with FusionDefinition() as fd:
+        a, b = fd.define_tensor([-1], dtype=DataType.Int), fd.from_pytorch(w)
+        fd.add_output(fd.ops.embedding_fwd(a, b, None, None, None, None, None))
+    good = torch.tensor([3, 0])
+    torch.testing.assert_close(fd.execute([good, w])[0], F.embedding(good, w))
+    with pytest.raises(IndexError):
+        F.embedding(torch.tensor([bad, 0]), w)
+    with pytest.raises(IndexOutOfRange):
+        fd.execute([torch.tensor([bad, 0]), w])
+
+
 def test_nvfuser_op_names_are_listed() -> None:
     with FusionDefinition() as fd:
         assert {"embedding_fwd", "welford", "broadcast", "signbit", "truediv", "exp"} <= set(dir(fd.ops))
