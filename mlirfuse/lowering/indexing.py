@@ -380,15 +380,21 @@ KEEP_CHECKS = "mlirfuse.keep_checks"
 
 def _read_in_part(value: ir.Value) -> bool:
     """Some fusion op reads `value` (or what is computed from it) at only some positions: a
-    slice, a pad that crops, a gather's input."""
-    for use in value.uses:
-        user = use_owner(use)
-        name = user.name
-        if name == "fusion.slice" or name == "fusion.gather" and use.operand_number == 0 or \
-                name == "fusion.pad" and min(_ints(user, "low") + _ints(user, "high"), default=0) < 0:
-            return True
-        if any(_read_in_part(r) for r in user.results):
-            return True
+    slice, a pad that crops, a gather's input. Each value is visited once (a value read twice
+    on the way, y * y + y, would otherwise double the paths at each step)."""
+    work, seen = [value], set()
+    while work:
+        v = work.pop()
+        for use in v.uses:
+            user = use_owner(use)
+            name = user.name
+            if name == "fusion.slice" or name == "fusion.gather" and use.operand_number == 0 or \
+                    name == "fusion.pad" and min(_ints(user, "low") + _ints(user, "high"), default=0) < 0:
+                return True
+            for r in user.results:
+                if r not in seen:
+                    seen.add(r)
+                    work.append(r)
     return False
 
 

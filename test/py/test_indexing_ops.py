@@ -423,6 +423,28 @@ def test_a_gather_read_in_part_checks_every_index(read) -> None:
     assert good.shape[1] == 4 and np.isfinite(good).all()
 
 
+def test_finding_a_gather_read_in_part_visits_each_value_once(monkeypatch) -> None:
+    """`lower_gather` looks for a consumer reading its result in part through every op after
+    it: each value once. Walking every path instead, a chain of tanh(y) * y + y (each y read
+    three times) tripled the work at each step (found by review)."""
+    from mlirfuse.lowering import indexing
+
+    calls = []
+    owner = indexing.use_owner
+    monkeypatch.setattr(indexing, "use_owner", lambda use: calls.append(1) or owner(use))
+
+    def fn(x, i):
+        y = ops.index_select(x * 2.0, i, 0)
+        for _ in range(12):
+            y = ops.tanh(y) * y + y
+        return y
+
+    x = randn(5, 4)
+    got = mlirfuse.jit(fn)(x, np.array([1, 0]))
+    assert np.isfinite(got).all()
+    assert len(calls) < 500  # a few uses a step, each value once; 3^12 paths before
+
+
 def test_concurrent_calls_raise_for_their_own_indices() -> None:
     """The CPU backend's checks set one flag of the compiled module: two threads calling one
     fusion (ctypes releases the GIL during a call) read each other's failure, so a call with
