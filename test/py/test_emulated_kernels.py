@@ -1793,3 +1793,74 @@ def test_a_looping_normalizations_online_sum_reads_its_initial_value_before_the_
     e = np.exp(x.astype(np.float64) - x.max(1, keepdims=True))
     assert_close(out, (e / e.sum(1, keepdims=True)).astype(np.float32), "softmax", n)
     assert (z == -y).all()
+
+
+# Softmax's chain with, between the maximum and the online sum, a tile op reading a row buffer
+# B from memory (out = x * B), and after the sum a row op writing B (B = sum). In the looping
+# variant the sum is combined across the row in the maximum's pass: nothing at its own place
+# ordered the lanes' loads of B before lane 0's store (found by review).
+_ONLINE_SUM_THEN_ROW_WRITE = """
+#rows = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+#one = affine_map<(d0) -> (d0)>
+module {
+  func.func @mlirfuse_entry(%x: memref<4xNxf32>, %b: memref<4xf32>, %out: memref<4xNxf32>, %out2: memref<4xNxf32>)
+      attributes {llvm.emit_c_interface} {
+    %zero = arith.constant 0.0 : f32
+    %low = arith.constant 0xFF800000 : f32
+    %max = memref.alloc() : memref<4xf32>
+    linalg.fill ins(%low : f32) outs(%max : memref<4xf32>)
+    %sum = memref.alloc() : memref<4xf32>
+    linalg.fill ins(%zero : f32) outs(%sum : memref<4xf32>)
+    linalg.generic {indexing_maps = [#rows, #row], iterator_types = ["parallel", "reduction"]}
+        ins(%x : memref<4xNxf32>) outs(%max : memref<4xf32>) {
+    ^bb0(%a: f32, %acc: f32):
+      %r = arith.maximumf %acc, %a : f32
+      linalg.yield %r : f32
+    }
+    linalg.generic {indexing_maps = [#rows, #row, #rows], iterator_types = ["parallel", "parallel"]}
+        ins(%x, %b : memref<4xNxf32>, memref<4xf32>) outs(%out : memref<4xNxf32>) {
+    ^bb0(%a: f32, %w: f32, %o: f32):
+      %r = arith.mulf %a, %w : f32
+      linalg.yield %r : f32
+    }
+    linalg.generic {indexing_maps = [#rows, #row, #row], iterator_types = ["parallel", "reduction"]}
+        ins(%x, %max : memref<4xNxf32>, memref<4xf32>) outs(%sum : memref<4xf32>) {
+    ^bb0(%a: f32, %m: f32, %acc: f32):
+      %d = arith.subf %a, %m : f32
+      %e = math.exp %d : f32
+      %r = arith.addf %acc, %e : f32
+      linalg.yield %r : f32
+    }
+    linalg.generic {indexing_maps = [#one, #one], iterator_types = ["parallel"]}
+        ins(%sum : memref<4xf32>) outs(%b : memref<4xf32>) {
+    ^bb0(%s: f32, %o: f32):
+      linalg.yield %s : f32
+    }
+    linalg.generic {indexing_maps = [#rows, #row, #row, #rows], iterator_types = ["parallel", "parallel"]}
+        ins(%x, %max, %sum : memref<4xNxf32>, memref<4xf32>, memref<4xf32>) outs(%out2 : memref<4xNxf32>) {
+    ^bb0(%a: f32, %m: f32, %s: f32, %o: f32):
+      %d = arith.subf %a, %m : f32
+      %e = math.exp %d : f32
+      %r = arith.divf %e, %s : f32
+      linalg.yield %r : f32
+    }
+    memref.dealloc %sum : memref<4xf32>
+    memref.dealloc %max : memref<4xf32>
+    return
+  }
+}
+"""
+
+
+def test_a_looping_normalization_orders_row_reads_before_writes_after_its_online_sum() -> None:
+    """`rescale_online` has a barrier, as a reduction's combine is one: every lane loads B for
+    out = x * B before lane 0 writes the sum into B. Before, lanes 1.. read the sum (79680 of
+    80000 elements wrong on the emulator)."""
+    n = 20000  # the looping variant (see the test above)
+    record = _scheduled_from_buffers(_ONLINE_SUM_THEN_ROW_WRITE.replace("xNx", f"x{n}x"))
+    x, b = randn(4, n), np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+    out, out2 = emulate(record["gpu"], [x, b.copy()], [np.empty_like(x), np.empty_like(x)])[:2]
+    assert_close(out, x * b[:, None], "x times B as it was", 1)
+    e = np.exp(x.astype(np.float64) - x.max(1, keepdims=True))
+    assert_close(out2, (e / e.sum(1, keepdims=True)).astype(np.float32), "softmax", n)

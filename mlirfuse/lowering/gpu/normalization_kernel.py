@@ -292,6 +292,10 @@ class NormalizationKernel:
         # does; a sum of no element stays 0
         zero = arith.cmpf(arith.CmpFPredicate.OEQ, total, arith.constant(total.type, 0.0))
         total = arith.select(zero, total, arith.mulf(total, math.exp(arith.subf(high, r))))
+        # The sum was combined across the row in the maximum's pass, not here: a barrier orders
+        # the lanes' loads since then (a row buffer that a later member writes) before lane 0's
+        # stores from here on, as a reduction's combine does (`normalization._row_read_then_written`).
+        gpu.barrier()
         self.set_rows(m, [combine(m.combiners[0], self.row_value(m.generic.outputs[0].value), total)])
 
     def accumulate(self, m: Member, chunk: Chunk, accs: list[ir.Value]) -> list[ir.Value]:
