@@ -1,6 +1,7 @@
 """The performance issue's benchmark suite: mlirfuse vs torch eager vs torch.compile.
 
-    python bench/suite.py [--json bench/results/<gpu>-<date>.json] [--quick] [--only NAME,...]
+    python bench/suite.py [--json bench/results/<gpu>-<date>.json] [--quick] [--only NAME,...] [--rows A:B]
+    python bench/suite.py --merge part1.json part2.json ... [--json all.json]
 
 For each workload: median kernel time with L2 flushed between runs
 (`triton.testing.do_bench`; the best of 3 interleaved rounds, all kept in the JSON) of
@@ -21,6 +22,11 @@ with a throwaway fusion whose time (`first_fusion_s`: imports, CUDA runtime libr
 reported apart, so that its cold compile is that workload's own. Before the rows, the
 torch.compile twins are compiled in parallel processes (`--no-prewarm` skips it): the rows
 then load Inductor's on-disk caches instead of compiling one after another.
+
+A whole run takes about 11 minutes on an H200 host (the prewarm 74 s, then some 17 s a row,
+session 66). Where a command may run 10 minutes at most, run it in parts (`--rows 0:15`,
+then `--rows 15:`: positions in the workload list, as a Python slice) and `--merge` their
+JSON files: one table, the rows in order, and one summary line over all of them (no GPU).
 """
 
 from __future__ import annotations
@@ -440,6 +446,9 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="small shapes (a smoke run)")
     parser.add_argument("--only", help="run the workloads whose 'name shape' (e.g. 'LayerNorm f32 32768x4096') "
                         "contains one of these comma-separated strings")
+    parser.add_argument("--rows", help="run the workloads at these positions of the list (a Python slice, e.g. 15:)")
+    parser.add_argument("--merge", nargs="+", metavar="JSON",
+                        help="print one table of these runs' JSON files (and write them as one to --json)")
     parser.add_argument("--row", type=int, help=argparse.SUPPRESS)  # one case, its row as JSON on stdout
     parser.add_argument("--copy-gbps", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--prepare", action="store_true", help=argparse.SUPPRESS)  # with --row: prewarm only
@@ -452,6 +461,8 @@ def main() -> int:
     if opts.row is not None:
         print(json.dumps(run_case(CASES[opts.row], opts.copy_gbps, opts.quick)))
         return 0
+    if opts.merge:
+        return merge(opts.merge, opts.json)
     gpu = torch.cuda.get_device_name()
     driver = driver_version()
     copy_gbps = copy_bandwidth_gbps()
@@ -465,34 +476,79 @@ def main() -> int:
                                                    "date": time.strftime("%Y-%m-%d"), "copy_gbps": copy_gbps,
                                                    "complete": len(rows) == n_cases, "rows": rows}, indent=2))
 
+    positions = set(range(len(CASES))[_slice(opts.rows)]) if opts.rows else set(range(len(CASES)))
+
     def wanted(case: Case) -> bool:
         label = f"{case.name} {'x'.join(map(str, case.shape))}"
-        return not opts.only or any(part.strip() in label for part in opts.only.split(","))
+        return CASES.index(case) in positions and (
+            not opts.only or any(part.strip() in label for part in opts.only.split(",")))
 
     n_cases = sum(map(wanted, CASES))
     if not opts.no_prewarm:
         prewarm([i for i, c in enumerate(CASES) if wanted(c)], opts.quick)
-    print("| workload | shape | dtype | mlirfuse us | eager us | compile us | GB/s | % copy BW | vs compile "
-          "| vs eager | host us/call | cold s | warm s |\n" + "|---" * 13 + "|")
+    print(HEADER)
     for index, case in enumerate(CASES):
         if not wanted(case):
             continue
         r = run_isolated(index, copy_gbps, opts.quick)
         rows.append(r)
         write_json(rows)
-        if "error" in r:
-            print(f"| {case.name} | {r['shape']} | | failed: {r['error'][:120]} |")
-            continue
-        print(f"| {r['name']} | {r['shape']} | {r['dtype']} | {r['mlirfuse_us']:.1f} | {r['eager_us']:.1f} | "
-              f"{r['compile_us']:.1f} | {r['gbps']:.0f} | {r['pct_copy']:.0f}% | {r['speedup_vs_compile']:.2f}x | "
-              f"{r['speedup_vs_eager']:.2f}x | {r['host_us']:.1f} | {r['cold_compile_s']:.2f} | {r['warm_start_s']:.3f} |",
-              flush=True)
-    ok = [r for r in rows if "error" not in r]
-    if ok:
-        geo = math.exp(sum(math.log(r["speedup_vs_compile"]) for r in ok) / len(ok))
-        print(f"\ngeometric mean speedup over torch.compile: {geo:.2f}x over {len(ok)} workloads "
-              f"({len(rows) - len(ok)} failed); min {min(r['speedup_vs_compile'] for r in ok):.2f}x")
+        print(row_line(r), flush=True)
+    print(summary(rows))
     write_json(rows)
+    return 0
+
+
+HEADER = ("| workload | shape | dtype | mlirfuse us | eager us | compile us | GB/s | % copy BW | vs compile "
+          "| vs eager | host us/call | cold s | warm s |\n" + "|---" * 13 + "|")
+
+
+def row_line(r: dict) -> str:
+    if "error" in r:
+        return f"| {r['name']} | {r['shape']} | | failed: {r['error'][:120]} |"
+    return (f"| {r['name']} | {r['shape']} | {r['dtype']} | {r['mlirfuse_us']:.1f} | {r['eager_us']:.1f} | "
+            f"{r['compile_us']:.1f} | {r['gbps']:.0f} | {r['pct_copy']:.0f}% | {r['speedup_vs_compile']:.2f}x | "
+            f"{r['speedup_vs_eager']:.2f}x | {r['host_us']:.1f} | {r['cold_compile_s']:.2f} | "
+            f"{r['warm_start_s']:.3f} |")
+
+
+def summary(rows: list[dict]) -> str:
+    ok = [r for r in rows if "error" not in r]
+    if not ok:
+        return ""
+    geo = math.exp(sum(math.log(r["speedup_vs_compile"]) for r in ok) / len(ok))
+    return (f"\ngeometric mean speedup over torch.compile: {geo:.2f}x over {len(ok)} workloads "
+            f"({len(rows) - len(ok)} failed); min {min(r['speedup_vs_compile'] for r in ok):.2f}x")
+
+
+def _slice(text: str) -> slice:
+    """A Python slice from its text, `15:` or `0:15`."""
+    parts = [int(p) if p.strip() else None for p in text.split(":")]
+    if len(parts) == 1:
+        return slice(parts[0], parts[0] + 1)
+    return slice(*parts)
+
+
+def merge(paths: list[str], out: str | None) -> int:
+    """One table of several runs' JSON files (parts of one suite, in the workload list's
+    order); the first file's header fields, each part's copy bandwidth kept in `parts`."""
+    runs = [json.loads(Path(p).read_text()) for p in paths]
+    order = {(c.name, "x".join(map(str, c.shape))): k for k, c in enumerate(CASES)}
+    rows = sorted((r for run in runs for r in run["rows"]),
+                  key=lambda r: order.get((r["name"], r["shape"]), len(order)))
+    first = runs[0]
+    print(f"GPU: {first['gpu']}; driver {first['driver']}; torch {first['torch']}; copy bandwidth "
+          + ", ".join(f"{run['copy_gbps']:.0f}" for run in runs) + f" GB/s ({len(runs)} runs)\n")
+    print(HEADER)
+    for r in rows:
+        print(row_line(r))
+    print(summary(rows))
+    if out:
+        merged = {k: first[k] for k in ("gpu", "driver", "torch", "date", "copy_gbps")}
+        parts = [{"file": p, "copy_gbps": run["copy_gbps"], "rows": len(run["rows"])} for p, run in zip(paths, runs)]
+        merged.update(complete={(r["name"], r["shape"]) for r in rows} == set(order), rows=rows, parts=parts)
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(json.dumps(merged, indent=2))
     return 0
 
 
