@@ -476,20 +476,12 @@ def main() -> int:
                                                    "date": time.strftime("%Y-%m-%d"), "copy_gbps": copy_gbps,
                                                    "complete": len(rows) == n_cases, "rows": rows}, indent=2))
 
-    positions = set(range(len(CASES))[_slice(opts.rows)]) if opts.rows else set(range(len(CASES)))
-
-    def wanted(case: Case) -> bool:
-        label = f"{case.name} {'x'.join(map(str, case.shape))}"
-        return CASES.index(case) in positions and (
-            not opts.only or any(part.strip() in label for part in opts.only.split(",")))
-
-    n_cases = sum(map(wanted, CASES))
+    chosen = select(opts.rows, opts.only)
+    n_cases = len(chosen)
     if not opts.no_prewarm:
-        prewarm([i for i, c in enumerate(CASES) if wanted(c)], opts.quick)
+        prewarm(chosen, opts.quick)
     print(HEADER)
-    for index, case in enumerate(CASES):
-        if not wanted(case):
-            continue
+    for index in chosen:
         r = run_isolated(index, copy_gbps, opts.quick)
         rows.append(r)
         write_json(rows)
@@ -519,6 +511,17 @@ def summary(rows: list[dict]) -> str:
     geo = math.exp(sum(math.log(r["speedup_vs_compile"]) for r in ok) / len(ok))
     return (f"\ngeometric mean speedup over torch.compile: {geo:.2f}x over {len(ok)} workloads "
             f"({len(rows) - len(ok)} failed); min {min(r['speedup_vs_compile'] for r in ok):.2f}x")
+
+
+def select(rows: str | None, only: str | None) -> list[int]:
+    """The positions of the workloads to run: those of the slice `rows` (all where None) whose
+    'name shape' contains one of `only`'s comma-separated strings (any where None)."""
+    positions = range(len(CASES))[_slice(rows)] if rows else range(len(CASES))
+
+    def wanted(case: Case) -> bool:
+        label = f"{case.name} {'x'.join(map(str, case.shape))}"
+        return not only or any(part.strip() in label for part in only.split(","))
+    return [i for i in positions if wanted(CASES[i])]
 
 
 def _slice(text: str) -> slice:

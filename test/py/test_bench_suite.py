@@ -36,6 +36,18 @@ def test_rows_is_a_python_slice_of_the_workload_list():
     assert list(positions[suite._slice("3")]) == [3]
 
 
+def test_select_takes_the_slice_then_the_names():
+    import suite
+
+    n = len(suite.CASES)
+    assert suite.select(None, None) == list(range(n))
+    assert suite.select("15:", None) == list(range(15, n))
+    names = [f"{c.name} {'x'.join(map(str, c.shape))}" for c in suite.CASES]
+    softmax = [i for i, label in enumerate(names) if "softmax" in label]
+    assert suite.select(None, "softmax") == softmax
+    assert suite.select("0:12", "softmax") == [i for i in softmax if i < 12]
+
+
 def test_merge_orders_the_rows_as_the_workload_list_and_summarizes_them_all(tmp_path):
     import suite
 
