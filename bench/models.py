@@ -12,7 +12,8 @@ and kernels per step (torch.profiler, one step; memcpy/memset not counted), the 
 logits) difference to eager, and each compiler's first-step time (the compile) less a step.
 
 Then, for mlirfuse, a per-region table: per fused region, its calls in a step, launches per
-call and each launch's schedule, bytes moved per call, GPU us per call (median), GB/s, % of
+call and each launch's schedule, bytes moved per call, GPU us per call (median) and per
+launch (each kernel's and memset's median over the calls, in the order they ran), GB/s, % of
 the copy bandwidth measured in the same run, and % of a copy of as many bytes (torch's copy of
 the region's bytes, half read and half written, from DRAM, timed as the regions are: what a
 plain copy that size reaches, its launch and tail included; below about 16 MB it is well under
@@ -88,8 +89,11 @@ def kernels_per_step(step: Callable[[], Any]) -> tuple[float, int]:
     return sum(e.device_time_total for e in kernels) / 1e3, len(kernels)
 
 
-def region_gpu_us(step: Callable[[], Any], steps: int = REGION_STEPS) -> dict[str, list[float]]:
-    """Per fused region (its fusion key): the GPU us of each of its calls over `steps` steps.
+def region_gpu_us(step: Callable[[], Any], steps: int = REGION_STEPS,
+                  kernels: dict[str, list[list[tuple[str, float]]]] | None = None) -> dict[str, list[float]]:
+    """Per fused region (its fusion key): the GPU us of each of its calls over `steps` steps;
+    with `kernels`, also each call's device events, (name, us) in the order they ran (filled
+    in: key -> calls).
 
     A call's time is the device time of the kernels and memsets launched inside its named
     range. The profiler does not link a kernel launched through the driver API to a user range
@@ -108,7 +112,7 @@ def region_gpu_us(step: Callable[[], Any], steps: int = REGION_STEPS) -> dict[st
     launched_by_flow: dict[int, int] = {}  # flow id -> host ns of the launch (torch >= 2.12)
     launched_by_correlation: dict[int, int] = {}  # CUPTI correlation id -> host ns of the launch
     op_at: dict[int, int] = {}  # a host op's id -> its start ns (a device event's linked op)
-    device: list[tuple[Any, int, int, int]] = []  # (flow id, correlation id, linked op id, ns)
+    device: list[tuple[Any, int, int, int, int, str]] = []  # (flow, correlation, linked op id, ns, start ns, name)
     spans: dict[str, list[float]] = {}  # fusion key -> GPU span of each call
     for ev in prof.profiler.kineto_results.events():
         flow = ev.flow_id() if hasattr(ev, "flow_id") else None
@@ -125,23 +129,38 @@ def region_gpu_us(step: Callable[[], Any], steps: int = REGION_STEPS) -> dict[st
         elif ev.name().startswith("mlirfuse "):
             spans.setdefault(ev.name().rsplit(" ", 1)[-1], []).append(ev.duration_ns() / 1e3)
         else:
-            device.append((flow, ev.correlation_id(), ev.linked_correlation_id(), ev.duration_ns()))
-    ranges.sort()
-    spent = [0] * len(ranges)
-    starts = [r[0] for r in ranges]
-    for flow, correlation, linked, ns in device:
+            device.append((flow, ev.correlation_id(), ev.linked_correlation_id(), ev.duration_ns(), ev.start_ns(),
+                           ev.name()))
+    launched_at = []
+    for flow, correlation, linked, ns, start, name in device:
         at = launched_by_flow.get(flow) if flow else None
         at = at if at is not None else launched_by_correlation.get(correlation) if correlation else None
         at = at if at is not None else op_at.get(linked) if linked else None
-        k = bisect.bisect_right(starts, at) - 1 if at is not None else -1
-        if k >= 0 and at <= ranges[k][1]:
-            spent[k] += ns
-    if not any(spent):
+        launched_at.append((at, start, ns, name))
+    per_call = attribute(ranges, launched_at)
+    if not any(per_call):
         return spans
     calls: dict[str, list[float]] = {}
-    for (_, _, key), ns in zip(ranges, spent):
-        calls.setdefault(key, []).append(ns / 1e3)
+    for (_, _, key), events in zip(sorted(ranges), per_call):
+        calls.setdefault(key, []).append(sum(ns for _, ns in events) / 1e3)
+        if kernels is not None:
+            kernels.setdefault(key, []).append([(name, ns / 1e3) for name, ns in events])
     return calls
+
+
+def attribute(ranges: list[tuple[int, int, str]],
+              launched: list[tuple[int | None, int, int, str]]) -> list[list[tuple[str, int]]]:
+    """Per host range (start ns, end ns, key), in order of start: the device events launched
+    inside it, (name, duration ns) in the order they ran. `launched`: per device event, the
+    host ns of its launch (None: unknown, not counted), its device start ns, duration, name."""
+    ranges = sorted(ranges)
+    starts = [r[0] for r in ranges]
+    found: list[list[tuple[int, int, str]]] = [[] for _ in ranges]
+    for at, start, ns, name in launched:
+        k = bisect.bisect_right(starts, at) - 1 if at is not None else -1
+        if k >= 0 and at <= ranges[k][1]:
+            found[k].append((start, ns, name))
+    return [[(name, ns) for _, ns, name in sorted(events)] for events in found]
 
 
 def timed_rounds(steps: dict[str, Callable[[], Any]], rounds: int, per_round: int) -> dict[str, list[float]]:
@@ -197,10 +216,12 @@ def run_row(family: str, mode: str, batch: int, seq: int, rounds: int, per_round
                      "compile_s": max(first_step_s[name] - median / 1e3, 0.0),
                      "difference_to_eager": difference(outputs["eager"], outputs[name])}
     try:
-        row["region_gpu_us"] = region_gpu_us(steps["mlirfuse"])
+        kernels: dict[str, list[list[tuple[str, float]]]] = {}
+        row["region_gpu_us"] = region_gpu_us(steps["mlirfuse"], kernels=kernels)
+        row["region_launch_us"] = {key: launch_medians(calls) for key, calls in kernels.items()}
     except Exception as e:  # noqa: BLE001 - the per-region table then falls back to the dump's times
         print(f"per-region profile failed ({type(e).__name__}: {e}); regions keep the dump's times", file=sys.stderr)
-        row["region_gpu_us"] = {}
+        row["region_gpu_us"], row["region_launch_us"] = {}, {}
     row["vs_eager"] = row["eager"]["ms"] / row["mlirfuse"]["ms"]
     row["vs_inductor"] = row["inductor"]["ms"] / row["mlirfuse"]["ms"]
     return row
@@ -211,10 +232,11 @@ _KINDS = ("normalization", "inner reduction", "column reduction", "pointwise", "
 
 
 def region_table(family: str, mode: str, batch: int, seq: int, copy_gbps: float,
-                 profiled: dict[str, list[float]]) -> list[dict]:
+                 profiled: dict[str, list[float]],
+                 launch_us: dict[str, list[tuple[str, float]]] | None = None) -> list[dict]:
     """Per fused region (a fusion's hash): its calls, launches and their schedules, bytes per
-    call (one mlirfuse step with the eff_bandwidth and launch_params dumps) and GPU us per call
-    (`profiled`, from region_gpu_us; else the dump's timing)."""
+    call (one mlirfuse step with the eff_bandwidth and launch_params dumps), GPU us per call
+    (`profiled`, from region_gpu_us; else the dump's timing) and per launch (`launch_us`)."""
     import torch._dynamo as dynamo
     from hf_models import build
 
@@ -258,6 +280,7 @@ def region_table(family: str, mode: str, batch: int, seq: int, copy_gbps: float,
                             "launches": int(calls[0][0]),
                             "schedules": [_kind(line) for line in launches] or ["?"],
                             "naive": [line for line in launches if _kind(line) == "naive"],
+                            "launch_us": (launch_us or {}).get(key, []) if seen else [],
                             "bytes": moved, "us": us, "timed_by": "profile" if seen else "dump",
                             "dump_us": dump_us, "gbps": moved / us / 1e3,
                             "pct_copy": 100 * moved / us / 1e3 / copy_gbps,
@@ -269,6 +292,24 @@ def region_table(family: str, mode: str, batch: int, seq: int, copy_gbps: float,
             print(f"{family} {mode}: regions timed but not compiled again for the table: {sorted(undumped)}",
                   file=sys.stderr)
     return sorted(regions, key=lambda r: -r["us"] * r["calls"])
+
+
+def launch_medians(calls: list[list[tuple[str, float]]]) -> list[tuple[str, float]]:
+    """Per device event of a region's calls (each call's (name, us), in the order they ran):
+    "memset" or "kernel" and the median us over the calls with the most common count of events
+    (a call that launched another number of them is left out)."""
+    counts = [len(c) for c in calls]
+    if not counts:
+        return []
+    n = max(set(counts), key=lambda k: (counts.count(k), k))
+    same = [c for c in calls if len(c) == n]
+    return [("memset" if "memset" in same[0][k][0].lower() else "kernel", statistics.median(c[k][1] for c in same))
+            for k in range(n)]
+
+
+def launch_text(launches: list) -> str:
+    """`launch_medians`' list as the table shows it: kernels' us, memsets marked."""
+    return ", ".join(f"{'memset ' if kind == 'memset' else ''}{us:.1f}" for kind, us in launches)
 
 
 @functools.lru_cache(maxsize=None)
@@ -362,17 +403,17 @@ def main() -> int:
     if not opts.no_regions:
         for row in ok:
             regions = region_table(row["model"], row["mode"], opts.batch, opts.seq, copy_gbps,
-                                   row["region_gpu_us"])
+                                   row["region_gpu_us"], row.get("region_launch_us"))
             row["regions"] = regions
             write_json()
             print(f"\n### mlirfuse regions: {row['model']}, {row['mode']}\n\n| region | calls | launches | schedules "
-                  "| MB | us | GB/s | % copy BW | % of a copy that size |\n" + "|---" * 9 + "|")
+                  "| MB | us | us per launch | GB/s | % copy BW | % of a copy that size |\n" + "|---" * 10 + "|")
             for r in regions:
                 slow = " (below 75%)" if r["bytes"] >= BIG_REGION and r["pct_copy"] < 75 and r["in_step"] else ""
                 by = "" if r["timed_by"] == "profile" else " (dump)" if r["in_step"] else " (dump; first step only)"
                 print(f"| {r['region']} | {r['calls']:g} | {r['launches']} | {', '.join(r['schedules'])} | "
-                      f"{r['bytes'] / 1e6:.1f} | {r['us']:.1f}{by} | {r['gbps']:.0f} | {r['pct_copy']:.0f}%{slow} | "
-                      f"{r['pct_same_size_copy']:.0f}% |")
+                      f"{r['bytes'] / 1e6:.1f} | {r['us']:.1f}{by} | {launch_text(r['launch_us'])} | "
+                      f"{r['gbps']:.0f} | {r['pct_copy']:.0f}%{slow} | {r['pct_same_size_copy']:.0f}% |")
             naive += [f"{row['model']} {row['mode']} region {r['region']}: {line}"
                       for r in regions for line in r["naive"]]
     write_json()

@@ -1,0 +1,37 @@
+"""bench/models.py's per-launch times: device events attributed to the region call whose host
+range launched them, in the order they ran, and their medians over a region's calls."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+
+def test_events_go_to_the_range_that_launched_them_in_the_order_they_ran():
+    import models
+
+    ranges = [(200, 300, "b"), (100, 150, "a")]  # given out of order
+    launched = [
+        (120, 5_000, 30, "k1"),   # a's second kernel (ran later)
+        (110, 4_000, 20, "Memset (Device)"),  # a's first
+        (250, 9_000, 70, "k3"),   # b
+        (170, 6_000, 99, "torch"),  # between the ranges: nobody's
+        (None, 7_000, 50, "lost"),  # launch time unknown: not counted
+        (400, 8_000, 10, "after"),  # after every range
+    ]
+    assert models.attribute(ranges, launched) == [[("Memset (Device)", 20), ("k1", 30)], [("k3", 70)]]
+
+
+def test_launch_medians_take_the_calls_with_the_usual_count():
+    import models
+
+    calls = [[("k", 10.0), ("Memset", 1.0), ("k", 30.0)],
+             [("k", 12.0), ("Memset", 3.0), ("k", 34.0)],
+             [("k", 11.0), ("Memset", 2.0), ("k", 32.0)],
+             [("k", 99.0)]]  # another variant launched: left out
+    medians = models.launch_medians(calls)
+    assert medians == [("kernel", 11.0), ("memset", 2.0), ("kernel", 32.0)]
+    assert models.launch_text(medians) == "11.0, memset 2.0, 32.0"
+    assert models.launch_medians([]) == []
