@@ -76,7 +76,41 @@ def decompositions() -> dict[Any, Callable[..., Any]]:
              if getattr(op, "overloadpacket", op) not in LIBRARY | KEPT and op not in WRONG_DECOMPOSITIONS}
     table[aten.convolution_backward.default] = _convolution_backward
     table[aten.native_dropout.default] = _native_dropout
+    for op, checked in ((aten.binary_cross_entropy.default, _binary_cross_entropy),
+                        (aten.index_add.default, _index_add), (aten.index_add_.default, _index_add)):
+        if op in table:  # torch's decomposition, after the check it leaves out
+            table[op] = functools.partial(checked, table[op])
     return table
+
+
+def _binary_cross_entropy(decomposed: Callable[..., Any], input: Any, target: Any, weight: Any = None,
+                          reduction: int = 1) -> Any:
+    """Eager's kernel rejects an input outside [0, 1] (or NaN); torch's decomposition cannot
+    (data-dependent) and returned nan, with grad mode a gradient of 2.5e11 for [1.5, 0.5]
+    (found by an OpInfo sweep; Inductor's answer is as wrong). The check runs with the loss:
+    a fused all() and torch's `_assert_async` (a RuntimeError on the CPU; on the GPU a
+    device-side assert, as eager's CUDA kernel asserts)."""
+    inside = torch.logical_and(input >= 0, input <= 1).all()
+    torch.ops.aten._assert_async.msg(inside, "all elements of input should be between 0 and 1")
+    return decomposed(input, target, weight, reduction)
+
+
+def _index_add_shapes(x: Any, dim: int, source: Any) -> None:
+    """Eager's index_add check that torch's decomposition leaves out: the source's shape is
+    the input's outside `dim` (the decomposition broadcast a [2] source over [3, 2] rows;
+    found by an OpInfo sweep, Inductor's answer as wrong). Shapes only: raised while tracing."""
+    d = dim % max(x.dim(), 1)
+    outside = [s for k, s in enumerate(x.shape) if k != d]
+    source_outside = [s for k, s in enumerate(source.shape) if k != d]
+    if outside != source_outside:
+        raise RuntimeError("source tensor shape must match self tensor shape, excluding the specified dimension. "
+                           f"Got self.shape = {list(x.shape)} source.shape = {list(source.shape)}")
+
+
+def _index_add(decomposed: Callable[..., Any], x: Any, dim: int, index: Any, source: Any, *, alpha: Any = 1) -> Any:
+    """index_add or index_add_ (`decomposed`: torch's), after eager's shape check."""
+    _index_add_shapes(x, dim, source)
+    return decomposed(x, dim, index, source, alpha=alpha)
 
 
 def _native_dropout(input: Any, p: float, train: bool | None) -> Any:

@@ -904,3 +904,43 @@ def test_multilabel_margin_loss_matches_eager() -> None:
         (got_grad,) = torch.autograd.grad(got, x)
         torch.testing.assert_close(got, want)
         torch.testing.assert_close(got_grad, want_grad)
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_binary_cross_entropy_of_a_probability_outside_0_1_raises_as_in_eager(grad: bool) -> None:
+    """Eager's binary_cross_entropy rejects inputs outside [0, 1] (and NaN); torch's
+    decomposition has no check, and mlirfuse returned nan (with grad mode, a gradient of
+    2.5e11) for [1.5, 0.5] (found by an OpInfo sweep; Inductor returns nan too). In range, the
+    loss and its gradient still match eager."""
+    fn = lambda x, t: F.binary_cross_entropy(x, t)  # noqa: E731
+    t = torch.tensor([1.0, 0.0])
+    for bad in (torch.tensor([1.5, 0.5]), torch.tensor([-0.25, 0.5]), torch.tensor([float("nan"), 0.5])):
+        torch._dynamo.reset()
+        x = bad.clone().requires_grad_(grad)
+        with pytest.raises(RuntimeError, match="between 0 and 1"):
+            fn(x, t)
+        with pytest.raises(RuntimeError, match="between 0 and 1"):
+            torch.compile(fn, backend="mlirfuse")(x, t)
+    torch._dynamo.reset()
+    x = torch.tensor([0.25, 0.5]).requires_grad_(grad)
+    compiled = torch.compile(fn, backend="mlirfuse")
+    torch.testing.assert_close(compiled(x, t), fn(x, t))
+    if grad:
+        torch.testing.assert_close(torch.autograd.grad(compiled(x, t), x), torch.autograd.grad(fn(x, t), x))
+
+
+def test_index_add_of_a_source_of_another_shape_raises_as_in_eager() -> None:
+    """Eager's index_add requires the source's shape to be the input's outside `dim`; torch's
+    decomposition checks only the indexed dim and broadcast a [2] source over [3, 2] rows
+    (found by an OpInfo sweep; Inductor does the same). A matching source still adds as eager."""
+    fn = lambda x, i, s: torch.index_add(x, 0, i, s)  # noqa: E731
+    x, i = torch.tensor([[1.0, 2.0], [4.0, 5.0], [7.0, 8.0]]), torch.tensor([0, 2])
+    for source in (torch.tensor([2.0, 4.0]), torch.ones(2, 3), torch.ones(2, 2, 1)):
+        torch._dynamo.reset()
+        with pytest.raises(RuntimeError, match="source tensor shape must match self tensor shape"):
+            fn(x, i, source)
+        with pytest.raises(RuntimeError, match="source tensor shape must match self tensor shape"):
+            torch.compile(fn, backend="mlirfuse")(x, i, source)
+    torch._dynamo.reset()
+    source = torch.tensor([[2.0, 4.0], [1.0, 3.0]])
+    torch.testing.assert_close(torch.compile(fn, backend="mlirfuse")(x, i, source), fn(x, i, source))
