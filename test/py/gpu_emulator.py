@@ -105,9 +105,13 @@ class Emulator:
         return []
 
 
+LAUNCHED: list[tuple[tuple[int, ...], tuple[int, ...]]] = []  # (grid, block) of each launch of the last `emulate`
+
+
 def _launch(emu: Emulator, p: Op, env: dict) -> Iterator[_Sync]:
     sizes = [env[v] for v in p.ins]
     grid, block = sizes[-6:-3], sizes[-3:]
+    LAUNCHED.append((tuple(grid), tuple(block)))
     body = p.regions[0][0]
     n_threads = block[0] * block[1] * block[2]
     shared_types = [ir.MemRefType(a.type) for a in list(p.op.regions[0].blocks[0].arguments)[12:]]
@@ -240,6 +244,7 @@ def emulate(gpu_stage: str, inputs: list[Any], outputs: list[np.ndarray],
     positions (inputs then outputs) whose addresses are that many bytes past a 256-byte
     boundary."""
     misalign = misalign or {}
+    LAUNCHED.clear()
     args, written = [], []
     for i, a in enumerate(list(inputs) + list(outputs)):
         if isinstance(a, np.ndarray):

@@ -162,6 +162,53 @@ def test_column_reductions_of_many_slices(shape) -> None:
     check(lambda x: ops.max(x, [0]), randn(*shape))
 
 
+@pytest.mark.parametrize("misalign", [None, {2: 4}], ids=["aligned", "input2+4B"])
+def test_a_column_reduction_computing_a_prologue_of_many_inputs_has_fewer_rows_in_flight(misalign) -> None:
+    """BERT's embedding LayerNorm backward: the sum of four gradients, and that sum times the
+    normalized input, summed over the rows. The column reduction computes the sum (its
+    prologue) at each element, so it loads five vectors a row, not two: 2 rows in flight a
+    thread, not 4 (H200, float32 8x512x768: 30.6 -> 26.2 us)."""
+    def fn(a, b, c, d, e):  # (the sum a result too, as the normalization's input in BERT)
+        t = a + b + c + d
+        return (t * e).sum((0, 1)), t.sum((0, 1)), t
+    shape = (3, 70, 24)
+    c = check(fn, *[randn(*shape) for _ in range(5)], misalign=misalign, reduction_size=210)
+    assert schedules(c) == ["column reduction"] and c.n_launches == 1
+    assert "unroll=2," in c.stages["launch_params"] and "computing its pointwise prologue" in c.stages["launch_params"]
+    # two inputs a row (the prologue's one and the reduction's one): 4 rows in flight
+    c = check(lambda a, e: ((a * 2.0) * e).sum((0, 1)), randn(*shape), randn(*shape), reduction_size=210)
+    assert "unroll=4," in c.stages["launch_params"]
+
+
+@pytest.mark.parametrize("shape", [(8, 4096), (8, 4098), (3, 4, 4096)], ids=str)
+@pytest.mark.parametrize("misalign", [None, {0: 4}], ids=["aligned", "input+4B"])
+@pytest.mark.parametrize("dynamic", [True, False], ids=["dynamic", "static"])
+def test_column_reductions_over_few_static_rows_put_more_lanes_across(shape, misalign, dynamic, monkeypatch) -> None:
+    """A sum over a batch of 8 (GPT-2's position-embedding gradient): with 8 rows of threads a
+    thread had one row to sum (H200: [8, 512 * 768] float32 16.9 us, 8.6 with one row of 256
+    lanes). Few static rows widen the block's lanes across the columns, up to one row of
+    threads, while the column blocks stay two an SM (a device of one SM here): 4096 columns in
+    4 blocks of 256 lanes' vectors (32 blocks of 32 lanes with dynamic rows), 4098 columns (or
+    a misaligned input: the scalar variant) in blocks of 256 scalars."""
+    from mlirfuse.lowering.gpu import heuristics as S
+
+    heuristic = S.column_reduction_heuristic
+    monkeypatch.setattr(S, "column_reduction_heuristic", lambda columns, rows, element_bytes, device, body_ops:
+                        heuristic(columns, rows, element_bytes, S.DeviceProperties(sm_count=1), body_ops))
+    monkeypatch.setenv("MLIRFUSE_CACHE_DIR", "off")
+    rows = shape[:-1]
+    fn = lambda a, b: (lambda y: (y, y.sum(tuple(range(len(rows))))))(a + b)  # noqa: E731
+    c = check(fn, randn(*shape), randn(*shape), misalign=misalign, reduction_size=int(np.prod(rows)),
+              dynamic=dynamic)
+    assert schedules(c) == ["column reduction"] and c.n_launches == 1
+    from gpu_emulator import LAUNCHED
+
+    lanes = 32 if dynamic else 256
+    assert f"block_x={lanes}, block_y={256 // lanes}," in c.stages["launch_params"]
+    vector = 4 if shape[-1] % 4 == 0 and not misalign else 1
+    assert LAUNCHED == [((-(-shape[-1] // (lanes * vector)), 1, 1), (256, 1, 1))]
+
+
 @pytest.mark.parametrize("shape", [(4, 64, 32), (3, 5, 9), (2, 1000, 3), (5, 7, 1)])
 @pytest.mark.parametrize("misalign", [None, {0: 4}], ids=["aligned", "input+4B"])
 def test_middle_axis_reductions_are_batched_column_reductions(shape, misalign) -> None:

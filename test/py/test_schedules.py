@@ -27,6 +27,7 @@ from mlirfuse.lowering.gpu.heuristics import (
     RowTier,
     TransposeParams,
     column_reduction_heuristic,
+    column_unroll,
     device_properties,
     inner_reduction_heuristic,
     normalization_heuristic,
@@ -116,6 +117,18 @@ def test_column_reduction_a_warp_across_columns_and_four_blocks_an_sm() -> None:
     assert (narrow.block_x, narrow.block_y) == (4, 64)
     assert column_reduction_heuristic(None, None, [2], H100).vector == 8
     assert column_reduction_heuristic(None, None, [4], H100, body_ops=40).unroll == 1
+    # rows in flight for the vectors a row loads: 4 up to 4 of them, else 2
+    assert [column_unroll(4, n, 1) for n in (1, 2, 4, 5, 9)] == [4, 4, 4, 2, 2]
+    assert column_reduction_heuristic(None, None, [4] * 5, H100).unroll == 2
+    # Few static rows (a sum over a batch of 8): more lanes across, each thread summing them all,
+    # while the column blocks stay two an SM (bfloat16's 16-byte vectors: 128 lanes, 384 blocks)
+    few = column_reduction_heuristic(512 * 768, 8, [4], H100)
+    assert (few.block_x, few.block_y) == (256, 1)
+    assert (column_reduction_heuristic(512 * 768, 64, [4], H100).block_x,
+            column_reduction_heuristic(512 * 768, 4096, [4], H100).block_x,
+            column_reduction_heuristic(None, 8, [4], H100).block_x,
+            column_reduction_heuristic(512 * 768, 8, [2], H100).block_x,
+            column_reduction_heuristic(4096, 8, [4], H100).block_x) == (64, 32, 32, 128, 32)
 
 
 @pytest.mark.parametrize("change,message", [

@@ -171,6 +171,36 @@ COLUMN_MIN_ROWS_PER_THREAD = 16
 # torch.compile (torch.profiler, L2 warm), f32 16384x768 35.0 -> 29.7 (33.1), 4096x768 8.8 -> 8.9
 # (9.2).
 COLUMN_WAVE_FRACTION = 2  # the blocks a wave holds, divided by this
+# Static rows too few for 8 rows of threads of `COLUMN_MIN_ROWS_PER_THREAD` each (a sum over
+# a batch of 8): more lanes across the columns, fewer rows of threads, while the column blocks
+# stay at least this many an SM. H200, session 67, [8, 512, 768] summed over the batch (and
+# written), kernel us, 8 rows of threads (one row a thread) -> one row of 256 lanes: float32
+# 16.9 -> 8.6 (9.5 in another run; Inductor 9.0-9.2); bfloat16 12.9 -> 14.9 at 192 column blocks
+# (1.5 an SM), which this keeps at 128 lanes: 13.7 (Inductor 9.0; why bfloat16 takes longer
+# than float32 here is not known: a lead for the next session). Not taken: the lanes chosen at run time, for rows of dynamic size (a
+# select of the lanes on the host, the kernel's lane, row and combine loops over it): the
+# kernels whose rows are many lost to the dynamic divisions and loops, float32 4096x768
+# LayerNorm-backward sums 8.1 -> 11.5 us.
+COLUMN_FEW_ROWS_WAVES = 2
+
+
+# A column reduction's rows in flight a thread: all its loads of `unroll` rows wait in
+# registers together (every operand's vector of each row), next to the accumulators, so more
+# operands take fewer rows: 4 up to 4 operands a row, else 2. H200, session 67, kernel us, 4 ->
+# 2 rows: BERT's embedding LayerNorm-backward sums (a + b + c + d, and times e, summed over
+# rows; 5 vectors a row) float32 8x512x768 30.6 -> 26.2 (Inductor 24.3); GELU-backward + bias
+# gradient bf16 8x512x3072 (2 a row) 28.5 -> 31.4; LayerNorm backward's sums float32 4096x768
+# (2 a row) 8.1 -> 8.4.
+COLUMN_LOADS_IN_FLIGHT = 16
+
+
+def column_unroll(vec: int, loads: int, body_ops: int) -> int:
+    """Rows in flight a thread of a column reduction loading `loads` vectors a row (its column
+    operands, and a pointwise prologue's inputs it computes at each element)."""
+    unroll = 4 if 4 * loads <= COLUMN_LOADS_IN_FLIGHT else 2
+    while unroll > 1 and unroll * vec * body_ops > UNROLLED_OPS_BUDGET:
+        unroll //= 2
+    return unroll
 
 
 @dataclass(frozen=True)
@@ -200,15 +230,20 @@ def column_reduction_heuristic(columns: int | None, rows: int | None, element_by
                                body_ops: int = 1) -> ColumnReductionParams:
     """A warp across the columns (32 x 16 bytes: each row read in 512-byte spans) and 8 rows
     of threads; fewer lanes across (more rows) where a static column count is narrower than
-    a warp's vectors. Slices: about half a wave of blocks (`COLUMN_WAVE_FRACTION`), but at least
-    `COLUMN_MIN_ROWS_PER_THREAD` rows a thread."""
-    del rows
+    a warp's vectors; more lanes across (fewer rows of threads) where static rows are too few
+    to give each row of threads `COLUMN_MIN_ROWS_PER_THREAD` of them (a sum over a batch of 8)
+    and static columns many (`COLUMN_FEW_ROWS_WAVES`). Slices: about half a wave of blocks
+    (`COLUMN_WAVE_FRACTION`), but at least `COLUMN_MIN_ROWS_PER_THREAD` rows a thread."""
     vec = vector_width(element_bytes)
-    unroll = _unroll(vec, len(element_bytes), body_ops)
+    unroll = column_unroll(vec, len(element_bytes), body_ops)
     block_x = WARP
     if columns is not None:
         while block_x > 4 and (block_x // 2) * vec >= columns:
             block_x //= 2
+    if rows is not None and columns is not None:
+        while block_x < COLUMN_BLOCK and rows < (COLUMN_BLOCK // block_x) * COLUMN_MIN_ROWS_PER_THREAD \
+                and columns >= 2 * block_x * vec * COLUMN_FEW_ROWS_WAVES * device.sm_count:
+            block_x *= 2
     block_y = COLUMN_BLOCK // block_x
     target = device.sm_count * (device.max_threads_per_sm // COLUMN_BLOCK) // COLUMN_WAVE_FRACTION
     return ColumnReductionParams(vec, unroll, block_x, block_y, target, max(2 * unroll, COLUMN_MIN_ROWS_PER_THREAD))

@@ -8,6 +8,7 @@ format is `schedule_attrs`; each kernel is built by its schedule's module.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 from mlir import ir
@@ -52,10 +53,38 @@ def plan_schedules(func: ir.Operation, device: schedules.DeviceProperties) -> No
     ops = _block_ops(func)
     chains = {c.indices[-1]: c for c in gpu_normalization.find_chains(ops)}
     in_chains = {k for c in chains.values() for k in c.indices}
+    planned = set()
     for i, op in enumerate(ops):
         if A.ATTR in op.attributes or not op.name.startswith("linalg.") or i in in_chains and i not in chains:
             continue
         op.attributes[A.ATTR] = _heuristic_schedule(ops, i, chains.get(i), device)
+        planned.add(i)
+    _unroll_with_prologues(ops, planned)
+
+
+def _unroll_with_prologues(ops: list[ir.Operation], planned: set[int]) -> None:
+    """A column reduction that will compute a pointwise prologue at each element loads that
+    prologue's inputs at each row too: the rows it has in flight (`column_unroll`) are chosen
+    again for all the vectors a row loads (the code budget still its own body's: a GELU
+    backward's prologue, counted, took GPT-2's bias gradient to one row in flight, 27.9 -> 37.4
+    us). Only for schedules planned here (one given stays as given)."""
+    if not any(_scheduled_kind(ops[i]) == "column_reduction" for i in planned):
+        return
+    chains = _scheduled_chains(ops)
+    schedule = {i: A.read(op.attributes[A.ATTR]) for i, op in enumerate(ops)
+                if A.ATTR in op.attributes and _scheduled_kind(op) is not None}
+    generics, _, _, prologues = _fused(ops, chains, schedule)
+    for i, (_, prologue) in prologues.items():
+        kind, params = schedule[i]
+        if i not in planned or kind != "column_reduction":
+            continue
+        match = gpu_column.match_column_reduction(generics[i])
+        read = {v for v, _ in prologue.reads}
+        loads = len([o for o in match.column_operands if o.value not in read]) + len(match.column_invariant) \
+            + len(prologue.inputs) + len(prologue.full) + len(prologue.indexed())
+        unroll = schedules.column_unroll(params.vector, loads, generics[i].body_ops())
+        if unroll != params.unroll:
+            ops[i].attributes[A.ATTR] = A.to_attr("column_reduction", replace(params, unroll=unroll))
 
 
 def _heuristic_schedule(ops: list[ir.Operation], i: int, chain: Any,
@@ -97,15 +126,19 @@ def _fail(op: ir.Operation, message: str) -> None:
     raise A.ScheduleError(message)
 
 
+def _scheduled_chains(ops: list[ir.Operation]) -> dict:
+    """Normalization chains by their last op's position, but those scheduled naive (their ops
+    then run one by one)."""
+    chains = {c.indices[-1]: c for c in gpu_normalization.find_chains(ops)}
+    return {i: c for i, c in chains.items() if _scheduled_kind(ops[i]) != "naive"}
+
+
 def apply_schedules(func: ir.Operation) -> list[str]:
     """Replace every linalg op by the kernel its `mlirfuse.schedule` names (a naive one stays a
     loop nest). Returns one line per schedule: its parameters, or why it is naive. A schedule
     that does not fit its op is an error at that op."""
     ops = _block_ops(func)
-    chains = {c.indices[-1]: c for c in gpu_normalization.find_chains(ops)}
-    for i, chain in list(chains.items()):  # a chain scheduled naive runs op by op
-        if _scheduled_kind(ops[i]) == "naive":
-            del chains[i]
+    chains = _scheduled_chains(ops)
     in_chains = {k for c in chains.values() for k in c.indices}
     schedule: dict[int, tuple[str, Any]] = {}
     for i, op in enumerate(ops):
@@ -116,18 +149,37 @@ def apply_schedules(func: ir.Operation) -> list[str]:
                 schedule[i] = A.read(op.attributes[A.ATTR])
             except A.ScheduleError as e:
                 _fail(op, str(e))
+    _, folds, epilogues, prologues = _fused(ops, chains, schedule)
+    inits: dict[int, dict] = {}
+    for fold in folds.values():
+        inits.setdefault(fold["reduction"], {})[fold["buffer"]] = fold["value"]
+    in_epilogues = {j for found in epilogues.values() for j, _ in found}
+    in_prologues = {j for j, _ in prologues.values()}
+    notes = []
+    for i, op in enumerate(ops):
+        if i in folds:
+            ops[i].erase()
+        elif i in schedule and i not in in_epilogues | in_prologues:  # erased with their reduction
+            notes += _apply(ops, i, schedule[i], chains.get(i), inits.get(i, {}),
+                            [e for _, e in epilogues.get(i, [])], prologues.get(i, (None, None))[1])
+    return notes
+
+
+def _fused(ops: list[ir.Operation], chains: dict,
+           schedule: dict[int, tuple[str, Any]]) -> tuple[dict, dict, dict, dict]:
+    """What the kernels of `schedule` take in besides their own op: (the analyzed generics
+    outside normalization chains, the fills folded into reductions, each reduction's pointwise
+    epilogue, each column reduction's pointwise prologue), by position."""
+    in_chains = {k for c in chains.values() for k in c.indices}
     generics = {i: g for i, op in enumerate(ops) if i not in in_chains and op.name == "linalg.generic"
                 for g in [gpu_kernels.analyze(op)] if not isinstance(g, str)}
 
     position = {id(g): i for i, g in generics.items()}
 
     def takes_inits(g: gpu_kernels.Generic) -> bool:  # a reduction starting from given initial values
-        return schedule[position[id(g)]][0] in ("inner_reduction", "column_reduction")
+        return schedule.get(position[id(g)], ("",))[0] in ("inner_reduction", "column_reduction")
 
     folds = combiners.fold_fills(ops, generics, takes_inits)
-    inits: dict[int, dict] = {}
-    for fold in folds.values():
-        inits.setdefault(fold["reduction"], {})[fold["buffer"]] = fold["value"]
     epilogues = _epilogues(ops, generics, schedule)
     in_epilogues = {j for found in epilogues.values() for j, _ in found}
     prologues = _prologues(ops, generics, schedule, in_epilogues, set(folds))
@@ -139,16 +191,8 @@ def apply_schedules(func: ir.Operation) -> list[str]:
             epilogue = [e for _, e in epilogues[i]]
             if gpu_prologue.read_buffers(prologue) & gpu_epilogue.written_buffers(epilogue) or \
                     gpu_prologue.written_buffers(prologue) & gpu_epilogue.read_buffers(epilogue):
-                in_epilogues -= {j for j, _ in epilogues.pop(i)}
-    in_prologues = {j for j, _ in prologues.values()}
-    notes = []
-    for i, op in enumerate(ops):
-        if i in folds:
-            ops[i].erase()
-        elif i in schedule and i not in in_epilogues | in_prologues:  # erased with their reduction
-            notes += _apply(ops, i, schedule[i], chains.get(i), inits.get(i, {}),
-                            [e for _, e in epilogues.get(i, [])], prologues.get(i, (None, None))[1])
-    return notes
+                epilogues.pop(i)
+    return generics, folds, epilogues, prologues
 
 
 def _epilogues(ops: list[ir.Operation], generics: dict[int, gpu_kernels.Generic],
