@@ -177,10 +177,13 @@ COLUMN_WAVE_FRACTION = 2  # the blocks a wave holds, divided by this
 # written), kernel us, 8 rows of threads (one row a thread) -> one row of 256 lanes: float32
 # 16.9 -> 8.6 (9.5 in another run; Inductor 9.0-9.2); bfloat16 12.9 -> 14.9 at 192 column blocks
 # (1.5 an SM), which this keeps at 128 lanes: 13.7 (Inductor 9.0; why bfloat16 takes longer
-# than float32 here is not known: a lead for the next session). Not taken: the lanes chosen at run time, for rows of dynamic size (a
-# select of the lanes on the host, the kernel's lane, row and combine loops over it): the
-# kernels whose rows are many lost to the dynamic divisions and loops, float32 4096x768
-# LayerNorm-backward sums 8.1 -> 11.5 us.
+# than float32 here is not known). Not taken: the lanes chosen at run time, for rows of
+# dynamic size (a select of the lanes on the host, the kernel's lane, row and combine loops
+# over it): the kernels whose rows are many lost, float32 4096x768 LayerNorm-backward sums 8.1 -> 11.5 us.
+# Their PTX shows why: the combine over the rows of threads became a loop of dynamic trip
+# count per output element (182 scalar shared loads, 105 basic blocks, against 32 vector loads
+# and 20 blocks), and lane and row divisions of 64 bits. One loop over the rows of threads
+# for all elements, with vector loads, and shifts for the divisions, would be the next try.
 COLUMN_FEW_ROWS_WAVES = 2
 
 
