@@ -162,6 +162,40 @@ def test_column_reductions_of_many_slices(shape) -> None:
     check(lambda x: ops.max(x, [0]), randn(*shape))
 
 
+@pytest.mark.parametrize("shape", [(1, 6, 40), (1, 1, 9), (1, 3, 130)], ids=str)
+@pytest.mark.parametrize("misalign", [None, {0: 4}], ids=["aligned", "input+4B"])
+@pytest.mark.parametrize("dynamic", [True, False], ids=["dynamic", "static"])
+def test_column_reductions_over_dims_of_extent_one_are_column_reductions(shape, misalign, dynamic) -> None:
+    """A sum over a batch of one (GPT-2's position-embedding gradient at batch size 1): the
+    reduced dims have extent 1, and the reduction was a naive launch after a fill ("not a
+    reduction that keeps some loops"). It is a column reduction of one row: each input read
+    at its column (or broadcast), the fill folded in, one launch."""
+    x, w = randn(*shape), randn(shape[-1])
+    c = check(lambda x, w: ((x * w).sum(0), ops.max(x, [0]), x * 2.0, (x * x).sum((0, 1))), x, w,
+              misalign=misalign, dynamic=dynamic)
+    assert "naive" not in c.stages["launch_params"], c.stages["launch_params"]
+    assert "column reduction" in schedules(c)
+    check(lambda x: x.sum(0), randn(*shape, dtype=np.int32), dynamic=dynamic)
+
+
+@pytest.mark.parametrize("shape", [(4, 6, 40), (3, 5, 9), (2, 7, 130)], ids=str)
+@pytest.mark.parametrize("misalign", [None, {1: 4}], ids=["aligned", "input1+4B"])
+@pytest.mark.parametrize("dynamic", [True, False], ids=["dynamic", "static"])
+def test_column_reductions_read_operands_broadcast_over_some_columns(shape, misalign, dynamic) -> None:
+    """(x * w).sum(0) of [B, R, C] with w [C] (a per-channel weight over a batch sum): w is read
+    at the column's last index (the columns are [R, C] flattened), h [R, 1] at its first, per
+    column, not per row. These were naive launches (found by a randomized emulator sweep);
+    also over a middle axis, a batch of column reductions."""
+    x, w, h = randn(*shape), randn(shape[-1]), randn(shape[1], 1)
+    c = check(lambda x, w, h: ((x * w).sum(0), (x * h).sum(0), ops.max(x * w + h, [0])), x, w, h,
+              misalign=misalign, reduction_size=shape[0], dynamic=dynamic)
+    assert schedules(c) == ["column reduction"] and c.n_launches == 1, c.stages["launch_params"]
+    hb = randn(shape[0], 1, 1)  # per batch: read at the batch (leading), w at the column (trailing)
+    c = check(lambda x, w, hb: ((x * w).sum(1), (x * hb).sum(1)), x, w, hb, misalign=misalign,
+              reduction_size=shape[1], dynamic=dynamic)
+    assert "naive" not in c.stages["launch_params"] and "column reduction" in schedules(c), c.stages["launch_params"]
+
+
 @pytest.mark.parametrize("misalign", [None, {2: 4}], ids=["aligned", "input2+4B"])
 def test_a_column_reduction_computing_a_prologue_of_many_inputs_has_fewer_rows_in_flight(misalign) -> None:
     """BERT's embedding LayerNorm backward: the sum of four gradients, and that sum times the

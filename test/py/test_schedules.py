@@ -129,6 +129,9 @@ def test_column_reduction_a_warp_across_columns_and_four_blocks_an_sm() -> None:
             column_reduction_heuristic(None, 8, [4], H100).block_x,
             column_reduction_heuristic(512 * 768, 8, [2], H100).block_x,
             column_reduction_heuristic(4096, 8, [4], H100).block_x) == (64, 32, 32, 128, 32)
+    # one row (a sum over a batch of one), columns unknown: one row of threads all the same
+    assert (column_reduction_heuristic(None, 1, [4], H100).block_x,
+            column_reduction_heuristic(4096, 1, [4], H100).block_x) == (256, 32)
 
 
 @pytest.mark.parametrize("change,message", [

@@ -74,6 +74,11 @@ class ColumnReductionMatch:
     epilogue: list[Epilogue] = field(default_factory=list)  # pointwise generics after it (`epilogue`)
     prologue: Prologue | None = None  # the pointwise generic computed at each element (`prologue`)
     computed: dict[int, int] = field(default_factory=dict)  # id(input) -> the prologue's output it reads
+    # Inputs read at the last kept loops only ((x * w).sum(0) of [B, R, C], w [C]): at the column
+    # modulo the product of their extents; at the first kept loops only (h [R, 1]): at the column
+    # divided by the product of the others'. The same for every row, as the invariant ones.
+    column_trailing: list[Operand] = field(default_factory=list)
+    column_leading: list[Operand] = field(default_factory=list)
 
     def take(self, o: Operand) -> bool:
         """File an input under the way the kernel reads it; False where it cannot."""
@@ -81,7 +86,8 @@ class ColumnReductionMatch:
         if how is None:
             return False
         kind, rows = how
-        {"invariant": self.column_invariant, "column": self.column_operands, "row": self.row_operands}[kind].append(o)
+        {"invariant": self.column_invariant, "column": self.column_operands, "row": self.row_operands,
+         "trailing": self.column_trailing, "leading": self.column_leading}[kind].append(o)
         if rows is not None:
             self.broadcast_rows[id(o)] = rows
         return True
@@ -105,11 +111,16 @@ def read_at(o: Operand) -> list[int]:
 
 def classify(ds: list[int], kept: list[int], reduced: list[int]) -> tuple[str, list[int] | None] | None:
     """How the kernel reads an input whose dims are indexed by loops `ds`: "invariant" (at the
-    column), "column" (at [row, column]) or "row" (at the row), with the reduced loops picking
-    its row where it is broadcast over the others (else None); None where it cannot."""
+    column), "trailing" or "leading" (at the column's last or first kept indices: broadcast
+    over the others), "column" (at [row, column]) or "row" (at the row), with the reduced loops
+    picking its row where it is broadcast over the others (else None); None where it cannot."""
     n_kept = len(kept)
     if ds == kept:
         return "invariant", None
+    if ds and ds == kept[n_kept - len(ds):]:
+        return "trailing", None
+    if ds and ds == kept[:len(ds)]:
+        return "leading", None
     rows = ds[:len(ds) - n_kept]
     if ds[len(ds) - n_kept:] == kept and in_order(rows, reduced):
         return "column", (None if rows == reduced else rows)
@@ -121,12 +132,23 @@ def classify(ds: list[int], kept: list[int], reduced: list[int]) -> tuple[str, l
 def match_column_reduction(g: Generic) -> ColumnReductionMatch | str:
     reduced_loops = sorted(d for d in range(g.n_loops) if g.reduction[d] and g.static[d] != 1)
     kept_loops = sorted(d for d in range(g.n_loops) if not g.reduction[d] and g.static[d] != 1)
-    if not reduced_loops or not kept_loops:
+    unit_rows = not reduced_loops and any(g.reduction)  # a sum over dims of extent 1 (a batch of one)
+    if not (reduced_loops or unit_rows) or not kept_loops:
         return "not a reduction that keeps some loops"
     kept = operand_dims(g, g.outputs[0])
     if sorted(kept) != kept_loops or any(operand_dims(g, o) != kept for o in g.outputs):
         return "the outputs are not indexed by the kept loops alike"
     inputs = [(i, o) for i, o in enumerate(g.operands) if o.is_memref and not o.is_output]
+    if unit_rows:  # one row: every input is read at its column (or broadcast over some), once
+        m = ColumnReductionMatch(g, kept, [d for d in range(g.n_loops) if g.reduction[d]], [], [], [])
+        for i, o in inputs:
+            if not m.take(o):
+                return f"operand {i} is not read by column ({o.results})"
+        combiners = output_combiners(g)
+        if isinstance(combiners, str):
+            return combiners
+        m.combiners = combiners
+        return m
     n_red = len(reduced_loops)
     # The rows' order: the operands read at every row say it (all alike).
     orders = {tuple(operand_dims(g, o)[:n_red]) for _, o in inputs
@@ -170,10 +192,17 @@ def _match_batched(g: Generic, inputs: list, kept: list[int],
     read at [outer, row, inner] or at the output's index."""
     n_red = len(reduced_loops)
     layouts, columns, invariant = set(), [], []
+    broadcast = {"trailing": [], "leading": []}
     for i, o in inputs:
         ds = operand_dims(g, o)
         if ds == kept:
             invariant.append(o)
+            continue
+        if ds and ds == kept[len(kept) - len(ds):]:
+            broadcast["trailing"].append(o)
+            continue
+        if ds and ds == kept[:len(ds)]:
+            broadcast["leading"].append(o)
             continue
         start = next((k for k, d in enumerate(ds) if d in reduced_loops), None)
         if start is None or len(ds) != len(kept) + n_red or sorted(ds[start:start + n_red]) != reduced_loops \
@@ -189,7 +218,8 @@ def _match_batched(g: Generic, inputs: list, kept: list[int],
     combiners = output_combiners(g)
     if isinstance(combiners, str):
         return combiners
-    return ColumnReductionMatch(g, kept, list(reduced), columns, invariant, combiners, outer=kept[:start])
+    return ColumnReductionMatch(g, kept, list(reduced), columns, invariant, combiners, outer=kept[:start],
+                                column_trailing=broadcast["trailing"], column_leading=broadcast["leading"])
 
 
 def emit_column_reduction(m: ColumnReductionMatch, params: S.ColumnReductionParams) -> ir.Operation:
@@ -220,11 +250,14 @@ def emit_column_reduction(m: ColumnReductionMatch, params: S.ColumnReductionPara
             if not m.prologue.linear:  # [row, column], as the column operands
                 split = next(pos for pos, r in enumerate(o.results) if r in m.kept)
                 views[id(o)] = collapse(o.value, [list(range(split)), list(range(split, o.type.rank))])
-        for o in m.column_invariant + m.row_operands + g.outputs + linear:
+        for o in m.column_invariant + m.column_trailing + m.column_leading + m.row_operands + g.outputs + linear:
             views[id(o)] = flat(o.value) if o.type.rank else o.value  # (a 0-d one read as it is)
         indexed = m.prologue.indexed() if m.prologue else []
-        vectored = m.column_operands + m.column_invariant + written + (m.prologue.full + indexed
-                                                                        if m.prologue else [])
+        vectored = m.column_operands + m.column_invariant + m.column_trailing + written + (
+            m.prologue.full + indexed if m.prologue else [])
+        # a trailing input's period, a leading one's stride (in columns): a vector stays within one
+        periods = {id(o): product([ext[d] for d in operand_dims(g, o)]) for o in m.column_trailing}
+        periods.update({id(o): product([ext[d] for d in m.kept[len(operand_dims(g, o)):]]) for o in m.column_leading})
         # a permuted or trailing input's vectors stay within its innermost dim (of the outputs' last extent)
         dims = [memref.dim(written[0].value, index_const(k)) for k in range(written[0].type.rank)] if indexed else []
         for o in m.prologue.trailing + m.prologue.leading if m.prologue else []:
@@ -236,6 +269,8 @@ def emit_column_reduction(m: ColumnReductionMatch, params: S.ColumnReductionPara
                 [o.value for o in vectored], [p.vector * o.element_bytes for o in vectored]))
             if dims:
                 vector_ok = arith.andi(vector_ok, divisible(dims[-1], p.vector))
+            for period in periods.values():
+                vector_ok = arith.andi(vector_ok, divisible(period, p.vector))
             width = arith.select(vector_ok, index_const(p.vector), one)
         col_blocks = arith.maxui(arith.ceildivui(columns, arith.muli(width, index_const(p.block_x))), one)
         most = arith.ceildivui(rows, index_const(p.block_y * p.min_rows_per_thread))
@@ -264,7 +299,7 @@ def emit_column_reduction(m: ColumnReductionMatch, params: S.ColumnReductionPara
         arguments = list(body.arguments)[12:]
         kernel = _ColumnKernel(m, p, views, ext, columns, rows, col_blocks, splits, rows_per_split, workspaces,
                                arguments[:-1], body.arguments[0], body.arguments[3], counters, arguments[-1])
-        kernel.dims = dims
+        kernel.dims, kernel.periods = dims, periods
         variants(vector_ok, p.vector, kernel.variant)
     with ir.InsertionPoint(anchor), g.op.location:
         for ws in workspaces + [counters]:
@@ -288,6 +323,7 @@ class _ColumnKernel:
         self.columns, self.rows, self.workspaces, self.shared, self.tx = columns, rows, workspaces, shared, tx
         self.splits, self.counters, self.last_flag = splits, counters, last_flag
         self.dims: list[ir.Value] = []  # the prologue's outputs' extents, where it reads permuted inputs
+        self.periods: dict[int, ir.Value] = {}  # id(trailing input) -> its period; id(leading one) -> its stride
         self.types = [o.type.element_type for o in self.g.outputs]
         self.col_block = arith.remui(bx, col_blocks)
         self.split = arith.divui(bx, col_blocks)
@@ -417,7 +453,12 @@ class _ColumnKernel:
         """Rows row_begin + ty, + block_y, ... of the slice, `unroll` at a time, then the rest
         one by one. Returns the accumulators, output-major ([k * width + e])."""
         p = self.p
-        invariant = {id(o): load(self.views[id(o)], [self.flat(col0)], width) for o in self.m.column_invariant}
+        at = self.flat(col0)
+        invariant = {id(o): load(self.views[id(o)], [at], width) for o in self.m.column_invariant}
+        invariant.update({id(o): load(self.views[id(o)], [arith.remui(at, self.periods[id(o)])], width)
+                          for o in self.m.column_trailing})
+        invariant.update({id(o): memref.load(self.views[id(o)], [arith.divui(at, self.periods[id(o)])])
+                          for o in self.m.column_leading})  # (one value for the vector)
         accs = [i for i in self.identities() for _ in range(width)]
         step = index_const(p.block_y * p.unroll)
         trips = arith.divui(arith.subi(self.row_end, self.row_begin), step)
@@ -487,7 +528,8 @@ class _ColumnKernel:
         for e in range(width):
             mapping = {o.arg: o.value for o in g.operands if not o.is_memref}
             mapping.update({o.arg: computed[self.m.computed[id(o)]][e] for o in g.inputs if id(o) in self.m.computed})
-            mapping.update({o.arg: element(invariant[id(o)], e) for o in self.m.column_invariant})
+            mapping.update({o.arg: element(invariant[id(o)], e)
+                            for o in self.m.column_invariant + self.m.column_trailing + self.m.column_leading})
             mapping.update({o.arg: element(loaded[id(o)], e) for o in self.m.column_operands + self.m.row_operands})
             mapping.update({o.arg: accs[k * width + e] for k, o in enumerate(g.outputs)})
             col = arith.addi(col0, index_const(e)) if e else col0

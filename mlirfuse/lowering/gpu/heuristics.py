@@ -242,9 +242,11 @@ def column_reduction_heuristic(columns: int | None, rows: int | None, element_by
     if columns is not None:
         while block_x > 4 and (block_x // 2) * vec >= columns:
             block_x //= 2
-    if rows is not None and columns is not None:
-        while block_x < COLUMN_BLOCK and rows < (COLUMN_BLOCK // block_x) * COLUMN_MIN_ROWS_PER_THREAD \
-                and columns >= 2 * block_x * vec * COLUMN_FEW_ROWS_WAVES * device.sm_count:
+    if rows is not None:
+        # (one row, as a sum over a batch of one: rows of threads past the first have nothing to do)
+        while block_x < COLUMN_BLOCK and rows < (COLUMN_BLOCK // block_x) * COLUMN_MIN_ROWS_PER_THREAD and (
+                rows == 1 and columns is None
+                or columns is not None and columns >= 2 * block_x * vec * COLUMN_FEW_ROWS_WAVES * device.sm_count):
             block_x *= 2
     block_y = COLUMN_BLOCK // block_x
     target = device.sm_count * (device.max_threads_per_sm // COLUMN_BLOCK) // COLUMN_WAVE_FRACTION

@@ -82,6 +82,7 @@ def _unroll_with_prologues(ops: list[ir.Operation], planned: set[int]) -> None:
         match = gpu_column.match_column_reduction(generics[i])
         read = {v for v, _ in prologue.reads}
         loads = len([o for o in match.column_operands if o.value not in read]) + len(match.column_invariant) \
+            + len(match.column_trailing) + len(match.column_leading) \
             + len(prologue.inputs) + len(prologue.full) + len(prologue.indexed())
         unroll = schedules.column_unroll(params.vector, loads, generics[i].body_ops())
         if unroll != params.unroll:
@@ -293,7 +294,7 @@ def _vector_bytes(kind: str, g: gpu_kernels.Generic, match: Any) -> list[int]:
     if kind == "inner_reduction":
         return [o.element_bytes for o in match.row_operands]
     if kind == "column_reduction":
-        return [o.element_bytes for o in match.column_operands + match.column_invariant]
+        return [o.element_bytes for o in match.column_operands + match.column_invariant + match.column_trailing]
     return _operand_bytes(g)
 
 
