@@ -140,15 +140,7 @@ def match_column_reduction(g: Generic) -> ColumnReductionMatch | str:
         return "the outputs are not indexed by the kept loops alike"
     inputs = [(i, o) for i, o in enumerate(g.operands) if o.is_memref and not o.is_output]
     if unit_rows:  # one row: every input is read at its column (or broadcast over some), once
-        m = ColumnReductionMatch(g, kept, [d for d in range(g.n_loops) if g.reduction[d]], [], [], [])
-        for i, o in inputs:
-            if not m.take(o):
-                return f"operand {i} is not read by column ({o.results})"
-        combiners = output_combiners(g)
-        if isinstance(combiners, str):
-            return combiners
-        m.combiners = combiners
-        return m
+        return _filed(g, kept, [d for d in range(g.n_loops) if g.reduction[d]], inputs)
     n_red = len(reduced_loops)
     # The rows' order: the operands read at every row say it (all alike).
     orders = {tuple(operand_dims(g, o)[:n_red]) for _, o in inputs
@@ -162,7 +154,12 @@ def match_column_reduction(g: Generic) -> ColumnReductionMatch | str:
         i, o = next(((i, o) for i, o in inputs if operand_dims(g, o) != kept), (None, None))
         reason = f"operand {i} is not read by column ({o.results})" if o else "no operand is read by column"
         return f"{reason}; as a batch of column reductions: {batched}"
-    reduced = list(orders.pop())
+    return _filed(g, kept, list(orders.pop()), inputs)
+
+
+def _filed(g: Generic, kept: list[int], reduced: list[int], inputs: list) -> ColumnReductionMatch | str:
+    """The match with every input filed under the way the kernel reads it, and the outputs'
+    combiners; why not, where an input or a combiner does not fit."""
     m = ColumnReductionMatch(g, kept, reduced, [], [], [])
     for i, o in inputs:
         if not m.take(o):
