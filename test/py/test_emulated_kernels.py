@@ -654,8 +654,8 @@ def test_permuted_dense_input_read_transposed_is_a_transpose_kernel(dtype, seq) 
 @pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16, np.float64], ids=["f32", "bf16", "f64"])
 def test_a_transpose_kernel_packs_with_pointwise_kernels_of_its_block(dtype) -> None:
     """BERT's keys transposed and its values cast, independent: one launch where the
-    transpose's block (shared memory, a barrier) is the pointwise kernel's, as for float32
-    and bfloat16 (256 threads); two where it is not (float64's squares: 128 threads)."""
+    transpose's block (shared memory, a barrier) is the pointwise kernel's, 256 threads (4
+    float32 squares a block, 2 bfloat16 ones, 8 float64 ones)."""
     k = randn(2, 40, 3, 64, dtype=dtype).transpose(0, 2, 1, 3)
     v = randn(2, 40, 3, 64, dtype=dtype).transpose(0, 2, 1, 3)
 
@@ -663,11 +663,34 @@ def test_a_transpose_kernel_packs_with_pointwise_kernels_of_its_block(dtype) -> 
         return ops.permute(ops.cast(k, DataType.Float), [0, 1, 3, 2]) * 0.125, ops.cast(v, DataType.Float)
 
     c = check(fn, k, v)
-    if dtype is np.float64:
-        assert sorted(schedules(c)) == ["pointwise", "transpose"], c.stages["launch_params"]
-    else:
-        assert c.n_launches == 1 and "2 kernels packed in one launch" in c.stages["launch_params"]
-        assert "TransposeParams" in c.stages["launch_params"]
+    assert c.n_launches == 1 and "2 kernels packed in one launch" in c.stages["launch_params"]
+    assert "block=256" in c.stages["launch_params"]
+
+
+def test_a_transpose_kernel_of_another_block_is_not_packed() -> None:
+    """Four permuted float32 inputs: 2 squares a block (4 would not fit 48 KiB of shared
+    memory), 128 threads; the pointwise kernel beside it keeps its own launch."""
+    ks = [randn(2, 40, 3, 64).transpose(0, 2, 1, 3) for _ in range(4)]
+    v = randn(2, 40, 3, 64)
+
+    def fn(a, b, c, d, v):
+        return ops.permute(a * b + c * d, [0, 1, 3, 2]), ops.exp(v)
+
+    c = check(fn, *ks, v)
+    assert sorted(schedules(c)) == ["pointwise", "transpose"], c.stages["launch_params"]
+    assert "block=128, squares=2" in c.stages["launch_params"]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("shape", [(3, 37, 70), (2, 64, 96), (5, 8, 4)], ids=["ragged", "aligned", "one-square"])
+def test_transposes_with_several_squares_a_block(shape, dtype) -> None:
+    """Squares past the last (the last block's: 3 x 2 x 3 squares of 32 in 4-square blocks)
+    stage the last square again and store nothing; ragged extents take the scalar variant,
+    its loads clamped inside the extents."""
+    x = randn(*shape, dtype=dtype)
+    y = randn(shape[0], shape[2], shape[1], dtype=dtype)
+    c = check(lambda x, y: ops.permute(x, [0, 2, 1]) * 2.0 + y, x, y)
+    assert schedules(c) == ["transpose"], c.stages["launch_params"]
 
 
 @pytest.mark.parametrize("p_shape", [(1, 6, 40), (4, 1, 40), (1, 6, 1)], ids=["tile-over-batch", "tile-over-seq",

@@ -215,10 +215,13 @@ def test_normalization_static_rows_hold_only_the_slots_they_fill() -> None:
 
 def test_transpose_squares_are_8_vectors_of_16_bytes_a_side() -> None:
     p = transpose_heuristic([4, 4], [4], H100)
-    assert p == TransposeParams(vector=4, tile=32, block=256)  # one vector per thread and phase
-    assert p.shared_bytes([4]) == 32 * 33 * 4  # rows padded by one element
-    assert transpose_heuristic([2, 2], [2], H100) == TransposeParams(8, 64, 256)
-    assert transpose_heuristic([8, 8], [8], H100) == TransposeParams(2, 16, 128)  # 8 lanes x 16 rows
+    assert p == TransposeParams(vector=4, tile=32, block=256, squares=4)  # 64 threads a square
+    assert p.shared_bytes([4]) == 4 * 32 * 33 * 4  # rows padded by one element
+    assert transpose_heuristic([2, 2], [2], H100) == TransposeParams(8, 64, 256, 2)
+    assert transpose_heuristic([8, 8], [8], H100) == TransposeParams(2, 16, 256, 8)  # 8 lanes x 4 rows, 4 steps
+    assert transpose_heuristic([1, 1], [1], H100) == TransposeParams(16, 128, 256, 1)
+    for p in (transpose_heuristic([b, b], [b], H100) for b in (1, 2, 4, 8)):
+        assert p.tile * p.tile // p.vector == 4 * (p.block // p.squares)  # each thread's 4 vectors in flight
     assert transpose_heuristic([2, 4], [2], H100).vector == 4  # the widest operand sets the vector
 
 
@@ -226,7 +229,7 @@ def test_transpose_squares_shrink_to_fit_shared_memory() -> None:
     many = transpose_heuristic([1] * 4, [1] * 4, H100)  # 4 x 128 x 129 bytes > 48 KiB
     assert many.vector == 8 and many.shared_bytes([1] * 4) <= 48 * 1024
     for p in (many, transpose_heuristic([4] * 20, [4] * 20, H100)):
-        assert p.tile == 8 * p.vector and p.block <= 256 and p.tile % (p.block // 8) == 0
+        assert p.tile == 8 * p.vector and p.block <= 256 and p.tile % (p.block // p.squares // 8) == 0
 
 
 def test_device_properties_per_architecture() -> None:

@@ -399,31 +399,51 @@ def normalization_heuristic(row: int | None, rows: int | None, element_bytes: Se
 # Static shared memory a block may use without opting in.
 SHARED_BYTES = 48 * 1024
 LANES_ACROSS = 8  # lanes covering one row of a transpose square: 8 vectors of 16 bytes
+# Vectors a thread of a transpose moves in each phase (its loads all in flight), and the squares
+# a block of `TRANSPOSE_BLOCK` threads takes (one per `tile * tile / vector / 4` threads), so
+# that an SM holds many squares and the block stays as wide as a pointwise kernel's (packed
+# with one, the barrier needs every thread of the packed block). H200, session 68, kernel us,
+# one vector a thread and one square a block of 256 -> 4 vectors, one square a block of 64
+# threads: BERT's keys, bf16 [8, 12, 512, 64] read as [B, H, S, D] to float32 [B, H, D, S],
+# 7.6 -> 5.0 (torch.compile 4.0); float32 [8, 12, 512, 64] -> [.., 64, 512] 7.5 -> 4.9 (4.3);
+# float32 4096 x 4096 36.5 -> 35.0 (33.0); the suite's transpose between reshapes 13.9 -> 12.0
+# (11.6).
+TRANSPOSE_VECTORS_PER_THREAD = 4
+TRANSPOSE_BLOCK = 256
 
 
 @dataclass(frozen=True)
 class TransposeParams:
-    """A `tile` x `tile` square per block, staged in shared memory for each permuted input
-    (rows padded by one element); `LANES_ACROSS` lanes cover a row with vectors of `vector`
-    elements in both phases (so `tile = LANES_ACROSS * vector`), `block` threads."""
+    """`squares` `tile` x `tile` squares per block, each staged in shared memory for each
+    permuted input (rows padded by one element) by `block // squares` threads; `LANES_ACROSS`
+    lanes cover a row with vectors of `vector` elements in both phases (so `tile =
+    LANES_ACROSS * vector`)."""
 
     vector: int
     tile: int
     block: int
+    squares: int = 1
 
     def shared_bytes(self, permuted_bytes: Sequence[int]) -> int:
-        return sum(b * self.tile * (self.tile + 1) for b in permuted_bytes)
+        return self.squares * sum(b * self.tile * (self.tile + 1) for b in permuted_bytes)
 
 
 def transpose_heuristic(element_bytes: Sequence[int], permuted_bytes: Sequence[int],
                         device: DeviceProperties = DeviceProperties()) -> TransposeParams:
     """16-byte vectors on both sides: squares of 32 float32 (64 bfloat16, 16 float64)
-    elements, 256 threads (one vector each per phase for float32; fewer threads where a
-    square has fewer vectors). Narrower vectors (smaller squares) where the permuted inputs'
-    squares would not fit in `SHARED_BYTES`."""
+    elements, `TRANSPOSE_VECTORS_PER_THREAD` vectors a thread in each phase (64 threads a
+    square for float32, 128 for bfloat16, 32 for float64), squares enough for blocks of
+    `TRANSPOSE_BLOCK` threads. Fewer squares, then narrower vectors (smaller squares), where
+    the permuted inputs' squares would not fit in `SHARED_BYTES`."""
     del device
     vec = vector_width(element_bytes)
     while vec > 1 and TransposeParams(vec, LANES_ACROSS * vec, 0).shared_bytes(permuted_bytes) > SHARED_BYTES:
         vec //= 2
     tile = LANES_ACROSS * vec
-    return TransposeParams(vec, tile, min(256, LANES_ACROSS * tile))
+    threads = max(WARP, tile * tile // vec // TRANSPOSE_VECTORS_PER_THREAD)
+    squares = max(1, TRANSPOSE_BLOCK // threads)
+    while squares > 1 and TransposeParams(vec, tile, 0, squares).shared_bytes(permuted_bytes) > SHARED_BYTES:
+        squares //= 2
+    return TransposeParams(vec, tile, threads * squares, squares)
+
+

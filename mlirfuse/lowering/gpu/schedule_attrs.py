@@ -111,9 +111,16 @@ def _check_limits(kind: str, params: Any) -> None:
     block = params.block
     if not 1 <= block <= MAX_BLOCK:
         raise ScheduleError(f"{kind} schedule: block of {block} threads (1 to {MAX_BLOCK})")
-    if kind == "transpose" and params.tile != S.LANES_ACROSS * vector:
-        raise ScheduleError(f"transpose schedule: tile {params.tile} must be {S.LANES_ACROSS} x vector "
-                            f"({S.LANES_ACROSS * vector})")
+    if kind == "transpose":
+        if params.tile != S.LANES_ACROSS * vector:
+            raise ScheduleError(f"transpose schedule: tile {params.tile} must be {S.LANES_ACROSS} x vector "
+                                f"({S.LANES_ACROSS * vector})")
+        threads, rest = divmod(block, params.squares) if params.squares >= 1 else (0, 1)
+        if rest or threads % S.LANES_ACROSS or params.tile % (threads // S.LANES_ACROSS or 1) \
+                or threads // S.LANES_ACROSS > params.tile:
+            raise ScheduleError(f"transpose schedule: {params.squares} square(s) in blocks of {block} threads: "
+                                f"a square's threads must be a multiple of {S.LANES_ACROSS} whose rows of "
+                                f"{S.LANES_ACROSS} divide the tile of {params.tile}")
     for t in getattr(params, "tiers", ()):
         if not 1 <= t.threads <= block:
             raise ScheduleError(f"{kind} schedule: a tier of {t.threads} threads in blocks of {block}")

@@ -2,12 +2,13 @@
 identity (contiguous along the innermost loop, `inner`) and inputs read contiguous along
 another loop (`across`): `x.permute(1, 0) * 2`, a transpose between reshapes.
 
-A block takes one `tile` x `tile` square of the loops `across` and `inner`, for one index of
-the other (batch) loops, and both global sides are coalesced:
+A block takes `squares` `tile` x `tile` squares of the loops `across` and `inner` (each
+for one index of the other, batch, loops), each moved by its share of the block's threads,
+and both global sides are coalesced:
   1. each permuted input's square is read along `across` (vectors of `vector` elements; 8
-     lanes cover a 128-byte span of a row, a warp 4 rows) into shared memory laid out
-     [inner][across], each row padded by one element so that neither phase's accesses hit
-     one bank twice;
+     lanes cover a 128-byte span of a row, a warp 4 rows; a thread's several vectors all
+     loaded before any is stored) into shared memory laid out [inner][across], each row
+     padded by one element so that neither phase's accesses hit one bank twice;
   2. after a barrier, each thread computes `vector` consecutive outputs along `inner`: the
      permuted inputs come from shared memory (a column of the square), the other inputs
      from global memory (vectors along `inner`, or one scalar where they do not vary along
@@ -103,7 +104,8 @@ def emit_transpose(m: TransposeMatch, params: S.TransposeParams) -> ir.Operation
         tiles_inner = arith.ceildivui(ext[m.inner], index_const(p.tile))
         batch = product([ext[d] for d in _batch_loops(m)])
         total = product(ext)
-        grid = arith.muli(arith.muli(batch, tiles_across), tiles_inner)
+        squares = arith.muli(arith.muli(batch, tiles_across), tiles_inner)
+        grid = arith.ceildivui(squares, index_const(p.squares))
         vector_ok = None
         if p.vector > 1:
             vectored = m.permuted + [o for o in m.direct if _along_inner(o, m.inner)] + g.outputs
@@ -111,12 +113,12 @@ def emit_transpose(m: TransposeMatch, params: S.TransposeParams) -> ir.Operation
                 arith.andi(divisible(ext[m.across], p.vector), divisible(ext[m.inner], p.vector)),
                 aligned([o.value for o in vectored], [p.vector * o.element_bytes for o in vectored]))
         workgroup = ir.Attribute.parse("#gpu.address_space<workgroup>")
-        shared = [ir.MemRefType.get([p.tile * (p.tile + 1)], o.type.element_type, memory_space=workgroup)
+        shared = [ir.MemRefType.get([p.squares * p.tile * (p.tile + 1)], o.type.element_type, memory_space=workgroup)
                   for o in m.permuted]
         nonempty = arith.cmpi(arith.CmpIPredicate.ugt, total, index_const(0))
         body, guard = guarded_launch(g, "transpose", nonempty, grid, index_const(p.block), shared)
     with ir.InsertionPoint(body.operations[len(body.operations) - 1]), g.op.location:
-        kernel = _TransposeKernel(m, p, ext, tiles_across, tiles_inner, list(body.arguments)[12:],
+        kernel = _TransposeKernel(m, p, ext, tiles_across, tiles_inner, squares, list(body.arguments)[12:],
                                   body.arguments[0], body.arguments[3])
         variants(vector_ok, p.vector, kernel.variant)
     g.op.erase()
@@ -132,17 +134,26 @@ def _along_inner(o: Operand, inner: int) -> bool:
 
 
 class _TransposeKernel:
-    """Block b: tile (b % tiles_inner) along `inner`, (b / tiles_inner) % tiles_across along
-    `across`, batch index b / (tiles_inner * tiles_across). Thread t: the `vector` elements
-    from (t % 8) * vector of rows t / 8, t / 8 + block / 8, ... of the square, in each phase."""
+    """Block b, threads of its square s (thread t / (block / squares)): square q = b * squares
+    + s, tile (q % tiles_inner) along `inner`, (q / tiles_inner) % tiles_across along `across`,
+    batch index q / (tiles_inner * tiles_across). Its thread t' (t % (block / squares)): the
+    `vector` elements from (t' % 8) * vector of rows t' / 8, t' / 8 + block / squares / 8, ...
+    of the square, in each phase. A square past the last (the last block's) stages the last
+    one again and stores nothing: its threads still reach the barrier."""
 
     def __init__(self, m: TransposeMatch, params: S.TransposeParams, extents: list[ir.Value],
-                 tiles_across: ir.Value, tiles_inner: ir.Value, shared: list[ir.Value],
+                 tiles_across: ir.Value, tiles_inner: ir.Value, squares: ir.Value, shared: list[ir.Value],
                  bx: ir.Value, tx: ir.Value):
         self.m, self.g, self.p, self.extents, self.shared = m, m.generic, params, extents, shared
-        rest = arith.divui(bx, tiles_inner)
+        threads = index_const(params.block // params.squares)
+        square = arith.addi(arith.muli(bx, index_const(params.squares)), arith.divui(tx, threads))
+        self.square_in = arith.cmpi(arith.CmpIPredicate.ult, square, squares)
+        square = arith.minui(square, arith.subi(squares, index_const(1)))
+        self.shared_start = arith.muli(arith.divui(tx, threads), index_const(params.tile * (params.tile + 1)))
+        tx = arith.remui(tx, threads)
+        rest = arith.divui(square, tiles_inner)
         tile = index_const(params.tile)
-        self.inner0 = arith.muli(arith.remui(bx, tiles_inner), tile)
+        self.inner0 = arith.muli(arith.remui(square, tiles_inner), tile)
         self.across0 = arith.muli(arith.remui(rest, tiles_across), tile)
         batch_loops = _batch_loops(m)
         batch = delinearize(arith.divui(rest, tiles_across), [extents[d] for d in batch_loops]) \
@@ -153,7 +164,7 @@ class _TransposeKernel:
 
     def rows(self) -> list[ir.Value]:
         """This thread's rows of the square (local indices)."""
-        per_step = self.p.block // LANES_ACROSS
+        per_step = self.p.block // self.p.squares // LANES_ACROSS
         return [arith.addi(self.row, index_const(s * per_step)) if s else self.row
                 for s in range(max(1, self.p.tile // per_step))]
 
@@ -166,7 +177,7 @@ class _TransposeKernel:
         same positions, a guard per element."""
         m, ext = self.m, self.extents
         # Phase 1: each permuted input's square into shared memory, [inner][across].
-        self.positions(self.inner0, ext[m.inner], self.across0, ext[m.across], width, self.stage)
+        self.stage(width)
         gpu.barrier()
         # Phase 2: the outputs along `inner`, the permuted inputs read from the squares.
         self.positions(self.across0, ext[m.across], self.inner0, ext[m.inner], width, self.compute_and_store)
@@ -179,7 +190,7 @@ class _TransposeKernel:
         column; under a guard that the position is inside (the `width` elements from `col`)."""
         for r in self.rows():
             row = arith.addi(row0, r)
-            row_in = arith.cmpi(arith.CmpIPredicate.ult, row, rows)
+            row_in = arith.andi(self.square_in, arith.cmpi(arith.CmpIPredicate.ult, row, rows))
             for start in range(0, self.p.vector, width):
                 column = arith.addi(self.column, index_const(start)) if start else self.column
                 col = arith.addi(col0, column)
@@ -188,13 +199,28 @@ class _TransposeKernel:
                     emit(r, row, col, column, width)
                     scf.YieldOp([])
 
-    def stage(self, r: ir.Value, inner: ir.Value, across: ir.Value, column: ir.Value, width: int) -> None:
-        """The permuted inputs' elements at (inner, across ..) into row r of their squares."""
-        slot = arith.addi(arith.muli(r, index_const(self.p.tile + 1)), column)
-        for o, sh in zip(self.m.permuted, self.shared):
-            value = load(o.value, self.indices(o, self.ivs(across, inner)), width)
-            for e in range(width):
-                memref.store(element(value, e), sh, [arith.addi(slot, index_const(e)) if e else slot])
+    def stage(self, width: int) -> None:
+        """The permuted inputs' elements at this thread's positions of the square into its
+        rows [inner][across]: every load first (all of them in flight), then the shared
+        stores. A position outside the extents loads the last inside one instead (its row or
+        vector clamped), so no load needs a guard: the second phase reads only the positions
+        inside."""
+        m, ext, p = self.m, self.extents, self.p
+        last_inner = arith.subi(ext[m.inner], index_const(1))
+        last_across = arith.subi(ext[m.across], index_const(width))
+        loaded = []
+        for r in self.rows():
+            inner = arith.minui(arith.addi(self.inner0, r), last_inner)
+            for start in range(0, p.vector, width):
+                column = arith.addi(self.column, index_const(start)) if start else self.column
+                across = arith.minui(arith.addi(self.across0, column), last_across)
+                ivs = self.ivs(across, inner)
+                loaded.append((r, column, [load(o.value, self.indices(o, ivs), width) for o in m.permuted]))
+        for r, column, values in loaded:
+            slot = arith.addi(self.shared_start, arith.addi(arith.muli(r, index_const(p.tile + 1)), column))
+            for value, sh in zip(values, self.shared):
+                for e in range(width):
+                    memref.store(element(value, e), sh, [arith.addi(slot, index_const(e)) if e else slot])
 
     def indices(self, o: Operand, ivs: list[ir.Value]) -> list[ir.Value]:
         return [index_const(0) if r == ZERO else ivs[r] for r in o.results]
@@ -211,8 +237,8 @@ class _TransposeKernel:
         for e in range(width):
             mapping = {o.arg: o.value for o in g.operands if not o.is_memref}
             mapping.update({o.arg: element(direct[id(o)], e) for o in m.direct})
-            slot = arith.addi(arith.muli(arith.addi(column, index_const(e)) if e else column,
-                                         index_const(p.tile + 1)), r)
+            slot = arith.addi(self.shared_start, arith.addi(arith.muli(
+                arith.addi(column, index_const(e)) if e else column, index_const(p.tile + 1)), r))
             mapping.update({o.arg: memref.load(sh, [slot]) for o, sh in zip(m.permuted, self.shared)})
 
             def index_of(d: int, e: int = e) -> ir.Value:

@@ -8,6 +8,8 @@
 // RUN: sed -e 's/HAND/{block = 128 : i64, kind = "pointwise", unroll = 1 : i64, vector = 8 : i64}/' %s | not mlirfuse-opt --pass-pipeline='builtin.module(gpu-apply-schedules)' 2>&1 | FileCheck %s --check-prefix=WIDE
 // RUN: sed -e 's/HAND/{block = 2048 : i64, kind = "pointwise", unroll = 1 : i64, vector = 4 : i64}/' %s | not mlirfuse-opt --pass-pipeline='builtin.module(gpu-apply-schedules)' 2>&1 | FileCheck %s --check-prefix=BLOCK
 // RUN: sed -e 's/HAND/{kind = "column_reduction", unroll = 1 : i64, vector = 4 : i64, block_x = 32 : i64, block_y = 8 : i64, target_blocks = 8 : i64, min_rows_per_thread = 2 : i64}/' %s | not mlirfuse-opt --pass-pipeline='builtin.module(gpu-apply-schedules)' 2>&1 | FileCheck %s --check-prefix=MISFIT
+// RUN: sed -e 's/HAND/{kind = "transpose", vector = 4 : i64, tile = 32 : i64, block = 256 : i64, squares = 3 : i64}/' %s | not mlirfuse-opt --pass-pipeline='builtin.module(gpu-apply-schedules)' 2>&1 | FileCheck %s --check-prefix=SQUARES
+// RUN: sed -e 's/HAND/{kind = "transpose", vector = 4 : i64, tile = 32 : i64, block = 512 : i64}/' %s | not mlirfuse-opt --pass-pipeline='builtin.module(gpu-apply-schedules)' 2>&1 | FileCheck %s --check-prefix=SQUARES
 // RUN: sed -e 's/HAND/{kind = "naive", reason = "by hand"}/' %s | mlirfuse-opt --pass-pipeline='builtin.module(gpu-apply-schedules)' | FileCheck %s --check-prefix=NAIVE
 
 // V4: gpu.launch blocks
@@ -25,6 +27,7 @@
 // KIND: error: mlirfuse.schedule: unknown schedule kind 'tiled' (kinds: pointwise, transpose, inner_reduction, column_reduction, normalization, naive)
 // WIDE: error: mlirfuse.schedule: pointwise schedule: vector width 8 for 4-byte elements exceeds a 16-byte access (at most 4)
 // BLOCK: error: mlirfuse.schedule: pointwise schedule: block of 2048 threads (1 to 1024)
+// SQUARES: error: mlirfuse.schedule: transpose schedule: {{[0-9]}} square(s) in blocks of {{[0-9]+}} threads: a square's threads must be a multiple of 8 whose rows of 8 divide the tile of 32
 // MISFIT: <stdin>:{{[0-9]+}}:3: error: mlirfuse.schedule: a column_reduction schedule does not fit this op: {{.+}}
 
 // A naive schedule leaves the op for the loop lowering (one thread an element):
