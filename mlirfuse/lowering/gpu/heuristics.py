@@ -402,12 +402,14 @@ LANES_ACROSS = 8  # lanes covering one row of a transpose square: 8 vectors of 1
 # Vectors a thread of a transpose moves in each phase (its loads all in flight), and the squares
 # a block of `TRANSPOSE_BLOCK` threads takes (one per `tile * tile / vector / 4` threads), so
 # that an SM holds many squares and the block stays as wide as a pointwise kernel's (packed
-# with one, the barrier needs every thread of the packed block). H200, session 68, kernel us,
-# one vector a thread and one square a block of 256 -> 4 vectors, one square a block of 64
-# threads: BERT's keys, bf16 [8, 12, 512, 64] read as [B, H, S, D] to float32 [B, H, D, S],
-# 7.6 -> 5.0 (torch.compile 4.0); float32 [8, 12, 512, 64] -> [.., 64, 512] 7.5 -> 4.9 (4.3);
-# float32 4096 x 4096 36.5 -> 35.0 (33.0); the suite's transpose between reshapes 13.9 -> 12.0
-# (11.6).
+# with one, the barrier needs every thread of the packed block). H200, session 68, kernel us
+# (torch.profiler), one vector a thread and one square a block of 256 -> 4 vectors a thread,
+# 4 float32 squares a block of 256 (one square a block of 64; 2 squares of 128 threads a
+# square), torch.compile: BERT's keys, bf16 [8, 12, 512, 64] read as [B, H, S, D] to float32
+# [B, H, D, S], 8.1 -> 5.1 (4.7; 6.1), 3.9; float32 [8, 12, 512, 64] -> [.., 64, 512] 8.0 -> 5.3
+# (5.0; 5.8), 4.3; float32 4096 x 4096 37.6 -> 35.4 (35.8; 34.8), 32.8; the suite's transpose
+# between reshapes 14.3 -> 12.6 (12.2; 12.1), 11.5; bf16 [8, 12, 512, 64] -> [.., 64, 512]
+# 3.8 -> 3.7, 4.7.
 TRANSPOSE_VECTORS_PER_THREAD = 4
 TRANSPOSE_BLOCK = 256
 
