@@ -49,14 +49,15 @@ def test_pointwise_outputs_may_be_written_into_inputs_read_at_the_same_index() -
 
 def test_a_transposed_read_keeps_its_input_apart() -> None:
     """p + g.T: g's element (j, i) is read by another thread than the one writing (i, j), so
-    the sum may overwrite p but not g; written into g anyway, the emulator's blocks read
-    transposed tiles already overwritten."""
-    p, g = RNG.standard_normal((64, 64), np.float32), RNG.standard_normal((64, 64), np.float32)
+    the sum may overwrite p but not g; written into g anyway, the emulator's blocks (4
+    squares of 32 x 32 each, so 128 x 128 for several blocks) read transposed tiles already
+    overwritten."""
+    p, g = RNG.standard_normal((128, 128), np.float32), RNG.standard_normal((128, 128), np.float32)
     c = _compiled(lambda p, g: (p + ops.permute(g, (1, 0)),), p, g)
     assert c.kernel.in_place == {(0, 0)}
     want = p + g.T
-    np.testing.assert_array_equal(_emulate(c.stages["gpu"], [p, g], [(64, 64)], {0: 0})[0], want)
-    assert not np.array_equal(_emulate(c.stages["gpu"], [p, g], [(64, 64)], {0: 1})[0], want)
+    np.testing.assert_array_equal(_emulate(c.stages["gpu"], [p, g], [(128, 128)], {0: 0})[0], want)
+    assert not np.array_equal(_emulate(c.stages["gpu"], [p, g], [(128, 128)], {0: 1})[0], want)
 
 
 def test_an_input_reduced_first_may_hold_a_later_kernels_output() -> None:
