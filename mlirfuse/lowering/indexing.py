@@ -9,6 +9,11 @@ the producer chain fuses into the indexing loop; upstream elementwise fusion the
 indexing loop into its consumers (its result is indexed by the identity). Other values are
 read with `tensor.extract` (a load after bufferization).
 
+A pad of a value computed from a reduction (a normalization's output, which a kernel writes
+anyway) is no generic: its operand is inserted into the padded tensor (`tensor.insert_slice`)
+and its border filled, so that bufferized, the operand's kernel writes the padded buffer's
+interior (`output-views-in-place`, `eliminate-empty-tensors`).
+
 Every read is in bounds: cat and pad branch (`scf.if`) so that only the operand that holds
 an element is read, gather clamps its indices into the dim. An index outside [-size, size)
 (negative ones count from the end) fails the gather's `cf.assert` first, as torch raises: a
@@ -320,6 +325,8 @@ def lower_pad(op: ir.Operation, out_type: ir.RankedTensorType) -> ir.Value:
     x, value = op.operands
     low, high = _ints(op, "low"), _ints(op, "high")
     in_dims = B.dims_of(x)
+    if min(low + high, default=0) >= 0 and max(low + high, default=0) > 0 and _after_a_reduction(x):
+        return _pad_in_place(x, value, low, high, in_dims, out_type)
     reader = Reader(op)
 
     def out_dim(d: int) -> ir.Value:
@@ -341,6 +348,72 @@ def lower_pad(op: ir.Operation, out_type: ir.RankedTensorType) -> ir.Value:
         return reader.branch(inside, out_type.element_type, lambda: reader.read(x, at), lambda: fill)
 
     return _indexing_generic(out_type, _dims(out_type, out_dim), body)
+
+
+def _after_a_reduction(value: ir.Value) -> bool:
+    """`value` is computed from a reduction of this function (a normalization's output, BERT's
+    masked-LM gradient): a kernel writes it anyway, and can write it into the padded buffer.
+    A pad of values computed elementwise from the inputs stays one kernel reading them
+    (`Reader`), its padded output written whole."""
+    work, seen = [value], set()
+    while work:
+        v = work.pop()
+        producer = _producer(v)
+        if producer is None or producer[0] in seen:
+            continue
+        op = producer[0]
+        seen.add(op)
+        if op.name.startswith("fusion.") and "axes" in op.attributes or \
+                op.name == "linalg.generic" and "reduction" in str(op.attributes["iterator_types"]):
+            return True
+        work.extend(op.operands)
+    return False
+
+
+def _mixed(values: Sequence[ir.Value | int]) -> tuple[list[ir.Value], list[int]]:
+    """(the dynamic operands, the static list) of an offset, size or stride list."""
+    dynamic, static = [], []
+    for v in values:
+        if isinstance(v, int):
+            static.append(v)
+            continue
+        owner = v.owner
+        if not isinstance(owner, ir.Block) and owner.operation.name == "arith.constant":
+            static.append(ir.IntegerAttr(owner.operation.attributes["value"]).value)
+            continue
+        dynamic.append(v)
+        static.append(ir.ShapedType.get_dynamic_size())
+    return dynamic, static
+
+
+def _insert(source: ir.Value, dest: ir.Value, offsets: Sequence, sizes: Sequence) -> ir.Value:
+    dyn_off, st_off = _mixed(offsets)
+    dyn_size, st_size = _mixed(sizes)
+    return tensor.insert_slice(source, dest, dyn_off, dyn_size, [], st_off, st_size, [1] * len(sizes))
+
+
+def _pad_in_place(x: ir.Value, value: ir.Value, low: list[int], high: list[int], in_dims: list[ir.Value],
+                  out_type: ir.RankedTensorType) -> ir.Value:
+    """A pad that crops nothing: its operand inserted into the padded tensor, whose border
+    (one box per padded side: the dims before it inside, the dims after it whole) is filled.
+    Bufferized, the operand's producer writes the padded buffer's interior in place (empty
+    tensors eliminated) and the fills write only the border."""
+    rank = len(low)
+    out_dims = [arith.addi(in_dims[d], B.index_const(low[d] + high[d])) if low[d] + high[d] else in_dims[d]
+                for d in range(rank)]
+    dest = B.empty(out_type.shape, out_dims, out_type.element_type)
+    fill = tensor.extract(value, [])
+    for d in range(rank):
+        for start, size in ((0, low[d]), (arith.addi(in_dims[d], B.index_const(low[d])), high[d])):
+            if not size:
+                continue
+            offsets = [low[k] if k < d else start if k == d else 0 for k in range(rank)]
+            sizes = [in_dims[k] if k < d else size if k == d else out_dims[k] for k in range(rank)]
+            _, shape = _mixed(sizes)
+            box = B.fill(B.empty(shape, [s if not isinstance(s, int) else None for s in sizes],
+                                 out_type.element_type), fill)
+            dest = _insert(box, dest, offsets, sizes)
+    return _insert(x, dest, low, in_dims)
 
 
 def lower_gather(op: ir.Operation, out_type: ir.RankedTensorType) -> ir.Value:

@@ -259,6 +259,23 @@ def _reshape(p, vals):
     return [m.view(sizes)]
 
 
+def _subview(p, vals):
+    """memref.subview: the offsets, sizes and strides (static, or the operands in order)."""
+    m, *dynamic = vals
+    dyn = iter(dynamic)
+    DYNAMIC = -(1 << 63)
+
+    def mixed(name: str) -> list[int]:
+        return [next(dyn) if v == DYNAMIC else int(v) for v in ir.DenseI64ArrayAttr(p.op.attributes[name])]
+    offsets, sizes, steps = mixed("static_offsets"), mixed("static_sizes"), mixed("static_strides")
+    if len(sizes) != len(m.sizes):
+        raise EmulationError("a rank-reducing subview is not emulated")
+    for o, n, s, full in zip(offsets, sizes, steps, m.sizes):
+        if n and not (0 <= o and o + (n - 1) * s < full):
+            raise EmulationError(f"subview at {offsets} of sizes {sizes} out of bounds of {m.sizes}")
+    return [m.view(sizes, [st * s for st, s in zip(m.strides, steps)], m.at(offsets) if all(m.sizes) else m.offset)]
+
+
 def _memset(p, vals):
     """gpu.memset (async: its dependencies first): every element of the destination."""
     m, value = vals[-2], vals[-1]
@@ -323,6 +340,7 @@ _HANDLERS: dict[str, Callable] = {
     "memref.load": _load, "memref.store": _store, "vector.load": _vload, "vector.store": _vstore,
     "memref.dim": lambda p, vals: [vals[0].sizes[vals[1]]],
     "memref.collapse_shape": _collapse, "memref.expand_shape": _expand, "memref.reshape": _reshape,
+    "memref.subview": _subview,
     "memref.extract_aligned_pointer_as_index": lambda p, vals: [vals[0].address],
     "memref.extract_strided_metadata": lambda p, vals: [
         MemRef(vals[0].data, vals[0].address, 0, [], [], vals[0].host, vals[0].device),

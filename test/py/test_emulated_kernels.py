@@ -1968,3 +1968,58 @@ def test_a_looping_normalization_orders_row_reads_before_writes_after_its_online
     assert_close(out, x * b[:, None], "x times B as it was", 1)
     e = np.exp(x.astype(np.float64) - x.max(1, keepdims=True))
     assert_close(out2, (e / e.sum(1, keepdims=True)).astype(np.float32), "softmax", n)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("shape,pad", [((12, 1000), 6), ((4, 5000), 7), ((5, 37), 3), ((12, 1024), 8)],
+                         ids=["held-6", "looping-7", "small-3", "aligned-8"])
+@pytest.mark.parametrize("dynamic", [True, False], ids=["dynamic", "static"])
+def test_a_pad_of_a_normalization_is_written_in_place(shape, pad, dtype, dynamic) -> None:
+    """BERT's masked-LM gradient padded for the matmul after it (cuBLAS's aligned sizes) and
+    summed over rows (the decoder bias's gradient): the normalization writes the padded
+    output's interior (rows of their own stride) and a small pointwise kernel its border,
+    the column reduction reads the interior: no copy of the gradient into the padded buffer."""
+    x = randn(*shape, dtype=dtype)
+
+    def fn(x):
+        y = ops.softmax(ops.cast(x, DataType.Float)) * 3.0 - 1.0
+        y = ops.cast(y, x.dtype)
+        return ops.pad(y, [0, pad]), ops.sum(ops.cast(y, DataType.Float), [0])
+
+    c = check(fn, x, dynamic=dynamic, reduction_size=shape[0])
+    kinds = [k.split(" (")[0] for k in schedules(c)]
+    assert kinds == ["normalization", "pointwise", "column reduction"], c.stages["launch_params"]
+    assert "memref.copy" not in c.stages["gpu"] and "strided<[" in c.stages["gpu"]
+
+
+@pytest.mark.parametrize("low,high", [([0, 2], [0, 5]), ([1, 0], [2, 3]), ([0, 0], [3, 0])],
+                         ids=["columns-both-sides", "rows-and-columns", "rows-after"])
+def test_pads_in_place_fill_each_side_of_the_border(low, high) -> None:
+    """Pads of a normalization's output on either side of either dim: the border boxes (one a
+    padded side) filled, the interior written by the normalization where its rows are
+    contiguous (padding the last dim on one side keeps them so), the values everywhere as
+    the CPU backend's."""
+    x = randn(20, 70)
+
+    def fn(x):
+        return ops.pad(ops.softmax(x) + 1.0, [low[1], high[1], low[0], high[0]], 0.5)
+
+    c = check(fn, x)
+    assert "naive" not in c.stages["launch_params"], c.stages["launch_params"]
+
+
+@pytest.mark.parametrize("reader", ["inner-sum", "transposed", "column-sum"])
+def test_a_padded_interior_read_by_other_kernels(reader) -> None:
+    """The normalization's output written into the padded buffer is read from there by the
+    region's other kernels (rows of their own stride): an inner reduction and a column
+    reduction as [row, element] views, a transposed read element by element; none naive."""
+    x = randn(12, 1000)
+
+    def fn(x):
+        y = ops.softmax(x) * 3.0
+        other = {"inner-sum": lambda: ops.sum(ops.exp(y), [1]), "transposed": lambda: ops.permute(y, [1, 0]) * 2.0,
+                 "column-sum": lambda: ops.sum(y * y, [0])}[reader]()
+        return ops.pad(y, [0, 8]), other
+
+    c = check(fn, x, reduction_size=1000)
+    assert "naive" not in c.stages["launch_params"] and "strided<[" in c.stages["gpu"], c.stages["launch_params"]

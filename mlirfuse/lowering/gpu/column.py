@@ -130,6 +130,15 @@ def classify(ds: list[int], kept: list[int], reduced: list[int]) -> tuple[str, l
 
 
 def match_column_reduction(g: Generic) -> ColumnReductionMatch | str:
+    m = _match_column_reduction(g)
+    if isinstance(m, ColumnReductionMatch):  # a row-strided buffer is viewed as [rows, columns] only
+        strided = [i for i, o in enumerate(g.operands) if o.row_strided]
+        if strided and (m.outer or any(all(g.operands[i] is not o for o in m.column_operands) for i in strided)):
+            return f"operand {strided[0]} has rows of their own stride, not read as [row, column]"
+    return m
+
+
+def _match_column_reduction(g: Generic) -> ColumnReductionMatch | str:
     reduced_loops = sorted(d for d in range(g.n_loops) if g.reduction[d] and g.static[d] != 1)
     kept_loops = sorted(d for d in range(g.n_loops) if not g.reduction[d] and g.static[d] != 1)
     unit_rows = not reduced_loops and any(g.reduction)  # a sum over dims of extent 1 (a batch of one)

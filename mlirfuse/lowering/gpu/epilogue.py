@@ -85,7 +85,7 @@ def _row_dims(o, loops: list[int]) -> list[int]:
 
 
 def _epilogue(g: Generic, n_rows: int, written: dict, read: set) -> Epilogue | None:
-    if any(g.reduction):
+    if any(g.reduction) or any(o.row_strided for o in g.operands):
         return None
     loops = [d for d in range(g.n_loops) if g.static[d] != 1]
     if len(loops) != n_rows:

@@ -36,7 +36,10 @@ class Operand:
     arg: ir.Value  # the body's block argument
     results: list[int]  # per map result: the loop dim, or ZERO (a constant 0 on a size-1 dim)
     is_output: bool
-    strided: bool = False  # an input memref of any layout (analyze(..., strided_inputs=True) only)
+    strided: bool = False  # a memref of any layout (analyze(..., strided_inputs=True) only)
+    # a 2-D memref of rows with a stride of their own (a view of a padded buffer's interior;
+    # analyze(..., row_strided=True) only): its rows are contiguous, not the rows together
+    row_strided: bool = False
 
     @property
     def is_memref(self) -> bool:
@@ -146,10 +149,20 @@ def _identity_layout(t: ir.MemRefType) -> bool:
             and layout.value == ir.AffineMap.get_identity(t.rank))
 
 
-def analyze(op: ir.Operation, strided_inputs: bool = False) -> Generic | str:
-    """The generic as data, or why no schedule can take it. With `strided_inputs`, inputs of
-    any strided layout are taken (marked `strided`: only the pointwise kernel reads them,
-    element by element at their multi-dimensional indices)."""
+def row_strided_layout(t: ir.MemRefType) -> bool:
+    """A 2-D strided layout whose rows are contiguous (inner stride 1): `memref.subview` of a
+    buffer's leading columns."""
+    if t.rank != 2 or t.memory_space is not None or not isinstance(t.layout, ir.StridedLayoutAttr):
+        return False
+    return list(ir.StridedLayoutAttr(t.layout).strides)[-1] == 1
+
+
+def analyze(op: ir.Operation, strided_inputs: bool = False, row_strided: bool = False) -> Generic | str:
+    """The generic as data, or why no schedule can take it. With `strided_inputs`, memrefs of
+    any strided layout are taken (marked `strided`: only the pointwise kernel reads and writes
+    them, element by element at their multi-dimensional indices); with `row_strided`, 2-D
+    ones whose rows are contiguous (`row_strided_layout`: marked `row_strided`, for the
+    schedules that index them as [row, column] views)."""
     if op.name != "linalg.generic":
         return f"{op.name} is not a linalg.generic"
     iterators = [str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
@@ -171,9 +184,12 @@ def analyze(op: ir.Operation, strided_inputs: bool = False) -> Generic | str:
         if operand.is_memref:
             t = operand.type
             if not _identity_layout(t):
-                if not strided_inputs or operand.is_output or t.memory_space is not None:
+                if row_strided and row_strided_layout(t):
+                    operand.row_strided = True
+                elif not strided_inputs or t.memory_space is not None:
                     return f"operand {i} ({t}) is not contiguous"
-                operand.strided = True
+                else:
+                    operand.strided = True
             if isinstance(t.element_type, (ir.IndexType, ir.ComplexType)):
                 return f"operand {i} has {t.element_type} elements"
             for pos, r in enumerate(results):
@@ -286,12 +302,21 @@ def flat(value: ir.Value) -> ir.Value:
 
 
 def aligned(values: Sequence[ir.Value], align: Sequence[int]) -> ir.Value:
-    """Host: every memref's base pointer is a multiple of its alignment (bytes)."""
+    """Host: every memref's base pointer is a multiple of its alignment (bytes); for a view of
+    another layout (a padded buffer's interior), its first element and the start of each of
+    its rows too (the offset and the outer strides, in bytes)."""
     ok = arith.constant(ir.IntegerType.get_signless(1), 1)
     for v, a in zip(values, align):
         if a <= 1:
             continue
         ptr = memref.extract_aligned_pointer_as_index(v)
+        t = ir.MemRefType(v.type)
+        if not _identity_layout(t) and t.memory_space is None:
+            meta = memref.ExtractStridedMetadataOp(v).results
+            size = index_const(element_bytes(t.element_type))
+            ptr = arith.addi(ptr, arith.muli(meta[1], size))
+            for stride in list(meta)[2 + t.rank:2 + 2 * t.rank - 1]:
+                ptr = arith.ori(ptr, arith.muli(stride, size))  # (a multiple of a, as all of them)
         ok = arith.andi(ok, arith.cmpi(arith.CmpIPredicate.eq, arith.remui(ptr, index_const(a)), index_const(0)))
     return ok
 

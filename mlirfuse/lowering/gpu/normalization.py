@@ -187,6 +187,8 @@ def _member(g: Generic, extents: LoopExtents, row_classes: list[Any], col_classe
                 broadcast[id(o)] = [rows.index(d) for d in prefix]
         if role is None or (o.is_output and role != (TILE if kind == TILE else ROW)):
             return None
+        if o.row_strided and (role != TILE or id(o) in broadcast):
+            return None  # a row-strided buffer is viewed as [rows, row] only
         if o.is_output and kind != REDUCE and list(o.arg.uses):
             return None  # the body reads the old output value
         roles[id(o)] = role
@@ -208,7 +210,7 @@ def find_chains(ops: list[ir.Operation]) -> list[Chain]:
     generics = {}
     for i, op in enumerate(ops):
         if op.name == "linalg.generic":
-            g = analyze(op)
+            g = analyze(op, row_strided=True)  # (tiles of a padded buffer's interior)
             if not isinstance(g, str):
                 generics[i] = g
     extents = LoopExtents(ops, generics)

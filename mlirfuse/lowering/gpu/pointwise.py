@@ -1,8 +1,9 @@
 """The pointwise kernel: a linalg.generic with only parallel loops whose memrefs are
 contiguous and indexed by the identity or by a broadcast (a subset of the loops, in order),
-or are inputs of any strided layout (a permuted view: attention's heads), read element by
-element at their multi-dimensional indices (so are transposed inputs of such a generic,
-which the transpose kernel cannot take for the strided one).
+or are of any strided layout (inputs: a permuted view, attention's heads; outputs: the
+border of a padded buffer), read or written element by element at their multi-dimensional
+indices (so are transposed inputs of such a generic, which the transpose kernel cannot take
+for the strided one).
 
 Thread t of block b handles vectors (b * unroll + u) * block + t, u < unroll, of `vector`
 elements each: 128-bit `vector.load`/`vector.store` with `alignment = 16` (4 x f32, 8 x
@@ -52,7 +53,7 @@ from mlirfuse.lowering.linalg_builders import ZERO, index_const
 class PointwiseMatch:
     generic: Generic
     flat: bool  # every memref indexed by identity and no linalg.index: one linear index
-    elementwise: list[Operand]  # strided inputs (and transposed ones beside them): read element by element
+    elementwise: list[Operand]  # strided memrefs (and transposed inputs beside them): element by element
 
 
 def match_pointwise(g: Generic) -> PointwiseMatch | str:
@@ -220,4 +221,10 @@ class _PointwiseKernel:
         if width > 1 and self.shared_philox:  # the vector starts at a multiple of the vector along its row
             share_philox(cloned)
         for o, elems in zip(g.outputs, results):
-            store(elems if width > 1 else elems[0], self.views[id(o)], [linear])
+            if o.strided:  # a view of another layout (a padded buffer's border): element by element
+                inner = g.n_loops - 1
+                for e, v in enumerate(elems):
+                    memref.store(v, o.value, [arith.addi(iv, index_const(e)) if e and d == inner else iv
+                                              for d, iv in enumerate(ivs)])
+            else:
+                store(elems if width > 1 else elems[0], self.views[id(o)], [linear])

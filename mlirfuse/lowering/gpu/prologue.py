@@ -105,7 +105,8 @@ def _reshaped_from(v: ir.Value) -> ir.Value:
 
 def _prologue(p: Generic, m: ColumnReductionMatch) -> Prologue | None:
     g = m.generic
-    if any(p.reduction) or any(o.strided for o in p.operands) or any(list(o.arg.uses) for o in p.outputs):
+    if any(p.reduction) or any(o.strided or o.row_strided for o in p.operands) or \
+            any(list(o.arg.uses) for o in p.outputs):
         return None  # (a body reading its output)
     if any(isinstance(v.type, ir.MemRefType) for op in nested_ops(p.body) for v in op.operands):
         # A body loading by itself (a cat's or gather's sources): the column kernel's few

@@ -73,6 +73,16 @@ def static_product(g: Generic, loops: list[int]) -> int | None:
 
 
 def match_inner_reduction(g: Generic) -> InnerReductionMatch | str:
+    m = _match_inner_reduction(g)
+    if isinstance(m, InnerReductionMatch):  # a row-strided buffer is viewed as [rows, row] only
+        for i, o in enumerate(g.operands):
+            if o.row_strided and (all(o is not r for r in m.row_operands) or m.row_loops[id(o)] != m.kept[:1]
+                                  or len(m.reduced) != 1):
+                return f"operand {i} has rows of their own stride, not read as [row, element]"
+    return m
+
+
+def _match_inner_reduction(g: Generic) -> InnerReductionMatch | str:
     n_par = g.reduction.index(True) if any(g.reduction) else g.n_loops
     if n_par == g.n_loops or not all(g.reduction[n_par:]):
         return "not a reduction over the innermost loops"

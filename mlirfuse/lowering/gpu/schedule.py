@@ -98,6 +98,19 @@ def _heuristic_schedule(ops: list[ir.Operation], i: int, chain: Any,
     if isinstance(g, str):  # strided inputs: the pointwise kernel reads them element by element
         strided = gpu_kernels.analyze(ops[i], strided_inputs=True)
         if isinstance(strided, str) or isinstance(gpu_pointwise.match_pointwise(strided), str):
+            rows = gpu_kernels.analyze(ops[i], row_strided=True)  # a padded buffer's interior
+            if isinstance(rows, str):
+                return A.to_attr("naive", reason=g)
+            reduction = gpu_reduction.match_inner_reduction(rows)
+            if isinstance(reduction, gpu_reduction.InnerReductionMatch):
+                return A.to_attr("inner_reduction", schedules.inner_reduction_heuristic(
+                    reduction.static_row(), reduction.static_rows(),
+                    _vector_bytes("inner_reduction", rows, reduction), device, rows.body_ops()))
+            column = _column(rows)
+            if isinstance(column, gpu_column.ColumnReductionMatch):
+                return A.to_attr("column_reduction", schedules.column_reduction_heuristic(
+                    column.static_columns(), column.static_rows(), _vector_bytes("column_reduction", rows, column),
+                    device, rows.body_ops()))
             return A.to_attr("naive", reason=g)
         return A.to_attr("pointwise", schedules.pointwise_heuristic(
             strided.static_numel(), _operand_bytes(strided), device, strided.body_ops()))
@@ -114,13 +127,17 @@ def _heuristic_schedule(ops: list[ir.Operation], i: int, chain: Any,
         return A.to_attr("inner_reduction", schedules.inner_reduction_heuristic(
             reduction.static_row(), reduction.static_rows(), _vector_bytes("inner_reduction", g, reduction),
             device, g.body_ops()))
-    column = gpu_column.match_column_reduction(g)
+    column = _column(g)
     if isinstance(column, gpu_column.ColumnReductionMatch):
         return A.to_attr("column_reduction", schedules.column_reduction_heuristic(
             column.static_columns(), column.static_rows(), _vector_bytes("column_reduction", g, column),
             device, g.body_ops()))
     log.debug("no schedule: %s; %s; %s; %s", pointwise, transpose, reduction, column)
     return A.to_attr("naive", reason=f"{pointwise}; {transpose}; {reduction}; {column}")
+
+
+def _column(g: gpu_kernels.Generic) -> gpu_column.ColumnReductionMatch | str:
+    return gpu_column.match_column_reduction(g)
 
 
 def _fail(op: ir.Operation, message: str) -> None:
@@ -174,7 +191,7 @@ def _fused(ops: list[ir.Operation], chains: dict,
     epilogue, each column reduction's pointwise prologue), by position."""
     in_chains = {k for c in chains.values() for k in c.indices}
     generics = {i: g for i, op in enumerate(ops) if i not in in_chains and op.name == "linalg.generic"
-                for g in [gpu_kernels.analyze(op)] if not isinstance(g, str)}
+                for g in [gpu_kernels.analyze(op, row_strided=True)] if not isinstance(g, str)}
 
     position = {id(g): i for i, g in generics.items()}
 
@@ -253,7 +270,8 @@ def _apply(ops: list[ir.Operation], i: int, schedule: tuple[str, Any], chain: An
         if variants[0] != gpu_normalization.HELD:
             note = f"{note}; {text(variants[0])}"
         return [note] + [f"normalization: {text(v)}" for v in variants[1:]]
-    g = gpu_kernels.analyze(op, strided_inputs=kind == "pointwise")
+    g = gpu_kernels.analyze(op, strided_inputs=kind == "pointwise",
+                            row_strided=kind in ("column_reduction", "inner_reduction"))
     match = _MATCHERS.get(kind, _no_match)(g) if not isinstance(g, str) else g
     if isinstance(match, str):
         _fail(op, f"a {kind} schedule does not fit this op: {match}")
