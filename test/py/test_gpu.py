@@ -487,3 +487,21 @@ def test_compiling_after_a_loaded_executable_is_dropped_does_not_crash() -> None
     failures = [(p.wait(timeout=300), p.stderr.read()[-2000:]) for p in procs]
     crashed = [err for rc, err in failures if rc != 0]
     assert not crashed, f"{len(crashed)} of {len(procs)} processes failed; last: {crashed[-1]}"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("shape,pad", [((256, 30522), 6), ((64, 1000), 6), ((33, 2048), 8)],
+                         ids=["vocab", "unaligned-rows", "aligned-rows"])
+def test_a_pad_of_a_normalization_written_in_place_on_the_gpu(shape, pad, dtype) -> None:
+    """BERT's masked-LM gradient padded for the matmul after it and summed over rows: the
+    normalization writes the padded output's interior (rows of their own stride), a pointwise
+    kernel its border, the column reduction reads the interior; as the CPU backend."""
+    x = (np.random.default_rng(5).standard_normal(shape) * 4).astype(dtype)
+
+    def fn(x):
+        y = ops.cast(ops.softmax(ops.cast(x, mlirfuse.DataType.Float)) * 3.0 - 1.0, x.dtype)
+        return ops.pad(y, [0, pad]), ops.sum(ops.cast(y, mlirfuse.DataType.Float), [0])
+
+    check_against_cpu(fn, [x], reduction_size=shape[0])
+    compiled = mlirfuse.jit(fn).compile(x, backend="gpu", arch="sm_90")
+    assert "naive" not in compiled.stages["launch_params"] and "strided<[" in compiled.stages["gpu"]
