@@ -2023,3 +2023,23 @@ def test_a_padded_interior_read_by_other_kernels(reader) -> None:
 
     c = check(fn, x, reduction_size=1000)
     assert "naive" not in c.stages["launch_params"] and "strided<[" in c.stages["gpu"], c.stages["launch_params"]
+
+
+@pytest.mark.parametrize("dynamic", [True, False], ids=["dynamic", "static"])
+@pytest.mark.parametrize("shape", [(2, 4, 24, 24), (3, 2, 5, 7)], ids=["vector", "scalar"])
+def test_a_column_reduction_reading_row_values_broadcast_over_trailing_columns(shape, dynamic) -> None:
+    """T5's relative position bias gradient under bf16 autocast: the softmax backward of
+    [B, H, S, S] summed over the batch, the kernel computing `g * p - p * s` at each element
+    with s the row sums [B, H, S] (read at the row and the first kept loops: at the column
+    divided by the last extent, one value a vector). It was a naive launch ("operand 2 is not
+    read by column")."""
+    g, p = randn(*shape), randn(*shape)
+
+    def fn(g, p):
+        x = ops.cast(ops.cast(g, DataType.BFloat16), DataType.Float) * p
+        t = x - p * ops.sum(x, [3], keepdim=True)
+        return ops.cast(t, DataType.BFloat16), ops.sum(t, [0], keepdim=True)
+
+    c = check(fn, g, p, dynamic=dynamic, reduction_size=shape[0] * shape[3])
+    assert "naive" not in c.stages["launch_params"], c.stages["launch_params"]
+    assert "column reduction" in c.stages["launch_params"]

@@ -1,7 +1,9 @@
 """The outer (column) reduction kernel: a linalg.generic whose reduced loops index the outer
 dims of its inputs and whose kept loops their contiguous inner dims (x.sum(0), a bias
 gradient's sum over (0, 1)): out[c] = combine over rows r of f(x[r, c], ..., s[r], ...),
-where per-row operands s (an RMSNorm backward's rstd) are read once per row as scalars.
+where per-row operands s (an RMSNorm backward's rstd) are read once per row as scalars, and
+operands broadcast over some columns once per column (or, where they also vary with the row,
+once per row and vector).
 
 One launch. The rows are cut into `splits` slices (the columns alone give too few blocks to
 fill the device); a block covers `block_x * vector` adjacent columns of one slice with
@@ -79,6 +81,10 @@ class ColumnReductionMatch:
     # divided by the product of the others'. The same for every row, as the invariant ones.
     column_trailing: list[Operand] = field(default_factory=list)
     column_leading: list[Operand] = field(default_factory=list)
+    # Inputs read at the row and the first kept loops only (T5's softmax-backward row sums
+    # [B, H, S] in the position bias's gradient, a sum over B of [B, H, S, S]): at [row, the
+    # column divided by the product of the other kept extents]; one value for a vector.
+    row_leading: list[Operand] = field(default_factory=list)
 
     def take(self, o: Operand) -> bool:
         """File an input under the way the kernel reads it; False where it cannot."""
@@ -87,7 +93,8 @@ class ColumnReductionMatch:
             return False
         kind, rows = how
         {"invariant": self.column_invariant, "column": self.column_operands, "row": self.row_operands,
-         "trailing": self.column_trailing, "leading": self.column_leading}[kind].append(o)
+         "trailing": self.column_trailing, "leading": self.column_leading,
+         "row_leading": self.row_leading}[kind].append(o)
         if rows is not None:
             self.broadcast_rows[id(o)] = rows
         return True
@@ -126,6 +133,10 @@ def classify(ds: list[int], kept: list[int], reduced: list[int]) -> tuple[str, l
         return "column", (None if rows == reduced else rows)
     if in_order(ds, reduced):
         return "row", (None if ds == reduced else ds)
+    for k in range(n_kept - 1, 0, -1):  # the row, then the first k kept loops
+        if ds[len(ds) - k:] == kept[:k] and ds[:len(ds) - k] and in_order(ds[:len(ds) - k], reduced):
+            rows = ds[:len(ds) - k]
+            return "row_leading", (None if rows == reduced else rows)
     return None
 
 
@@ -241,7 +252,7 @@ def emit_column_reduction(m: ColumnReductionMatch, params: S.ColumnReductionPara
         batch = product([ext[d] for d in m.outer]) if m.outer else one
         rows = product([ext[d] for d in m.reduced])
         views = {}
-        for o in m.column_operands:
+        for o in m.column_operands + m.row_leading:
             if m.outer:  # [outer, rows, inner]
                 first = next(pos for pos, r in enumerate(o.results) if r in m.reduced)
                 split = next(pos for pos in range(first, o.type.rank) if o.results[pos] in inner)
@@ -264,6 +275,8 @@ def emit_column_reduction(m: ColumnReductionMatch, params: S.ColumnReductionPara
         # a trailing input's period, a leading one's stride (in columns): a vector stays within one
         periods = {id(o): product([ext[d] for d in operand_dims(g, o)]) for o in m.column_trailing}
         periods.update({id(o): product([ext[d] for d in m.kept[len(operand_dims(g, o)):]]) for o in m.column_leading})
+        periods.update({id(o): product([ext[d] for d in m.kept[len([r for r in operand_dims(g, o) if r in m.kept]):]])
+                        for o in m.row_leading})  # (its row, then its leading kept loops)
         # a permuted or trailing input's vectors stay within its innermost dim (of the outputs' last extent)
         dims = [memref.dim(written[0].value, index_const(k)) for k in range(written[0].type.rank)] if indexed else []
         for o in m.prologue.trailing + m.prologue.leading if m.prologue else []:
@@ -494,6 +507,9 @@ class _ColumnKernel:
                   for o in self.m.column_operands}
         loaded.update({id(o): memref.load(self.views[id(o)], [rows.get(id(o), row)] if o.type.rank else [])
                        for o in self.m.row_operands})
+        loaded.update({id(o): memref.load(self.views[id(o)], [rows.get(id(o), row),
+                                                              arith.divui(col0, self.periods[id(o)])])
+                       for o in self.m.row_leading})  # (one value for the vector: its period is a multiple)
         p = self.m.prologue
         if p and p.linear:
             place = self.place(row, col0)
@@ -536,7 +552,8 @@ class _ColumnKernel:
             mapping.update({o.arg: computed[self.m.computed[id(o)]][e] for o in g.inputs if id(o) in self.m.computed})
             mapping.update({o.arg: element(invariant[id(o)], e)
                             for o in self.m.column_invariant + self.m.column_trailing + self.m.column_leading})
-            mapping.update({o.arg: element(loaded[id(o)], e) for o in self.m.column_operands + self.m.row_operands})
+            mapping.update({o.arg: element(loaded[id(o)], e)
+                            for o in self.m.column_operands + self.m.row_operands + self.m.row_leading})
             mapping.update({o.arg: accs[k * width + e] for k, o in enumerate(g.outputs)})
             col = arith.addi(col0, index_const(e)) if e else col0
             for k, v in enumerate(clone_body(g.body, mapping, lambda d, col=col: self.index_of(d, row, col))):

@@ -82,7 +82,7 @@ def _unroll_with_prologues(ops: list[ir.Operation], planned: set[int]) -> None:
         match = gpu_column.match_column_reduction(generics[i])
         read = {v for v, _ in prologue.reads}
         loads = len([o for o in match.column_operands if o.value not in read]) + len(match.column_invariant) \
-            + len(match.column_trailing) + len(match.column_leading) \
+            + len(match.column_trailing) + len(match.column_leading) + len(match.row_leading) \
             + len(prologue.inputs) + len(prologue.full) + len(prologue.indexed())
         unroll = schedules.column_unroll(params.vector, loads, generics[i].body_ops())
         if unroll != params.unroll:
