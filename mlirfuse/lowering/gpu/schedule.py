@@ -99,19 +99,8 @@ def _heuristic_schedule(ops: list[ir.Operation], i: int, chain: Any,
         strided = gpu_kernels.analyze(ops[i], strided_inputs=True)
         if isinstance(strided, str) or isinstance(gpu_pointwise.match_pointwise(strided), str):
             rows = gpu_kernels.analyze(ops[i], row_strided=True)  # a padded buffer's interior
-            if isinstance(rows, str):
-                return A.to_attr("naive", reason=g)
-            reduction = gpu_reduction.match_inner_reduction(rows)
-            if isinstance(reduction, gpu_reduction.InnerReductionMatch):
-                return A.to_attr("inner_reduction", schedules.inner_reduction_heuristic(
-                    reduction.static_row(), reduction.static_rows(),
-                    _vector_bytes("inner_reduction", rows, reduction), device, rows.body_ops()))
-            column = _column(rows)
-            if isinstance(column, gpu_column.ColumnReductionMatch):
-                return A.to_attr("column_reduction", schedules.column_reduction_heuristic(
-                    column.static_columns(), column.static_rows(), _vector_bytes("column_reduction", rows, column),
-                    device, rows.body_ops()))
-            return A.to_attr("naive", reason=g)
+            found = _reduction_schedule(rows, device) if not isinstance(rows, str) else None
+            return found if isinstance(found, ir.DictAttr) else A.to_attr("naive", reason=g)
         return A.to_attr("pointwise", schedules.pointwise_heuristic(
             strided.static_numel(), _operand_bytes(strided), device, strided.body_ops()))
     pointwise = gpu_pointwise.match_pointwise(g)
@@ -122,22 +111,27 @@ def _heuristic_schedule(ops: list[ir.Operation], i: int, chain: Any,
     if isinstance(transpose, gpu_transpose.TransposeMatch):
         return A.to_attr("transpose", schedules.transpose_heuristic(
             _vector_bytes("transpose", g, transpose), transpose.permuted_bytes(), device))
+    found = _reduction_schedule(g, device)
+    if isinstance(found, ir.DictAttr):
+        return found
+    reduction, column = found
+    log.debug("no schedule: %s; %s; %s; %s", pointwise, transpose, reduction, column)
+    return A.to_attr("naive", reason=f"{pointwise}; {transpose}; {reduction}; {column}")
+
+
+def _reduction_schedule(g: gpu_kernels.Generic, device: schedules.DeviceProperties) -> ir.DictAttr | tuple[str, str]:
+    """The inner or column reduction schedule of `g`, else why neither fits."""
     reduction = gpu_reduction.match_inner_reduction(g)
     if isinstance(reduction, gpu_reduction.InnerReductionMatch):
         return A.to_attr("inner_reduction", schedules.inner_reduction_heuristic(
             reduction.static_row(), reduction.static_rows(), _vector_bytes("inner_reduction", g, reduction),
             device, g.body_ops()))
-    column = _column(g)
+    column = gpu_column.match_column_reduction(g)
     if isinstance(column, gpu_column.ColumnReductionMatch):
         return A.to_attr("column_reduction", schedules.column_reduction_heuristic(
             column.static_columns(), column.static_rows(), _vector_bytes("column_reduction", g, column),
             device, g.body_ops()))
-    log.debug("no schedule: %s; %s; %s; %s", pointwise, transpose, reduction, column)
-    return A.to_attr("naive", reason=f"{pointwise}; {transpose}; {reduction}; {column}")
-
-
-def _column(g: gpu_kernels.Generic) -> gpu_column.ColumnReductionMatch | str:
-    return gpu_column.match_column_reduction(g)
+    return reduction, column
 
 
 def _fail(op: ir.Operation, message: str) -> None:
