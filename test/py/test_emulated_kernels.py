@@ -154,9 +154,9 @@ def test_column_reductions_start_from_the_folded_fill(fn, shape) -> None:
 
 @pytest.mark.parametrize("shape", [(2100, 64), (8300, 9)], ids=["vectors", "scalars"])
 def test_column_reductions_of_many_slices(shape) -> None:
-    """Rows enough for 33 slices: the last block's threads combine their slices four at a
-    time, then one at a time (slices 0, 8, .. 32 for the first row of threads). 9 columns:
-    the scalar variant, 16 rows in flight a thread."""
+    """Rows enough for 33 slices: the last block's threads combine their slices in order, a
+    vector a slice (slices 0, 8, .. 32 for the first row of threads). 9 columns: the scalar
+    variant, 16 rows in flight a thread."""
     c = check(lambda x: x.sum(0), randn(*shape), reduction_size=shape[0])
     assert schedules(c) == ["column reduction"]
     check(lambda x: ops.max(x, [0]), randn(*shape))

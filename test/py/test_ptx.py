@@ -55,6 +55,18 @@ def test_full_reduction_runs_in_a_kernel_not_on_the_host() -> None:
     assert not any("memref.load" in line or "memref.store" in line or "scf.for" in line for line in top_level)
 
 
+def test_a_column_reductions_slice_partials_are_stored_and_combined_as_vectors() -> None:
+    """The vector variant of x.sum(0): each slice's partial goes to the workspace as one
+    128-bit store, and the last block loads the partials a vector a slice (an element's load
+    each left [8192, 768] bfloat16 at 10.3 us, 7.0 with vectors, H200)."""
+    ptx = compile_gpu(lambda x: x.sum(0), np.random.randn(2100, 64).astype(np.float32)).stages["ptx"]
+    memory = [line.split()[0] for line in ptx.splitlines() if line.strip().startswith(("ld.global", "st.global",
+                                                                                        "atom.global"))]
+    counted = memory.index("atom.global.add.u32")  # the vector variant's block counting itself done
+    assert memory[counted - 1] == "st.global.v4.b32"  # its partial
+    assert memory[counted + 1] == "ld.global.v4.b32"  # the slices' partials, combined by the last block
+
+
 def test_random_and_scalars_by_value() -> None:
     c = compile_gpu(lambda x, s: ops.rand_like(x, seed=3) * s, X, 2.0)
     # Philox's rounds: 32-bit mul.lo/mul.hi, not 64-bit multiplies of masked words (the few
