@@ -58,7 +58,7 @@ def test_full_reduction_runs_in_a_kernel_not_on_the_host() -> None:
 def test_a_column_reductions_slice_partials_are_stored_and_combined_as_vectors() -> None:
     """The vector variant of x.sum(0): each slice's partial goes to the workspace as one
     128-bit store, and the last block loads the partials a vector a slice (an element's load
-    each left [8192, 768] bfloat16 at 10.3 us, 7.0 with vectors, H200)."""
+    each: [8192, 768] bfloat16 x.sum(0) 9.9 us, 8.3 with vectors, H200)."""
     ptx = compile_gpu(lambda x: x.sum(0), np.random.randn(2100, 64).astype(np.float32)).stages["ptx"]
     memory = [line.split()[0] for line in ptx.splitlines() if line.strip().startswith(("ld.global", "st.global",
                                                                                         "atom.global"))]

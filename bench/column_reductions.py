@@ -1,0 +1,145 @@
+"""Column and middle-axis reductions as the models and the suite meet them: GPU time per call
+(kernels and memsets, torch.profiler) through torch.compile, mlirfuse against Inductor, and
+against mlirfuse with other column-reduction geometries or another tree's kernel.
+
+    python bench/column_reductions.py [--variants mlirfuse,inductor] [--rounds 3] [--only NAME,...]
+                                      [--json out.json]
+
+A variant is `inductor`, `mlirfuse`, `mlirfuse:KEY=V,...` (the heuristic's parameters
+overridden: bx = lanes across the columns, the rows of threads following; unroll = rows in
+flight; frac = the wave fraction the slices aim for; minrows = rows a thread at least) or
+`kernel=PATH` (mlirfuse with the column-reduction kernel of another tree's
+`mlirfuse/lowering/gpu/column.py`, for an A/B in one run). Each variant runs in its own
+process (the kernel cache off, lone reductions fused: `MLIRFUSE_SINGLE_NODE=1`), the variants
+in turns, `--rounds` times; the table gives each case's best round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+
+F32, BF16 = torch.float32, torch.bfloat16
+# name -> (shape, dtype, function): the suite's middle-axis sum, bias gradients of GPT-2/BERT
+# widths (bfloat16 autocast: float32 sums of bfloat16), a column sum with a prologue.
+CASES = {
+    "middle-axis sum f32 64x1024x256": ((64, 1024, 256), F32, lambda x: x.sum(1)),
+    "middle-axis sum bf16 64x1024x256": ((64, 1024, 256), BF16, lambda x: x.sum(1)),
+    "middle-axis sum f32 512x512x64": ((512, 512, 64), F32, lambda x: x.sum(1)),
+    "sum(0) f32 32768x1024": ((32768, 1024), F32, lambda x: x.sum(0)),
+    "sum(0) bf16 8192x768": ((8192, 768), BF16, lambda x: x.sum(0)),
+    "sum(0,1) f32 8x512x768": ((8, 512, 768), F32, lambda x: x.sum((0, 1))),
+    "float(x).sum(0) bf16 4096x4096": ((4096, 4096), BF16, lambda x: x.float().sum(0)),
+    "(x*sigmoid(x)).sum(0) f32 4096x3072": ((4096, 3072), F32, lambda x: (x * torch.sigmoid(x)).sum(0)),
+}
+
+
+def configure(variant: str) -> str:
+    """Set up this process for `variant`; the torch.compile backend it runs."""
+    if variant == "inductor":
+        return "inductor"
+    os.environ["MLIRFUSE_CACHE_DIR"] = "off"
+    os.environ["MLIRFUSE_SINGLE_NODE"] = "1"
+    from mlirfuse.lowering.gpu import column
+    from mlirfuse.lowering.gpu import heuristics as H
+
+    if variant.startswith("kernel="):
+        spec = importlib.util.spec_from_file_location("other_column", variant.split("=", 1)[1])
+        other = importlib.util.module_from_spec(spec)
+        sys.modules["other_column"] = other  # (its dataclasses look their module up)
+        spec.loader.exec_module(other)
+        column.emit_column_reduction = other.emit_column_reduction
+    elif ":" in variant:
+        knobs = {k: int(v) for k, v in (kv.split("=") for kv in variant.split(":", 1)[1].split(","))}
+        heuristic = H.column_reduction_heuristic
+        H.COLUMN_WAVE_FRACTION = knobs.get("frac", H.COLUMN_WAVE_FRACTION)
+        H.COLUMN_MIN_ROWS_PER_THREAD = knobs.get("minrows", H.COLUMN_MIN_ROWS_PER_THREAD)
+
+        def overridden(columns, rows, element_bytes, device=H.DeviceProperties(), body_ops=1):
+            p = heuristic(columns, rows, element_bytes, device, body_ops)
+            if "bx" in knobs:
+                p = dataclasses.replace(p, block_x=knobs["bx"], block_y=H.COLUMN_BLOCK // knobs["bx"])
+            return dataclasses.replace(p, unroll=knobs["unroll"]) if "unroll" in knobs else p
+
+        H.column_reduction_heuristic = overridden
+        if "unroll" in knobs:
+            H.column_unroll = lambda vec, loads, body_ops: knobs["unroll"]
+    return "mlirfuse"
+
+
+def time_cases(variant: str, names: list[str], reps: int) -> list[dict]:
+    backend = configure(variant)
+    import mlirfuse  # noqa: F401  (registers the backend)
+
+    rows = []
+    for name in names:
+        shape, dtype, fn = CASES[name]
+        x = torch.randn(shape, device="cuda", dtype=dtype)
+        compiled = torch.compile(fn, backend=backend, dynamic=False)
+        expected, got = fn(x).float(), compiled(x).float()
+        error = float((got - expected).abs().max() / expected.abs().max())
+        for _ in range(5):
+            compiled(x)
+        torch.cuda.synchronize()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            for _ in range(reps):
+                compiled(x)
+            torch.cuda.synchronize()
+        gpu = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        us = sum(e.device_time for e in gpu) / reps
+        rows.append(dict(case=name, variant=variant, us=us, launches=len(gpu) / reps, error=error,
+                         gbps=x.numel() * x.element_size() / 1e3 / us))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--variants", default="mlirfuse,inductor", help="';'-separated where a variant has commas")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--reps", type=int, default=30)
+    parser.add_argument("--only", help="comma-separated substrings of the case names")
+    parser.add_argument("--json")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)  # one variant's process
+    opts = parser.parse_args()
+    names = [n for n in CASES if not opts.only or any(o in n for o in opts.only.split(","))]
+    if opts.worker:
+        print(json.dumps(time_cases(opts.worker, names, opts.reps)))
+        return
+    variants = opts.variants.split(";") if ";" in opts.variants else opts.variants.split(",")
+    rows = []
+    for _ in range(opts.rounds):
+        for v in variants:
+            cmd = [sys.executable, __file__, "--worker", v, "--reps", str(opts.reps)] + (
+                ["--only", opts.only] if opts.only else [])
+            out = subprocess.run(cmd, capture_output=True, text=True)
+            if out.returncode:
+                sys.exit(f"variant {v} failed:\n{out.stderr[-3000:]}")
+            rows += json.loads(out.stdout.strip().splitlines()[-1])
+    best = collections.defaultdict(lambda: float("inf"))
+    for r in rows:
+        best[r["case"], r["variant"]] = min(best[r["case"], r["variant"]], r["us"])
+    print(f"GPU: {torch.cuda.get_device_name()}; us per call (kernels + memsets), best of {opts.rounds} rounds\n")
+    print("| case | " + " | ".join(variants) + " |\n|---|" + "---|" * len(variants))
+    for n in names:
+        print(f"| {n} | " + " | ".join(f"{best[n, v]:.1f}" for v in variants) + " |")
+    wrong = [(r["case"], r["variant"], r["error"]) for r in rows if r["error"] > 1e-2]
+    if wrong:
+        sys.exit(f"results differ from eager: {wrong}")
+    if opts.json:
+        Path(opts.json).write_text(json.dumps(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__,
+                                                   rounds=opts.rounds, rows=rows), indent=1))
+
+
+if __name__ == "__main__":
+    main()
