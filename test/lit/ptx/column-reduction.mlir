@@ -1,12 +1,13 @@
 // A column reduction: (x * w).sum((0, 1)) of a [?, ?, ?] x and a [?] w. The rows (dims 0, 1)
 // are cut into slices across blocks; a thread reads 4 adjacent columns of a row at once
 // (128-bit loads, w once before the row loop), `unroll` rows in flight; the block's rows of
-// threads meet in shared memory; each slice's partial goes to a workspace. Then every thread
-// fences, one counts the block done on its column block's counter (the counters zeroed by a
-// memset before the launch), and the last block of a column block combines its columns'
-// partials (each row of threads every 8th slice, then the rows in shared memory in a fixed
-// order: deterministic, no floating-point atomics), starting from the sum's initial value:
-// the output's fill is folded into it (no kernel of its own). One launch.
+// threads meet in shared memory; each slice's partial goes to a workspace (a vector store).
+// Then every thread fences, one counts the block done on its column block's counter (the
+// counters zeroed by a memset before the launch), and the last block of a column block
+// combines its columns' partials (each row of threads every 8th slice, a vector a slice, then
+// the rows in shared memory in a fixed order: deterministic, no floating-point atomics),
+// starting from the sum's initial value: the output's fill is folded into it (no kernel of
+// its own). One launch.
 // RUN: mlirfuse-opt %S/Inputs/column_sum.mlir --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline{stop=gpu})' | FileCheck %s --check-prefix=PARAMS
 // RUN: mlirfuse-opt %S/Inputs/column_sum.mlir --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline{stop=gpu})' | FileCheck %s --check-prefix=GPU
 // RUN: mlirfuse-opt %S/Inputs/column_sum.mlir --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline)' --emit=ptx | FileCheck %s --check-prefix=PTX
@@ -28,7 +29,7 @@
 // GPU-COUNT-4: vector.load %collapse_shape[%{{[^ ]+}}, %[[COL]]] {alignment = 16 : i64} : memref<?x?xf32>, vector<4xf32>
 // GPU: memref.store %{{[^ ]+}}, %[[SH]]
 // GPU: gpu.barrier
-// GPU: memref.store %{{[^ ]+}}, %[[WS]][%{{[^ ]+}}, %{{[^ ]+}}] : memref<?x?xf32>
+// GPU: vector.store %{{[^ ]+}}, %[[WS]][%{{[^ ]+}}, %[[COL]]] {alignment = 16 : i64} : memref<?x?xf32>, vector<4xf32>
 // GPU: nvvm.memory.barrier <gpu>
 // GPU-NEXT: gpu.barrier
 // GPU: memref.atomic_rmw addi %{{[^ ]+}}, %[[COUNT]][%{{[^ ]+}}] : (i32, memref<?xi32>) -> i32
@@ -37,7 +38,7 @@
 // GPU: memref.load %[[LAST]]
 // GPU: scf.if
 // GPU: scf.for {{.*}} step %{{[^ ]+}} iter_args(%{{[^ ]+}} = %[[ZERO]], {{.*}}) -> (f32, f32, f32, f32)
-// GPU: memref.load %[[WS]]
+// GPU: vector.load %[[WS]][%{{[^ ]+}}, %[[COL]]] {alignment = 16 : i64} : memref<?x?xf32>, vector<4xf32>
 // GPU: memref.store %{{[^ ]+}}, %[[SH]]
 // GPU: gpu.barrier
 // GPU-COUNT-8: memref.load %[[SH]]
