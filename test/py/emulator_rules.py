@@ -276,9 +276,13 @@ def _subview(p, vals):
     return [m.view(sizes, [st * s for st, s in zip(m.strides, steps)], m.at(offsets) if all(m.sizes) else m.offset)]
 
 
+MEMSETS: list[int] = []  # the elements each gpu.memset of the last `emulate` set
+
+
 def _memset(p, vals):
     """gpu.memset (async: its dependencies first): every element of the destination."""
     m, value = vals[-2], vals[-1]
+    MEMSETS.append(int(np.prod(m.sizes)))
     was, IN_KERNEL[0] = IN_KERNEL[0], True  # the device writes it
     try:
         for idx in np.ndindex(*m.sizes):

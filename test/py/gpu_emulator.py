@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import numpy as np
-from emulator_rules import IN_KERNEL, RULES, EmulationError, Kind, MemRef, fresh, kind_of, maybe_kind, of_array, of_view
+from emulator_rules import (IN_KERNEL, MEMSETS, RULES, EmulationError, Kind, MemRef,
+                            fresh, kind_of, maybe_kind, of_array, of_view)
 from mlir import ir
 
 from mlirfuse.dialects import fusion as fusion_dialect
@@ -245,6 +246,7 @@ def emulate(gpu_stage: str, inputs: list[Any], outputs: list[np.ndarray],
     boundary."""
     misalign = misalign or {}
     LAUNCHED.clear()
+    MEMSETS.clear()
     args, written = [], []
     for i, a in enumerate(list(inputs) + list(outputs)):
         if isinstance(a, np.ndarray):

@@ -159,6 +159,9 @@ def test_column_reductions_of_many_slices(shape) -> None:
     variant, 16 rows in flight a thread."""
     c = check(lambda x: x.sum(0), randn(*shape), reduction_size=shape[0])
     assert schedules(c) == ["column reduction"]
+    from emulator_rules import MEMSETS
+
+    assert MEMSETS == [1]  # the column block's counter, zeroed before the launch
     check(lambda x: ops.max(x, [0]), randn(*shape))
 
 
@@ -241,6 +244,9 @@ def test_column_reductions_over_few_static_rows_put_more_lanes_across(shape, mis
     assert f"block_x={lanes}, block_y={256 // lanes}," in c.stages["launch_params"]
     vector = 4 if shape[-1] % 4 == 0 and not misalign else 1
     assert LAUNCHED == [((-(-shape[-1] // (lanes * vector)), 1, 1), (256, 1, 1))]
+    from emulator_rules import MEMSETS
+
+    assert MEMSETS == []  # one slice: each block writes its columns' sums, no workspace or counters
 
 
 @pytest.mark.parametrize("shape", [(4, 64, 32), (3, 5, 9), (2, 1000, 3), (5, 7, 1)])

@@ -505,3 +505,18 @@ def test_a_pad_of_a_normalization_written_in_place_on_the_gpu(shape, pad, dtype)
     check_against_cpu(fn, [x], reduction_size=shape[0])
     compiled = mlirfuse.jit(fn).compile(x, backend="gpu", arch="sm_90")
     assert "naive" not in compiled.stages["launch_params"] and "strided<[" in compiled.stages["gpu"]
+
+
+@pytest.mark.parametrize("shape", [(8, 512 * 768), (3, 5, 4099), (4096, 768)], ids=str)
+def test_column_reductions_of_one_slice_and_of_many_on_the_gpu(shape) -> None:
+    """Rows too few for two slices (a sum over a batch of 8: GPT-2's position-embedding
+    gradient; an unaligned one): each block writes its columns' totals, with no workspace,
+    counters or memset; rows enough for slices: the last block combines them. A sum, a max
+    and a sum computing a pointwise epilogue, as the CPU backend."""
+    x = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
+    reduced = list(range(len(shape) - 1))
+
+    def fn(x):
+        return ops.sum(x, reduced), ops.max(x, reduced), ops.sum(x * x, reduced) * 0.5 + 1.0
+
+    check_against_cpu(fn, [x], reduction_size=int(np.prod(shape[:-1])))

@@ -16,7 +16,9 @@ kernel): the last of the column block's `splits` blocks combines the partials of
 columns, every `block_y`-th slice per row of threads and those rows in order, into the
 output (which keeps its linalg meaning: it was filled with the initial value). Whichever
 block comes last, the combination order is the same: deterministic, the output written
-once, no floating-point atomics. The vector variant needs the column count a multiple of
+once, no floating-point atomics. Where the rows make one slice (too few for two: a sum over
+a batch of 8), each block writes its columns' totals itself: no workspace, no counters, no
+memset (a uniform branch on the host's count). The vector variant needs the column count a multiple of
 the vector and the pointers 16-byte aligned (checked on the host), else the scalar one
 runs. Parameters come from `heuristics.column_reduction_heuristic`.
 """
@@ -33,6 +35,7 @@ from mlirfuse.lowering.gpu import heuristics as S
 from mlirfuse.lowering.gpu.combiners import identity, output_combiners
 from mlirfuse.lowering.gpu.epilogue import Epilogue, emit_epilogue
 from mlirfuse.lowering.gpu.kernels import (
+    SCHEDULE_ATTR,
     ZERO,
     Generic,
     Operand,
@@ -301,13 +304,19 @@ def emit_column_reduction(m: ColumnReductionMatch, params: S.ColumnReductionPara
         all_columns = arith.muli(columns, batch)  # the outputs' elements
         types = [o.type.element_type for o in g.outputs]
         dyn = ir.ShapedType.get_dynamic_size()
-        workspaces = [memref.alloc(ir.MemRefType.get([dyn, dyn], t), [splits, arith.maxui(all_columns, one)], [])
-                      for t in types]
+        # One slice: no workspace, no counters (empty: no allocation), no memset.
+        cut = arith.cmpi(arith.CmpIPredicate.ugt, splits, one)
+        workspaces = [memref.alloc(ir.MemRefType.get([dyn, dyn], t), [
+            arith.select(cut, splits, index_const(0)), arith.maxui(all_columns, one)], []) for t in types]
         i32 = ir.IntegerType.get_signless(32)
-        counters = memref.alloc(ir.MemRefType.get([dyn], i32), [blocks], [])  # one per column block
-        token = gpu.AsyncTokenType.get()
-        cleared = gpu.MemsetOp(token, [gpu.WaitOp(token, []).result], counters, arith.constant(i32, 0)).result
-        gpu.WaitOp(None, [cleared])
+        counters = memref.alloc(ir.MemRefType.get([dyn], i32), [arith.select(cut, blocks, index_const(0))], [])
+        zero = scf.IfOp(cut)  # one counter per column block
+        zero.operation.attributes[SCHEDULE_ATTR] = ir.StringAttr.get("column-reduction-counters")
+        with ir.InsertionPoint(zero.then_block):
+            token = gpu.AsyncTokenType.get()
+            cleared = gpu.MemsetOp(token, [gpu.WaitOp(token, []).result], counters, arith.constant(i32, 0)).result
+            gpu.WaitOp(None, [cleared])
+            scf.YieldOp([])
         workgroup = ir.Attribute.parse("#gpu.address_space<workgroup>")
         shared = [ir.MemRefType.get([p.block * p.vector], t, memory_space=workgroup) for t in types]
         shared.append(ir.MemRefType.get([1], i32, memory_space=workgroup))  # "this block is the last"
@@ -384,25 +393,34 @@ class _ColumnKernel:
             for e in range(width):
                 memref.store(accs[k * width + e], sh, [arith.addi(slot, index_const(e)) if e else slot])
         gpu.barrier()
-        first = scf.IfOp(arith.andi(valid, arith.cmpi(arith.CmpIPredicate.eq, self.ty, index_const(0))))
-        with ir.InsertionPoint(first.then_block):
-            lane_slot = arith.muli(self.lane, index_const(width))
-            for k in range(n_out):
-                totals = []
-                for e in range(width):
-                    total = None
-                    for y in range(p.block_y):
-                        at = arith.addi(lane_slot, index_const(y * p.block_x * width + e))
-                        value = memref.load(self.shared[k], [at])
-                        total = value if total is None else combine(self.m.combiners[k], total, value)
-                    totals.append(total)
-                store(totals, self.workspaces[k], [self.split, self.flat(col0)])  # (a vector: aligned)
+        # One slice (a uniform branch): the block's total is the output's, no workspace.
+        single = scf.IfOp(arith.cmpi(arith.CmpIPredicate.eq, self.splits, index_const(1)), has_else=True)
+        with ir.InsertionPoint(single.then_block):
+            self.write_outputs(col0, width, valid, lambda k, e: self.rows_of_threads(k, e, width, None))
             scf.YieldOp([])
-        last = self.arrive()
-        finishing = scf.IfOp(last)
-        with ir.InsertionPoint(finishing.then_block):
-            self.finish(col0, width, valid)
+        with ir.InsertionPoint(single.else_block):
+            first = scf.IfOp(arith.andi(valid, arith.cmpi(arith.CmpIPredicate.eq, self.ty, index_const(0))))
+            with ir.InsertionPoint(first.then_block):
+                for k in range(n_out):
+                    totals = [self.rows_of_threads(k, e, width, None) for e in range(width)]
+                    store(totals, self.workspaces[k], [self.split, self.flat(col0)])  # (a vector: aligned)
+                scf.YieldOp([])
+            last = self.arrive()
+            finishing = scf.IfOp(last)
+            with ir.InsertionPoint(finishing.then_block):
+                self.finish(col0, width, valid)
+                scf.YieldOp([])
             scf.YieldOp([])
+
+    def rows_of_threads(self, k: int, e: int, width: int, start: ir.Value | None) -> ir.Value:
+        """Output k's element e of this lane's vector over the block's rows of threads (their
+        values in shared memory), combined in row order onto `start` (None: from the first)."""
+        lane_slot = arith.muli(self.lane, index_const(width))
+        total = start
+        for y in range(self.p.block_y):
+            value = memref.load(self.shared[k], [arith.addi(lane_slot, index_const(y * self.p.block_x * width + e))])
+            total = value if total is None else combine(self.m.combiners[k], total, value)
+        return total
 
     def arrive(self) -> ir.Value:
         """Count this block done on its column block's counter; whether it came last (the
@@ -428,7 +446,6 @@ class _ColumnKernel:
         """In the last block: out[c] = combine(out[c], partials of column c) for its columns
         (out[c]: the initial value where a fill was folded in). Row of threads ty combines
         slices ty, ty + block_y, ...; the rows are combined through shared memory in order."""
-        p = self.p
         nvvm.MembarOp(ir.Attribute.parse("#nvvm.mem_scope<gpu>"))
         flat_types = [t for t in self.types for _ in range(width)]
         partial = scf.IfOp(valid, flat_types, has_else=True)
@@ -441,18 +458,23 @@ class _ColumnKernel:
             for e in range(width):
                 memref.store(partial.results[k * width + e], sh, [arith.addi(slot, index_const(e)) if e else slot])
         gpu.barrier()
+        self.write_outputs(col0, width, valid, None)
+
+    def write_outputs(self, col0: ir.Value, width: int, valid: ir.Value, block_total) -> None:
+        """The first row of threads: out[c] = combine(out[c] or the initial value, the column's
+        total), then the epilogue. The total: `block_total(k, e)` of the block's own rows (one
+        slice), combined onto the initial value after; else the rows of threads' combined
+        slices in shared memory, combined onto it in row order."""
         first = scf.IfOp(arith.andi(valid, arith.cmpi(arith.CmpIPredicate.eq, self.ty, index_const(0))))
         with ir.InsertionPoint(first.then_block):
-            lane_slot = arith.muli(self.lane, index_const(width))
             for e in range(width):
                 col = self.flat(arith.addi(col0, index_const(e)) if e else col0)
                 finals = {}
                 for k, o in enumerate(self.g.outputs):
                     view = self.views[id(o)]
-                    total = memref.load(view, [col]) if self.m.inits.get(o.value) is None else self.m.inits[o.value]
-                    for y in range(p.block_y):
-                        at = arith.addi(lane_slot, index_const(y * p.block_x * width + e))
-                        total = combine(self.m.combiners[k], total, memref.load(self.shared[k], [at]))
+                    init = memref.load(view, [col]) if self.m.inits.get(o.value) is None else self.m.inits[o.value]
+                    total = self.rows_of_threads(k, e, width, init) if block_total is None else combine(
+                        self.m.combiners[k], init, block_total(k, e))
                     memref.store(total, view, [col])
                     finals[o.value] = total
                 if self.m.epilogue:

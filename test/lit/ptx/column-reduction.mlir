@@ -7,7 +7,8 @@
 // combines its columns' partials (each row of threads every 8th slice, a vector a slice, then
 // the rows in shared memory in a fixed order: deterministic, no floating-point atomics),
 // starting from the sum's initial value: the output's fill is folded into it (no kernel of
-// its own). One launch.
+// its own). One launch. Where the rows make one slice (a uniform branch on the host's count),
+// each block writes its columns' totals: no workspace, counters or memset.
 // RUN: mlirfuse-opt %S/Inputs/column_sum.mlir --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline{stop=gpu})' | FileCheck %s --check-prefix=PARAMS
 // RUN: mlirfuse-opt %S/Inputs/column_sum.mlir --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline{stop=gpu})' | FileCheck %s --check-prefix=GPU
 // RUN: mlirfuse-opt %S/Inputs/column_sum.mlir --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline)' --emit=ptx | FileCheck %s --check-prefix=PTX
@@ -20,15 +21,21 @@
 // GPU: %[[ZERO:[^ ]+]] = arith.constant 0.000000e+00 : f32
 // GPU: %[[WS:[^ ]+]] = gpu.alloc  (%{{[^ ]+}}, %{{[^ ]+}}) : memref<?x?xf32>
 // GPU: %[[COUNT:[^ ]+]] = gpu.alloc  (%{{[^ ]+}}) : memref<?xi32>
+// GPU: scf.if %{{[^ ]+}} {
 // GPU: %[[T0:[^ ]+]] = gpu.wait async
 // GPU: %[[T1:[^ ]+]] = gpu.memset async [%[[T0]]] %[[COUNT]], %{{[^ ]+}} : memref<?xi32>, i32
 // GPU: gpu.wait [%[[T1]]]
+// GPU-NEXT: } {mlirfuse.schedule = "column-reduction-counters"}
 // GPU: gpu.launch blocks{{.*}} workgroup(%[[SH:[^ ]+]] : memref<1024xf32, #gpu.address_space<workgroup>>, %[[LAST:[^ ]+]] : memref<1xi32, #gpu.address_space<workgroup>>)
 // GPU: vector.load %arg1[%[[COL:[^ ]+]]] {alignment = 16 : i64} : memref<?xf32>, vector<4xf32>
 // GPU: scf.for
 // GPU-COUNT-4: vector.load %collapse_shape[%{{[^ ]+}}, %[[COL]]] {alignment = 16 : i64} : memref<?x?xf32>, vector<4xf32>
 // GPU: memref.store %{{[^ ]+}}, %[[SH]]
 // GPU: gpu.barrier
+// GPU-NEXT: %[[SINGLE:[^ ]+]] = arith.cmpi eq, %{{[^ ]+}}, %{{[^ ]+}} : index
+// GPU-NEXT: scf.if %[[SINGLE]] {
+// GPU-COUNT-4: memref.store %{{[^ ]+}}, %arg2[%{{[^ ]+}}] : memref<?xf32>
+// GPU: } else {
 // GPU: vector.store %{{[^ ]+}}, %[[WS]][%{{[^ ]+}}, %[[COL]]] {alignment = 16 : i64} : memref<?x?xf32>, vector<4xf32>
 // GPU: nvvm.memory.barrier <gpu>
 // GPU-NEXT: gpu.barrier
