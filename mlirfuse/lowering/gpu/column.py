@@ -35,7 +35,6 @@ from mlirfuse.lowering.gpu import heuristics as S
 from mlirfuse.lowering.gpu.combiners import identity, output_combiners
 from mlirfuse.lowering.gpu.epilogue import Epilogue, emit_epilogue
 from mlirfuse.lowering.gpu.kernels import (
-    SCHEDULE_ATTR,
     ZERO,
     Generic,
     Operand,
@@ -53,6 +52,7 @@ from mlirfuse.lowering.gpu.kernels import (
     product,
     store,
     variants,
+    zeroed_counters,
 )
 from mlirfuse.lowering.gpu.reduction import static_product
 from mlirfuse.lowering.linalg_builders import index_const
@@ -309,14 +309,8 @@ def emit_column_reduction(m: ColumnReductionMatch, params: S.ColumnReductionPara
         workspaces = [memref.alloc(ir.MemRefType.get([dyn, dyn], t), [
             arith.select(cut, splits, index_const(0)), arith.maxui(all_columns, one)], []) for t in types]
         i32 = ir.IntegerType.get_signless(32)
-        counters = memref.alloc(ir.MemRefType.get([dyn], i32), [arith.select(cut, blocks, index_const(0))], [])
-        zero = scf.IfOp(cut)  # one counter per column block
-        zero.operation.attributes[SCHEDULE_ATTR] = ir.StringAttr.get("column-reduction-counters")
-        with ir.InsertionPoint(zero.then_block):
-            token = gpu.AsyncTokenType.get()
-            cleared = gpu.MemsetOp(token, [gpu.WaitOp(token, []).result], counters, arith.constant(i32, 0)).result
-            gpu.WaitOp(None, [cleared])
-            scf.YieldOp([])
+        counters = zeroed_counters(arith.select(cut, blocks, index_const(0)), cut,
+                                   "column-reduction")  # one per column block
         workgroup = ir.Attribute.parse("#gpu.address_space<workgroup>")
         shared = [ir.MemRefType.get([p.block * p.vector], t, memory_space=workgroup) for t in types]
         shared.append(ir.MemRefType.get([1], i32, memory_space=workgroup))  # "this block is the last"

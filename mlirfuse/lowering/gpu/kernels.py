@@ -379,6 +379,22 @@ def variants(vector_ok: ir.Value | None, vector: int, emit: Callable[[int], None
         scf.YieldOp([])
 
 
+def zeroed_counters(count: ir.Value, cut: ir.Value, kind: str) -> ir.Value:
+    """`count` i32 counters of a last-block reduction (blocks count themselves done on them),
+    zeroed by a memset before the launch where `cut` (the work is split across blocks; else
+    `count` is 0: no allocation, and no memset). The host's `scf.if` is named `<kind>-counters`."""
+    i32 = ir.IntegerType.get_signless(32)
+    counters = memref.alloc(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], i32), [count], [])
+    zero = scf.IfOp(cut)
+    zero.operation.attributes[SCHEDULE_ATTR] = ir.StringAttr.get(f"{kind}-counters")
+    with ir.InsertionPoint(zero.then_block):
+        token = gpu.AsyncTokenType.get()
+        cleared = gpu.MemsetOp(token, [gpu.WaitOp(token, []).result], counters, arith.constant(i32, 0)).result
+        gpu.WaitOp(None, [cleared])
+        scf.YieldOp([])
+    return counters
+
+
 def guarded_launch(generic: Generic, kind: str, nonempty: ir.Value, grid: ir.Value,
                    block: ir.Value, shared: Sequence[ir.Type] = (),
                    alternative: bool = False) -> tuple[ir.Block, scf.IfOp]:

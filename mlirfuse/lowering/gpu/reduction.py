@@ -25,7 +25,6 @@ from mlirfuse.lowering.gpu import heuristics as S
 from mlirfuse.lowering.gpu.combiners import butterfly, identity, output_combiners
 from mlirfuse.lowering.gpu.epilogue import Epilogue, emit_epilogue
 from mlirfuse.lowering.gpu.kernels import (
-    SCHEDULE_ATTR,
     ZERO,
     Generic,
     Operand,
@@ -41,6 +40,7 @@ from mlirfuse.lowering.gpu.kernels import (
     in_order,
     load,
     product,
+    zeroed_counters,
 )
 from mlirfuse.lowering.linalg_builders import index_const
 
@@ -156,15 +156,7 @@ def emit_inner_reduction(m: InnerReductionMatch, params: S.InnerReductionParams)
             ws_rows = arith.select(cut, rows, index_const(0))
             workspaces = [memref.alloc(ir.MemRefType.get([dyn, dyn], o.type.element_type), [ws_rows, splits], [])
                           for o in g.outputs]
-            i32 = ir.IntegerType.get_signless(32)
-            counters = memref.alloc(ir.MemRefType.get([dyn], i32), [ws_rows], [])  # one per row
-            zero = scf.IfOp(cut)
-            zero.operation.attributes[SCHEDULE_ATTR] = ir.StringAttr.get("inner-reduction-counters")
-            with ir.InsertionPoint(zero.then_block):
-                token = gpu.AsyncTokenType.get()
-                cleared = gpu.MemsetOp(token, [gpu.WaitOp(token, []).result], counters, arith.constant(i32, 0)).result
-                gpu.WaitOp(None, [cleared])
-                scf.YieldOp([])
+            counters = zeroed_counters(ws_rows, cut, "inner-reduction")  # one per row
             grid = arith.select(cut, arith.muli(rows, splits), grid)
             chunks = (splits, chunk, workspaces, counters)
         vector_ok = None
