@@ -18,9 +18,9 @@ output (which keeps its linalg meaning: it was filled with the initial value). W
 block comes last, the combination order is the same: deterministic, the output written
 once, no floating-point atomics. Where the rows make one slice (too few for two: a sum over
 a batch of 8), each block writes its columns' totals itself: no workspace, no counters, no
-memset (a uniform branch on the host's count). The vector variant needs the column count a multiple of
-the vector and the pointers 16-byte aligned (checked on the host), else the scalar one
-runs. Parameters come from `heuristics.column_reduction_heuristic`.
+memset (a uniform branch on the host's count). The vector variant needs the column count a
+multiple of the vector and the pointers 16-byte aligned (checked on the host), else the
+scalar one runs. Parameters come from `heuristics.column_reduction_heuristic`.
 """
 
 from __future__ import annotations
