@@ -14,9 +14,10 @@ from constants only (a causal mask) stays where a graph input on its device can 
 device to the region; single ops reading only graph inputs (autocast's weight casts) or read
 only as the graph's results (their gradients' casts back to float32) are fused side by side,
 one group for many; a lone op that torch runs as several kernels (constant_pad_nd) is a
-group. A leading slice of a tensor the group also reads stays in the group. A constant made
-from scalars alone that compute ops of several groups read is made again in each (no region
-writes it for another to read).
+group, and so is a lone reduction over the leading or middle dims of a CUDA tensor, which
+torch runs more slowly (`OUTER_REDUCTIONS`). A leading slice of a tensor the group also
+reads stays in the group. A constant made from scalars alone that compute ops of several
+groups read is made again in each (no region writes it for another to read).
 Every node left to torch carries its reason.
 """
 
@@ -47,6 +48,12 @@ SINK_BYTES = 256 << 20
 # Ops that torch runs as several kernels (constant_pad_nd: a fill, then a copy into the
 # middle: a padded matmul's weight) but one region runs as one: fused even alone.
 SEVERAL_KERNELS_IN_TORCH = (aten.constant_pad_nd.default,)
+# Reductions that keep a tensor's last dim (over its leading or middle dims) on the GPU:
+# ATen's reduce_kernel runs them well below mlirfuse's column kernel (H200, session 69, us,
+# torch.profiler: x.sum(0) of [32768, 1024] float32 59.5 against 35.3, Inductor 34.1; of
+# [8192, 768] bfloat16 13.7 against 8.3; x.sum(1) of [64, 1024, 256] float32 24.5 against
+# 20.0): such a reduction that no group adopts is a region of its own, not left to torch.
+OUTER_REDUCTIONS = (aten.sum.dim_IntList, aten.amax.default, aten.amin.default)
 COPY_AT_EDGE = "copy at the end of a group of a value it does not hold alone (read from or also written outside)"
 
 
@@ -374,6 +381,9 @@ def partition_graph(graph: fx.Graph, forced: dict[fx.Node, str] | None = None,
     final.extend(copying)
     _remake_shared_constants(graph, final, position)
     for members in lone:
+        if _outer_reduction_on_gpu(members):
+            final.append(members)
+            continue
         for n in members:
             left[n] = SINGLE_OP
     final.sort(key=lambda ms: position[ms[0]])
@@ -441,6 +451,21 @@ def _adopt_lone_ops(final: list[list[fx.Node]], lone: list[list[fx.Node]],
         for n in members:
             unit[n] = g
     return kept
+
+
+def _outer_reduction_on_gpu(members: list[fx.Node]) -> bool:
+    """A lone reduction (`OUTER_REDUCTIONS`) of a contiguous CUDA tensor of two dims or more
+    over some of its dims, its last kept."""
+    computed = [n for n in members if kind(n) in (A.COMPUTE, A.RANDOM)]
+    if len(computed) != 1 or computed[0].target not in OUTER_REDUCTIONS:
+        return False
+    node = computed[0]
+    source = node.args[0].meta.get("val") if isinstance(node.args[0], fx.Node) else None
+    dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+    if not isinstance(source, torch.Tensor) or source.device.type != "cuda" or source.dim() < 2 or not dims:
+        return False
+    rank = source.dim()
+    return source.is_contiguous() and rank - 1 not in {d % rank for d in dims}
 
 
 def _device(members: list[fx.Node]) -> str | None:
