@@ -520,3 +520,21 @@ def test_column_reductions_of_one_slice_and_of_many_on_the_gpu(shape) -> None:
         return ops.sum(x, reduced), ops.max(x, reduced), ops.sum(x * x, reduced) * 0.5 + 1.0
 
     check_against_cpu(fn, [x], reduction_size=int(np.prod(shape[:-1])))
+
+
+@pytest.mark.parametrize("fn", [lambda x: x.sum(0), lambda x: x.sum(1), lambda x: x.amax((0, 1))],
+                         ids=["sum(0)", "sum(1)", "amax((0,1))"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_a_lone_reduction_over_leading_or_middle_dims_is_a_region_on_the_gpu(fn, dtype) -> None:
+    """Through torch.compile, alone (no other op in the graph): the column kernel, not ATen's
+    reduce_kernel; as eager."""
+    import torch._dynamo as dynamo
+
+    from mlirfuse import torch_backend
+
+    x = torch.randn(64, 300, 96, device="cuda", dtype=getattr(torch, dtype))
+    dynamo.reset()
+    with torch_backend.capture_partitions() as captured:
+        got = torch.compile(fn, backend="mlirfuse")(x)
+    assert [len(p.groups) for _, p in captured] == [1]
+    torch.testing.assert_close(got, fn(x), rtol=2e-2 if dtype == "bfloat16" else 1e-5, atol=1e-3)
