@@ -390,7 +390,7 @@ class _ColumnKernel:
         # One slice (a uniform branch): the block's total is the output's, no workspace.
         single = scf.IfOp(arith.cmpi(arith.CmpIPredicate.eq, self.splits, index_const(1)), has_else=True)
         with ir.InsertionPoint(single.then_block):
-            self.write_outputs(col0, width, valid, lambda k, e: self.rows_of_threads(k, e, width, None))
+            self.write_outputs(col0, width, valid, one_slice=True)
             scf.YieldOp([])
         with ir.InsertionPoint(single.else_block):
             first = scf.IfOp(arith.andi(valid, arith.cmpi(arith.CmpIPredicate.eq, self.ty, index_const(0))))
@@ -452,13 +452,13 @@ class _ColumnKernel:
             for e in range(width):
                 memref.store(partial.results[k * width + e], sh, [arith.addi(slot, index_const(e)) if e else slot])
         gpu.barrier()
-        self.write_outputs(col0, width, valid, None)
+        self.write_outputs(col0, width, valid, one_slice=False)
 
-    def write_outputs(self, col0: ir.Value, width: int, valid: ir.Value, block_total) -> None:
+    def write_outputs(self, col0: ir.Value, width: int, valid: ir.Value, one_slice: bool) -> None:
         """The first row of threads: out[c] = combine(out[c] or the initial value, the column's
-        total), then the epilogue. The total: `block_total(k, e)` of the block's own rows (one
-        slice), combined onto the initial value after; else the rows of threads' combined
-        slices in shared memory, combined onto it in row order."""
+        total), then the epilogue. The rows of threads' values in shared memory: with one slice,
+        the block's own rows, combined first and then onto the initial value (as the slices'
+        combine would); else the combined slices, each combined onto it in row order."""
         first = scf.IfOp(arith.andi(valid, arith.cmpi(arith.CmpIPredicate.eq, self.ty, index_const(0))))
         with ir.InsertionPoint(first.then_block):
             for e in range(width):
@@ -467,8 +467,8 @@ class _ColumnKernel:
                 for k, o in enumerate(self.g.outputs):
                     view = self.views[id(o)]
                     init = memref.load(view, [col]) if self.m.inits.get(o.value) is None else self.m.inits[o.value]
-                    total = self.rows_of_threads(k, e, width, init) if block_total is None else combine(
-                        self.m.combiners[k], init, block_total(k, e))
+                    total = combine(self.m.combiners[k], init, self.rows_of_threads(k, e, width, None)) \
+                        if one_slice else self.rows_of_threads(k, e, width, init)
                     memref.store(total, view, [col])
                     finals[o.value] = total
                 if self.m.epilogue:
