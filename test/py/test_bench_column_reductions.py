@@ -1,10 +1,11 @@
 """bench/column_reductions.py's variants, which need no GPU: a heuristic override changes the
 planned column-reduction geometry; `kernel=PATH` runs that file's kernel in place of the
-tree's."""
+tree's; `tree=PATH` runs PATH/mlirfuse."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -46,3 +47,9 @@ def test_variants_override_the_geometry_or_the_kernel(tmp_path) -> None:
                      "    print('the other kernel')\n"
                      "    return emit(match, params)\n")
     assert _probe(f"kernel={other}")[0] == "the other kernel"
+    tree = tmp_path / "tree"  # another checkout: here a copy of this one, announcing itself
+    shutil.copytree(Path(toolchain.__file__).parents[2], tree / "mlirfuse",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    init = tree / "mlirfuse" / "__init__.py"
+    init.write_text("print('the other tree')\n" + init.read_text())
+    assert _probe(f"tree={tree}")[0] == "the other tree"

@@ -522,6 +522,19 @@ def test_column_reductions_of_one_slice_and_of_many_on_the_gpu(shape) -> None:
     check_against_cpu(fn, [x], reduction_size=int(np.prod(shape[:-1])))
 
 
+@pytest.mark.parametrize("shape", [(64, 1024, 256), (512, 512, 64), (8, 256, 64), (4, 2048, 100)], ids=str)
+def test_batches_of_column_reductions_of_either_geometry_on_the_gpu(shape) -> None:
+    """x.sum(1) of [B, R, C] of dynamic extents: 8 lanes across and one slice where the
+    column blocks make one (the first two), 32 lanes and slices or the scalar variant where
+    not; a sum, a max and a sum computing a pointwise epilogue, as the CPU backend."""
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+
+    def fn(x):
+        return ops.sum(x, [1]), ops.max(x, [1]), ops.sum(x * x, [1]) * 0.5 + 1.0
+
+    check_against_cpu(fn, [x], reduction_size=shape[1])
+
+
 @pytest.mark.parametrize("fn", [lambda x: x.sum(0), lambda x: x.sum(1), lambda x: x.amax((0, 1))],
                          ids=["sum(0)", "sum(1)", "amax((0,1))"])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])

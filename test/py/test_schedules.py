@@ -134,6 +134,26 @@ def test_column_reduction_a_warp_across_columns_and_four_blocks_an_sm() -> None:
             column_reduction_heuristic(4096, 1, [4], H100).block_x) == (256, 32)
 
 
+def test_a_batch_of_column_reductions_takes_fewer_lanes_for_one_slice() -> None:
+    """x.sum(1) of [B, R, C]: where 32 lanes give too few column blocks for the slices'
+    target (528 on the H100), 8 lanes, if their blocks then make one slice and each of the 32
+    rows of threads has 16 rows; float32 only (bfloat16 lost). Of dynamic extents, the kernel
+    carries both geometries (`narrow_block_x`) and the host chooses."""
+    lanes = lambda c, r, b, e=4: column_reduction_heuristic(c, r, [e], H100, batch=b).block_x  # noqa: E731
+    assert lanes(256, 1024, 64) == 8  # 512 blocks of 8 lanes: one slice
+    assert lanes(64, 512, 512) == 8  # (16 lanes already: 64 columns)
+    assert lanes(256, 256, 64) == 32  # 8 rows a row of threads
+    assert lanes(512, 2048, 32, 2) == 32  # bfloat16
+    assert lanes(128, 4096, 4) == 32  # 8 lanes: 64 blocks, still slices
+    assert lanes(1024, 32768, 1) == 32 and lanes(1 << 15, 4096, 1) == 8  # x.sum(0): the same rule
+    dynamic = column_reduction_heuristic(None, None, [4], H100, batch=None)
+    assert (dynamic.block_x, dynamic.narrow_block_x, dynamic.narrowed().block_y) == (32, 8, 32)
+    assert column_reduction_heuristic(256, None, [4], H100, batch=64).narrow_block_x == 8
+    assert column_reduction_heuristic(None, None, [4], H100).narrow_block_x == 0  # no batch: x.sum(0)
+    assert column_reduction_heuristic(None, None, [2], H100, batch=None).narrow_block_x == 0
+    assert column_reduction_heuristic(32, None, [4], H100, batch=None).narrow_block_x == 0  # 8 lanes already
+
+
 @pytest.mark.parametrize("change,message", [
     ({"loop_threads": 100}, "loop_threads of 100 threads, not a power of two"),
     ({"loop_threads": 2048}, "loop_threads of 2048 threads"),

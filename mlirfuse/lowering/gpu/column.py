@@ -35,6 +35,7 @@ from mlirfuse.lowering.gpu import heuristics as S
 from mlirfuse.lowering.gpu.combiners import identity, output_combiners
 from mlirfuse.lowering.gpu.epilogue import Epilogue, emit_epilogue
 from mlirfuse.lowering.gpu.kernels import (
+    SCHEDULE_ATTR,
     ZERO,
     Generic,
     Operand,
@@ -103,7 +104,11 @@ class ColumnReductionMatch:
         return True
 
     def static_columns(self) -> int | None:
-        return static_product(self.generic, self.kept)
+        """The columns of one batch (all of them without outer loops)."""
+        return static_product(self.generic, self.kept[len(self.outer):])
+
+    def static_batch(self) -> int | None:
+        return static_product(self.generic, self.outer)
 
     def static_rows(self) -> int | None:
         return static_product(self.generic, self.reduced)
@@ -294,12 +299,28 @@ def emit_column_reduction(m: ColumnReductionMatch, params: S.ColumnReductionPara
             for period in periods.values():
                 vector_ok = arith.andi(vector_ok, divisible(period, p.vector))
             width = arith.select(vector_ok, index_const(p.vector), one)
-        col_blocks = arith.maxui(arith.ceildivui(columns, arith.muli(width, index_const(p.block_x))), one)
-        most = arith.ceildivui(rows, index_const(p.block_y * p.min_rows_per_thread))
-        blocks = arith.muli(col_blocks, batch)
-        # (an empty batch has no blocks: divided by one, not zero, a trap on the host)
-        splits = arith.maxui(arith.minui(arith.ceildivui(index_const(p.target_blocks), arith.maxui(blocks, one)),
-                                         most), one)
+
+        def geometry(q: S.ColumnReductionParams, width: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+            """Column blocks, blocks, and slices of `q` (the target's nearest multiple of the
+            blocks: 512 blocks against 528 make one slice, not two; an empty batch has no
+            blocks: divided by one, not zero, a trap on the host)."""
+            col_blocks = arith.maxui(arith.ceildivui(columns, arith.muli(width, index_const(q.block_x))), one)
+            blocks = arith.muli(col_blocks, batch)
+            most = arith.ceildivui(rows, index_const(q.block_y * q.min_rows_per_thread))
+            some = arith.maxui(blocks, one)
+            nearest = arith.divui(arith.addi(index_const(q.target_blocks), arith.shrui(some, one)), some)
+            return col_blocks, blocks, arith.maxui(arith.minui(nearest, most), one)
+
+        col_blocks, blocks, splits = geometry(p, width)
+        narrow = None  # the host's choice of the narrow geometry: vectors, one slice, no row short
+        if p.narrow_block_x and vector_ok is not None:
+            n_col_blocks, n_blocks, n_splits = geometry(p.narrowed(), index_const(p.vector))
+            narrow = arith.andi(vector_ok, arith.cmpi(arith.CmpIPredicate.eq, n_splits, one))
+            narrow = arith.andi(narrow, arith.cmpi(arith.CmpIPredicate.uge, rows, index_const(
+                p.narrowed().block_y * p.min_rows_per_thread)))
+            col_blocks = arith.select(narrow, n_col_blocks, col_blocks)
+            blocks = arith.select(narrow, n_blocks, blocks)
+            splits = arith.select(narrow, one, splits)
         rows_per_split = arith.ceildivui(rows, splits)
         all_columns = arith.muli(columns, batch)  # the outputs' elements
         types = [o.type.element_type for o in g.outputs]
@@ -319,10 +340,26 @@ def emit_column_reduction(m: ColumnReductionMatch, params: S.ColumnReductionPara
                                      index_const(p.block), shared)
     with ir.InsertionPoint(body.operations[len(body.operations) - 1]), g.op.location:
         arguments = list(body.arguments)[12:]
-        kernel = _ColumnKernel(m, p, views, ext, columns, rows, col_blocks, splits, rows_per_split, workspaces,
-                               arguments[:-1], body.arguments[0], body.arguments[3], counters, arguments[-1])
-        kernel.dims, kernel.periods = dims, periods
-        variants(vector_ok, p.vector, kernel.variant)
+
+        def kernel(q: S.ColumnReductionParams) -> _ColumnKernel:
+            k = _ColumnKernel(m, q, views, ext, columns, rows, col_blocks, splits, rows_per_split, workspaces,
+                              arguments[:-1], body.arguments[0], body.arguments[3], counters, arguments[-1])
+            k.dims, k.periods = dims, periods
+            return k
+
+        if narrow is None:
+            variants(vector_ok, p.vector, kernel(p).variant)
+        else:  # (a uniform branch: the host's choice)
+            choice = scf.IfOp(narrow, has_else=True)
+            choice.operation.attributes[SCHEDULE_ATTR] = ir.StringAttr.get("column-reduction-narrow")
+            with ir.InsertionPoint(choice.then_block):
+                narrowed = kernel(p.narrowed())
+                narrowed.one_slice = True
+                narrowed.variant(p.vector)
+                scf.YieldOp([])
+            with ir.InsertionPoint(choice.else_block):
+                variants(vector_ok, p.vector, kernel(p).variant)
+                scf.YieldOp([])
     with ir.InsertionPoint(anchor), g.op.location:
         for ws in workspaces + [counters]:
             memref.dealloc(ws)
@@ -346,6 +383,7 @@ class _ColumnKernel:
         self.splits, self.counters, self.last_flag = splits, counters, last_flag
         self.dims: list[ir.Value] = []  # the prologue's outputs' extents, where it reads permuted inputs
         self.periods: dict[int, ir.Value] = {}  # id(trailing input) -> its period; id(leading one) -> its stride
+        self.one_slice = False  # the host launches this geometry with one slice only
         self.types = [o.type.element_type for o in self.g.outputs]
         self.col_block = arith.remui(bx, col_blocks)
         self.split = arith.divui(bx, col_blocks)
@@ -387,6 +425,9 @@ class _ColumnKernel:
             for e in range(width):
                 memref.store(accs[k * width + e], sh, [arith.addi(slot, index_const(e)) if e else slot])
         gpu.barrier()
+        if self.one_slice:
+            self.write_outputs(col0, width, valid, one_slice=True)
+            return
         # One slice (a uniform branch): the block's total is the output's, no workspace.
         single = scf.IfOp(arith.cmpi(arith.CmpIPredicate.eq, self.splits, index_const(1)), has_else=True)
         with ir.InsertionPoint(single.then_block):

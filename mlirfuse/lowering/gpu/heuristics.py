@@ -9,7 +9,7 @@ a vectorized kernel, taken when pointers or extents are not aligned to the vecto
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 VECTOR_BYTES = 16  # the widest global access: ld.global.v4.b32 / st.global.v4.b32
@@ -184,6 +184,18 @@ COLUMN_WAVE_FRACTION = 2  # the blocks a wave holds, divided by this
 # and 20 blocks), and lane and row divisions of 64 bits. One loop over the rows of threads
 # for all elements, with vector loads, and shifts for the divisions, would be the next try.
 COLUMN_FEW_ROWS_WAVES = 2
+# A batch of column reductions whose column blocks fall short of the slices' target (x.sum(1)
+# of [64, 1024, 256]: 2 blocks of a warp's vectors a batch, 128 blocks) takes fewer lanes
+# across, down to these (8 x 16 bytes: a 128-byte line a row), for more column blocks and fewer
+# slices: each slice costs a partial, a fence and a counter, and the memset of the counters.
+COLUMN_MIN_LANES = 8
+# ... for vectors of this many elements (4-byte ones). H200, session 70, us per call through
+# torch.compile (torch.profiler; dynamic extents: the host's choice), e2c3a70 (32 lanes, slices)
+# -> 8 lanes, one slice (Inductor): x.sum(1) float32 [64, 1024, 256] 19.8 -> 17.8 (16.1),
+# [512, 512, 64] 23.6 -> 18.3 (16.3), [16, 2048, 1024] 34.1 -> 32.3 (32.5). Not for 2-byte
+# elements (vectors of 8), where 8 lanes without slices lost to 16: bfloat16 [64, 1024, 256]
+# 11.9 against 7.3, [32, 2048, 512] 27.3 against 24.2 (32 lanes and slices: 9.5, 20.8).
+COLUMN_NARROW_VECTOR = 4
 
 
 # A column reduction's rows in flight a thread: all its loads of `unroll` rows wait in
@@ -213,7 +225,9 @@ class ColumnReductionParams:
     The rows are cut into slices so that there are about `target_blocks` blocks, but no
     thread gets fewer than `min_rows_per_thread` rows; each slice's partial goes to a
     workspace, which the last block of its column block to finish combines in a fixed order
-    (deterministic)."""
+    (deterministic). A second, narrower geometry of `narrow_block_x` lanes across (the block's
+    threads the same) is compiled alongside where the extents that pick the lanes are dynamic;
+    the host takes it where it makes one slice (0: none)."""
 
     vector: int
     unroll: int
@@ -221,6 +235,12 @@ class ColumnReductionParams:
     block_y: int
     target_blocks: int
     min_rows_per_thread: int
+    narrow_block_x: int = 0
+
+    def narrowed(self) -> ColumnReductionParams:
+        """The geometry of `narrow_block_x` lanes across."""
+        return replace(self, block_x=self.narrow_block_x, block_y=self.block // self.narrow_block_x,
+                       narrow_block_x=0)
 
     @property
     def block(self) -> int:
@@ -229,28 +249,52 @@ class ColumnReductionParams:
 
 def column_reduction_heuristic(columns: int | None, rows: int | None, element_bytes: Sequence[int],
                                device: DeviceProperties = DeviceProperties(),
-                               body_ops: int = 1) -> ColumnReductionParams:
+                               body_ops: int = 1, batch: int | None = 1) -> ColumnReductionParams:
     """A warp across the columns (32 x 16 bytes: each row read in 512-byte spans) and 8 rows
     of threads; fewer lanes across (more rows) where a static column count is narrower than
-    a warp's vectors; more lanes across (fewer rows of threads) where static rows are too few
-    to give each row of threads `COLUMN_MIN_ROWS_PER_THREAD` of them (a sum over a batch of 8)
-    and static columns many (`COLUMN_FEW_ROWS_WAVES`). Slices: about half a wave of blocks
-    (`COLUMN_WAVE_FRACTION`), but at least `COLUMN_MIN_ROWS_PER_THREAD` rows a thread."""
+    a warp's vectors, or where a static batch of column reductions (x.sum(1) of [B, R, C]:
+    `batch` B, `columns` C) gives too few column blocks for the slices' target
+    (`COLUMN_MIN_LANES`); more lanes across (fewer rows of threads) where static rows are too
+    few to give each row of threads `COLUMN_MIN_ROWS_PER_THREAD` of them (a sum over a batch
+    of 8) and static columns many (`COLUMN_FEW_ROWS_WAVES`). Slices: about half a wave of
+    blocks (`COLUMN_WAVE_FRACTION`), but at least `COLUMN_MIN_ROWS_PER_THREAD` rows a thread."""
     vec = vector_width(element_bytes)
     unroll = column_unroll(vec, len(element_bytes), body_ops)
+    target = device.sm_count * (device.max_threads_per_sm // COLUMN_BLOCK) // COLUMN_WAVE_FRACTION
     block_x = WARP
+    narrow = 0
     if columns is not None:
         while block_x > 4 and (block_x // 2) * vec >= columns:
             block_x //= 2
+    if vec == COLUMN_NARROW_VECTOR:
+        if None not in (columns, rows, batch):
+            block_x = _lanes_for_one_slice(block_x, columns, rows, vec, batch, target)
+        elif batch != 1 and block_x > COLUMN_MIN_LANES:  # a batch of column reductions, of dynamic extents
+            narrow = COLUMN_MIN_LANES
+    every = None if columns is None or batch is None else columns * batch  # the outputs' elements
     if rows is not None:
         # (one row, as a sum over a batch of one: rows of threads past the first have nothing to do)
         while block_x < COLUMN_BLOCK and rows < (COLUMN_BLOCK // block_x) * COLUMN_MIN_ROWS_PER_THREAD and (
                 rows == 1 and columns is None
-                or columns is not None and columns >= 2 * block_x * vec * COLUMN_FEW_ROWS_WAVES * device.sm_count):
+                or every is not None and every >= 2 * block_x * vec * COLUMN_FEW_ROWS_WAVES * device.sm_count):
             block_x *= 2
     block_y = COLUMN_BLOCK // block_x
-    target = device.sm_count * (device.max_threads_per_sm // COLUMN_BLOCK) // COLUMN_WAVE_FRACTION
-    return ColumnReductionParams(vec, unroll, block_x, block_y, target, max(2 * unroll, COLUMN_MIN_ROWS_PER_THREAD))
+    return ColumnReductionParams(vec, unroll, block_x, block_y, target, max(2 * unroll, COLUMN_MIN_ROWS_PER_THREAD),
+                                 narrow if narrow < block_x else 0)
+
+
+def _lanes_for_one_slice(block_x: int, columns: int, rows: int, vec: int, batch: int, target: int) -> int:
+    """Fewer lanes across, down to `COLUMN_MIN_LANES`, while the column blocks fall short of
+    the slices' target and every row of threads keeps `COLUMN_MIN_ROWS_PER_THREAD` rows; taken
+    only where the blocks then make one slice (the target's nearest multiple), which saves the
+    slices' partials, counters and memset. Else `block_x`. (column.py's host makes the same
+    choice for `narrow_block_x` at run time.)"""
+    narrow = block_x
+    blocks = lambda lanes: batch * -(-columns // (lanes * vec))  # noqa: E731
+    while narrow > COLUMN_MIN_LANES and blocks(narrow) < target \
+            and rows >= (2 * COLUMN_BLOCK // narrow) * COLUMN_MIN_ROWS_PER_THREAD:
+        narrow //= 2
+    return narrow if (target + blocks(narrow) // 2) // blocks(narrow) <= 1 else block_x
 
 
 # -- normalization (row-persistent chain) ----------------------------------------------------

@@ -121,6 +121,10 @@ def _check_limits(kind: str, params: Any) -> None:
             raise ScheduleError(f"transpose schedule: {params.squares} square(s) in blocks of {block} threads: "
                                 f"a square's threads must be a multiple of {S.LANES_ACROSS} whose rows of "
                                 f"{S.LANES_ACROSS} divide the tile of {params.tile}")
+    narrow = getattr(params, "narrow_block_x", 0)
+    if narrow and (narrow & (narrow - 1) or narrow >= params.block_x):
+        raise ScheduleError(f"{kind} schedule: narrow_block_x {narrow} must be 0 or a power of two under "
+                            f"block_x ({params.block_x})")
     for t in getattr(params, "tiers", ()):
         if not 1 <= t.threads <= block:
             raise ScheduleError(f"{kind} schedule: a tier of {t.threads} threads in blocks of {block}")
