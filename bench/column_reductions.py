@@ -9,7 +9,8 @@ A variant is `inductor`, `mlirfuse`, `mlirfuse:KEY=V,...` (the heuristic's param
 overridden: bx = lanes across the columns, the rows of threads following; unroll = rows in
 flight; frac = the wave fraction the slices aim for; minrows = rows a thread at least) or
 `kernel=PATH` (mlirfuse with the column-reduction kernel of another tree's
-`mlirfuse/lowering/gpu/column.py`, for an A/B in one run). Each variant runs in its own
+`mlirfuse/lowering/gpu/column.py`) or `tree=PATH` (mlirfuse as a whole from another checkout
+or copy of the package, PATH/mlirfuse: a baseline commit), for an A/B in one run. Each variant runs in its own
 process (the kernel cache off, lone reductions fused: `MLIRFUSE_SINGLE_NODE=1`), the variants
 in turns, `--rounds` times; the table gives each case's best round.
 """
@@ -37,8 +38,12 @@ CASES = {
     "middle-axis sum f32 64x1024x256": ((64, 1024, 256), F32, lambda x: x.sum(1)),
     "middle-axis sum bf16 64x1024x256": ((64, 1024, 256), BF16, lambda x: x.sum(1)),
     "middle-axis sum f32 512x512x64": ((512, 512, 64), F32, lambda x: x.sum(1)),
+    "middle-axis sum f32 16x2048x1024": ((16, 2048, 1024), F32, lambda x: x.sum(1)),
+    "middle-axis sum bf16 32x2048x512": ((32, 2048, 512), BF16, lambda x: x.sum(1)),
+    "middle-axis sum f32 256x128x128": ((256, 128, 128), F32, lambda x: x.sum(1)),
     "sum(0) f32 32768x1024": ((32768, 1024), F32, lambda x: x.sum(0)),
     "sum(0) bf16 8192x768": ((8192, 768), BF16, lambda x: x.sum(0)),
+    "sum(0) bf16 8192x3072": ((8192, 3072), BF16, lambda x: x.sum(0)),
     "sum(0,1) f32 8x512x768": ((8, 512, 768), F32, lambda x: x.sum((0, 1))),
     "float(x).sum(0) bf16 4096x4096": ((4096, 4096), BF16, lambda x: x.float().sum(0)),
     "(x*sigmoid(x)).sum(0) f32 4096x3072": ((4096, 3072), F32, lambda x: (x * torch.sigmoid(x)).sum(0)),
@@ -51,6 +56,9 @@ def configure(variant: str) -> str:
         return "inductor"
     os.environ["MLIRFUSE_CACHE_DIR"] = "off"
     os.environ["MLIRFUSE_SINGLE_NODE"] = "1"
+    if variant.startswith("tree="):
+        sys.path.insert(0, str(Path(variant.split("=", 1)[1]).resolve()))  # before mlirfuse is imported
+        return "mlirfuse"
     from mlirfuse.lowering.gpu import column
     from mlirfuse.lowering.gpu import heuristics as H
 
@@ -66,8 +74,8 @@ def configure(variant: str) -> str:
         H.COLUMN_WAVE_FRACTION = knobs.get("frac", H.COLUMN_WAVE_FRACTION)
         H.COLUMN_MIN_ROWS_PER_THREAD = knobs.get("minrows", H.COLUMN_MIN_ROWS_PER_THREAD)
 
-        def overridden(columns, rows, element_bytes, device=H.DeviceProperties(), body_ops=1):
-            p = heuristic(columns, rows, element_bytes, device, body_ops)
+        def overridden(columns, rows, element_bytes, device=H.DeviceProperties(), body_ops=1, batch=1):
+            p = heuristic(columns, rows, element_bytes, device, body_ops, batch)
             if "bx" in knobs:
                 p = dataclasses.replace(p, block_x=knobs["bx"], block_y=H.COLUMN_BLOCK // knobs["bx"])
             return dataclasses.replace(p, unroll=knobs["unroll"]) if "unroll" in knobs else p
