@@ -4,7 +4,8 @@
     python bench/suite.py --merge part1.json part2.json ... [--json all.json]
 
 For each workload: median kernel time with L2 flushed between runs
-(`triton.testing.do_bench`; the best of 3 interleaved rounds, all kept in the JSON) of
+(`gpu_bench.kernel_us`: do_bench's method, but the host's time per call hidden behind a spin
+of the stream; the best of 3 interleaved rounds, all kept in the JSON) of
 mlirfuse (`mlirfuse.jit` on torch CUDA tensors), torch eager and
 `torch.compile(dynamic=False)`; effective GB/s = ideal bytes (each input and output counted
 once) / time; % of the device copy bandwidth measured in the same run; speedup over
