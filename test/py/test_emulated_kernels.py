@@ -276,6 +276,34 @@ def test_a_batch_of_column_reductions_takes_fewer_lanes_where_they_make_one_slic
     assert LAUNCHED == [((grid, 1, 1), (256, 1, 1))] and MEMSETS == memsets
 
 
+NARROW_BODIES = {  # name -> (function of x [B, R, C] and an operand, the operand's shape given x's)
+    "times a column weight": (lambda x, w: (x * w).sum(1), lambda b, r, c: (c,)),
+    "max less a batch's means": (lambda x, m: ops.max(x - ops.unsqueeze(m, 1), [1]), lambda b, r, c: (b, c)),
+    "sum and max, an epilogue": (lambda x, y: (ops.sum(x * x, [1]) * 0.5 + 1.0, ops.max(x + y, [1])),
+                                 lambda b, r, c: (b, r, c)),
+    "a body of two inputs": (lambda x, y: ops.exp(x * 0.1 + y).sum(1), lambda b, r, c: (b, r, c)),
+}
+
+
+@pytest.mark.parametrize("shape, grid", [((8, 512, 64), 16), ((8, 256, 64), 8)], ids=["8 lanes", "32 lanes"])
+@pytest.mark.parametrize("body", list(NARROW_BODIES))
+def test_either_geometry_of_a_batch_of_column_reductions_computes_its_body(body, shape, grid, monkeypatch) -> None:
+    """The narrow geometry (8 lanes, one slice) and the wide one on the same bodies: column
+    weights, operands read at the output's index, several outputs and an epilogue, two
+    inputs; as the CPU backend (a device of one SM)."""
+    from gpu_emulator import LAUNCHED
+    from mlirfuse.lowering.gpu import heuristics as S
+
+    heuristic = S.column_reduction_heuristic
+    monkeypatch.setattr(S, "column_reduction_heuristic", lambda columns, rows, element_bytes, device, body_ops, batch:
+                        heuristic(columns, rows, element_bytes, S.DeviceProperties(sm_count=1), body_ops, batch))
+    monkeypatch.setenv("MLIRFUSE_CACHE_DIR", "off")
+    fn, operand = NARROW_BODIES[body]
+    c = check(fn, randn(*shape), randn(*operand(*shape)), reduction_size=shape[1])
+    assert schedules(c) == ["column reduction"] and "narrow_block_x=8" in c.stages["launch_params"]
+    assert LAUNCHED == [((grid, 1, 1), (256, 1, 1))]
+
+
 @pytest.mark.parametrize("shape", [(4, 64, 32), (3, 5, 9), (2, 1000, 3), (5, 7, 1)])
 @pytest.mark.parametrize("misalign", [None, {0: 4}], ids=["aligned", "input+4B"])
 def test_middle_axis_reductions_are_batched_column_reductions(shape, misalign) -> None:
