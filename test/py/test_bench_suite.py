@@ -77,3 +77,52 @@ def test_merge_of_some_rows_is_not_complete(tmp_path):
     subprocess.run([sys.executable, str(BENCH / "suite.py"), "--merge", part, "--json", str(out)],
                    capture_output=True, text=True, check=True)
     assert json.loads(out.read_text())["complete"] is False
+
+
+def test_kernel_us_spins_the_stream_before_each_flush_and_timed_call(monkeypatch):
+    """gpu_bench.kernel_us, with CUDA faked: each timed call is enqueued as spin, L2 flush,
+    start event, call, end event, the spin at least 200 us and twice the call's host time (a
+    call of 2 ms of host time: 8 ms of spin at 2 GHz), so that the host is ahead of the GPU
+    when the start event runs; the median of the events' times is returned in us."""
+    import time
+
+    import gpu_bench
+    import torch
+
+    log: list[str] = []
+
+    class Event:
+        def __init__(self, enable_timing: bool = False):
+            self.at = None
+
+        def record(self):
+            self.at = len(log)
+            log.append("record")
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, end) -> float:
+            return 0.005 * (end.at - self.at)  # ms: 5 us per logged step between the events
+
+    class Flush:
+        def zero_(self):
+            log.append("flush")
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: log.append(f"spin {cycles}"))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch, "empty", lambda *a, **k: Flush())
+
+    def call():
+        time.sleep(0.002)
+        log.append("call")
+
+    us = gpu_bench.kernel_us(call, warmup_ms=0, rep_ms=0, most=10)
+    timed = log[log.index(next(e for e in log if e.startswith("spin"))):]
+    assert len(timed) == 10 * 5
+    for k in range(10):
+        spin, flush, start, called, end = timed[5 * k:5 * k + 5]
+        assert (flush, start, called, end) == ("flush", "record", "call", "record")
+        assert int(spin.split()[1]) >= 2 * 2000 * 2000  # twice 2 ms of host time, 2000 cycles a us
+    assert us == 10.0  # start, call, end: 2 steps of 5 us
