@@ -6,7 +6,8 @@ against mlirfuse with other column-reduction geometries or another tree's kernel
                                       [--json out.json]
 
 A variant is `inductor`, `mlirfuse`, `mlirfuse:KEY=V,...` (the heuristic's parameters
-overridden: bx = lanes across the columns, the rows of threads following; unroll = rows in
+overridden: bx = lanes across the columns, the rows of threads following unless by = rows of
+threads is given (blocks of bx x by threads); unroll = rows in
 flight; frac = the wave fraction the slices aim for; minrows = rows a thread at least) or
 `kernel=PATH` (mlirfuse with the column-reduction kernel of another tree's
 `mlirfuse/lowering/gpu/column.py`) or `tree=PATH` (mlirfuse as a whole from another checkout
@@ -76,8 +77,9 @@ def configure(variant: str) -> str:
 
         def overridden(columns, rows, element_bytes, device=H.DeviceProperties(), body_ops=1, batch=1):
             p = heuristic(columns, rows, element_bytes, device, body_ops, batch)
-            if "bx" in knobs:
-                p = dataclasses.replace(p, block_x=knobs["bx"], block_y=H.COLUMN_BLOCK // knobs["bx"])
+            if "bx" in knobs or "by" in knobs:
+                bx = knobs.get("bx", p.block_x)
+                p = dataclasses.replace(p, block_x=bx, block_y=knobs.get("by", H.COLUMN_BLOCK // bx))
             return dataclasses.replace(p, unroll=knobs["unroll"]) if "unroll" in knobs else p
 
         H.column_reduction_heuristic = overridden

@@ -41,6 +41,8 @@ def test_variants_override_the_geometry_or_the_kernel(tmp_path) -> None:
     assert "block_x=32, block_y=8" in params and partials == "vector partials"  # (dynamic extents)
     *_, params, _ = _probe("mlirfuse:bx=8,unroll=2")
     assert "block_x=8, block_y=32" in params and "unroll=2" in params
+    *_, params, _ = _probe("mlirfuse:by=4")  # blocks of 128 threads
+    assert "blockDim=(128, 1, 1)" in params and "block_x=32, block_y=4" in params
     other = tmp_path / "column.py"  # another tree's kernel: here the tree's, announcing itself
     other.write_text("from mlirfuse.lowering.gpu.column import emit_column_reduction as emit\n\n\n"
                      "def emit_column_reduction(match, params):\n"
