@@ -33,8 +33,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 F32, BF16 = torch.float32, torch.bfloat16
+
+
+def _layer_norm_backward_sums(x, dy, mean, rstd):
+    """The weight and bias gradients of a LayerNorm (the models' column reduction computing the
+    normalized input at each element from per-row mean and rstd)."""
+    return (dy * ((x - mean) * rstd)).sum(0), dy.sum(0)
+
+
 # name -> (shape, dtype, function): the suite's middle-axis sum, bias gradients of GPT-2/BERT
-# widths (bfloat16 autocast: float32 sums of bfloat16), a column sum with a prologue.
+# widths (bfloat16 autocast: float32 sums of bfloat16), a column sum with a prologue; a shape
+# of shapes gives the function several inputs (the LayerNorm backward's x, dy, mean, rstd).
 CASES = {
     "middle-axis sum f32 64x1024x256": ((64, 1024, 256), F32, lambda x: x.sum(1)),
     "middle-axis sum bf16 64x1024x256": ((64, 1024, 256), BF16, lambda x: x.sum(1)),
@@ -48,6 +57,10 @@ CASES = {
     "sum(0,1) f32 8x512x768": ((8, 512, 768), F32, lambda x: x.sum((0, 1))),
     "float(x).sum(0) bf16 4096x4096": ((4096, 4096), BF16, lambda x: x.float().sum(0)),
     "(x*sigmoid(x)).sum(0) f32 4096x3072": ((4096, 3072), F32, lambda x: (x * torch.sigmoid(x)).sum(0)),
+    "LayerNorm-backward sums f32 4096x768": (((4096, 768), (4096, 768), (4096, 1), (4096, 1)), F32,
+                                             _layer_norm_backward_sums),
+    "LayerNorm-backward sums f32 16384x768": (((16384, 768), (16384, 768), (16384, 1), (16384, 1)), F32,
+                                              _layer_norm_backward_sums),
 }
 
 
@@ -88,6 +101,10 @@ def configure(variant: str) -> str:
     return "mlirfuse"
 
 
+def _flat(results) -> list:
+    return [r.float() for r in (results if isinstance(results, tuple) else (results,))]
+
+
 def time_cases(variant: str, names: list[str], reps: int) -> list[dict]:
     backend = configure(variant)
     import mlirfuse  # noqa: F401  (registers the backend)
@@ -95,21 +112,22 @@ def time_cases(variant: str, names: list[str], reps: int) -> list[dict]:
     rows = []
     for name in names:
         shape, dtype, fn = CASES[name]
-        x = torch.randn(shape, device="cuda", dtype=dtype)
+        shapes = shape if isinstance(shape[0], tuple) else (shape,)
+        xs = [torch.randn(s, device="cuda", dtype=dtype) for s in shapes]
         compiled = torch.compile(fn, backend=backend, dynamic=False)
-        expected, got = fn(x).float(), compiled(x).float()
-        error = float((got - expected).abs().max() / expected.abs().max())
+        expected, got = _flat(fn(*xs)), _flat(compiled(*xs))
+        error = float(max((g - e).abs().max() / e.abs().max() for g, e in zip(got, expected)))
         for _ in range(5):
-            compiled(x)
+            compiled(*xs)
         torch.cuda.synchronize()
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
             for _ in range(reps):
-                compiled(x)
+                compiled(*xs)
             torch.cuda.synchronize()
         gpu = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
         us = sum(e.device_time for e in gpu) / reps
         rows.append(dict(case=name, variant=variant, us=us, launches=len(gpu) / reps, error=error,
-                         gbps=x.numel() * x.element_size() / 1e3 / us))
+                         gbps=sum(x.numel() * x.element_size() for x in xs) / 1e3 / us))
     return rows
 
 
