@@ -314,10 +314,11 @@ def emit_column_reduction(m: ColumnReductionMatch, params: S.ColumnReductionPara
         col_blocks, blocks, splits = geometry(p, width)
         narrow = None  # the host's choice of the narrow geometry: vectors, one slice, no row short
         if p.narrow_block_x and vector_ok is not None:
-            n_col_blocks, n_blocks, n_splits = geometry(p.narrowed(), index_const(p.vector))
+            q = p.narrowed()
+            n_col_blocks, n_blocks, n_splits = geometry(q, index_const(p.vector))
             narrow = arith.andi(vector_ok, arith.cmpi(arith.CmpIPredicate.eq, n_splits, one))
-            narrow = arith.andi(narrow, arith.cmpi(arith.CmpIPredicate.uge, rows, index_const(
-                p.narrowed().block_y * p.min_rows_per_thread)))
+            narrow = arith.andi(narrow, arith.cmpi(arith.CmpIPredicate.uge, rows,
+                                                   index_const(q.block_y * q.min_rows_per_thread)))
             col_blocks = arith.select(narrow, n_col_blocks, col_blocks)
             blocks = arith.select(narrow, n_blocks, blocks)
             splits = arith.select(narrow, one, splits)
@@ -341,10 +342,10 @@ def emit_column_reduction(m: ColumnReductionMatch, params: S.ColumnReductionPara
     with ir.InsertionPoint(body.operations[len(body.operations) - 1]), g.op.location:
         arguments = list(body.arguments)[12:]
 
-        def kernel(q: S.ColumnReductionParams) -> _ColumnKernel:
+        def kernel(q: S.ColumnReductionParams, one_slice: bool = False) -> _ColumnKernel:
             k = _ColumnKernel(m, q, views, ext, columns, rows, col_blocks, splits, rows_per_split, workspaces,
                               arguments[:-1], body.arguments[0], body.arguments[3], counters, arguments[-1])
-            k.dims, k.periods = dims, periods
+            k.dims, k.periods, k.one_slice = dims, periods, one_slice
             return k
 
         if narrow is None:
@@ -353,9 +354,7 @@ def emit_column_reduction(m: ColumnReductionMatch, params: S.ColumnReductionPara
             choice = scf.IfOp(narrow, has_else=True)
             choice.operation.attributes[SCHEDULE_ATTR] = ir.StringAttr.get("column-reduction-narrow")
             with ir.InsertionPoint(choice.then_block):
-                narrowed = kernel(p.narrowed())
-                narrowed.one_slice = True
-                narrowed.variant(p.vector)
+                kernel(p.narrowed(), one_slice=True).variant(p.vector)
                 scf.YieldOp([])
             with ir.InsertionPoint(choice.else_block):
                 variants(vector_ok, p.vector, kernel(p).variant)

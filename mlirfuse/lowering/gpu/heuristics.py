@@ -280,7 +280,7 @@ def column_reduction_heuristic(columns: int | None, rows: int | None, element_by
             block_x *= 2
     block_y = COLUMN_BLOCK // block_x
     return ColumnReductionParams(vec, unroll, block_x, block_y, target, max(2 * unroll, COLUMN_MIN_ROWS_PER_THREAD),
-                                 narrow if narrow < block_x else 0)
+                                 narrow)
 
 
 def _lanes_for_one_slice(block_x: int, columns: int, rows: int, vec: int, batch: int, target: int) -> int:
