@@ -3,12 +3,12 @@
 against mlirfuse with other column-reduction geometries or another tree's kernel.
 
     python bench/column_reductions.py [--variants mlirfuse,inductor] [--rounds 3] [--only NAME,...]
-                                      [--json out.json]
+                                      [--json out.json] [--kernels]
 
 A variant is `inductor`, `mlirfuse`, `mlirfuse:KEY=V,...` (the heuristic's parameters
 overridden: bx = lanes across the columns, the rows of threads following unless by = rows of
 threads is given (blocks of bx x by threads); unroll = rows in
-flight; frac = the wave fraction the slices aim for; minrows = rows a thread at least) or
+flight, in both geometries; frac = the wave fraction the slices aim for; minrows = rows a thread at least) or
 `kernel=PATH` (mlirfuse with the column-reduction kernel of another tree's
 `mlirfuse/lowering/gpu/column.py`) or `tree=PATH` (mlirfuse as a whole from another checkout
 or copy of the package, PATH/mlirfuse: a baseline commit), for an A/B in one run. Each variant runs in its own
@@ -41,9 +41,22 @@ def _layer_norm_backward_sums(x, dy, mean, rstd):
     return (dy * ((x - mean) * rstd)).sum(0), dy.sum(0)
 
 
+def _layer_norm_backward_residual(g16, g, w, xhat, rstd):
+    """BERT's LayerNorm backward under bfloat16 autocast, one region of its training step: the
+    incoming gradient (a float32 residual branch plus a bfloat16 one), dx, the weight and bias
+    gradients, and the next Linear's bias gradient (a bfloat16 sum of dx in bfloat16)."""
+    d = g + g16.float()
+    wd = d * w
+    n = d.shape[-1]
+    dx = rstd * (wd * n - wd.sum(-1, keepdim=True) - xhat * (wd * xhat).sum(-1, keepdim=True))
+    dx16 = dx.to(torch.bfloat16).reshape(-1, n)
+    return dx, (d * xhat).sum((0, 1)), d.sum((0, 1)), dx16, dx16.sum(0).float()
+
+
 # name -> (shape, dtype, function): the suite's middle-axis sum, bias gradients of GPT-2/BERT
 # widths (bfloat16 autocast: float32 sums of bfloat16), a column sum with a prologue; a shape
-# of shapes gives the function several inputs (the LayerNorm backward's x, dy, mean, rstd).
+# of shapes gives the function several inputs (the LayerNorm backward's x, dy, mean, rstd), and a
+# tuple of dtypes one for each.
 CASES = {
     "middle-axis sum f32 64x1024x256": ((64, 1024, 256), F32, lambda x: x.sum(1)),
     "middle-axis sum bf16 64x1024x256": ((64, 1024, 256), BF16, lambda x: x.sum(1)),
@@ -61,6 +74,9 @@ CASES = {
                                              _layer_norm_backward_sums),
     "LayerNorm-backward sums f32 16384x768": (((16384, 768), (16384, 768), (16384, 1), (16384, 1)), F32,
                                               _layer_norm_backward_sums),
+    "LayerNorm backward with residual bf16ac 8x512x768": (
+        ((8, 512, 768), (8, 512, 768), (768,), (8, 512, 768), (8, 512, 1)), (BF16, F32, F32, F32, F32),
+        _layer_norm_backward_residual),
 }
 
 
@@ -93,11 +109,14 @@ def configure(variant: str) -> str:
             if "bx" in knobs or "by" in knobs:
                 bx = knobs.get("bx", p.block_x)
                 p = dataclasses.replace(p, block_x=bx, block_y=knobs.get("by", H.COLUMN_BLOCK // bx))
-            return dataclasses.replace(p, unroll=knobs["unroll"]) if "unroll" in knobs else p
+            if "unroll" in knobs:  # both geometries
+                u = knobs["unroll"]
+                p = dataclasses.replace(p, unroll=u, narrow_unroll=u if p.narrow_block_x else 0)
+            return p
 
         H.column_reduction_heuristic = overridden
         if "unroll" in knobs:
-            H.column_unroll = lambda vec, loads, body_ops: knobs["unroll"]
+            H.column_unroll = lambda vec, loads, body_ops, most=4: knobs["unroll"]
     return "mlirfuse"
 
 
@@ -113,7 +132,8 @@ def time_cases(variant: str, names: list[str], reps: int) -> list[dict]:
     for name in names:
         shape, dtype, fn = CASES[name]
         shapes = shape if isinstance(shape[0], tuple) else (shape,)
-        xs = [torch.randn(s, device="cuda", dtype=dtype) for s in shapes]
+        dtypes = dtype if isinstance(dtype, tuple) else (dtype,) * len(shapes)
+        xs = [torch.randn(s, device="cuda", dtype=t) for s, t in zip(shapes, dtypes)]
         compiled = torch.compile(fn, backend=backend, dynamic=False)
         expected, got = _flat(fn(*xs)), _flat(compiled(*xs))
         error = float(max((g - e).abs().max() / e.abs().max() for g, e in zip(got, expected)))
@@ -126,8 +146,11 @@ def time_cases(variant: str, names: list[str], reps: int) -> list[dict]:
             torch.cuda.synchronize()
         gpu = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
         us = sum(e.device_time for e in gpu) / reps
+        kernels: dict[str, float] = {}  # name -> us per call, in launch order
+        for e in gpu:
+            kernels[e.name] = kernels.get(e.name, 0.0) + e.device_time / reps
         rows.append(dict(case=name, variant=variant, us=us, launches=len(gpu) / reps, error=error,
-                         gbps=sum(x.numel() * x.element_size() for x in xs) / 1e3 / us))
+                         gbps=sum(x.numel() * x.element_size() for x in xs) / 1e3 / us, kernels=kernels))
     return rows
 
 
@@ -138,6 +161,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=30)
     parser.add_argument("--only", help="comma-separated substrings of the case names")
     parser.add_argument("--json")
+    parser.add_argument("--kernels", action="store_true", help="each case's kernels and their us, too")
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # one variant's process
     opts = parser.parse_args()
     names = [n for n in CASES if not opts.only or any(o in n for o in opts.only.split(","))]
@@ -161,6 +185,12 @@ def main() -> None:
     print("| case | " + " | ".join(variants) + " |\n|---|" + "---|" * len(variants))
     for n in names:
         print(f"| {n} | " + " | ".join(f"{best[n, v]:.1f}" for v in variants) + " |")
+    if opts.kernels:
+        print("\nKernels of each case's best round, us per call:\n")
+        for n in names:
+            for v in variants:
+                r = min((r for r in rows if (r["case"], r["variant"]) == (n, v)), key=lambda r: r["us"])
+                print(f"- {n}, {v}: " + ", ".join(f"{k[:60]} {t:.1f}" for k, t in r["kernels"].items()))
     wrong = [(r["case"], r["variant"], r["error"]) for r in rows if r["error"] > 1e-2]
     if wrong:
         sys.exit(f"results differ from eager: {wrong}")
