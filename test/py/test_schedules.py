@@ -110,7 +110,7 @@ def test_inner_reduction_cuts_few_long_rows() -> None:
 def test_column_reduction_a_warp_across_columns_and_four_blocks_an_sm() -> None:
     p = column_reduction_heuristic(None, None, [4], H100)
     assert p == ColumnReductionParams(vector=4, unroll=4, block_x=32, block_y=8, target_blocks=132 * 4,
-                                      min_rows_per_thread=16)  # at least 16 rows a thread
+                                      min_rows_per_thread=16, registers=64)  # at least 16 rows a thread
     assert column_reduction_heuristic(None, None, [4], H100, body_ops=40).min_rows_per_thread == 16
     assert p.block == 256 and p.block_x * p.vector * 4 == 512  # a warp reads 512 contiguous bytes of a row
     narrow = column_reduction_heuristic(6, None, [4], H100)  # 6 columns: 2 lanes' vectors, more rows
@@ -154,6 +154,32 @@ def test_a_batch_of_column_reductions_takes_fewer_lanes_for_one_slice() -> None:
     assert column_reduction_heuristic(32, None, [4], H100, batch=None).narrow_block_x == 0  # 8 lanes already
 
 
+def test_the_narrow_column_geometry_keeps_eight_rows_in_flight() -> None:
+    """8 lanes and one slice leave a thread R / 32 rows of its batch: 8 rows in flight where
+    their loads fit (16 vectors), else fewer; the wide geometry keeps 4."""
+    static = column_reduction_heuristic(256, 1024, [4], H100, batch=64)
+    assert (static.block_x, static.unroll) == (8, 8)
+    assert column_reduction_heuristic(256, 256, [4], H100, batch=64).unroll == 4  # 32 lanes: 4 rows
+    dynamic = column_reduction_heuristic(None, None, [4], H100, batch=None)
+    assert (dynamic.unroll, dynamic.narrow_unroll, dynamic.narrowed().unroll) == (4, 8, 8)
+    assert (dynamic.narrowed().narrow_block_x, dynamic.narrowed().narrow_unroll) == (0, 0)
+    assert column_reduction_heuristic(None, None, [4, 4], H100, batch=None).narrow_unroll == 8  # 16 loads
+    assert column_reduction_heuristic(None, None, [4] * 3, H100, batch=None).narrow_unroll == 4
+    assert column_reduction_heuristic(None, None, [4] * 5, H100, batch=None).narrow_unroll == 2
+    assert column_reduction_heuristic(None, None, [4], H100).narrow_unroll == 0  # x.sum(0): no narrow geometry
+    # (the loads' rule, as it was for the wide geometry: 4 rows up to 4 vectors a row, else 2)
+    assert [column_unroll(4, n, 1) for n in (1, 4, 5, 9)] == [4, 4, 2, 2]
+    assert column_unroll(4, 1, 16, most=8) == 4  # 8 x 4 x 16 ops over the unrolled budget
+
+
+def test_a_column_reduction_is_capped_at_the_registers_its_target_blocks_leave() -> None:
+    """The slices aim for half a wave: 4 blocks of 256 threads an SM on sm_90, which leave 64
+    registers a thread (ptxas, left to itself, took 48 and spilled); 1536 threads an SM: 80."""
+    assert column_reduction_heuristic(None, None, [4], H100).registers == 64
+    assert column_reduction_heuristic(256, 1024, [2], H100, batch=8).registers == 64
+    assert column_reduction_heuristic(None, None, [4], device_properties("sm_86")).registers == 80
+
+
 @pytest.mark.parametrize("change,message", [
     ({"loop_threads": 100}, "loop_threads of 100 threads, not a power of two"),
     ({"loop_threads": 2048}, "loop_threads of 2048 threads"),
@@ -177,6 +203,31 @@ def test_a_normalization_schedule_written_by_hand_keeps_rows_in_powers_of_two(ch
         assert schedule_attrs.read(schedule_attrs.to_attr("normalization", params)) == ("normalization", params)
         with pytest.raises(mlirfuse.FusionError, match=re.escape(message)):
             schedule_attrs.read(schedule_attrs.to_attr("normalization", dataclasses.replace(params, **change)))
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"unroll": 0}, "unroll 0 (at least 1)"),
+    ({"narrow_unroll": -1}, "narrow_unroll -1"),
+    ({"narrow_block_x": 12}, "narrow_block_x 12 must be 0 or a power of two under block_x (32)"),
+    ({"narrow_block_x": 32}, "narrow_block_x 32 must be 0 or a power of two under block_x (32)"),
+    ({"registers": 300}, "a cap of 300 registers a thread in blocks of 256"),
+    ({"registers": 255, "block_y": 32}, "a cap of 255 registers a thread in blocks of 1024"),
+])
+def test_a_column_schedule_written_by_hand_is_checked(change, message) -> None:
+    """A hand-written column-reduction schedule with no rows in flight (a loop that would not
+    advance), or a narrow geometry no narrower than the wide one, is refused when read; the
+    heuristic's own round-trips."""
+    import dataclasses
+
+    from mlir import ir
+
+    from mlirfuse.lowering.gpu import schedule_attrs
+
+    params = column_reduction_heuristic(None, None, [4], H100, batch=None)
+    with ir.Context():
+        assert schedule_attrs.read(schedule_attrs.to_attr("column_reduction", params)) == ("column_reduction", params)
+        with pytest.raises(mlirfuse.FusionError, match=re.escape(message)):
+            schedule_attrs.read(schedule_attrs.to_attr("column_reduction", dataclasses.replace(params, **change)))
 
 
 def test_normalization_holds_rows_of_16k_float32_and_32k_bfloat16_in_registers() -> None:

@@ -51,6 +51,7 @@ from mlirfuse.lowering.gpu.kernels import (
     in_order,
     load,
     product,
+    set_kernel_attrs,
     store,
     variants,
     zeroed_counters,
@@ -339,6 +340,9 @@ def emit_column_reduction(m: ColumnReductionMatch, params: S.ColumnReductionPara
         nonempty = arith.cmpi(arith.CmpIPredicate.ugt, all_columns, index_const(0))
         body, guard = guarded_launch(g, "column-reduction", nonempty, arith.muli(blocks, splits),
                                      index_const(p.block), shared)
+        if p.registers:
+            set_kernel_attrs(body.owner, {"nvvm.maxnreg": ir.IntegerAttr.get(ir.IntegerType.get_signless(32),
+                                                                             p.registers)})
     with ir.InsertionPoint(body.operations[len(body.operations) - 1]), g.op.location:
         arguments = list(body.arguments)[12:]
 

@@ -206,12 +206,40 @@ COLUMN_NARROW_VECTOR = 4
 # gradient bf16 8x512x3072 (2 a row) 28.5 -> 31.4; LayerNorm backward's sums float32 4096x768
 # (2 a row) 8.1 -> 8.4.
 COLUMN_LOADS_IN_FLIGHT = 16
+# Rows in flight in the narrow geometry (8 lanes across, one slice: a thread walks R / 32 rows
+# of its batch), where the loads fit `COLUMN_LOADS_IN_FLIGHT`. H200, session 71,
+# bench/column_reductions.py through torch.compile, us (torch.profiler): 8 rows in both
+# geometries (64 registers, no spills) against 4 (48 registers, 8 bytes of spills), Inductor:
+# float32 x.sum(1) of [64, 1024, 256] 17.8 -> 16.7 (16.1), [512, 512, 64] 18.4 -> 17.0 (16.5),
+# [16, 2048, 1024] 32.0 -> 30.9 (32.3). Those figures mix the rows with the spills: 8 rows in
+# the narrow geometry alone, which ptxas compiled with 20 bytes of spills, measured 18.1
+# against 17.8; 8 rows against 4 at the register cap below was not measured apart. With 8 the
+# wide geometry lost: bfloat16 x.sum(0) of [8192, 768] 8.2 -> 8.5, [8192, 3072] 14.9 -> 15.5;
+# LayerNorm backward's sums float32 4096x768 8.0 -> 9.6, 16384x768 29.0 -> 31.5.
+COLUMN_NARROW_UNROLL = 8
+# A column reduction's register cap (`.maxnreg`): the register file over the threads of the
+# blocks its slices aim to keep on an SM (`COLUMN_WAVE_FRACTION` of a wave: 4 blocks of 256 on
+# sm_90, so 64). Left to itself, ptxas (CUDA 13.0, sm_90, -O3) gave these kernels 40-58
+# registers, fewer than their loads in flight need, and the middle-axis sum's (both
+# geometries) 48 and 20 bytes of spills; capped, 56-64 and no spills (a cap of 96 or more:
+# 104, 2 blocks an SM). H200, session 71, through torch.compile, us (torch.profiler), uncapped
+# -> 64, Inductor: BERT's LayerNorm backward under bfloat16 autocast (a residual gradient,
+# dx, weight and bias sums, the next bias's bfloat16 sum; 3 loads a row) 40.7 -> 31.3 (29.9),
+# its two column reductions 18.0 -> 10.8 and 8.8 -> 6.6; bfloat16 x.sum(0) [8192, 768] 8.2 ->
+# 6.4 (4.9); LayerNorm backward's sums float32 4096x768 8.1 -> 7.5 (17.8), 16384x768 29.5 ->
+# 28.5 (48.2); x.sum((0, 1)) [8, 512, 768] 5.8 -> 5.6 (5.5); float(x).sum(0) bfloat16 4096 x
+# 4096 9.3 -> 9.1 (12.7); float32 x.sum(0) [32768, 1024] 34.9 -> 34.5 (34.2); the one loss,
+# bfloat16 x.sum(0) [8192, 3072] 14.2 -> 14.6 (14.7).
 
 
-def column_unroll(vec: int, loads: int, body_ops: int) -> int:
+def column_unroll(vec: int, loads: int, body_ops: int, most: int = 4) -> int:
     """Rows in flight a thread of a column reduction loading `loads` vectors a row (its column
-    operands, and a pointwise prologue's inputs it computes at each element)."""
-    unroll = 4 if 4 * loads <= COLUMN_LOADS_IN_FLIGHT else 2
+    operands, and a pointwise prologue's inputs it computes at each element): `most`, halved
+    while their loads are over `COLUMN_LOADS_IN_FLIGHT` (down to 2) or their ops over the
+    budget."""
+    unroll = most
+    while unroll > 2 and unroll * loads > COLUMN_LOADS_IN_FLIGHT:
+        unroll //= 2
     while unroll > 1 and unroll * vec * body_ops > UNROLLED_OPS_BUDGET:
         unroll //= 2
     return unroll
@@ -227,7 +255,8 @@ class ColumnReductionParams:
     workspace, which the last block of its column block to finish combines in a fixed order
     (deterministic). A second, narrower geometry of `narrow_block_x` lanes across (the block's
     threads the same) is compiled alongside where the extents that pick the lanes are dynamic;
-    the host takes it where it makes one slice (0: none)."""
+    the host takes it where it makes one slice (0: none), with `narrow_unroll` rows in flight
+    (0: `unroll`)."""
 
     vector: int
     unroll: int
@@ -236,11 +265,13 @@ class ColumnReductionParams:
     target_blocks: int
     min_rows_per_thread: int
     narrow_block_x: int = 0
+    narrow_unroll: int = 0
+    registers: int = 0  # the kernel's register cap (0: ptxas's choice)
 
     def narrowed(self) -> ColumnReductionParams:
         """The geometry of `narrow_block_x` lanes across."""
         return replace(self, block_x=self.narrow_block_x, block_y=self.block // self.narrow_block_x,
-                       narrow_block_x=0)
+                       unroll=self.narrow_unroll or self.unroll, narrow_block_x=0, narrow_unroll=0)
 
     @property
     def block(self) -> int:
@@ -254,12 +285,15 @@ def column_reduction_heuristic(columns: int | None, rows: int | None, element_by
     of threads; fewer lanes across (more rows) where a static column count is narrower than
     a warp's vectors, or where a static batch of column reductions (x.sum(1) of [B, R, C]:
     `batch` B, `columns` C) gives too few column blocks for the slices' target
-    (`COLUMN_MIN_LANES`); more lanes across (fewer rows of threads) where static rows are too
-    few to give each row of threads `COLUMN_MIN_ROWS_PER_THREAD` of them (a sum over a batch
-    of 8) and static columns many (`COLUMN_FEW_ROWS_WAVES`). Slices: about half a wave of
-    blocks (`COLUMN_WAVE_FRACTION`), but at least `COLUMN_MIN_ROWS_PER_THREAD` rows a thread."""
+    (`COLUMN_MIN_LANES`, `COLUMN_NARROW_UNROLL` rows in flight); more lanes across (fewer
+    rows of threads) where static rows are too few to give each row of threads
+    `COLUMN_MIN_ROWS_PER_THREAD` of them (a sum over a batch of 8) and static columns many
+    (`COLUMN_FEW_ROWS_WAVES`). Slices: about half a wave of
+    blocks (`COLUMN_WAVE_FRACTION`), but at least `COLUMN_MIN_ROWS_PER_THREAD` rows a thread.
+    Registers: the cap that keeps those blocks on an SM (`column_registers`)."""
     vec = vector_width(element_bytes)
     unroll = column_unroll(vec, len(element_bytes), body_ops)
+    narrow_unroll = column_unroll(vec, len(element_bytes), body_ops, COLUMN_NARROW_UNROLL)
     target = device.sm_count * (device.max_threads_per_sm // COLUMN_BLOCK) // COLUMN_WAVE_FRACTION
     block_x = WARP
     narrow = 0
@@ -268,7 +302,9 @@ def column_reduction_heuristic(columns: int | None, rows: int | None, element_by
             block_x //= 2
     if vec == COLUMN_NARROW_VECTOR:
         if None not in (columns, rows, batch):
-            block_x = _lanes_for_one_slice(block_x, columns, rows, vec, batch, target)
+            lanes = _lanes_for_one_slice(block_x, columns, rows, vec, batch, target)
+            if lanes < block_x:
+                block_x, unroll = lanes, narrow_unroll
         elif batch != 1 and block_x > COLUMN_MIN_LANES:  # a batch of column reductions, of dynamic extents
             narrow = COLUMN_MIN_LANES
     every = None if columns is None or batch is None else columns * batch  # the outputs' elements
@@ -280,7 +316,14 @@ def column_reduction_heuristic(columns: int | None, rows: int | None, element_by
             block_x *= 2
     block_y = COLUMN_BLOCK // block_x
     return ColumnReductionParams(vec, unroll, block_x, block_y, target, max(2 * unroll, COLUMN_MIN_ROWS_PER_THREAD),
-                                 narrow)
+                                 narrow, narrow_unroll if narrow else 0, column_registers(device))
+
+
+def column_registers(device: DeviceProperties) -> int:
+    """The register cap of a column reduction's threads: the register file shared by the
+    threads of the blocks its slices aim to keep on an SM, in multiples of 8."""
+    threads = device.max_threads_per_sm // COLUMN_WAVE_FRACTION
+    return min(MAX_REGISTERS, REGISTER_FILE // threads // 8 * 8)
 
 
 def _lanes_for_one_slice(block_x: int, columns: int, rows: int, vec: int, batch: int, target: int) -> int:

@@ -121,6 +121,10 @@ def _check_limits(kind: str, params: Any) -> None:
             raise ScheduleError(f"transpose schedule: {params.squares} square(s) in blocks of {block} threads: "
                                 f"a square's threads must be a multiple of {S.LANES_ACROSS} whose rows of "
                                 f"{S.LANES_ACROSS} divide the tile of {params.tile}")
+    if getattr(params, "unroll", 1) < 1:
+        raise ScheduleError(f"{kind} schedule: unroll {params.unroll} (at least 1)")
+    if getattr(params, "narrow_unroll", 0) < 0:
+        raise ScheduleError(f"{kind} schedule: narrow_unroll {params.narrow_unroll} (0: unroll, or at least 1)")
     narrow = getattr(params, "narrow_block_x", 0)
     if narrow and (narrow & (narrow - 1) or narrow >= params.block_x):
         raise ScheduleError(f"{kind} schedule: narrow_block_x {narrow} must be 0 or a power of two under "
@@ -128,6 +132,10 @@ def _check_limits(kind: str, params: Any) -> None:
     for t in getattr(params, "tiers", ()):
         if not 1 <= t.threads <= block:
             raise ScheduleError(f"{kind} schedule: a tier of {t.threads} threads in blocks of {block}")
+    if kind == "column_reduction" and params.registers and (
+            not 1 <= params.registers <= S.MAX_REGISTERS or params.registers * block > S.REGISTER_FILE):
+        raise ScheduleError(f"column_reduction schedule: a cap of {params.registers} registers a thread in blocks "
+                            f"of {block} (0: none; at most {S.MAX_REGISTERS}, and {S.REGISTER_FILE} a block)")
     if kind == "normalization":  # rows share blocks and warps: powers of two
         for what, n in [("tier", t.threads) for t in params.tiers] + [("loop_threads", params.loop_threads)]:
             if not 1 <= n <= block or n & (n - 1):
