@@ -230,6 +230,21 @@ def test_column_reductions_are_capped_at_64_registers_and_do_not_spill(fn, shape
     assert " 0 bytes spill stores" in report and used <= 64, report
 
 
+def test_a_column_reduction_computing_a_prologue_keeps_ptxas_register_choice() -> None:
+    """A column reduction that computes a pointwise prologue at each element (BERT's embedding
+    LayerNorm backward: the sum of four gradients, also written) carries no register cap:
+    capped at 64, ptxas spilled GPT-2's and BERT's bfloat16 GELU-backward bias gradients."""
+    def fn(a, b, c, d, e):
+        t = a + b + c + d
+        return (t * e).sum((0, 1)), t.sum((0, 1)), t
+
+    x = np.ones((8, 512, 768), ml_dtypes.bfloat16)
+    c = compile_gpu(fn, *[x] * 5)
+    launches = c.stages["launch_params"]
+    assert "computing its pointwise prologue" in launches and "registers=0)" in launches, launches
+    assert ".maxnreg" not in c.ptx
+
+
 def test_float32_multiply_adds_fuse_and_bfloat16_ops_keep_their_rounding() -> None:
     """gpu-fp-contract: a float32 `a * b + c` is one `fma.rn.f32` (as nvcc's and Triton's
     kernels compute it); a product of bfloat16 values rounded back to bfloat16 (torch's op on

@@ -229,7 +229,9 @@ COLUMN_NARROW_UNROLL = 8
 # 6.4 (4.9); LayerNorm backward's sums float32 4096x768 8.1 -> 7.5 (17.8), 16384x768 29.5 ->
 # 28.5 (48.2); x.sum((0, 1)) [8, 512, 768] 5.8 -> 5.6 (5.5); float(x).sum(0) bfloat16 4096 x
 # 4096 9.3 -> 9.1 (12.7); float32 x.sum(0) [32768, 1024] 34.9 -> 34.5 (34.2); the one loss,
-# bfloat16 x.sum(0) [8192, 3072] 14.2 -> 14.6 (14.7).
+# bfloat16 x.sum(0) [8192, 3072] 14.2 -> 14.6 (14.7). None of these computes a pointwise
+# prologue; one that does keeps ptxas's choice (`schedule._unroll_with_prologues`): capped,
+# ptxas spilled GPT-2's and BERT's bfloat16 GELU-backward bias gradients.
 
 
 def column_unroll(vec: int, loads: int, body_ops: int, most: int = 4) -> int:
