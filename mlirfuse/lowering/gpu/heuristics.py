@@ -290,9 +290,9 @@ def column_reduction_heuristic(columns: int | None, rows: int | None, element_by
     (`COLUMN_MIN_LANES`, `COLUMN_NARROW_UNROLL` rows in flight); more lanes across (fewer
     rows of threads) where static rows are too few to give each row of threads
     `COLUMN_MIN_ROWS_PER_THREAD` of them (a sum over a batch of 8) and static columns many
-    (`COLUMN_FEW_ROWS_WAVES`). Slices: about half a wave of
-    blocks (`COLUMN_WAVE_FRACTION`), but at least `COLUMN_MIN_ROWS_PER_THREAD` rows a thread.
-    Registers: the cap that keeps those blocks on an SM (`column_registers`)."""
+    (`COLUMN_FEW_ROWS_WAVES`). Slices: about half a wave of blocks (`COLUMN_WAVE_FRACTION`),
+    but at least `COLUMN_MIN_ROWS_PER_THREAD` rows a thread. Registers: the cap that keeps
+    those blocks on an SM (`column_registers`)."""
     vec = vector_width(element_bytes)
     unroll = column_unroll(vec, len(element_bytes), body_ops)
     narrow_unroll = column_unroll(vec, len(element_bytes), body_ops, COLUMN_NARROW_UNROLL)
