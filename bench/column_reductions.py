@@ -7,13 +7,15 @@ against mlirfuse with other column-reduction geometries or another tree's kernel
 
 A variant is `inductor`, `mlirfuse`, `mlirfuse:KEY=V,...` (the heuristic's parameters
 overridden: bx = lanes across the columns, the rows of threads following unless by = rows of
-threads is given (blocks of bx x by threads); unroll = rows in
-flight, in both geometries; frac = the wave fraction the slices aim for; minrows = rows a thread at least) or
+threads is given (blocks of bx x by threads); unroll = rows in flight, in both geometries;
+regs = the register cap (0: none), pregs = that of a reduction computing a pointwise
+prologue; frac = the wave fraction the slices aim for; minrows = rows a thread at least) or
 `kernel=PATH` (mlirfuse with the column-reduction kernel of another tree's
 `mlirfuse/lowering/gpu/column.py`) or `tree=PATH` (mlirfuse as a whole from another checkout
-or copy of the package, PATH/mlirfuse: a baseline commit), for an A/B in one run. Each variant runs in its own
-process (the kernel cache off, lone reductions fused: `MLIRFUSE_SINGLE_NODE=1`), the variants
-in turns, `--rounds` times; the table gives each case's best round.
+or copy of the package, PATH/mlirfuse: a baseline commit), for an A/B in one run. Each
+variant runs in its own process (the kernel cache off, lone reductions fused:
+`MLIRFUSE_SINGLE_NODE=1`), the variants in turns, `--rounds` times; the table gives each
+case's best round.
 """
 
 from __future__ import annotations
@@ -39,6 +41,13 @@ def _layer_norm_backward_sums(x, dy, mean, rstd):
     """The weight and bias gradients of a LayerNorm (the models' column reduction computing the
     normalized input at each element from per-row mean and rstd)."""
     return (dy * ((x - mean) * rstd)).sum(0), dy.sum(0)
+
+
+def _gelu_bias_gradient(g, x):
+    """GPT-2's MLP under bfloat16 autocast: the tanh GELU's backward (also written, the next
+    matmul's input) and its bias gradient, a column reduction computing it at each element."""
+    t = torch.ops.aten.gelu_backward(g, x, approximate="tanh")
+    return t, t.sum((0, 1))
 
 
 def _layer_norm_backward_residual(g16, g, w, xhat, rstd):
@@ -74,6 +83,7 @@ CASES = {
                                              _layer_norm_backward_sums),
     "LayerNorm-backward sums f32 16384x768": (((16384, 768), (16384, 768), (16384, 1), (16384, 1)), F32,
                                               _layer_norm_backward_sums),
+    "GELU-backward + bias-grad bf16 8x512x3072": (((8, 512, 3072), (8, 512, 3072)), BF16, _gelu_bias_gradient),
     "LayerNorm backward with residual bf16ac 8x512x768": (
         ((8, 512, 768), (8, 512, 768), (768,), (8, 512, 768), (8, 512, 1)), (BF16, F32, F32, F32, F32),
         _layer_norm_backward_residual),
@@ -103,12 +113,15 @@ def configure(variant: str) -> str:
         heuristic = H.column_reduction_heuristic
         H.COLUMN_WAVE_FRACTION = knobs.get("frac", H.COLUMN_WAVE_FRACTION)
         H.COLUMN_MIN_ROWS_PER_THREAD = knobs.get("minrows", H.COLUMN_MIN_ROWS_PER_THREAD)
+        H.COLUMN_PROLOGUE_REGISTERS = knobs.get("pregs", H.COLUMN_PROLOGUE_REGISTERS)
 
         def overridden(columns, rows, element_bytes, device=H.DeviceProperties(), body_ops=1, batch=1):
             p = heuristic(columns, rows, element_bytes, device, body_ops, batch)
             if "bx" in knobs or "by" in knobs:
                 bx = knobs.get("bx", p.block_x)
                 p = dataclasses.replace(p, block_x=bx, block_y=knobs.get("by", H.COLUMN_BLOCK // bx))
+            if "regs" in knobs:  # the cap of one computing no prologue (0: none)
+                p = dataclasses.replace(p, registers=knobs["regs"])
             if "unroll" in knobs:  # both geometries
                 u = knobs["unroll"]
                 p = dataclasses.replace(p, unroll=u, narrow_unroll=u if p.narrow_block_x else 0)

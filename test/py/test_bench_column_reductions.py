@@ -1,5 +1,5 @@
 """bench/column_reductions.py's variants, which need no GPU: a heuristic override changes the
-planned column-reduction geometry; `kernel=PATH` runs that file's kernel in place of the
+planned column-reduction geometry and register caps; `kernel=PATH` runs that file's kernel in place of the
 tree's; `tree=PATH` runs PATH/mlirfuse."""
 
 from __future__ import annotations
@@ -21,6 +21,9 @@ sys.path.insert(0, {bench!r})
 import column_reductions as c
 c.configure({variant!r})
 import mlirfuse
+prologue = mlirfuse.jit(lambda a, e: (a * 2.0, ((a * 2.0) * e).sum(0))).compile(
+    np.ones((2100, 64), np.float32), np.ones((2100, 64), np.float32), backend="gpu", arch="sm_90")
+print([line for line in prologue.stages["launch_params"].splitlines() if "prologue" in line][0])
 compiled = mlirfuse.jit(lambda x: x.sum(0)).compile(np.ones((2100, 64), np.float32), backend="gpu", arch="sm_90")
 print(compiled.stages["launch_params"].splitlines()[0])
 print("vector partials" if "st.global.v4" in compiled.stages["ptx"] else "scalar partials")
@@ -43,6 +46,10 @@ def test_variants_override_the_geometry_or_the_kernel(tmp_path) -> None:
     assert "block_x=8, block_y=32" in params and "unroll=2" in params
     *_, params, _ = _probe("mlirfuse:by=4")  # blocks of 128 threads
     assert "blockDim=(128, 1, 1)" in params and "block_x=32, block_y=4" in params
+    with_prologue, params, _ = _probe("mlirfuse")[-3:]  # the register caps: 64, and none with a prologue
+    assert "registers=64)" in params and "registers=0)" in with_prologue
+    with_prologue, params, _ = _probe("mlirfuse:regs=0,pregs=72")[-3:]
+    assert "registers=0)" in params and "registers=72)" in with_prologue
     other = tmp_path / "column.py"  # another tree's kernel: here the tree's, announcing itself
     other.write_text("from mlirfuse.lowering.gpu.column import emit_column_reduction as emit\n\n\n"
                      "def emit_column_reduction(match, params):\n"

@@ -230,8 +230,12 @@ COLUMN_NARROW_UNROLL = 8
 # 28.5 (48.2); x.sum((0, 1)) [8, 512, 768] 5.8 -> 5.6 (5.5); float(x).sum(0) bfloat16 4096 x
 # 4096 9.3 -> 9.1 (12.7); float32 x.sum(0) [32768, 1024] 34.9 -> 34.5 (34.2); the one loss,
 # bfloat16 x.sum(0) [8192, 3072] 14.2 -> 14.6 (14.7). None of these computes a pointwise
-# prologue; one that does keeps ptxas's choice (`schedule._unroll_with_prologues`): capped,
-# ptxas spilled GPT-2's and BERT's bfloat16 GELU-backward bias gradients.
+# prologue; one that does takes `COLUMN_PROLOGUE_REGISTERS` (`schedule._unroll_with_prologues`).
+# The cap for a column reduction computing a pointwise prologue at each element: none
+# (ptxas's choice). Capped at 64, ptxas spilled GPT-2's and BERT's bfloat16 GELU-backward
+# bias gradients (12-92 bytes; one 48 at a cap of 64, 56 at 72, 32 at 80), uncapped none
+# (56-80 registers). Not timed either way (bench/column_reductions.py: `pregs=64`).
+COLUMN_PROLOGUE_REGISTERS = 0
 
 
 def column_unroll(vec: int, loads: int, body_ops: int, most: int = 4) -> int:

@@ -67,11 +67,9 @@ def _unroll_with_prologues(ops: list[ir.Operation], planned: set[int]) -> None:
     prologue's inputs at each row too: the rows it has in flight (`column_unroll`) are chosen
     again for all the vectors a row loads (the code budget still its own body's: a GELU
     backward's prologue, counted, took GPT-2's bias gradient to one row in flight: 28.5 ->
-    37.4 us, measured with another change). Such a kernel keeps ptxas's own register choice,
-    not the column reductions' cap (`heuristics.column_registers`): capped at 64, ptxas
-    spilled GPT-2's and BERT's bfloat16 GELU-backward bias gradients (12-92 bytes; 48 at a
-    cap of 64, 56 at 72, 32 at 80), uncapped none (56-80 registers; not timed). Only for
-    schedules planned here (one given stays as given)."""
+    37.4 us, measured with another change). Such a kernel's register cap is
+    `COLUMN_PROLOGUE_REGISTERS` (none: ptxas spilled some under the column reductions' own).
+    Only for schedules planned here (one given stays as given)."""
     if not any(_scheduled_kind(ops[i]) == "column_reduction" for i in planned):
         return
     chains = _scheduled_chains(ops)
@@ -88,8 +86,10 @@ def _unroll_with_prologues(ops: list[ir.Operation], planned: set[int]) -> None:
             + len(match.column_trailing) + len(match.column_leading) + len(match.row_leading) \
             + len(prologue.inputs) + len(prologue.full) + len(prologue.indexed())
         unroll = schedules.column_unroll(params.vector, loads, generics[i].body_ops())
-        if (unroll, params.registers) != (params.unroll, 0):
-            ops[i].attributes[A.ATTR] = A.to_attr("column_reduction", replace(params, unroll=unroll, registers=0))
+        registers = schedules.COLUMN_PROLOGUE_REGISTERS
+        if (unroll, registers) != (params.unroll, params.registers):
+            ops[i].attributes[A.ATTR] = A.to_attr("column_reduction",
+                                                  replace(params, unroll=unroll, registers=registers))
 
 
 def _heuristic_schedule(ops: list[ir.Operation], i: int, chain: Any,
