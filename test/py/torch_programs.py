@@ -255,8 +255,8 @@ def generate(draw: Draw, max_steps: int = 10) -> Program:
             continue
         program.steps.append(step)
         values.append(out)
-    last = len(values) - 1
-    program.outputs = [last] if draw.bool() or last == 0 else [last, draw.int(len(inputs), last)]
+    last = len(values) - 1  # (an input where no step ran)
+    program.outputs = [last] if draw.bool() or last < len(inputs) else [last, draw.int(len(inputs), last)]
     return program
 
 
