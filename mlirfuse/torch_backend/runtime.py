@@ -113,7 +113,7 @@ def _widener(pitch: RowPitch) -> Callable[[torch.Tensor], torch.Tensor]:
         offset = t.storage_offset()
         if t.stride() == strides and t.shape == sizes and \
                 offset + needed <= t.untyped_storage().nbytes() // t.element_size():
-            return reinterpret(t, wide_sizes, wide_strides, offset)
+            return reinterpret(t, wide_sizes, wide_strides, 0)  # (at t's own offset)
         wide = t.new_empty(wide_sizes)
         wide.narrow(-1, 0, length).copy_(t)
         return wide

@@ -944,3 +944,32 @@ def test_index_add_of_a_source_of_another_shape_raises_as_in_eager() -> None:
     torch._dynamo.reset()
     source = torch.tensor([[2.0, 4.0], [1.0, 3.0]])
     torch.testing.assert_close(torch.compile(fn, backend="mlirfuse")(x, i, source), fn(x, i, source))
+
+
+@pytest.mark.parametrize("rows", [slice(3, 7, 2), slice(1, 5, 2), slice(0, 4, 2)],
+                         ids=["offset 24", "offset 8", "offset 0"])
+def test_an_input_of_spaced_rows_at_a_storage_offset_is_read_at_that_offset(rows) -> None:
+    """Fuzz seed 723668: an input whose rows are spaced wider than they are (x[3:7:2] of an
+    [8, 8] x: stride 16, storage offset 24) is read as dense rows of the wider pitch where its
+    storage holds them; that view was taken at twice the storage offset, so the region read
+    other rows (or past them: 3e25). The layer_norm of x[3:9:2][0:2] had wrong gradients (NaN
+    in bfloat16), its backward's region reading the saved slice so."""
+    import mlirfuse
+
+    x = torch.randn(8, 8)
+    t = torch.randn(2, 8)
+    previous = mlirfuse.set_options(single_node=True, fallback=False)
+    try:
+        dynamo.reset()
+        got = torch.compile(lambda t, s: t * s, backend="mlirfuse")(t, x[rows])
+        torch.testing.assert_close(got, t * x[rows])
+        dynamo.reset()
+        for dtype in (torch.float32, torch.bfloat16):
+            a, b = x.to(dtype).requires_grad_(), x.to(dtype).requires_grad_()
+            f = lambda x: F.layer_norm(x[3:9:2][0:2], (8,))  # noqa: E731
+            c = torch.rand(2, 8).to(dtype)
+            f(a).backward(c)
+            torch.compile(f, backend="mlirfuse")(b).backward(c)
+            torch.testing.assert_close(b.grad, a.grad, atol=0.05 if dtype == torch.bfloat16 else 1e-5, rtol=0.02)
+    finally:
+        mlirfuse.restore_options(previous)
