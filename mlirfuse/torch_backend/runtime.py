@@ -434,8 +434,8 @@ def rewrite(gm: fx.GraphModule, partition: Partition, fused: list[FusedRegion]) 
         elif u.op == "call_function" and u.target in VIEW_METHODS and not u.kwargs:
             env[u] = graph.call_method(VIEW_METHODS[u.target], tuple(fx.node.map_arg(u.args, lambda n: env[n])))
             env[u].meta = dict(u.meta)
-        elif (weight := _transposed_weight(u, in_region)) is not None:
-            env[u] = graph.call_function(torch._C._nn.linear, (env[u.args[0]], env[weight]))
+        elif (linear := _linear(u, in_region)) is not None:
+            env[u] = graph.call_function(torch._C._nn.linear, tuple(env[a] for a in linear))
             env[u].meta = dict(u.meta)
         elif u.op == "call_function" and u.target in BOUND_CALLS:
             env[u] = graph.call_function(BOUND_CALLS[u.target], *fx.node.map_arg((u.args, u.kwargs), lambda n: env[n]))
@@ -513,15 +513,31 @@ def _composed_permutation(u: Any, in_region: set[fx.Node]) -> tuple[fx.Node, lis
     return chain if chain is not None and chain[0] is not u.args[0] else None
 
 
-def _transposed_weight(u: Any, in_region: set[fx.Node]) -> fx.Node | None:
-    """`w` where `u` is mm(x, w.t()) (a linear layer's product, the transpose being views left
-    to torch): the product is then `linear(x, w)`, the same matmul without a Python call for
-    the view. None for other nodes."""
-    if not isinstance(u, fx.Node) or u.op != "call_function" or u.target is not torch.ops.aten.mm.default \
-            or u.kwargs or len(u.args) != 2 or u.args[1] in in_region:
+def _linear(u: Any, in_region: set[fx.Node]) -> tuple[fx.Node, ...] | None:
+    """(x, w) where `u` is mm(x, w.t()), (x, w, b) where it is addmm(b, x, w.t()) (a linear
+    layer's product, with its bias or not, the transpose being views left to torch): the
+    product is then `linear(x, w[, b])`, the same matmul (torch's linear of a matrix is that
+    mm or addmm) without a Python call for the view. Not an addmm of half precision on the
+    CPU, where torch's linear takes a slower path than addmm (14 against 8 us a call on the
+    CI host); nor a bias of other than one dimension, nor scaled products. None for other nodes."""
+    if not isinstance(u, fx.Node) or u.op != "call_function" or u.kwargs:
         return None
-    chain = _permute_chain(u.args[1], in_region)
-    return chain[0] if chain is not None and chain[1] == [1, 0] else None
+    if u.target is torch.ops.aten.mm.default and len(u.args) == 2:
+        bias, (x, weight) = None, u.args
+    elif u.target is torch.ops.aten.addmm.default and len(u.args) == 3:
+        bias, x, weight = u.args
+        val, bias_val = u.meta.get("val"), getattr(bias, "meta", {}).get("val")
+        if not isinstance(val, torch.Tensor) or not isinstance(bias_val, torch.Tensor) or bias_val.dim() != 1 \
+                or val.device.type == "cpu" and val.dtype in (torch.float16, torch.bfloat16):
+            return None
+    else:
+        return None
+    if weight in in_region:
+        return None
+    chain = _permute_chain(weight, in_region)
+    if chain is None or chain[1] != [1, 0]:
+        return None
+    return (x, chain[0]) if bias is None else (x, chain[0], bias)
 
 
 def _emit_views(graph: fx.Graph, out: fx.Node, env: dict[fx.Node, fx.Node]) -> None:

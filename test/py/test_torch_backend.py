@@ -759,6 +759,40 @@ def test_views_of_a_graph_input_stay_views() -> None:
         torch.testing.assert_close(compiled([pitched]), f(pitched), **TOL[torch.float32])
 
 
+def test_a_biased_linear_left_to_torch_is_one_call(capfd) -> None:
+    """Inference through linear layers with biases (BERT's projections): each addmm(b, x, w.t())
+    the regions leave to torch runs as linear(x, w, b), the same addmm in torch's C++ without a
+    Python call for the weight's transpose. Not for half precision on the CPU, where torch's
+    linear takes a slower path than addmm. The logits are eager's."""
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.up, self.down = torch.nn.Linear(16, 32), torch.nn.Linear(32, 16)
+
+        def forward(self, x):
+            return self.down(F.gelu(self.up(x)) * 2.0)
+
+    for dtype, fused in ((torch.float32, True), (torch.bfloat16, False)):
+        dynamo.reset()
+        torch.manual_seed(0)
+        model, x = Block().to(dtype).eval(), torch.randn(4, 8, 16, dtype=dtype)
+        previous = mlirfuse.set_options(dump="partition")
+        try:
+            with torch.no_grad():
+                got = torch.compile(model, backend="mlirfuse")(x)
+        finally:
+            mlirfuse.restore_options(previous)
+        graph = capfd.readouterr().err.split("the compiled graph:")[1]
+        if fused:
+            assert graph.count("torch._C._nn.linear(") == 2 and ".permute(" not in graph \
+                and "addmm" not in graph, graph
+        else:
+            assert graph.count("torch.addmm(") == 2 and "linear" not in graph, graph
+        with torch.no_grad():
+            torch.testing.assert_close(got, model(x), **(TOL[dtype] if fused else {"rtol": 2e-2, "atol": 2e-2}))
+
+
 def test_views_and_matmuls_left_to_torch_cost_the_least_calls(capfd) -> None:
     """In a training step: the forward's x @ w.t() is linear(x, w) (no Python call for the
     view); in the backward, an alias the graph does not return is its value (no call), a
