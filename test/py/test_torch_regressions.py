@@ -973,3 +973,29 @@ def test_an_input_of_spaced_rows_at_a_storage_offset_is_read_at_that_offset(rows
             torch.testing.assert_close(b.grad, a.grad, atol=0.05 if dtype == torch.bfloat16 else 1e-5, rtol=0.02)
     finally:
         mlirfuse.restore_options(previous)
+
+
+def test_two_padded_outputs_of_one_value_are_each_their_own() -> None:
+    """Fuzz seed 730572: softmax(x, 1) @ its transpose, the matmul padded to multiples of 8
+    (pad_matmuls="always"): the region's outputs, pad(v) and pad(v.mT), shared the pads'
+    zero border after cse, and bufferization wrote the first into both (the product was
+    v @ v: off by 0.38). Each padded output has its own border now (linalg-unshare-inits)."""
+    import mlirfuse
+
+    x = torch.randn(1, 5, 5, dtype=torch.float64)
+
+    def pads(x):
+        v = torch.softmax(x, 1)
+        return F.pad(v, (0, 3, 0, 3)), F.pad(v.mT, (0, 3, 0, 3))
+
+    def product(x):
+        v = torch.softmax(x, 1)
+        return torch.sin(v @ v.mT)
+
+    previous = mlirfuse.set_options(fallback=False, pad_matmuls="always")
+    try:
+        for fn in (pads, product):
+            dynamo.reset()
+            torch.testing.assert_close(torch.compile(fn, backend="mlirfuse")(x), fn(x), **TOL[torch.float64])
+    finally:
+        mlirfuse.restore_options(previous)
