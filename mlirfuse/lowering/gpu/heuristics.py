@@ -213,7 +213,8 @@ COLUMN_LOADS_IN_FLIGHT = 16
 # float32 x.sum(1) of [64, 1024, 256] 17.8 -> 16.7 (16.1), [512, 512, 64] 18.4 -> 17.0 (16.5),
 # [16, 2048, 1024] 32.0 -> 30.9 (32.3). Those figures mix the rows with the spills: 8 rows in
 # the narrow geometry alone, which ptxas compiled with 20 bytes of spills, measured 18.1
-# against 17.8; 8 rows against 4 at the register cap below was not measured apart. With 8 the
+# against 17.8. At the register cap below (session 72, best of 2 rounds), 8 rows -> 4: [64, 1024,
+# 256] 16.8 -> 17.0 (16.6), [16, 2048, 1024] 31.6 -> 31.7 (32.6): no difference. With 8 the
 # wide geometry lost: bfloat16 x.sum(0) of [8192, 768] 8.2 -> 8.5, [8192, 3072] 14.9 -> 15.5;
 # LayerNorm backward's sums float32 4096x768 8.0 -> 9.6, 16384x768 29.0 -> 31.5.
 COLUMN_NARROW_UNROLL = 8
@@ -234,7 +235,9 @@ COLUMN_NARROW_UNROLL = 8
 # The cap for a column reduction computing a pointwise prologue at each element: none
 # (ptxas's choice). Capped at 64, ptxas spilled GPT-2's and BERT's bfloat16 GELU-backward
 # bias gradients (12-92 bytes; one 48 at a cap of 64, 56 at 72, 32 at 80), uncapped none
-# (56-80 registers). Not timed either way (bench/column_reductions.py: `pregs=64`).
+# (56-80 registers). Timed, session 72 (H200, best of 2 rounds, us, kernels + memset): the
+# bfloat16 GELU-backward + bias gradient 8x512x3072 27.8 uncapped, 27.1 at 64 (Inductor 31.0):
+# within the rounds' noise, so the choice stays the one that does not spill.
 COLUMN_PROLOGUE_REGISTERS = 0
 
 
