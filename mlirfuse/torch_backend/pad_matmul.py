@@ -13,12 +13,14 @@ the result is the unpadded one exactly. An operand that is a transpose is padded
 padded tensor keeps the layout the matmul read), and a tensor padded alike for two matmuls
 (the logits' gradient, in both of the output projection's weight and input gradients) is
 padded once. The nodes the rewrite leaves unread (such a transpose of the unpadded tensor)
-are removed, so that no region writes the unpadded tensor for them.
+are removed, so that no region writes the unpadded tensor for them. A view of the product
+that the slice does not give (flattening it: its rows are the padded ones) becomes a reshape.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import fx
@@ -33,6 +35,7 @@ HALF = (torch.float16, torch.bfloat16)
 MIN_WORK = 1 << 30  # M*N*K (times the batch) below which the copies cost more than they save
 MATMULS = (aten.mm.default, aten.addmm.default, aten.bmm.default)
 TRANSPOSES = (aten.t.default, aten.permute.default, aten.transpose.int)
+VIEWS = (aten.view.default, aten._unsafe_view.default)
 
 
 def pad_matmuls(gm: fx.GraphModule) -> int:
@@ -103,6 +106,20 @@ def _rewrite(graph: fx.Graph, node: fx.Node, padded: dict) -> None:
                 out = new_node(graph, aten.slice.Tensor, (out, rank + dim, 0, size))
     node.replace_all_uses_with(out)
     graph.erase_node(node)
+    for user in list(out.users):
+        if user.target in VIEWS and not _viewable(out.meta["val"], user.args[1]):
+            user.target = aten.reshape.default
+
+
+def _viewable(val: torch.Tensor, shape: Any) -> bool:
+    """Whether `val`'s layout (a padded product's slice: rows wider than they are) gives the
+    view to `shape` that the graph took of the dense product; a view it does not give raised
+    at run time (flattening the product), and reshapes (copies) instead."""
+    try:
+        torch.empty_strided(tuple(val.shape), tuple(val.stride()), dtype=val.dtype, device="meta").view(shape)
+    except (RuntimeError, TypeError, ValueError):  # (meta tensors raise ValueError)
+        return False
+    return True
 
 
 def _padded(graph: fx.Graph, x: fx.Node, pads: dict[int, int], cache: dict) -> fx.Node:

@@ -999,3 +999,28 @@ def test_two_padded_outputs_of_one_value_are_each_their_own() -> None:
             torch.testing.assert_close(torch.compile(fn, backend="mlirfuse")(x), fn(x), **TOL[torch.float64])
     finally:
         mlirfuse.restore_options(previous)
+
+
+def test_a_view_of_a_padded_matmul_that_its_slice_cannot_give_reshapes() -> None:
+    """Fuzz seed 741657: the product of an [2, 3] x and its transpose, padded to [8, 8]
+    (pad_matmuls="always") and sliced back, flattened: the graph's view of the product, valid
+    on the dense [2, 2] it was, is not on the slice (rows 8 apart), and raised at run time.
+    Such a view reshapes (copies); one the slice gives stays a view."""
+    import mlirfuse
+
+    x = torch.randn(2, 3)
+
+    def flat(x):
+        p = x @ x.mT
+        return p.flatten(), p.var(0, keepdim=True)
+
+    def rows(x):  # [2, 2] -> [2, 1, 2]: a view of the slice too
+        return (x @ x.mT).unsqueeze(1) * 2.0
+
+    previous = mlirfuse.set_options(single_node=True, fallback=False, pad_matmuls="always")
+    try:
+        for fn in (flat, rows):
+            dynamo.reset()
+            torch.testing.assert_close(torch.compile(fn, backend="mlirfuse")(x), fn(x), **TOL[torch.float32])
+    finally:
+        mlirfuse.restore_options(previous)
