@@ -5,20 +5,25 @@
 
 Prints a table (programs run, mismatches, errors, timeouts, seconds) and each failing program with its
 seed, and writes JSON under bench/results/. A failure is replayed with --seed N --programs 1.
+
+A program that kills its worker process (a crash), or leaves it without a usable CUDA context (a
+device-side assert: every later CUDA call of the process fails), is that program's error; a fresh
+worker takes the programs left.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import multiprocessing as mp
+import multiprocessing.connection
 import os
 import random
 import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Any, Callable, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test" / "py"))
 
@@ -41,8 +46,8 @@ def _run(seed: int, device: str = "cpu", limit: int = 300) -> tuple[int, str, st
     import torch._dynamo as dynamo
     from torch_programs import Draw, check, generate
 
-    torch.manual_seed(seed)
     try:
+        torch.manual_seed(seed)
         program = generate(Draw(rng=random.Random(seed)))
     except Exception:  # noqa: BLE001 - the generator's bug: this seed's finding, not the run's end
         return seed, "error", f"the program generator failed: {traceback.format_exc(limit=3)}"
@@ -62,11 +67,93 @@ def _run(seed: int, device: str = "cpu", limit: int = 300) -> tuple[int, str, st
         signal.alarm(0)
 
 
+def context_lost(message: str) -> bool:
+    """An error after which the process's CUDA context is unusable (a device-side assert)."""
+    return "CUDA error" in message or "device-side assert" in message
+
+
+def _worker(conn: Any, device: str, limit: int, runner: Callable) -> None:
+    """Run each seed the parent sends until it sends None, sending back each result (a pipe
+    write, done before the next program starts: a worker that dies later loses nothing);
+    return after an error that lost the CUDA context."""
+    _init()
+    while (seed := conn.recv()) is not None:
+        result = runner(seed, device, limit)
+        conn.send(result)
+        if result[1] == "error" and context_lost(result[2]):
+            return
+
+
+def fuzz(seeds: Sequence[int], device: str = "cpu", workers: int = 1, limit: int = 300,
+         runner: Callable[[int, str, int], tuple[int, str, str]] = _run,
+         report: Callable[[tuple[int, str, str]], None] = lambda result: None) -> list[tuple[int, str, str]]:
+    """`runner(seed, device, limit)` of every seed in `workers` processes: (seed, kind, message)
+    each, also given to `report` as it comes. The parent hands each worker one seed at a time,
+    so it knows what a worker that dies was running (that program's error); a worker that
+    dies, or returns after losing its CUDA context, is replaced while programs are left."""
+    ctx = mp.get_context("spawn")
+    pending = list(reversed(seeds))
+    done: dict[int, tuple[int, str, str]] = {}
+    running: dict[Any, tuple[Any, int | None]] = {}  # the parent's end of a worker's pipe -> (process, seed)
+
+    def start() -> None:
+        mine, theirs = ctx.Pipe()
+        p = ctx.Process(target=_worker, args=(theirs, device, limit, runner), daemon=True)
+        p.start()
+        theirs.close()  # the worker's end lives in the worker alone: its exit is our EOF
+        running[mine] = (p, None)
+        hand_out(mine)
+
+    def hand_out(conn: Any) -> None:
+        seed = pending.pop() if pending else None
+        running[conn] = (running[conn][0], seed)
+        conn.send(seed)
+
+    for _ in range(min(workers, len(seeds))):
+        start()
+    while running:
+        for conn in mp.connection.wait(list(running), timeout=5.0):
+            p, seed = running[conn]
+            try:
+                result = conn.recv()
+            except (EOFError, OSError):  # the worker ended: after losing its context, or it died
+                del running[conn]
+                conn.close()
+                p.join()
+                if seed is not None and seed not in done:
+                    done[seed] = (seed, "error",
+                                  f"the worker process died (exit code {p.exitcode}) running this program")
+                    report(done[seed])
+                if pending:
+                    start()
+                continue
+            done[result[0]] = tuple(result)
+            report(done[result[0]])
+            if not (result[1] == "error" and context_lost(result[2])):
+                hand_out(conn)
+                if running[conn][1] is not None:
+                    continue
+            # it returns: nothing left for it, or its CUDA context is lost (a fresh worker's is not)
+            p.join(timeout=30)
+            del running[conn]
+            conn.close()
+            if pending and result[1] == "error":
+                start()
+    return [done[s] for s in seeds]
+
+
 def _init() -> None:
     import warnings
 
     os.environ.setdefault("MLIRFUSE_DISABLE_FALLBACK", "1")  # a region that fails must not hide in torch
     warnings.filterwarnings("ignore")
+
+
+def _report_failure(result: tuple[int, str, str]) -> None:
+    """A failure's seed and kind on stderr as it comes (the table waits for the whole run)."""
+    if result[1] != "ok":
+        print(f"seed {result[0]}: {result[1]}: {result[2].strip().splitlines()[-1] if result[2].strip() else ''}",
+              file=sys.stderr, flush=True)
 
 
 def main() -> int:
@@ -80,10 +167,7 @@ def main() -> int:
     args = parser.parse_args()
     seeds = range(args.seed, args.seed + args.programs)
     start = time.perf_counter()
-    ctx = mp.get_context("spawn")
-    with ctx.Pool(args.workers, initializer=_init, maxtasksperchild=200) as pool:
-        results = list(pool.imap_unordered(functools.partial(_run, device=args.device, limit=args.limit), seeds,
-                                           chunksize=4))
+    results = fuzz(seeds, device=args.device, workers=args.workers, limit=args.limit, report=_report_failure)
     seconds = time.perf_counter() - start
     failures = sorted((r for r in results if r[1] != "ok"), key=lambda r: r[0])
     counts = {kind: sum(r[1] == kind for r in results) for kind in ("ok", "mismatch", "error", "timeout")}

@@ -37,3 +37,32 @@ def test_a_program_whose_every_step_failed_is_drawn() -> None:
     assert not program.steps and program.outputs == [len(program.inputs) - 1]
     dynamo.reset()
     check(program)
+
+
+def _dies_or_loses_its_context(seed: int, device: str, limit: int) -> tuple[int, str, str]:
+    """A fuzz runner: seed 3 kills its worker, seed 5 reports a device-side assert (the CUDA
+    context lost), every other seed passes."""
+    import os
+
+    if seed == 3:
+        os._exit(7)
+    if seed == 5:
+        return seed, "error", "torch.AcceleratorError: CUDA error: device-side assert triggered"
+    return seed, "ok", ""
+
+
+def test_the_fuzzer_outlives_a_worker_that_dies_or_loses_its_cuda_context() -> None:
+    """On the H200 (session 73) a program's device-side assert left its worker's CUDA context
+    unusable; the worker's next program raised outside the program's check, and the pool
+    ended the whole run, naming no seed. A dead worker's program is now its error, and fresh
+    workers run the rest."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from fuzz_torch_backend import fuzz
+
+    results = sorted(fuzz(range(10), workers=2, limit=60, runner=_dies_or_loses_its_context))
+    assert [r[0] for r in results] == list(range(10))
+    assert [r[1] for r in results] == ["ok"] * 3 + ["error", "ok", "error"] + ["ok"] * 4
+    assert "died (exit code 7)" in results[3][2]
