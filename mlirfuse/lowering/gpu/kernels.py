@@ -224,13 +224,16 @@ def monotone(results: Sequence[int]) -> bool:
 # -- body cloning -------------------------------------------------------------------------
 def clone_body(body: ir.Block, mapping: dict, index_of: Callable[[int], ir.Value],
                cloned: list[ir.Operation] | None = None, replaced: dict[int, ir.Value] | None = None,
-               until: ir.Value | None = None) -> list[ir.Value]:
+               until: ir.Value | None = None, valid: ir.Value | None = None) -> list[ir.Value]:
     """Emit the body at the current insertion point; `mapping` gives the block arguments'
     values, `index_of(d)` the value of `linalg.index d`. Returns the yielded values; the
     copies of the body's ops are appended to `cloned` where given. `replaced`: single-result
     ops (by their place among the body's ops in pre-order, `nested_ops`, nested ones too)
     not copied: their result is the given value. `until`: a value of the body's block (an
-    argument or a top-level op's result): the ops up to its definition only, and [its copy]."""
+    argument or a top-level op's result): the ops up to its definition only, and [its copy].
+    `valid`: whether the element is one whose results are kept; where it is not, the body's
+    checks (`cf.assert`, a gather's index in range) pass: the element's inputs may be a
+    stand-in (a reduction's identity for a row past the last)."""
     mapping = dict(mapping)
     replaced = replaced or {}
     position = 0
@@ -261,6 +264,11 @@ def clone_body(body: ir.Block, mapping: dict, index_of: Callable[[int], ir.Value
             copy = copies[k - here]
             copy.results[0].replace_all_uses_with(replaced[k])
             copy.erase()
+        if valid is not None:
+            for check in [c for c in walk_ops(new) if c.name == "cf.assert"]:
+                with ir.InsertionPoint(check), check.location:
+                    ok = check.operands[0]
+                    check.replace_uses_of_with(ok, arith.ori(ok, arith.xori(valid, arith.constant(valid.type, 1))))
         for old, value in zip(op.results, new.results):
             mapping[old] = value
     raise ValueError("linalg.generic body without linalg.yield")

@@ -59,6 +59,7 @@ from mlirfuse.lowering.gpu.kernels import (
     flat,
     guarded_launch,
     in_order,
+    nested_ops,
     passive,
     product,
     set_kernel_attrs,
@@ -90,6 +91,9 @@ class Member:
     # id(operand) -> positions in `rows` of the row loops it has, where it is broadcast over
     # the others (a [1, S, H] tile of [B, S, H] rows: GPT-2's position embeddings)
     broadcast: dict[int, list[int]] = field(default_factory=dict)
+    # body op position (pre-order, `nested_ops`) -> the row buffer it loads at the member's
+    # row, computed by an earlier member: given from registers (`_read_in_bodies`)
+    body_rows: dict[int, ir.Value] = field(default_factory=dict)
 
 
 @dataclass
@@ -245,7 +249,7 @@ def find_chains(ops: list[ir.Operation]) -> list[Chain]:
         members = [found[k] for k in indices]
         kinds = [m.kind for m in members]
         if (TILE not in kinds and kinds.count(REDUCE) < 2) or not _row_local(members) or _aliased(members) \
-                or _row_read_then_written(members):
+                or _row_read_then_written(members) or not _read_in_bodies(members):
             continue  # a lone reduction (its fill folded in) keeps the inner-reduction kernel
         taken.update(range(indices[0], indices[-1] + 1))
         chains.append(Chain(members, indices, rows, cols, extents))
@@ -280,6 +284,59 @@ def _row_read_then_written(members: list[Member]) -> bool:
                 return True
         computed |= {o.value for o in m.generic.outputs}
     return False
+
+
+def _read_in_bodies(members: list[Member]) -> bool:
+    """Whether every read, inside a member's body, of a buffer the chain writes (a gather, or
+    a recomputed log_softmax, reading its row's maximum at computed indices) is of a row
+    value a member before it computed, at the reading member's own row: the kernel then
+    gives the body that value from registers (each such read's place in the body is recorded
+    in the member's `body_rows`). Any other such read makes the chain unfit: the chain keeps
+    values in registers and stores a row value once, from the row's lane 0, with nothing
+    ordering that store before another thread's load, so the body would read memory another
+    thread writes (or, for a temporary, memory no one writes). Fuzz seed 780106 on the H200:
+    x.gather(2, x.argmax(2, keepdim=True)) over rows of one element, 128 rows a block, read
+    its index from memory; the threads past the last row, computing on row 0, read row 0's
+    index before thread 0 had stored it, and the gather's check asserted."""
+    writers: dict[ir.Value, list[int]] = {}
+    for i, m in enumerate(members):
+        for o in m.generic.outputs:
+            writers.setdefault(o.value, []).append(i)
+    bases = {base_buffer(v) for v in writers}
+    for i, m in enumerate(members):
+        m.body_rows = {}
+        inside = set(m.generic.body.arguments)
+        for position, op in enumerate(nested_ops(m.generic.body)):
+            for region in op.regions:
+                for block in region.blocks:
+                    inside.update(block.arguments)
+            for v in op.operands:
+                if v in inside or not isinstance(v.type, ir.MemRefType) or base_buffer(v) not in bases:
+                    continue
+                if not (op.name == "memref.load" and _reads_own_row(op, m, inside)
+                        and writers.get(v) and max(writers[v]) < i
+                        and all(members[w].kind != TILE for w in writers[v])):
+                    return False
+                m.body_rows[position] = v
+            inside.update(op.results)
+    return True
+
+
+def _reads_own_row(load: ir.Operation, m: Member, inside: set) -> bool:
+    """`memref.load %buffer[...]` in m's body reads the element of m's row: its indices are
+    m's row loops in order (`linalg.index`), and 0 where the buffer's dim is 1."""
+    buffer, indices = load.operands[0], list(load.operands)[1:]
+    shape = ir.MemRefType(buffer.type).shape
+    rows = []
+    for size, v in zip(shape, indices):
+        owner = v.owner
+        op = None if isinstance(owner, ir.Block) else owner.operation
+        if op is not None and op.name == "linalg.index" and v in inside:
+            rows.append(ir.IntegerAttr(op.attributes["dim"]).value)
+        elif not (size == 1 and op is not None and op.name == "arith.constant"
+                  and ir.IntegerAttr(op.attributes["value"]).value == 0):
+            return False
+    return rows == m.rows
 
 
 def _independent(g: Generic, members: list[Member]) -> bool:

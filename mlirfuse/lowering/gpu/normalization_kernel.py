@@ -182,6 +182,11 @@ class NormalizationKernel:
             return self.row_values[buffer]
         return self.row_load(buffer, ROW, [self.broadcast_rows.get(buffer, self.safe_row)])
 
+    def body_rows(self, m: Member) -> dict[int, ir.Value]:
+        """The row values m's body reads from memory at its row (`Member.body_rows`), from
+        registers: lane 0 of the row stores them, unordered with the other lanes' loads."""
+        return {p: self.row_values[buffer] for p, buffer in m.body_rows.items()}
+
     def row_load(self, buffer: ir.Value, role: str, index: list[ir.Value]) -> ir.Value:
         key = (buffer, role)
         if key not in self.row_loads:
@@ -191,7 +196,8 @@ class NormalizationKernel:
     def row_op(self, m: Member) -> None:
         g = m.generic
         mapping = {o.arg: self.env[id(m)][id(o)] for o in g.inputs}
-        results = clone_body(g.body, mapping, lambda d: self.row_index(m, d))
+        results = clone_body(g.body, mapping, lambda d: self.row_index(m, d), replaced=self.body_rows(m),
+                             valid=self.row_ok)
         self.set_rows(m, results)
 
     def set_rows(self, m: Member, results: list[ir.Value]) -> None:
@@ -257,10 +263,11 @@ class NormalizationKernel:
         slots = []  # per slot, its elements' u (a slot past the row's end holds values it discards)
         for j in range(len(chunk.cols)):
             read = self.read_elements(m, chunk, j)
+            replaced = self.body_rows(m)
             slots.append([clone_body(g.body, self.mapping(m, chunk, j, e),
                                      lambda d, j=j, e=e: self.index(m, chunk, j, e, d),
-                                     replaced={p: elements[e] for p, elements in read.items()},
-                                     until=online.exponent)[0] for e in range(chunk.width)])
+                                     replaced={**replaced, **{p: elements[e] for p, elements in read.items()}},
+                                     until=online.exponent, valid=chunk.valid[j])[0] for e in range(chunk.width)])
         # a slot's maximum and sum are taken whole, then kept or not (one select a slot, not
         # one an element: the online sum's pass is bound by instructions in 16-bit rows)
         new = high
@@ -307,7 +314,8 @@ class NormalizationKernel:
                 mapping = self.mapping(m, chunk, j, e)
                 mapping.update({o.arg: a for o, a in zip(g.outputs, accs)})
                 accs = clone_body(g.body, mapping, lambda d, e=e: self.index(m, chunk, j, e, d),
-                                  replaced={p: elements[e] for p, elements in read.items()})
+                                  replaced={**self.body_rows(m), **{p: elements[e] for p, elements in read.items()}},
+                                  valid=chunk.valid[j])
             accs = [arith.select(chunk.valid[j], a, b) for a, b in zip(accs, before)]
         return accs
 
@@ -358,6 +366,7 @@ class NormalizationKernel:
             # (a shifted row's vectors do not start at multiples of 4 of the random index)
             shared_calls = chunk.width % 4 == 0 and not self.shifted and len(m.cols) == 1 and philox_linear_in(
                 g.body, m.cols[0], lambda v: self.chain.extents.class_of(v) == self.chain.col_classes[0])
+            rows = self.body_rows(m)
             for j in range(len(chunk.cols)):
                 cloned: list[list[ir.Operation]] = []
                 read = self.read_elements(m, chunk, j)
@@ -365,7 +374,8 @@ class NormalizationKernel:
                     cloned.append([])
                     values = clone_body(g.body, self.mapping(m, chunk, j, e),
                                         lambda d, e=e: self.index(m, chunk, j, e, d), cloned[-1],
-                                        replaced={p: elements[e] for p, elements in read.items()})
+                                        replaced={**rows, **{p: elements[e] for p, elements in read.items()}},
+                                        valid=chunk.valid[j])
                     for k, v in enumerate(values):
                         outs[k][j].append(v)
                 if shared_calls:  # the row is aligned to the vector: so are the random indices
