@@ -1043,3 +1043,101 @@ def test_a_gather_of_an_argmax_over_few_rows_runs(seed, device) -> None:
     torch.manual_seed(seed)
     check(generate(Draw(rng=random.Random(seed))), single_node=seed % 2 == 1, device=_on(device),
           pad_matmuls="always" if seed % 3 == 0 else "auto")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("seed", [782456, 782535, 783041])
+def test_a_kernel_reading_a_chains_row_values_in_its_body_runs_after_it(seed, device) -> None:
+    """GPU fuzz seed 782456: cat(log_softmax(x, 1), log_softmax(x, 1)) of a [2, 5, 1] float32
+    x that requires grad was 2.4e3 off on the H200: the chain's kernel ran after the cat's,
+    whose body reads the chain's row values (test_emulated_kernels has the kernel-level test).
+    Seeds 782535 and 783041 (an argmax gathered, then a LayerNorm or a cross-entropy): the
+    same order, a gather's index read before the chain wrote it; "index out of range"."""
+    import random
+
+    from torch_programs import Draw, check, generate
+
+    torch.manual_seed(seed)
+    check(generate(Draw(rng=random.Random(seed))), single_node=seed % 2 == 1, device=_on(device),
+          pad_matmuls="always" if seed % 3 == 0 else "auto")
+
+
+@pytest.mark.parametrize("seed", [781432, 783177, 782456, 782535, 783041, 782920])
+def test_gpu_fuzz_regions_compile_and_match_on_the_emulator(seed, monkeypatch) -> None:
+    """GPU fuzz seeds of session 73, replayed without a GPU: each region the program's
+    training step runs on the CPU is compiled for the GPU (its PTX assembled by ptxas where
+    the toolkit has it) and its kernels run by the emulator on the region's inputs, against
+    the CPU's results. 781432 (a cross-entropy of a log_softmax) and 783177 (a cross-entropy
+    of a softmax): gpu-apply-schedules crashed ("min() arg is an empty sequence") matching an
+    online sum exp(u - r) whose r is a tile's argument. 782456, 782535, 783041: a kernel ran
+    before the chain whose row values its body reads (NaN on the emulator, a device-side
+    assert or 2.4e3 off on the H200). 782920 (amax's backward over a batch of one): a column
+    reduction's two int64 counts of bool columns, vectors of 16, took 64 KB of shared
+    memory, which ptxas refused."""
+    import random
+
+    import numpy as np
+    from gpu_emulator import emulate
+    from torch_programs import Draw, example_inputs, generate, run
+
+    import mlirfuse
+    from mlirfuse.lowering.gpu import toolchain
+    from mlirfuse.torch_backend import runtime as R
+
+    if toolchain.find().libdevice is None:
+        pytest.skip("no libdevice")
+    torch.manual_seed(seed)
+    program = generate(Draw(rng=random.Random(seed)))
+    captured = []
+    call = R.FusedRegion._call
+
+    def capture(self, args):
+        out = call(self, args)
+        captured.append((self, [a.detach().clone() for a in args[:self._n]], out))
+        return out
+    monkeypatch.setattr(R.FusedRegion, "_call", capture)
+    monkeypatch.setattr(R.FusedRegion, "_shortcut", lambda self, hot: None)
+    previous = mlirfuse.set_options(single_node=seed % 2 == 1, fallback=False,
+                                    pad_matmuls="always" if seed % 3 == 0 else "auto")
+    try:
+        dynamo.reset()
+        base = example_inputs(program)
+        xs = [t.clone().requires_grad_(g and t.dtype.is_floating_point) for (_, _, g), t in zip(program.inputs, base)]
+        outs = torch.compile(lambda *xs: run(program, list(xs)), backend="mlirfuse")(*xs)
+        pairs = [(o, torch.ones_like(o)) for o in outs if o.requires_grad]
+        if pairs:
+            torch.autograd.backward([o for o, _ in pairs], [c for _, c in pairs])
+        assert captured
+        for region, inputs, results in captured:
+            compiled = region.jitted.compile(*inputs, backend="gpu", arch="sm_90")
+            if toolchain.find().ptxas is not None:
+                _assemble(compiled.ptx, toolchain.find().ptxas)
+            want = [_numpy(r.detach()) for r in results]
+            got = emulate(compiled.stages["gpu"], [_numpy(a) for a in inputs], [np.empty_like(w) for w in want])
+            for g, w in zip(got, want):
+                np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(w, np.float64), rtol=1e-5, atol=1e-6,
+                                           equal_nan=True)
+    finally:
+        mlirfuse.restore_options(previous)
+
+
+def _numpy(t: torch.Tensor):
+    """A CPU tensor as a numpy array (bfloat16 as ml_dtypes' bfloat16)."""
+    if t.dtype == torch.bfloat16:
+        import ml_dtypes
+
+        return t.contiguous().float().numpy().astype(ml_dtypes.bfloat16)
+    return t.contiguous().numpy()
+
+
+def _assemble(ptx: str, ptxas: str) -> None:
+    """ptxas accepts the PTX for sm_90 (shared memory, registers: what the emulator does not check)."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        with open(f"{d}/k.ptx", "w") as f:
+            f.write(ptx)
+        done = subprocess.run([ptxas, "-arch=sm_90", f"{d}/k.ptx", "-o", f"{d}/k.cubin"],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr

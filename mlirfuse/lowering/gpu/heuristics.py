@@ -289,7 +289,8 @@ class ColumnReductionParams:
 
 def column_reduction_heuristic(columns: int | None, rows: int | None, element_bytes: Sequence[int],
                                device: DeviceProperties = DeviceProperties(),
-                               body_ops: int = 1, batch: int | None = 1) -> ColumnReductionParams:
+                               body_ops: int = 1, batch: int | None = 1,
+                               accumulator_bytes: Sequence[int] = ()) -> ColumnReductionParams:
     """A warp across the columns (32 x 16 bytes: each row read in 512-byte spans) and 8 rows
     of threads; fewer lanes across (more rows) where a static column count is narrower than
     a warp's vectors, or where a static batch of column reductions (x.sum(1) of [B, R, C]:
@@ -299,8 +300,13 @@ def column_reduction_heuristic(columns: int | None, rows: int | None, element_by
     `COLUMN_MIN_ROWS_PER_THREAD` of them (a sum over a batch of 8) and static columns many
     (`COLUMN_FEW_ROWS_WAVES`). Slices: about half a wave of blocks (`COLUMN_WAVE_FRACTION`),
     but at least `COLUMN_MIN_ROWS_PER_THREAD` rows a thread. Registers: the cap that keeps
-    those blocks on an SM (`column_registers`)."""
+    those blocks on an SM (`column_registers`). Narrower vectors where the block's values
+    of the outputs (`accumulator_bytes` each), combined in shared memory, would not fit
+    `SHARED_BYTES` (two int64 sums of bool columns, vectors of 16: 64 KB, which ptxas refused;
+    GPU fuzz seed 782920)."""
     vec = vector_width(element_bytes)
+    while vec > 1 and COLUMN_BLOCK * vec * sum(accumulator_bytes) + 4 > SHARED_BYTES:
+        vec //= 2
     unroll = column_unroll(vec, len(element_bytes), body_ops)
     narrow_unroll = column_unroll(vec, len(element_bytes), body_ops, COLUMN_NARROW_UNROLL)
     target = device.sm_count * (device.max_threads_per_sm // COLUMN_BLOCK) // COLUMN_WAVE_FRACTION

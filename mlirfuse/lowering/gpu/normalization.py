@@ -305,24 +305,18 @@ def _read_in_bodies(members: list[Member]) -> bool:
     bases = {base_buffer(v) for v in writers}
     for i, m in enumerate(members):
         m.body_rows = {}
-        inside = set(m.generic.body.arguments)
-        for position, op in enumerate(nested_ops(m.generic.body)):
-            for region in op.regions:
-                for block in region.blocks:
-                    inside.update(block.arguments)
-            for v in op.operands:
-                if v in inside or not isinstance(v.type, ir.MemRefType) or base_buffer(v) not in bases:
-                    continue
-                if not (op.name == "memref.load" and _reads_own_row(op, m, inside)
-                        and writers.get(v) and max(writers[v]) < i
-                        and all(members[w].kind != TILE for w in writers[v])):
-                    return False
-                m.body_rows[position] = v
-            inside.update(op.results)
+        for position, op, v in _captured_memrefs(m.generic.body):
+            if base_buffer(v) not in bases:
+                continue
+            if not (op.name == "memref.load" and _reads_own_row(op, m)
+                    and writers.get(v) and max(writers[v]) < i
+                    and all(members[w].kind != TILE for w in writers[v])):
+                return False
+            m.body_rows[position] = v
     return True
 
 
-def _reads_own_row(load: ir.Operation, m: Member, inside: set) -> bool:
+def _reads_own_row(load: ir.Operation, m: Member) -> bool:
     """`memref.load %buffer[...]` in m's body reads the element of m's row: its indices are
     m's row loops in order (`linalg.index`), and 0 where the buffer's dim is 1."""
     buffer, indices = load.operands[0], list(load.operands)[1:]
@@ -331,7 +325,7 @@ def _reads_own_row(load: ir.Operation, m: Member, inside: set) -> bool:
     for size, v in zip(shape, indices):
         owner = v.owner
         op = None if isinstance(owner, ir.Block) else owner.operation
-        if op is not None and op.name == "linalg.index" and v in inside:
+        if op is not None and op.name == "linalg.index":
             rows.append(ir.IntegerAttr(op.attributes["dim"]).value)
         elif not (size == 1 and op is not None and op.name == "arith.constant"
                   and ir.IntegerAttr(op.attributes["value"]).value == 0):
@@ -349,8 +343,31 @@ def _independent(g: Generic, members: list[Member]) -> bool:
     written = {base_buffer(o.value) for m in members for o in m.generic.outputs}
     touched = written | {base_buffer(o.value) for m in members for o in m.generic.inputs if o.is_memref}
     reads = {base_buffer(o.value) for o in g.inputs if o.is_memref} | \
-        {base_buffer(o.value) for o in g.outputs if list(o.arg.uses)}
+        {base_buffer(o.value) for o in g.outputs if list(o.arg.uses)} | _read_in_body(g)
     return not reads & written and not {base_buffer(o.value) for o in g.outputs} & touched
+
+
+def _read_in_body(g: Generic) -> set:
+    """The buffers `g`'s body reads at computed indices (a cat's or gather's sources, captured
+    from outside the body: not operands). Fuzz seed 782456 on the H200: log_softmax(x, 1)
+    catted with itself, and its exp (saved for the backward) after the cat; the chain skipped
+    the cat, whose body reads the chain's row maximum and log-sum, and so ran it first, on
+    memory nothing had written yet (2.4e3 off)."""
+    return {base_buffer(v) for _, _, v in _captured_memrefs(g.body)}
+
+
+def _captured_memrefs(body: ir.Block) -> list[tuple[int, ir.Operation, ir.Value]]:
+    """(position in pre-order, op, memref) for each operand of the body's ops (nested ones
+    too) that is a memref defined outside the body."""
+    found = []
+    inside = set(body.arguments)
+    for position, op in enumerate(nested_ops(body)):
+        for region in op.regions:
+            for block in region.blocks:
+                inside.update(block.arguments)
+        found += [(position, op, v) for v in op.operands if v not in inside and isinstance(v.type, ir.MemRefType)]
+        inside.update(op.results)
+    return found
 
 
 def _row_local(members: list[Member]) -> bool:

@@ -114,8 +114,8 @@ def _online_sum(members: list[Member]) -> OnlineSum | None:
     # r computed in the body from one row input (and constants) by ops that serve it alone,
     # after u's definition (the pass clones the body up to u, r not known yet)
     positions, args = _slice(r, body)
-    if positions is None or len(args) != 1:
-        return None
+    if not positions or len(args) != 1:
+        return None  # (none: r is itself an argument, and not a row value's; GPU fuzz seed 781432 crashed here)
     rescaled = next((o for o in rows if o.arg == args[0]), None)
     values = {v for k in positions for v in body.operations[k].results} | {args[0]}
     users_ok = all(_position(use.owner, body) in positions for v in values - {r} for use in v.uses)

@@ -133,7 +133,7 @@ def _reduction_schedule(g: gpu_kernels.Generic, device: schedules.DeviceProperti
     if isinstance(column, gpu_column.ColumnReductionMatch):
         return A.to_attr("column_reduction", schedules.column_reduction_heuristic(
             column.static_columns(), column.static_rows(), _vector_bytes("column_reduction", g, column),
-            device, g.body_ops(), column.static_batch()))
+            device, g.body_ops(), column.static_batch(), [o.element_bytes for o in g.outputs]))
     return reduction, column
 
 
