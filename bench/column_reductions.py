@@ -115,8 +115,9 @@ def configure(variant: str) -> str:
         H.COLUMN_MIN_ROWS_PER_THREAD = knobs.get("minrows", H.COLUMN_MIN_ROWS_PER_THREAD)
         H.COLUMN_PROLOGUE_REGISTERS = knobs.get("pregs", H.COLUMN_PROLOGUE_REGISTERS)
 
-        def overridden(columns, rows, element_bytes, device=H.DeviceProperties(), body_ops=1, batch=1):
-            p = heuristic(columns, rows, element_bytes, device, body_ops, batch)
+        def overridden(columns, rows, element_bytes, device=H.DeviceProperties(), body_ops=1, batch=1,
+                       accumulator_bytes=()):
+            p = heuristic(columns, rows, element_bytes, device, body_ops, batch, accumulator_bytes)
             if "bx" in knobs or "by" in knobs:
                 bx = knobs.get("bx", p.block_x)
                 p = dataclasses.replace(p, block_x=bx, block_y=knobs.get("by", H.COLUMN_BLOCK // bx))
