@@ -97,6 +97,10 @@ class MemRef:
         if self.device and not IN_KERNEL[0]:
             raise EmulationError("host code accesses device memory (a gpu.alloc buffer): on a GPU the host "
                                  "process faults")
+        return self.element(idx)
+
+    def element(self, idx: list[int]) -> int:
+        """The place of `idx` in `data`, bounds-checked; no access (a subview's offset)."""
         if len(idx) != len(self.sizes):
             raise EmulationError(f"{len(idx)} indices for a rank-{len(self.sizes)} memref")
         for i, n in zip(idx, self.sizes):
@@ -273,7 +277,9 @@ def _subview(p, vals):
     for o, n, s, full in zip(offsets, sizes, steps, m.sizes):
         if n and not (0 <= o and o + (n - 1) * s < full):
             raise EmulationError(f"subview at {offsets} of sizes {sizes} out of bounds of {m.sizes}")
-    return [m.view(sizes, [st * s for st, s in zip(m.strides, steps)], m.at(offsets) if all(m.sizes) else m.offset)]
+    # (the offset's place: host code takes subviews of device buffers without reading them)
+    return [m.view(sizes, [st * s for st, s in zip(m.strides, steps)],
+                   m.element(offsets) if all(m.sizes) else m.offset)]
 
 
 MEMSETS: list[int] = []  # the elements each gpu.memset of the last `emulate` set
