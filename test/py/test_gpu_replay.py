@@ -20,6 +20,7 @@ import mlirfuse  # noqa: E402
 from mlirfuse import ops  # noqa: E402
 from mlirfuse.lowering.gpu import toolchain  # noqa: E402
 from mlirfuse.tools import opt  # noqa: E402
+from torch_programs import numpy_of  # noqa: E402
 
 pytestmark = pytest.mark.skipif(toolchain.find().libdevice is None, reason="no libdevice")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
@@ -30,15 +31,6 @@ def _suite_cases():
 
     suite._randn = lambda shape, dtype=torch.float32: torch.randn(shape, dtype=dtype)  # CPU tensors
     return suite.CASES
-
-
-def _numpy(a):
-    if not isinstance(a, torch.Tensor):
-        return a
-    if a.dtype == torch.bfloat16:
-        import ml_dtypes
-        return a.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-    return a.numpy()
 
 
 def _timeless(text: str) -> str:
@@ -65,7 +57,7 @@ def _replay_every_stage(compiled, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("case", _suite_cases(), ids=lambda c: f"{c.name} {c.dtype}".replace(" ", "_"))
 def test_every_stage_replays_with_mlirfuse_opt(case, tmp_path: Path) -> None:
-    args = [_numpy(a) for a in case.make(case.small, case.dtype)]
+    args = [numpy_of(a) for a in case.make(case.small, case.dtype)]
     compiled = mlirfuse.jit(case.fused).compile(*args, backend="gpu", arch="sm_90")
     if compiled.kernel is None:  # a fusion of several groups: each group replays alike
         pytest.skip("several groups")
@@ -78,7 +70,7 @@ def test_every_stage_replays_with_mlirfuse_opt(case, tmp_path: Path) -> None:
 def test_every_cpu_stage_replays_with_mlirfuse_opt(case, tmp_path: Path) -> None:
     """The CPU path reads the same stage list: every stage replays, and mlirfuse-cpu-pipeline
     gives the module the compile ran."""
-    args = [_numpy(a) for a in case.make(case.small, case.dtype)]
+    args = [numpy_of(a) for a in case.make(case.small, case.dtype)]
     compiled = mlirfuse.jit(case.fused).compile(*args, backend="cpu")
     _replay_every_stage(compiled, tmp_path)
     whole = _opt(tmp_path, compiled.stages["fusion"], "builtin.module(mlirfuse-cpu-pipeline)")

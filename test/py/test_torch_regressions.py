@@ -1027,32 +1027,21 @@ def test_a_view_of_a_padded_matmul_that_its_slice_cannot_give_reshapes() -> None
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("seed", [780106, 780575])
-def test_a_gather_of_an_argmax_over_few_rows_runs(seed, device) -> None:
-    """GPU fuzz seeds 780106 (x.gather(2, x.argmax(2, keepdim=True)) of a [2, 1, 1] float32
-    x, then its variance) and 780575 (the same of a [1, 5, 6] bfloat16 cat): on the H200 the
-    normalization kernel's gather asserted ("gather index out of range") and the process's
-    CUDA context was lost. Its 128 rows a block had threads past the last row, computing on
-    row 0: they read row 0's index from memory before thread 0 had stored it. The gather
-    now takes its row's index from registers, and a check fails only on an element whose
-    result is kept (a row past the last has the reductions' identities)."""
-    import random
-
-    from torch_programs import Draw, check, generate
-
-    torch.manual_seed(seed)
-    check(generate(Draw(rng=random.Random(seed))), single_node=seed % 2 == 1, device=_on(device),
-          pad_matmuls="always" if seed % 3 == 0 else "auto")
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("seed", [782456, 782535, 783041])
-def test_a_kernel_reading_a_chains_row_values_in_its_body_runs_after_it(seed, device) -> None:
-    """GPU fuzz seed 782456: cat(log_softmax(x, 1), log_softmax(x, 1)) of a [2, 5, 1] float32
-    x that requires grad was 2.4e3 off on the H200: the chain's kernel ran after the cat's,
-    whose body reads the chain's row values (test_emulated_kernels has the kernel-level test).
-    Seeds 782535 and 783041 (an argmax gathered, then a LayerNorm or a cross-entropy): the
-    same order, a gather's index read before the chain wrote it; "index out of range"."""
+@pytest.mark.parametrize("seed", [780106, 780575, 782456, 782535, 783041])
+def test_gpu_fuzz_seeds_of_session_73_match_eager(seed, device) -> None:
+    """GPU fuzz seeds (the H200), replayed against eager on each device.
+    780106 (x.gather(2, x.argmax(2, keepdim=True)) of a [2, 1, 1] float32 x, then its
+    variance) and 780575 (the same of a [1, 5, 6] bfloat16 cat): the normalization kernel's
+    gather asserted ("gather index out of range") and the process's CUDA context was lost.
+    Its 128 rows a block had threads past the last row, computing on row 0: they read row
+    0's index from memory before thread 0 had stored it. The gather now takes its row's
+    index from registers, and a check fails only on an element whose result is kept (a row
+    past the last has the reductions' identities).
+    782456: cat(log_softmax(x, 1), log_softmax(x, 1)) of a [2, 5, 1] float32 x that requires
+    grad was 2.4e3 off: the chain's kernel ran after the cat's, whose body reads the chain's
+    row values (test_emulated_kernels has the kernel-level test). 782535 and 783041 (an
+    argmax gathered, then a LayerNorm or a cross-entropy): the same order, a gather's index
+    read before the chain wrote it; "index out of range"."""
     import random
 
     from torch_programs import Draw, check, generate
@@ -1078,7 +1067,7 @@ def test_gpu_fuzz_regions_compile_and_match_on_the_emulator(seed, monkeypatch) -
 
     import numpy as np
     from gpu_emulator import emulate
-    from torch_programs import Draw, example_inputs, generate, run
+    from torch_programs import Draw, example_inputs, generate, in_memory_order, numpy_of, run
 
     import mlirfuse
     from mlirfuse.lowering.gpu import toolchain
@@ -1112,22 +1101,14 @@ def test_gpu_fuzz_regions_compile_and_match_on_the_emulator(seed, monkeypatch) -
             compiled = region.jitted.compile(*inputs, backend="gpu", arch="sm_90")
             if toolchain.find().ptxas is not None:
                 _assemble(compiled.ptx, toolchain.find().ptxas)
-            want = [_numpy(r.detach()) for r in results]
-            got = emulate(compiled.stages["gpu"], [_numpy(a) for a in inputs], [np.empty_like(w) for w in want])
+            want = [numpy_of(r.detach().contiguous()) for r in results]
+            got = emulate(compiled.stages["gpu"], [numpy_of(in_memory_order(a)) for a in inputs],
+                          [np.empty_like(w) for w in want])
             for g, w in zip(got, want):
                 np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(w, np.float64), rtol=1e-5, atol=1e-6,
                                            equal_nan=True)
     finally:
         mlirfuse.restore_options(previous)
-
-
-def _numpy(t: torch.Tensor):
-    """A CPU tensor as a numpy array (bfloat16 as ml_dtypes' bfloat16)."""
-    if t.dtype == torch.bfloat16:
-        import ml_dtypes
-
-        return t.contiguous().float().numpy().astype(ml_dtypes.bfloat16)
-    return t.contiguous().numpy()
 
 
 def _assemble(ptx: str, ptxas: str) -> None:

@@ -363,3 +363,24 @@ def _float64_eager(program: Program, base: list[torch.Tensor], grads: list[bool]
     if pairs:
         torch.autograd.backward([o for o, _ in pairs], [c for _, c in pairs])
     return [o.detach() for o in outs], [x.grad for x in inputs]
+
+
+def numpy_of(a: Any) -> Any:
+    """A CPU tensor as a numpy array of the same strides (bfloat16 as ml_dtypes' bfloat16, bit
+    for bit); anything else as it is."""
+    if not isinstance(a, torch.Tensor):
+        return a
+    if a.dtype == torch.bfloat16:
+        import ml_dtypes
+
+        return a.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return a.numpy()
+
+
+def in_memory_order(t: torch.Tensor) -> torch.Tensor:
+    """`t`'s dims permuted into their order in memory, dense: what a compiled fusion takes for
+    a permuted input (the jit passes such a tensor so, `arrays.dense_order`)."""
+    from mlirfuse.arrays import dense_order
+
+    order = None if t.is_contiguous() else dense_order(t.shape, t.stride())
+    return t.permute(order).contiguous() if order is not None else t.contiguous()

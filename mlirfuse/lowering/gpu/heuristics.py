@@ -305,7 +305,7 @@ def column_reduction_heuristic(columns: int | None, rows: int | None, element_by
     `SHARED_BYTES` (two int64 sums of bool columns, vectors of 16: 64 KB, which ptxas refused;
     GPU fuzz seed 782920)."""
     vec = vector_width(element_bytes)
-    while vec > 1 and COLUMN_BLOCK * vec * sum(accumulator_bytes) + 4 > SHARED_BYTES:
+    while vec > 1 and COLUMN_BLOCK * vec * sum(accumulator_bytes) + 4 > SHARED_BYTES:  # (+ the last-block flag)
         vec //= 2
     unroll = column_unroll(vec, len(element_bytes), body_ops)
     narrow_unroll = column_unroll(vec, len(element_bytes), body_ops, COLUMN_NARROW_UNROLL)

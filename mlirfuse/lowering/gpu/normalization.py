@@ -92,7 +92,7 @@ class Member:
     # the others (a [1, S, H] tile of [B, S, H] rows: GPT-2's position embeddings)
     broadcast: dict[int, list[int]] = field(default_factory=dict)
     # body op position (pre-order, `nested_ops`) -> the row buffer it loads at the member's
-    # row, computed by an earlier member: given from registers (`_read_in_bodies`)
+    # row, computed by an earlier member: given from registers (`_body_rows`)
     body_rows: dict[int, ir.Value] = field(default_factory=dict)
 
 
@@ -249,8 +249,13 @@ def find_chains(ops: list[ir.Operation]) -> list[Chain]:
         members = [found[k] for k in indices]
         kinds = [m.kind for m in members]
         if (TILE not in kinds and kinds.count(REDUCE) < 2) or not _row_local(members) or _aliased(members) \
-                or _row_read_then_written(members) or not _read_in_bodies(members):
+                or _row_read_then_written(members):
             continue  # a lone reduction (its fill folded in) keeps the inner-reduction kernel
+        body_rows = _body_rows(members)
+        if body_rows is None:
+            continue
+        for m, rows_read in zip(members, body_rows):
+            m.body_rows = rows_read
         taken.update(range(indices[0], indices[-1] + 1))
         chains.append(Chain(members, indices, rows, cols, extents))
     return chains
@@ -286,12 +291,12 @@ def _row_read_then_written(members: list[Member]) -> bool:
     return False
 
 
-def _read_in_bodies(members: list[Member]) -> bool:
-    """Whether every read, inside a member's body, of a buffer the chain writes (a gather, or
-    a recomputed log_softmax, reading its row's maximum at computed indices) is of a row
-    value a member before it computed, at the reading member's own row: the kernel then
-    gives the body that value from registers (each such read's place in the body is recorded
-    in the member's `body_rows`). Any other such read makes the chain unfit: the chain keeps
+def _body_rows(members: list[Member]) -> list[dict[int, ir.Value]] | None:
+    """Per member, its body's reads of buffers the chain writes (a gather, or a recomputed
+    log_softmax, reading its row's maximum at computed indices), by place in the body
+    (`Member.body_rows`): each must be of a row value a member before it computed, at the
+    reading member's own row, which the kernel then gives the body from registers. None
+    where another such read makes the chain unfit: the chain keeps
     values in registers and stores a row value once, from the row's lane 0, with nothing
     ordering that store before another thread's load, so the body would read memory another
     thread writes (or, for a temporary, memory no one writes). Fuzz seed 780106 on the H200:
@@ -303,17 +308,18 @@ def _read_in_bodies(members: list[Member]) -> bool:
         for o in m.generic.outputs:
             writers.setdefault(o.value, []).append(i)
     bases = {base_buffer(v) for v in writers}
+    found: list[dict[int, ir.Value]] = []
     for i, m in enumerate(members):
-        m.body_rows = {}
+        found.append({})
         for position, op, v in _captured_memrefs(m.generic.body):
             if base_buffer(v) not in bases:
                 continue
             if not (op.name == "memref.load" and _reads_own_row(op, m)
                     and writers.get(v) and max(writers[v]) < i
                     and all(members[w].kind != TILE for w in writers[v])):
-                return False
-            m.body_rows[position] = v
-    return True
+                return None
+            found[-1][position] = v
+    return found
 
 
 def _reads_own_row(load: ir.Operation, m: Member) -> bool:

@@ -261,12 +261,12 @@ class NormalizationKernel:
         chunk's u, `total` first rescaled from `high` to it: (high', total')."""
         m, g = online.source, online.source.generic
         slots = []  # per slot, its elements' u (a slot past the row's end holds values it discards)
+        rows = self.body_rows(m)
         for j in range(len(chunk.cols)):
             read = self.read_elements(m, chunk, j)
-            replaced = self.body_rows(m)
             slots.append([clone_body(g.body, self.mapping(m, chunk, j, e),
                                      lambda d, j=j, e=e: self.index(m, chunk, j, e, d),
-                                     replaced={**replaced, **{p: elements[e] for p, elements in read.items()}},
+                                     replaced={**rows, **{p: elements[e] for p, elements in read.items()}},
                                      until=online.exponent, valid=chunk.valid[j])[0] for e in range(chunk.width)])
         # a slot's maximum and sum are taken whole, then kept or not (one select a slot, not
         # one an element: the online sum's pass is bound by instructions in 16-bit rows)
@@ -307,6 +307,7 @@ class NormalizationKernel:
 
     def accumulate(self, m: Member, chunk: Chunk, accs: list[ir.Value]) -> list[ir.Value]:
         g = m.generic
+        rows = self.body_rows(m)
         for j in range(len(chunk.cols)):
             before = accs
             read = self.read_elements(m, chunk, j)
@@ -314,7 +315,7 @@ class NormalizationKernel:
                 mapping = self.mapping(m, chunk, j, e)
                 mapping.update({o.arg: a for o, a in zip(g.outputs, accs)})
                 accs = clone_body(g.body, mapping, lambda d, e=e: self.index(m, chunk, j, e, d),
-                                  replaced={**self.body_rows(m), **{p: elements[e] for p, elements in read.items()}},
+                                  replaced={**rows, **{p: elements[e] for p, elements in read.items()}},
                                   valid=chunk.valid[j])
             accs = [arith.select(chunk.valid[j], a, b) for a, b in zip(accs, before)]
         return accs
