@@ -1711,10 +1711,11 @@ def test_random_bounds_computed_in_the_fusion_are_read_in_the_kernel(bounds) -> 
     check(lambda t, s: t * ops.uniform(ops.cast(s, bounds), 3.0, [8, 4], seed=3), np.ones((8, 4), np.float32), -1.0)
 
 
+@pytest.mark.parametrize("dynamic", [True, False], ids=["dynamic", "static"])
 @pytest.mark.parametrize("dtype, shape, misalign", [
     (np.float32, (6, 40), None), (ml_dtypes.bfloat16, (6, 48), None), (np.float32, (3, 5, 16), None),
     (np.float32, (6, 40), {0: 1}), (ml_dtypes.bfloat16, (7, 13), None)])
-def test_pointwise_random_numbers_share_philox_calls_in_vectors(dtype, shape, misalign) -> None:
+def test_pointwise_random_numbers_share_philox_calls_in_vectors(dtype, shape, misalign, dynamic) -> None:
     """Dropout in a pointwise kernel: the elements of a vector take consecutive random indices,
     so each 4 of them share one Philox call (a call makes 4 words; before, every element made
     its own and kept one word: bias+GELU+dropout in bf16 was bound by those calls). The bits
@@ -1723,7 +1724,7 @@ def test_pointwise_random_numbers_share_philox_calls_in_vectors(dtype, shape, mi
     x = randn(*shape, dtype=dtype)
     b = randn(shape[-1], dtype=dtype)
     c = check(lambda t, v: ops.where(ops.rand_like(t + v, seed=3) >= 0.25, (t + v) * 2.0, 0.0), x, b,
-              misalign=misalign)
+              misalign=misalign, dynamic=dynamic)
     assert schedules(c) == ["pointwise"]
     vector = 16 // np.dtype(dtype).itemsize
     calls = c.ptx.count("mul.hi.u32") / 20  # two 32-bit high products per round, ten rounds

@@ -317,8 +317,8 @@ def _last_axis(name: str):
     return lambda t: getattr(ops, name)(t, [-1])
 
 
-def compiled(fn, *args):
-    return mlirfuse.jit(fn).compile(*args, backend="gpu", arch="sm_90")
+def compiled(fn, *args, dynamic: bool = True):
+    return mlirfuse.jit(fn, dynamic=dynamic).compile(*args, backend="gpu", arch="sm_90")
 
 
 @needs_libdevice
@@ -448,10 +448,14 @@ def test_normalization_writes_intermediates_other_ops_read() -> None:
 
 
 @needs_libdevice
-def test_dropout_in_a_normalization_makes_one_philox_call_per_4_elements(monkeypatch) -> None:
+@pytest.mark.parametrize("dynamic", [True, False], ids=["dynamic", "static"])
+def test_dropout_in_a_normalization_makes_one_philox_call_per_4_elements(monkeypatch, dynamic) -> None:
     """Rows aligned to the vector give 4 consecutive elements consecutive random indices, the
     first a multiple of 4: they share one Philox4x32 call (its 4 words). Numerics: the
-    GPU test below compares with the CPU backend bit for bit on the mask."""
+    GPU test below compares with the CPU backend bit for bit on the mask. Static sizes too,
+    whose random index multiplies the row loops by constants (an nvFuser definition's
+    sizes): bias-dropout-add-LayerNorm 64x128x1024 made 4 calls where 1 would do, 40.5 us
+    against 34.4 with dynamic sizes (H200, session 74)."""
     from mlirfuse.lowering.gpu import normalization_kernel
 
     def dropout_layer_norm(x, w):
@@ -460,9 +464,9 @@ def test_dropout_in_a_normalization_makes_one_philox_call_per_4_elements(monkeyp
     def rounds(ptx: str) -> int:
         return len(re.findall(r"\bxor\.b32\b", ptx))
 
-    shared = compiled(dropout_layer_norm, X.reshape(2, 2, 8), X[0])
+    shared = compiled(dropout_layer_norm, X.reshape(2, 2, 8), X[0], dynamic=dynamic)
     monkeypatch.setattr(normalization_kernel, "share_philox", lambda cloned: None)
-    unshared = compiled(dropout_layer_norm, X.reshape(2, 2, 8), X[0])
+    unshared = compiled(dropout_layer_norm, X.reshape(2, 2, 8), X[0], dynamic=dynamic)
     # held-row variant (the first kernel): 4 vectors of 4 -> 4 calls instead of 16 (the
     # looping variants keep theirs: a shifted row's vectors do not start at multiples of 4)
     held = [ptx.split(".entry")[1] for ptx in (shared.ptx, unshared.ptx)]

@@ -87,10 +87,12 @@ def philox_linear_in(body: ir.Block, last: int, extent_of: Callable[[ir.Value], 
 
 def _polynomial(v: ir.Value, inside: set) -> dict | None:
     """`v` as a polynomial over `linalg.index` values and values from outside the body:
-    {sorted factors: coefficient}; None past an op other than add, mul, casts, constants."""
-    if v not in inside:
+    {sorted factors: coefficient}; None past an op other than add, mul, casts, constants.
+    Constants are numbers wherever they are defined (static sizes' strides, hoisted out of
+    the body, are multiples of 4 or not as numbers, not as extents)."""
+    op = None if isinstance(v.owner, ir.Block) else v.owner.operation
+    if v not in inside and (op is None or op.name != "arith.constant"):
         return {(("v", v),): 1}
-    op = v.owner.operation
     if op.name == "linalg.index":
         return {(("i", ir.IntegerAttr(op.attributes["dim"]).value),): 1}
     if op.name == "arith.constant":
