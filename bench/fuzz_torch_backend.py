@@ -2,6 +2,12 @@
 (test/py/torch_programs.py), forward and backward, in worker processes.
 
     python bench/fuzz_torch_backend.py --programs 10000 --workers 16
+    python bench/fuzz_torch_backend.py --device emulator --programs 500   # the GPU kernels, no GPU
+
+`--device cpu` (or `cuda`) checks the compiled step against eager. `--device emulator` checks
+the GPU kernels without a GPU: the step runs on the CPU, and every call of a fused region is
+compiled for the GPU too (PTX assembled by ptxas where the toolkit has one) and its kernels
+emulated on that call's inputs, against the CPU backend's results (`check_on_emulator`).
 
 Prints a table (programs run, mismatches, errors, timeouts, seconds) and each failing program with its
 seed, and writes JSON under bench/results/. A failure is replayed with --seed N --programs 1.
@@ -44,7 +50,7 @@ def _run(seed: int, device: str = "cpu", limit: int = 300) -> tuple[int, str, st
 
     import torch
     import torch._dynamo as dynamo
-    from torch_programs import Draw, check, generate
+    from torch_programs import Draw, check, check_on_emulator, generate
 
     try:
         torch.manual_seed(seed)
@@ -55,7 +61,13 @@ def _run(seed: int, device: str = "cpu", limit: int = 300) -> tuple[int, str, st
     signal.signal(signal.SIGALRM, _timeout)
     signal.alarm(limit)
     try:
-        check(program, single_node=seed % 2 == 1, device=device, pad_matmuls="always" if seed % 3 == 0 else "auto")
+        options = {"single_node": seed % 2 == 1, "pad_matmuls": "always" if seed % 3 == 0 else "auto"}
+        if device == "emulator":
+            from mlirfuse.lowering.gpu import toolchain
+
+            check_on_emulator(program, ptxas=toolchain.find().ptxas, **options)
+        else:
+            check(program, device=device, **options)
         return seed, "ok", ""
     except AssertionError as e:
         return seed, "mismatch", str(e)
@@ -161,7 +173,8 @@ def main() -> int:
     parser.add_argument("--programs", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0, help="the first program's seed")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--device", default="cpu", help="cpu, or cuda for the GPU kernels")
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda", "emulator"),
+                        help="cpu; cuda for the GPU kernels; emulator for the GPU kernels without a GPU")
     parser.add_argument("--json", default=None, help="where to write the JSON (default bench/results/)")
     parser.add_argument("--limit", type=int, default=300, help="seconds a program may run (a hang is a finding)")
     args = parser.parse_args()

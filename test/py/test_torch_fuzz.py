@@ -15,7 +15,7 @@ import random  # noqa: E402
 import torch._dynamo as dynamo  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from torch_programs import Draw, check, generate  # noqa: E402
+from torch_programs import Draw, check, check_on_emulator, generate  # noqa: E402
 
 
 @settings(max_examples=300, deadline=None, derandomize=True,
@@ -27,6 +27,46 @@ def test_random_programs_match_eager(data) -> None:
     pad_matmuls = data.draw(st.sampled_from(["auto", "always"]))
     dynamo.reset()
     check(program, single_node=single_node, pad_matmuls=pad_matmuls)
+
+
+def _toolkit():
+    from mlirfuse.lowering.gpu import toolchain
+
+    found = toolchain.find()
+    if found.libdevice is None:
+        pytest.skip("no libdevice: GPU code is not generated")
+    return found
+
+
+@settings(max_examples=80, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.data())
+def test_random_programs_gpu_kernels_match_the_cpu_on_the_emulator(data) -> None:
+    """The GPU kernels with no GPU: every region of a random training step compiled for sm_90
+    (assembled by ptxas where present) and emulated on its inputs, against the CPU backend."""
+    ptxas = _toolkit().ptxas
+    program = generate(Draw(data))
+    check_on_emulator(program, single_node=data.draw(st.booleans()),
+                      pad_matmuls=data.draw(st.sampled_from(["auto", "always"])), ptxas=ptxas)
+
+
+def test_the_emulator_fuzzer_reports_a_kernel_that_reads_values_not_yet_written(monkeypatch) -> None:
+    """`bench/fuzz_torch_backend.py --device emulator` finds, with no GPU, the wrong answer
+    GPU fuzzing found on the H200 in session 73 (seed 782456: a chain's kernel ran after a
+    cat whose body reads the chain's row values), with that fix taken out."""
+    import sys
+    from pathlib import Path
+
+    from mlirfuse.lowering.gpu import normalization
+
+    _toolkit()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from fuzz_torch_backend import _run
+
+    assert _run(782456, "emulator", 120)[1] == "ok"
+    monkeypatch.setattr(normalization, "_read_in_body", lambda g: set())
+    seed, kind, message = _run(782456, "emulator", 120)
+    assert kind == "mismatch" and "the emulated GPU kernels of fusion" in message and "nan" in message
 
 
 def test_a_program_whose_every_step_failed_is_drawn() -> None:

@@ -1052,7 +1052,7 @@ def test_gpu_fuzz_seeds_of_session_73_match_eager(seed, device) -> None:
 
 
 @pytest.mark.parametrize("seed", [781432, 783177, 782456, 782535, 783041, 782920])
-def test_gpu_fuzz_regions_compile_and_match_on_the_emulator(seed, monkeypatch) -> None:
+def test_gpu_fuzz_regions_compile_and_match_on_the_emulator(seed) -> None:
     """GPU fuzz seeds of session 73, replayed without a GPU: each region the program's
     training step runs on the CPU is compiled for the GPU (its PTX assembled by ptxas where
     the toolkit has it) and its kernels run by the emulator on the region's inputs, against
@@ -1065,60 +1065,13 @@ def test_gpu_fuzz_regions_compile_and_match_on_the_emulator(seed, monkeypatch) -
     memory, which ptxas refused."""
     import random
 
-    import numpy as np
-    from gpu_emulator import emulate
-    from torch_programs import Draw, example_inputs, generate, in_memory_order, numpy_of, run
+    from torch_programs import Draw, check_on_emulator, generate
 
-    import mlirfuse
     from mlirfuse.lowering.gpu import toolchain
-    from mlirfuse.torch_backend import runtime as R
 
     if toolchain.find().libdevice is None:
         pytest.skip("no libdevice")
     torch.manual_seed(seed)
     program = generate(Draw(rng=random.Random(seed)))
-    captured = []
-    call = R.FusedRegion._call
-
-    def capture(self, args):
-        out = call(self, args)
-        captured.append((self, [a.detach().clone() for a in args[:self._n]], out))
-        return out
-    monkeypatch.setattr(R.FusedRegion, "_call", capture)
-    monkeypatch.setattr(R.FusedRegion, "_shortcut", lambda self, hot: None)
-    previous = mlirfuse.set_options(single_node=seed % 2 == 1, fallback=False,
-                                    pad_matmuls="always" if seed % 3 == 0 else "auto")
-    try:
-        dynamo.reset()
-        base = example_inputs(program)
-        xs = [t.clone().requires_grad_(g and t.dtype.is_floating_point) for (_, _, g), t in zip(program.inputs, base)]
-        outs = torch.compile(lambda *xs: run(program, list(xs)), backend="mlirfuse")(*xs)
-        pairs = [(o, torch.ones_like(o)) for o in outs if o.requires_grad]
-        if pairs:
-            torch.autograd.backward([o for o, _ in pairs], [c for _, c in pairs])
-        assert captured
-        for region, inputs, results in captured:
-            compiled = region.jitted.compile(*inputs, backend="gpu", arch="sm_90")
-            if toolchain.find().ptxas is not None:
-                _assemble(compiled.ptx, toolchain.find().ptxas)
-            want = [numpy_of(r.detach().contiguous()) for r in results]
-            got = emulate(compiled.stages["gpu"], [numpy_of(in_memory_order(a)) for a in inputs],
-                          [np.empty_like(w) for w in want])
-            for g, w in zip(got, want):
-                np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(w, np.float64), rtol=1e-5, atol=1e-6,
-                                           equal_nan=True)
-    finally:
-        mlirfuse.restore_options(previous)
-
-
-def _assemble(ptx: str, ptxas: str) -> None:
-    """ptxas accepts the PTX for sm_90 (shared memory, registers: what the emulator does not check)."""
-    import subprocess
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as d:
-        with open(f"{d}/k.ptx", "w") as f:
-            f.write(ptx)
-        done = subprocess.run([ptxas, "-arch=sm_90", f"{d}/k.ptx", "-o", f"{d}/k.cubin"],
-                              capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr
+    assert check_on_emulator(program, single_node=seed % 2 == 1, pad_matmuls="always" if seed % 3 == 0 else "auto",
+                             ptxas=toolchain.find().ptxas)

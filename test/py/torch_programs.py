@@ -384,3 +384,83 @@ def in_memory_order(t: torch.Tensor) -> torch.Tensor:
 
     order = None if t.is_contiguous() else dense_order(t.shape, t.stride())
     return t.permute(order).contiguous() if order is not None else t.contiguous()
+
+
+def check_on_emulator(program: Program, single_node: bool = False, pad_matmuls: str = "auto",
+                      ptxas: str | None = None) -> int:
+    """The GPU kernels of the program's training step, without a GPU: the step runs on the
+    CPU, and each call of a fused region's jitted function is compiled again for the GPU
+    (sm_90; its PTX assembled by `ptxas` if given) and emulated (gpu_emulator) on the
+    inputs it had, in the memory order the jit hands a compiled fusion (`in_memory_order`),
+    against the CPU backend's results (dtype-aware tolerances relative to the magnitudes
+    involved; integers and NaNs exactly). AssertionError names the region and the program.
+    Returns the calls checked."""
+    import numpy as np
+
+    import mlirfuse
+    from mlirfuse.frontend.jit import JitFunction
+    from mlirfuse.torch_backend import runtime as R
+
+    calls: list[tuple[Any, list[Any], tuple[Any, ...]]] = []
+    call, shortcut = JitFunction.__call__, R.FusedRegion._shortcut
+
+    def capture(self: Any, *args: Any) -> Any:
+        before = [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]
+        out = call(self, *args)
+        calls.append((self, before, tuple(out) if isinstance(out, (tuple, list)) else (out,)))
+        return out
+
+    previous = mlirfuse.set_options(single_node=single_node, fallback=False, pad_matmuls=pad_matmuls)
+    JitFunction.__call__, R.FusedRegion._shortcut = capture, lambda self, hot: None  # every call through __call__
+    try:
+        torch._dynamo.reset()
+        base = example_inputs(program)
+        xs = [t.clone().requires_grad_(g and t.dtype.is_floating_point) for (_, _, g), t in zip(program.inputs, base)]
+        outs = torch.compile(lambda *xs: run(program, list(xs)), backend="mlirfuse")(*xs)
+        pairs = [(o, torch.ones_like(o)) for o in outs if o.requires_grad]
+        if pairs:
+            torch.autograd.backward([o for o, _ in pairs], [c for _, c in pairs])
+    finally:
+        JitFunction.__call__, R.FusedRegion._shortcut = call, shortcut
+        mlirfuse.restore_options(previous)
+    from gpu_emulator import emulate
+
+    for jitted, inputs, results in calls:
+        if any(isinstance(a, torch.Tensor) and a.is_complex() for a in inputs + list(results)):
+            continue  # (complex tensors: the emulator's numpy arrays hold no complex memrefs)
+        compiled = jitted.compile(*inputs, backend="gpu", arch="sm_90")
+        if ptxas is not None:
+            _assemble(compiled.ptx, ptxas)
+        want = [numpy_of(in_memory_order(r.detach())) for r in results]
+        got = emulate(compiled.stages["gpu"], [numpy_of(in_memory_order(a)) if isinstance(a, torch.Tensor) else a
+                                               for a in inputs], [np.empty_like(w) for w in want])
+        floats = [a for a in inputs + list(results) if isinstance(a, torch.Tensor) and a.is_floating_point()]
+        scale = max([1.0] + [float(a.detach().abs().max()) for a in inputs
+                             if isinstance(a, torch.Tensor) and a.is_floating_point() and a.numel()])
+        # the narrowest float dtype the call computes in (a float64 product of a float32 cos
+        # carries the float32 rounding of libdevice's cosf against the CPU's)
+        rounding = max([R.CHECK_TOLERANCE.get(a.dtype, 2e-2) for a in floats], default=0.0)
+        for k, (g, w, r) in enumerate(zip(got, want, results)):
+            g, w = np.asarray(g, np.float64), np.asarray(w, np.float64)
+            tol = (rounding if r.is_floating_point() else 0.0) * max(scale, float(np.nanmax(np.abs(w), initial=0.0)))
+            bad = ~((np.abs(g - w) <= tol) | (np.isnan(g) & np.isnan(w)) | (g == w))
+            if bad.any():
+                first = tuple(int(i) for i in np.argwhere(bad)[0])
+                raise AssertionError(f"the emulated GPU kernels of fusion {compiled.key}, output {k} ({r.dtype}, "
+                                     f"{tuple(w.shape)}): {int(bad.sum())} of {w.size} elements off, at {first} "
+                                     f"{g[first]!r} where the CPU backend gives {w[first]!r} (tolerance {tol:.3g})"
+                                     f"\n{program}")
+    return len(calls)
+
+
+def _assemble(ptx: str, ptxas: str) -> None:
+    """ptxas accepts the PTX for sm_90 (shared memory, registers: what the emulator does not check)."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        with open(f"{d}/k.ptx", "w") as f:
+            f.write(ptx)
+        done = subprocess.run([ptxas, "-arch=sm_90", f"{d}/k.ptx", "-o", f"{d}/k.cubin"],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, f"ptxas refused the PTX: {done.stderr}"

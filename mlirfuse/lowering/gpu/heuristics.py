@@ -378,6 +378,18 @@ PERSISTENT_SLOTS = 4
 # least 256 or 512 threads lost too. A cap of 48 registers at today's threads helped float32
 # softmax alone (8192x1024 19.0 -> 18.1, 32768x4096 271.7 -> 254.9) and spilled elsewhere
 # (LayerNorm bf16 8192x1024 10.0 -> 24.9).
+# Not taken either, session 74 (H200, bench/gpu_bench.kernel_us through mlirfuse.jit, dynamic
+# sizes, best of 2 rounds of 3, us; Inductor's kernels in brackets): 8 slots (a warp a row of
+# 1024 float32, as Inductor's kernel: 32 threads, 8 vectors each) LayerNorm f32 8192x1024 22.8 ->
+# 23.3 (21.5), RMSNorm f32 22.0 -> 23.3 (20.9), softmax f32 22.3 -> 24.3 (20.4), softmax bf16
+# 15.2 -> 19.2 (13.7), bias-dropout-add-LayerNorm 34.1 -> 44.0; 3 slots (768-wide rows held
+# without an idle slot) residual LayerNorm bf16 4096x768 10.9 -> 11.2 (10.0), 16384x768 25.6 ->
+# 25.2 (24.1), LayerNorm f32 8192x768 19.3 -> 18.8 (17.3); blocks of at least 32 or 64 threads
+# (a block a row, as Inductor's) within 0.4 us either way. What ncu shows instead (LayerNorm f32
+# 8192x1024): 4x Inductor's instructions an element, most of them the index arithmetic, branches
+# and shuffle offsets of rows whose length and tier are known only at run time, and spills at
+# the 64-register cap; with static sizes (mlirfuse.jit(dynamic=False)) half the instructions and
+# no spills, yet LayerNorm f32 23.5 and softmax f32 21.4, bf16 13.6 (8192x1024), 11.8 (8192x768).
 NORMALIZATION_MAX_BLOCK = 1024
 # Short rows share blocks of this many threads (block // threads rows each).
 NORMALIZATION_MIN_BLOCK = 128
