@@ -107,12 +107,15 @@ class Emulator:
 
 
 LAUNCHED: list[tuple[tuple[int, ...], tuple[int, ...]]] = []  # (grid, block) of each launch of the last `emulate`
+RUN_KERNELS = [True]  # False: `emulate(kernels=False)`, launches recorded but not run
 
 
 def _launch(emu: Emulator, p: Op, env: dict) -> Iterator[_Sync]:
     sizes = [env[v] for v in p.ins]
     grid, block = sizes[-6:-3], sizes[-3:]
     LAUNCHED.append((tuple(grid), tuple(block)))
+    if not RUN_KERNELS[0]:
+        return []
     body = p.regions[0][0]
     n_threads = block[0] * block[1] * block[2]
     shared_types = [ir.MemRefType(a.type) for a in list(p.op.regions[0].blocks[0].arguments)[12:]]
@@ -239,12 +242,14 @@ _SYNCING: dict[str, Callable] = {"gpu.launch": _launch, "gpu.barrier": _barrier,
 
 # -- the entry point ----------------------------------------------------------------------------
 def emulate(gpu_stage: str, inputs: list[Any], outputs: list[np.ndarray],
-            misalign: dict[int, int] | None = None) -> list[np.ndarray]:
+            misalign: dict[int, int] | None = None, kernels: bool = True) -> list[np.ndarray]:
     """Run the compiled fusion on `inputs` (numpy arrays, Python scalars for scalar inputs)
     into `outputs` (numpy arrays of the result shapes, overwritten). `misalign` gives argument
     positions (inputs then outputs) whose addresses are that many bytes past a 256-byte
-    boundary."""
+    boundary. `kernels=False`: the host code alone, each launch recorded in `LAUNCHED` but
+    not run (a launch geometry at sizes too large to emulate; the outputs are not written)."""
     misalign = misalign or {}
+    RUN_KERNELS[0] = kernels
     LAUNCHED.clear()
     MEMSETS.clear()
     args, written = [], []

@@ -302,15 +302,24 @@ def emit_column_reduction(m: ColumnReductionMatch, params: S.ColumnReductionPara
             width = arith.select(vector_ok, index_const(p.vector), one)
 
         def geometry(q: S.ColumnReductionParams, width: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
-            """Column blocks, blocks, and slices of `q` (the target's nearest multiple of the
-            blocks: 512 blocks against 528 make one slice, not two; an empty batch has no
-            blocks: divided by one, not zero, a trap on the host)."""
+            """Column blocks, blocks, and slices of `q`: the target's nearest multiple of the
+            blocks (512 blocks against 528 make one slice, not two), but the multiple below
+            where that fills at least `S.COLUMN_WAVE_FILL` of the target (32 blocks: 16
+            slices, not 17: 544 blocks, 16 past what the SMs hold at once); at most a slice
+            per `min_rows_per_thread` rows of each row of threads. An empty batch has no
+            blocks: divided by one, not zero, a trap on the host."""
             col_blocks = arith.maxui(arith.ceildivui(columns, arith.muli(width, index_const(q.block_x))), one)
             blocks = arith.muli(col_blocks, batch)
             most = arith.ceildivui(rows, index_const(q.block_y * q.min_rows_per_thread))
             some = arith.maxui(blocks, one)
-            nearest = arith.divui(arith.addi(index_const(q.target_blocks), arith.shrui(some, one)), some)
-            return col_blocks, blocks, arith.maxui(arith.minui(nearest, most), one)
+            target = index_const(q.target_blocks)
+            nearest = arith.divui(arith.addi(target, arith.shrui(some, one)), some)
+            below = arith.divui(target, some)
+            numerator, denominator = S.COLUMN_WAVE_FILL.as_integer_ratio()
+            full = arith.cmpi(arith.CmpIPredicate.uge, arith.muli(arith.muli(below, some), index_const(denominator)),
+                              arith.muli(target, index_const(numerator)))
+            chosen = arith.select(full, below, nearest)
+            return col_blocks, blocks, arith.maxui(arith.minui(chosen, most), one)
 
         col_blocks, blocks, splits = geometry(p, width)
         narrow = None  # the host's choice of the narrow geometry: vectors, one slice, no row short

@@ -171,6 +171,13 @@ COLUMN_MIN_ROWS_PER_THREAD = 16
 # torch.compile (torch.profiler, L2 warm), f32 16384x768 35.0 -> 29.7 (33.1), 4096x768 8.8 -> 8.9
 # (9.2).
 COLUMN_WAVE_FRACTION = 2  # the blocks a wave holds, divided by this
+# The slices are the target's nearest multiple of the column blocks, or the multiple below
+# where that keeps this fraction of the target: a multiple above it is more blocks than the
+# SMs hold at once at the register cap (`column_registers`), the rest a second wave. H200,
+# session 74, x.sum((0, 1)) of float32 [16, 512, 4096], 32 column blocks, 17 slices (544
+# blocks) against 528 held: 49.4 us; 46.1 with no register cap (5 blocks an SM held them all);
+# Inductor 43.4.
+COLUMN_WAVE_FILL = 0.875
 # Static rows too few for 8 rows of threads of `COLUMN_MIN_ROWS_PER_THREAD` each (a sum over
 # a batch of 8): more lanes across the columns, fewer rows of threads, while the column blocks
 # stay at least this many an SM. H200, session 67, [8, 512, 768] summed over the batch (and
