@@ -125,6 +125,100 @@ _next_address = [1 << 20]
 IN_KERNEL = [False]  # set while a gpu.launch runs
 
 
+class Races:
+    """Data races within a launch: accesses to one element of global or shared memory by two
+    threads, at least one a write, with nothing ordering them. The emulator runs a block's
+    threads one after another between barriers, so a race gives it one of the orders a GPU may
+    take and no wrong value to show (GPU fuzz seed 780106: threads loaded a row's argmax before
+    the row's lane 0 had stored it, which the emulator's order hid). Ordered: accesses of one
+    thread; accesses of one block on either side of a barrier (`epoch`); accesses of one
+    warp's lanes on either side of a shuffle of the whole warp (`warp_epochs`: the values
+    shuffled carry what the lanes read before it, as a reduction's lanes read its initial
+    value, which its lane 0 then overwrites); another block's writes read by a block that
+    has done an atomic since (the column reductions' last block, which reads the others'
+    partials after their fences and its counter's increment). Atomics are not tracked (they
+    do not race with each other)."""
+
+    def __init__(self) -> None:
+        self.on = True
+        self.launch()
+
+    def launch(self) -> None:
+        self.block, self.thread, self.epoch = 0, 0, 0
+        self.warp_epochs: dict[int, int] = {}  # warp -> full-warp shuffles so far (this block)
+        # (buffer, element) -> (block, thread, epoch, warp epoch) of the last write, and of
+        # the last read (thread -1: several threads of the block read it in that epoch)
+        self.writes: dict[tuple[int, int], tuple[int, int, int, int]] = {}
+        self.reads: dict[tuple[int, int], tuple[int, int, int, int]] = {}
+        self.acquired: set[int] = set()  # blocks that did an atomic
+        self.buffers: dict[int, np.ndarray] = {}  # kept alive: their ids name them for the launch
+
+    def start_block(self, block: int) -> None:
+        self.block, self.epoch, self.warp_epochs = block, 0, {}
+
+    def _key(self, m: "MemRef", i: int) -> tuple[int, int]:
+        self.buffers.setdefault(id(m.data), m.data)
+        return id(m.data), i
+
+    def _now(self) -> tuple[int, int, int, int]:
+        return self.block, self.thread, self.epoch, self.warp_epochs.get(self.thread // 32, 0)
+
+    @staticmethod
+    def _warp(who: int) -> int:
+        """The warp of a thread, or of the readers `who` stands for (-1 - warp), or -1 (several warps)."""
+        return who // 32 if who >= 0 else (-1 - who if who != SEVERAL_WARPS else -1)
+
+    def _unordered(self, now: tuple[int, int, int, int], then: tuple[int, int, int, int]) -> bool:
+        """Accesses of one block: by other threads, between the same barriers, and not on
+        either side of a shuffle of their warp."""
+        if then[0] != now[0] or then[1] == now[1] or then[2] != now[2]:
+            return False
+        warp = self._warp(then[1])
+        return warp != now[1] // 32 or then[3] == now[3]
+
+    def read(self, m: "MemRef", elements: Any) -> None:
+        if not (IN_KERNEL[0] and self.on):
+            return
+        now = self._now()
+        for i in elements:
+            key = self._key(m, i)
+            w = self.writes.get(key)
+            if w is not None and (self._unordered(now, w) or w[0] != now[0] and now[0] not in self.acquired):
+                self._race("reads", i, w)
+            r = self.reads.get(key)
+            if r is None or r[0] != now[0] or r[2] != now[2] or r[1] == now[1]:
+                self.reads[key] = now
+            elif self._warp(r[1]) == now[1] // 32:  # readers of one warp: its latest shuffle count
+                self.reads[key] = (now[0], -1 - now[1] // 32, now[2], now[3])
+            else:
+                self.reads[key] = (now[0], SEVERAL_WARPS, now[2], 0)
+
+    def write(self, m: "MemRef", elements: Any) -> None:
+        if not (IN_KERNEL[0] and self.on):
+            return
+        now = self._now()
+        for i in elements:
+            key = self._key(m, i)
+            w = self.writes.get(key)
+            if w is not None and (self._unordered(now, w) or w[0] != now[0]):
+                self._race("writes", i, w)
+            r = self.reads.get(key)
+            if r is not None and (self._unordered(now, r) or r[0] != now[0] and r[0] not in self.acquired):
+                self._race("writes", i, r, "read")
+            self.writes[key] = now
+
+    def _race(self, what: str, i: int, other: tuple[int, int, int, int], did: str = "wrote") -> None:
+        them = f"thread {other[1]} of block {other[0]}" if other[1] >= 0 else f"several threads of block {other[0]}"
+        them += f" (warp {self._warp(other[1])})" if other[1] < 0 and other[1] != SEVERAL_WARPS else ""
+        raise EmulationError(f"data race: thread {self.thread} of block {self.block} {what} element {i} of a buffer "
+                             f"that {them} {did} with nothing ordering the two (a barrier, a shuffle of their "
+                             "warp, or an atomic after the other block's)")
+
+
+SEVERAL_WARPS = -(1 << 30)  # `Races.reads`: readers in several warps
+RACES = Races()
+
+
 def fresh(element: ir.Type, sizes: list[int]) -> MemRef:
     """An allocation holding garbage: NaN for floats, a pattern for integers."""
     dtype = storage_dtype(element)
@@ -190,12 +284,16 @@ def _alloc(p, vals):
 def _load(p, vals):
     m, *idx = vals
     kind = p.kind
-    return [kind.of(m.data[m.at(idx)])]
+    at = m.at(idx)
+    RACES.read(m, (at,))
+    return [kind.of(m.data[at])]
 
 
 def _store(p, vals):
     value, m, *idx = vals
-    m.data[m.at(idx)] = _to_storage(value, m.data.dtype)
+    at = m.at(idx)
+    RACES.write(m, (at,))
+    m.data[at] = _to_storage(value, m.data.dtype)
     return []
 
 
@@ -223,12 +321,16 @@ def _vload(p, vals):
     m, *idx = vals
     t = ir.VectorType(p.op.results[0].type)
     kind = p.kind
-    return [tuple(kind.of(m.data[i]) for i in _vector_access(p, m, idx, t.shape[0]))]
+    elements = _vector_access(p, m, idx, t.shape[0])
+    RACES.read(m, elements)
+    return [tuple(kind.of(m.data[i]) for i in elements)]
 
 
 def _vstore(p, vals):
     value, m, *idx = vals
-    for i, v in zip(_vector_access(p, m, idx, len(value)), value):
+    elements = _vector_access(p, m, idx, len(value))
+    RACES.write(m, elements)
+    for i, v in zip(elements, value):
         m.data[i] = _to_storage(v, m.data.dtype)
     return []
 
@@ -304,6 +406,7 @@ def _atomic_rmw(p, vals):
     value, m, *idx = vals
     kind = ir.IntegerAttr(p.op.attributes["kind"]).value  # arith::AtomicRMWKind: 0 addf, 1 addi
     at = m.at(idx)
+    RACES.acquired.add(RACES.block)
     old = p.kind.of(m.data[at])
     if kind not in (0, 1):
         raise EmulationError(f"atomic_rmw of kind {kind} is not emulated")

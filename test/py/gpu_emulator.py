@@ -7,7 +7,9 @@ its blocks one after another and a block's threads as Python generators that sto
 lane of the warp must reach it). What it catches: wrong indices (every memref access is
 bounds-checked), reads of memory nothing wrote (fresh buffers hold NaN or a garbage pattern),
 missing or misplaced barriers (a thread reading shared memory another thread writes only after
-the barrier sees the garbage), wrong guards, vector/scalar variant mistakes (the host's
+the barrier sees the garbage), data races (`emulator_rules.Races`: two threads' accesses to an
+element, one a write, that no barrier or atomic orders, though the order the emulator runs
+them in gives the right value), wrong guards, vector/scalar variant mistakes (the host's
 alignment checks see the addresses given here, misaligned ones included).
 
     out = emulate(compiled.stages["gpu"], [x, w, 0.5], [np.empty(...)], misalign={0: 4})
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import numpy as np
-from emulator_rules import (IN_KERNEL, MEMSETS, RULES, EmulationError, Kind, MemRef,
+from emulator_rules import (IN_KERNEL, MEMSETS, RACES, RULES, EmulationError, Kind, MemRef,
                             fresh, kind_of, maybe_kind, of_array, of_view)
 from mlir import ir
 
@@ -119,9 +121,11 @@ def _launch(emu: Emulator, p: Op, env: dict) -> Iterator[_Sync]:
     body = p.regions[0][0]
     n_threads = block[0] * block[1] * block[2]
     shared_types = [ir.MemRefType(a.type) for a in list(p.op.regions[0].blocks[0].arguments)[12:]]
+    RACES.launch()
     for bz in range(grid[2]):
         for by in range(grid[1]):
             for bx in range(grid[0]):
+                RACES.start_block(bx + grid[0] * (by + grid[1] * bz))
                 shared = [fresh(t.element_type, list(t.shape)) for t in shared_types]
                 threads = []
                 for t in range(n_threads):
@@ -146,6 +150,7 @@ def _run_block(threads: list[Iterator[_Sync]]) -> None:
     replies: dict[int, Any] = {}
     while live:
         for t in runnable:
+            RACES.thread = t
             try:
                 sync = threads[t].send(replies.pop(t, None)) if t in replies else next(threads[t])
                 waiting[t] = sync
@@ -158,12 +163,14 @@ def _run_block(threads: list[Iterator[_Sync]]) -> None:
         if len(barrier) == len(live):
             runnable = sorted(barrier)
             waiting.clear()
+            RACES.epoch += 1
             continue
         for warp in {t // WARP for t in live}:
             lanes = [t for t in range(warp * WARP, min(len(threads), (warp + 1) * WARP))]
             if not all(t in live and waiting[t].what == "shuffle" for t in lanes):
                 continue
             values = {t % WARP: waiting[t].payload[1] for t in lanes}
+            RACES.warp_epochs[warp] = RACES.warp_epochs.get(warp, 0) + 1
             for t in lanes:
                 mode, value, offset, width = waiting[t].payload
                 lane = t % WARP

@@ -1343,7 +1343,10 @@ def test_random_programs_on_the_emulated_gpu() -> None:
 
 
 def test_the_emulator_catches_a_missing_barrier(monkeypatch) -> None:
-    """Without its barrier the transpose reads shared memory before other threads wrote it."""
+    """Without its barrier the transpose reads shared memory another thread writes: a data
+    race (and, in the emulator's order, garbage: the race check off, NaN)."""
+    from emulator_rules import RACES
+
     from mlirfuse.lowering.gpu import transpose as gpu_transpose
 
     class NoBarrier:
@@ -1351,8 +1354,49 @@ def test_the_emulator_catches_a_missing_barrier(monkeypatch) -> None:
 
     monkeypatch.setattr(gpu_transpose, "gpu", NoBarrier)
     monkeypatch.setenv("MLIRFUSE_CACHE_DIR", "off")
+    with pytest.raises(EmulationError, match="data race: thread .* writes element .* that thread .* read"):
+        on_emulated_gpu(lambda x: ops.permute(x, [1, 0]) * 1.0, randn(64, 32))
+    monkeypatch.setattr(RACES, "on", False)
     _, got, want = on_emulated_gpu(lambda x: ops.permute(x, [1, 0]) * 1.0, randn(64, 32))
     assert np.isnan(got[0]).any() and not np.isnan(want[0]).any()
+
+
+def test_the_emulator_catches_a_row_value_read_before_its_lane_stores_it(monkeypatch) -> None:
+    """GPU fuzz seed 780106 (a device-side assert on the H200, which the emulator's order of
+    threads hid): a gather read its row's argmax from the buffer the row's lane 0 stores it
+    in, with nothing ordering the store before the other threads' loads. With the gather's
+    reads from memory again (as before `Member.body_rows`), the race check names the race."""
+    from mlirfuse.lowering.gpu import normalization
+
+    def fn(x):
+        picked = ops.take_along_axis(x, ops.argmax(x, 2, keepdim=True), 2)
+        return ops.var(picked, 2, keepdim=True, correction=0), ops.sigmoid(x)
+
+    check(fn, randn(2, 1, 1))
+    found = normalization._body_rows
+    monkeypatch.setattr(normalization, "_body_rows",
+                        lambda members: None if found(members) is None else [{} for _ in members])
+    monkeypatch.setenv("MLIRFUSE_CACHE_DIR", "off")
+    with pytest.raises(EmulationError, match="data race: thread [1-9][0-9]* of block 0 reads element 0 of a buffer "
+                                             "that thread 0 of block 0 wrote"):
+        on_emulated_gpu(fn, randn(2, 1, 1))
+
+
+def test_threads_past_the_last_row_load_no_row_value_the_chain_writes() -> None:
+    """A variance over rows of 33 (4 threads a row, 32 rows a block, 42 rows), in a chain whose
+    first reduction's initial value is read from memory (its fill is another kernel's, shared
+    with the other outputs): threads past the last row compute on row 0 and loaded that value
+    from row 0's place, which block 0's lane 0 then overwrites with row 0's total, in the
+    same launch. Nothing they compute is kept, but the emulator's race check names the race
+    (a load unordered with another block's store); they now load nothing."""
+    from test_ops import sample
+
+    def fn(t):
+        return (ops.mean(t, [-1], keepdim=True), ops.var(t, None), ops.var(t, [-1], keepdim=True),
+                ops.var(t, [0, 2]))
+    x = sample(np.float32, (6, 7, 33))
+    c = check(fn, x, reduction_size=x.size)
+    assert any(s.startswith("normalization (reduce,") for s in schedules(c)), c.stages["launch_params"]
 
 
 def test_the_emulator_checks_bounds() -> None:

@@ -188,9 +188,25 @@ class NormalizationKernel:
         return {p: self.row_values[buffer] for p, buffer in m.body_rows.items()}
 
     def row_load(self, buffer: ir.Value, role: str, index: list[ir.Value]) -> ir.Value:
+        """A row's (or the one) value of `buffer` from memory. Of a buffer the chain writes (a
+        reduction's initial value, which lane 0 then overwrites with the total), threads past
+        the last row load nothing (a zero: nothing they compute is kept): at row 0, where
+        they compute, they would race with row 0's lane 0, in another block, storing it
+        (found by the emulator's race check: a variance over 42 rows, 32 a block)."""
         key = (buffer, role)
         if key not in self.row_loads:
-            self.row_loads[key] = memref.load(self.views[key], index)
+            view = self.views[key]
+            t = ir.MemRefType(view.type).element_type
+            written = any(o.value == buffer for m in self.chain.members for o in m.generic.outputs)
+            if written and role == ROW and isinstance(t, (ir.FloatType, ir.IntegerType, ir.IndexType)):
+                load = scf.IfOp(self.row_ok, [t], has_else=True)
+                with ir.InsertionPoint(load.then_block):
+                    scf.YieldOp([memref.load(view, index)])
+                with ir.InsertionPoint(load.else_block):
+                    scf.YieldOp([arith.constant(t, 0.0 if isinstance(t, ir.FloatType) else 0)])
+                self.row_loads[key] = load.results[0]
+            else:
+                self.row_loads[key] = memref.load(view, index)
         return self.row_loads[key]
 
     def row_op(self, m: Member) -> None:
