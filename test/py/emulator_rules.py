@@ -177,35 +177,35 @@ class Races:
         return warp != now[1] // 32 or then[3] == now[3]
 
     def read(self, m: "MemRef", elements: Any) -> None:
+        self._access(m, elements, False)
+
+    def write(self, m: "MemRef", elements: Any) -> None:
+        self._access(m, elements, True)
+
+    def _access(self, m: "MemRef", elements: Any, writing: bool) -> None:
+        """Check each element's access against the last write (and, writing, the last read),
+        then record it. Another block's access is ordered before this one only where this
+        block has done an atomic since (which follows the other block's fence)."""
         if not (IN_KERNEL[0] and self.on):
             return
         now = self._now()
+        what = "writes" if writing else "reads"
         for i in elements:
             key = self._key(m, i)
             w = self.writes.get(key)
             if w is not None and (self._unordered(now, w) or w[0] != now[0] and now[0] not in self.acquired):
-                self._race("reads", i, w)
+                self._race(what, i, w)
             r = self.reads.get(key)
-            if r is None or r[0] != now[0] or r[2] != now[2] or r[1] == now[1]:
+            if writing:
+                if r is not None and (self._unordered(now, r) or r[0] != now[0] and now[0] not in self.acquired):
+                    self._race(what, i, r, "read")
+                self.writes[key] = now
+            elif r is None or r[0] != now[0] or r[2] != now[2] or r[1] == now[1]:
                 self.reads[key] = now
             elif self._warp(r[1]) == now[1] // 32:  # readers of one warp: its latest shuffle count
                 self.reads[key] = (now[0], -1 - now[1] // 32, now[2], now[3])
             else:
                 self.reads[key] = (now[0], SEVERAL_WARPS, now[2], 0)
-
-    def write(self, m: "MemRef", elements: Any) -> None:
-        if not (IN_KERNEL[0] and self.on):
-            return
-        now = self._now()
-        for i in elements:
-            key = self._key(m, i)
-            w = self.writes.get(key)
-            if w is not None and (self._unordered(now, w) or w[0] != now[0]):
-                self._race("writes", i, w)
-            r = self.reads.get(key)
-            if r is not None and (self._unordered(now, r) or r[0] != now[0] and r[0] not in self.acquired):
-                self._race("writes", i, r, "read")
-            self.writes[key] = now
 
     def _race(self, what: str, i: int, other: tuple[int, int, int, int], did: str = "wrote") -> None:
         them = f"thread {other[1]} of block {other[0]}" if other[1] >= 0 else f"several threads of block {other[0]}"

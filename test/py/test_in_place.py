@@ -47,16 +47,22 @@ def test_pointwise_outputs_may_be_written_into_inputs_read_at_the_same_index() -
     np.testing.assert_array_equal(got, p - g * s)
 
 
-def test_a_transposed_read_keeps_its_input_apart() -> None:
+def test_a_transposed_read_keeps_its_input_apart(monkeypatch) -> None:
     """p + g.T: g's element (j, i) is read by another thread than the one writing (i, j), so
-    the sum may overwrite p but not g; written into g anyway, the emulator's blocks (4
-    squares of 32 x 32 each, so 128 x 128 for several blocks) read transposed tiles already
+    the sum may overwrite p but not g. Written into g anyway, one block reads what another
+    writes: a data race (the emulator's race check), and, run in the emulator's order (4
+    squares of 32 x 32 a block, so 128 x 128 for several blocks), transposed tiles already
     overwritten."""
+    from emulator_rules import RACES, EmulationError
+
     p, g = RNG.standard_normal((128, 128), np.float32), RNG.standard_normal((128, 128), np.float32)
     c = _compiled(lambda p, g: (p + ops.permute(g, (1, 0)),), p, g)
     assert c.kernel.in_place == {(0, 0)}
     want = p + g.T
     np.testing.assert_array_equal(_emulate(c.stages["gpu"], [p, g], [(128, 128)], {0: 0})[0], want)
+    with pytest.raises(EmulationError, match="data race: thread .* of block 1 reads element .* of block 0 wrote"):
+        _emulate(c.stages["gpu"], [p, g], [(128, 128)], {0: 1})
+    monkeypatch.setattr(RACES, "on", False)
     assert not np.array_equal(_emulate(c.stages["gpu"], [p, g], [(128, 128)], {0: 1})[0], want)
 
 
