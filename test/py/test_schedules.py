@@ -839,3 +839,55 @@ def test_bfloat16_normalization_temporaries_do_not_narrow_its_vectors() -> None:
     assert "vector=8, slots=3" in held and "RowTier(max_row=None, threads=32)" in held, held
     assert "ld.global.v4.b32" in c.ptx and "gpu.alloc" not in c.stages["gpu"]
 
+
+
+@pytest.mark.parametrize("source, groups, expected", [
+    ("memref<1x1xf32, strided<[8, 1]>>", [[0, 1]], "memref<1xf32, strided<[8]>>"),
+    ("memref<5x1xf32, strided<[8, 1], offset: 2>>", [[0, 1]], "memref<5xf32, strided<[8], offset: 2>>"),
+    ("memref<2x3x4xf32, strided<[40, 4, 1]>>", [[0], [1, 2]], "memref<2x12xf32, strided<[40, 1]>>"),
+    ("memref<?x1x4xf32, strided<[?, 4, 1], offset: ?>>", [[0, 1], [2]],
+     "memref<?x4xf32, strided<[?, 1], offset: ?>>"),
+    ("memref<?x4xf32, strided<[4, 1]>>", [[0, 1]], "memref<?xf32, strided<[1]>>"),
+    ("memref<3x4xf32, 3>", [[0, 1]], "memref<12xf32, 3>"),
+    ("memref<2x3xf32>", [[0, 1]], "memref<6xf32>"),
+])
+def test_a_collapsed_view_keeps_its_sources_strides(source, groups, expected) -> None:
+    """`kernels.collapse` of a strided view (a padded matmul result's interior, GPU fuzz seed
+    805461: memref<1x1xf32, strided<[8, 1]>> taken as memref<1xf32>, which MLIR's verifier
+    refused) gives the layout MLIR infers: a group's stride is that of its last dim not of
+    size 1 (of its last dim where that is dynamic), the offset and memory space kept."""
+    from mlir import ir
+    from mlir.dialects import func
+
+    from mlirfuse.dialects import fusion as fusion_dialect
+    from mlirfuse.lowering.gpu.kernels import collapse
+
+    with fusion_dialect.context(), ir.Location.unknown():
+        module = ir.Module.create()
+        with ir.InsertionPoint(module.body):
+            f = func.FuncOp("f", ir.FunctionType.get([ir.Type.parse(source)], []))
+            with ir.InsertionPoint(f.add_entry_block()):
+                view = collapse(f.arguments[0], groups)
+                func.ReturnOp([])
+        assert module.operation.verify()
+        assert str(view.type) == expected
+
+
+@pytest.mark.parametrize("source", ["memref<3x4xf32, strided<[8, 1]>>", "memref<3x?xf32, strided<[8, 1]>>",
+                                    "memref<3x4xf32, strided<[?, 1]>>"])
+def test_a_collapse_of_dims_not_known_to_be_contiguous_is_refused(source) -> None:
+    """Rows 8 apart taken as one run of 12 would read the padding, and rows whose length or
+    stride is known only at run time may be: an error, never a view MLIR would take."""
+    from mlir import ir
+    from mlir.dialects import func
+
+    from mlirfuse.dialects import fusion as fusion_dialect
+    from mlirfuse.lowering.gpu.kernels import collapse
+
+    with fusion_dialect.context(), ir.Location.unknown():
+        module = ir.Module.create()
+        with ir.InsertionPoint(module.body):
+            f = func.FuncOp("f", ir.FunctionType.get([ir.Type.parse(source)], []))
+            with ir.InsertionPoint(f.add_entry_block()):
+                with pytest.raises(ValueError, match="not contiguous"):
+                    collapse(f.arguments[0], [[0, 1]])

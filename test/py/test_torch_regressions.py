@@ -1051,7 +1051,7 @@ def test_gpu_fuzz_seeds_of_session_73_match_eager(seed, device) -> None:
           pad_matmuls="always" if seed % 3 == 0 else "auto")
 
 
-@pytest.mark.parametrize("seed", [781432, 783177, 782456, 782535, 783041, 782920])
+@pytest.mark.parametrize("seed", [781432, 783177, 782456, 782535, 783041, 782920, 805461])
 def test_gpu_fuzz_regions_compile_and_match_on_the_emulator(seed) -> None:
     """GPU fuzz seeds of session 73, replayed without a GPU: each region the program's
     training step runs on the CPU is compiled for the GPU (its PTX assembled by ptxas where

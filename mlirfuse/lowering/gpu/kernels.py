@@ -290,7 +290,11 @@ def product(values: Sequence[ir.Value]) -> ir.Value:
 
 
 def collapse(value: ir.Value, groups: Sequence[Sequence[int]]) -> ir.Value:
-    """A contiguous memref viewed with its dims grouped (`groups` partition the dims)."""
+    """A memref viewed with its dims grouped (`groups` partition the dims). A strided source
+    keeps its layout as MLIR infers it: a group's stride is its last dim's not of size 1 (its
+    last dim's where that is dynamic, which may be 1 at run time: then a dynamic stride), the
+    offset kept; its groups' dims other than those of size 1 must be contiguous, as its
+    static sizes and strides show (MLIR's verifier takes unknown ones, which could be wrong)."""
     t = ir.MemRefType(value.type)
     if len(groups) == t.rank:
         return value
@@ -299,7 +303,24 @@ def collapse(value: ir.Value, groups: Sequence[Sequence[int]]) -> ir.Value:
         sizes = [t.shape[i] for i in g]
         shape.append(ir.ShapedType.get_dynamic_size() if any(t.is_dynamic_dim(i) for i in g)
                      else _prod(sizes))
-    out = ir.MemRefType.get(shape, t.element_type)
+    layout = None
+    if not (isinstance(t.layout, ir.AffineMapAttr) and t.layout.value == ir.AffineMap.get_identity(t.rank)):
+        strides, offset = t.get_strides_and_offset()
+        dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
+        collapsed = []
+        for g in groups:
+            last = len(g) - 1
+            while last > 0 and t.shape[g[last]] == 1:
+                last -= 1
+            collapsed.append(strides[g[last]] if last == 0 or not t.is_dynamic_dim(g[last]) else dynamic)
+            spanned = [d for d in g if t.shape[d] != 1]  # (a dim of size 1 has no stride to keep)
+            for outer, inner in zip(spanned, spanned[1:]):
+                if (t.is_dynamic_dim(inner) or dynamic in (strides[outer], strides[inner])
+                        or strides[outer] != strides[inner] * t.shape[inner]):
+                    raise ValueError(f"dims {list(g)} of {t} are not contiguous (or not known to be): "
+                                     "no collapsed view")
+        layout = ir.StridedLayoutAttr.get(offset, collapsed)
+    out = ir.MemRefType.get(shape, t.element_type, layout, t.memory_space)
     return memref.collapse_shape(out, value, ir.ArrayAttr.get([
         ir.ArrayAttr.get([ir.IntegerAttr.get(ir.IntegerType.get_signless(64), i) for i in g]) for g in groups]))
 

@@ -77,7 +77,7 @@ def match_inner_reduction(g: Generic) -> InnerReductionMatch | str:
     if isinstance(m, InnerReductionMatch):  # a row-strided buffer is viewed as [rows, row] only
         for i, o in enumerate(g.operands):
             if o.row_strided and (all(o is not r for r in m.row_operands) or m.row_loops[id(o)] != m.kept[:1]
-                                  or len(m.reduced) != 1):
+                                  or len(m.reduced) != 1 or o.results[-1] != m.reduced[0]):
                 return f"operand {i} has rows of their own stride, not read as [row, element]"
     return m
 
