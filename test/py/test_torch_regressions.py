@@ -1062,7 +1062,9 @@ def test_gpu_fuzz_regions_compile_and_match_on_the_emulator(seed) -> None:
     before the chain whose row values its body reads (NaN on the emulator, a device-side
     assert or 2.4e3 off on the H200). 782920 (amax's backward over a batch of one): a column
     reduction's two int64 counts of bool columns, vectors of 16, took 64 KB of shared
-    memory, which ptxas refused."""
+    memory, which ptxas refused. 805461 (emulator fuzzing, session 74: a log_softmax of a
+    padded matmul's [1, 1] result): an inner reduction over the strided dim of the padded
+    buffer's slice viewed it as contiguous, which MLIR's verifier refused."""
     import random
 
     from torch_programs import Draw, check_on_emulator, generate
