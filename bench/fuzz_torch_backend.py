@@ -3,6 +3,7 @@
 
     python bench/fuzz_torch_backend.py --programs 10000 --workers 16
     python bench/fuzz_torch_backend.py --device emulator --programs 500   # the GPU kernels, no GPU
+    python bench/fuzz_torch_backend.py --model-ops --programs 1000        # with the ops of model code too
 
 `--device cpu` (or `cuda`) checks the compiled step against eager. `--device emulator` checks
 the GPU kernels without a GPU: the step runs on the CPU, and every call of a fused region is
@@ -20,6 +21,7 @@ worker takes the programs left.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import multiprocessing as mp
 import multiprocessing.connection
@@ -43,9 +45,10 @@ def _timeout(signum: int, frame: object) -> None:
     raise ProgramTimeout()
 
 
-def _run(seed: int, device: str = "cpu", limit: int = 300) -> tuple[int, str, str]:
+def _run(seed: int, device: str = "cpu", limit: int = 300, model_ops: bool = False) -> tuple[int, str, str]:
     """(seed, 'ok' | 'mismatch' | 'error' | 'timeout', the message): a program that runs
-    longer than `limit` seconds (a compile that never ends) is a finding, not a stuck pool."""
+    longer than `limit` seconds (a compile that never ends) is a finding, not a stuck pool.
+    `model_ops`: programs drawn with `torch_programs.MODEL_OPS` too."""
     import signal
 
     import torch
@@ -54,7 +57,7 @@ def _run(seed: int, device: str = "cpu", limit: int = 300) -> tuple[int, str, st
 
     try:
         torch.manual_seed(seed)
-        program = generate(Draw(rng=random.Random(seed)))
+        program = generate(Draw(rng=random.Random(seed)), model_ops=model_ops)
     except Exception:  # noqa: BLE001 - the generator's bug: this seed's finding, not the run's end
         return seed, "error", f"the program generator failed: {traceback.format_exc(limit=3)}"
     dynamo.reset()
@@ -177,23 +180,29 @@ def main() -> int:
                         help="cpu; cuda for the GPU kernels; emulator for the GPU kernels without a GPU")
     parser.add_argument("--json", default=None, help="where to write the JSON (default bench/results/)")
     parser.add_argument("--limit", type=int, default=300, help="seconds a program may run (a hang is a finding)")
+    parser.add_argument("--model-ops", action="store_true",
+                        help="programs with the ops of model code too (torch_programs.MODEL_OPS): other programs "
+                             "for the same seeds")
     args = parser.parse_args()
     seeds = range(args.seed, args.seed + args.programs)
     start = time.perf_counter()
-    results = fuzz(seeds, device=args.device, workers=args.workers, limit=args.limit, report=_report_failure)
+    runner = functools.partial(_run, model_ops=True) if args.model_ops else _run
+    results = fuzz(seeds, device=args.device, workers=args.workers, limit=args.limit, runner=runner,
+                   report=_report_failure)
     seconds = time.perf_counter() - start
     failures = sorted((r for r in results if r[1] != "ok"), key=lambda r: r[0])
     counts = {kind: sum(r[1] == kind for r in results) for kind in ("ok", "mismatch", "error", "timeout")}
-    print("| programs | device | ok | mismatches | errors | timeouts | seconds | workers |")
-    print("|---|---|---|---|---|---|---|---|")
-    print(f"| {len(results)} | {args.device} | {counts['ok']} | {counts['mismatch']} | {counts['error']} | "
-          f"{counts['timeout']} | {seconds:.0f} | {args.workers} |")
+    print("| programs | device | model ops | ok | mismatches | errors | timeouts | seconds | workers |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    print(f"| {len(results)} | {args.device} | {'yes' if args.model_ops else 'no'} | {counts['ok']} | "
+          f"{counts['mismatch']} | {counts['error']} | {counts['timeout']} | {seconds:.0f} | {args.workers} |")
     for seed, kind, message in failures[:50]:
         print(f"\n### seed {seed}: {kind}\n{message}")
     default = Path(__file__).parent / "results" / f"fuzz-{args.device}-{time.strftime('%Y-%m-%d')}.json"
     out = Path(args.json) if args.json else default
     out.parent.mkdir(parents=True, exist_ok=True)
-    summary = {"programs": len(results), "device": args.device, "first_seed": args.seed, "seconds": seconds, **counts,
+    summary = {"programs": len(results), "device": args.device, "model_ops": args.model_ops, "first_seed": args.seed,
+               "seconds": seconds, **counts,
                "failures": [{"seed": s, "kind": k, "message": m} for s, k, m in failures]}
     out.write_text(json.dumps(summary, indent=1))
     return 1 if failures else 0

@@ -1455,52 +1455,32 @@ def test_reductions_of_every_dtype_over_inner_outer_middle_and_all_axes(dtype) -
     check(fn, x, reduction_size=x.size)
 
 
-def _recorded_region_calls(monkeypatch) -> list:
-    """(jitted function, arguments, result) of every mlirfuse.jit call from here on (the
-    torch backend's regions, as they run on the CPU)."""
-    from mlirfuse.frontend.jit import JitFunction
+@pytest.fixture
+def calls():
+    """Every call of a jitted function during the test (`torch_programs.RegionCall`)."""
+    from torch_programs import recorded_region_calls
 
-    calls = []
-    call = JitFunction.__call__
-
-    def record(self, *args):
-        out = call(self, *args)
-        calls.append((self, args, out))
-        return out
-
-    monkeypatch.setattr(JitFunction, "__call__", record)
-    return calls
+    with recorded_region_calls() as recorded:
+        yield recorded
 
 
-def _emulate_recorded(calls: list, reduction_size: int) -> list:
-    """Each recorded call compiled for the GPU (no naive kernel) and run by the emulator on
-    its arguments: the CPU's results. Returns the compiled fusions."""
-    import torch
+def _emulate_recorded(calls: list) -> list:
+    """Each recorded call compiled for the GPU, no naive kernel, and emulated on its inputs:
+    the CPU's results (`torch_programs.emulate_region_calls`). Returns the compiled fusions."""
+    from torch_programs import emulate_region_calls
 
-    def array(t):
-        t = t.detach()
-        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16) if t.dtype == torch.bfloat16 else t.numpy()
-
-    compiled_all = []
-    for jitted, args, out in calls:
-        outs = [array(o) for o in (out if isinstance(out, (tuple, list)) else [out])]
-        arrays = [array(a) if isinstance(a, torch.Tensor) else a for a in args]
-        compiled = jitted.compile(*arrays, backend="gpu", arch="sm_90")
-        assert "naive" not in compiled.stages["launch_params"]
-        got = emulate(compiled.stages["gpu"], arrays, [np.empty_like(o) for o in outs])
-        for k, (g, o) in enumerate(zip(got, outs)):
-            assert_close(g, o, f"output {k}", reduction_size=reduction_size)
-        compiled_all.append(compiled)
-    return compiled_all
+    compiled = emulate_region_calls(calls)
+    for c in compiled:
+        assert "naive" not in c.stages["launch_params"], c.stages["launch_params"]
+    return compiled
 
 
-def test_torch_backend_regions_of_the_tutorial_blocks(monkeypatch) -> None:
+def test_torch_backend_regions_of_the_tutorial_blocks(calls) -> None:
     """Every fused region torch.compile(backend="mlirfuse") makes of the tutorial's
     bias-dropout-add-LayerNorm and -RMSNorm blocks and of GELU + softmax, forward and
     backward, recorded on the CPU and run again as the GPU backend's kernels."""
     torch = pytest.importorskip("torch")
     functional = torch.nn.functional
-    calls = _recorded_region_calls(monkeypatch)
 
     def bdaln(x, r, w, b1, b2):
         y = functional.dropout(x + b1, 0.1, training=True) + r
@@ -1519,16 +1499,15 @@ def test_torch_backend_regions_of_the_tutorial_blocks(monkeypatch) -> None:
         out = torch.compile(fn, backend="mlirfuse")(*args)
         out.backward(torch.randn_like(out))
     assert len(calls) == 6  # a forward and a backward region each
-    _emulate_recorded(calls, reduction_size=64)
+    _emulate_recorded(calls)
 
 
-def test_torch_backend_region_of_embeddings_and_layer_norm(monkeypatch) -> None:
+def test_torch_backend_region_of_embeddings_and_layer_norm(calls) -> None:
     """The region torch.compile(backend="mlirfuse") makes of GPT-2's input (token and position
     embeddings, gathered in the region, then LayerNorm), recorded on the CPU and run again as
     the GPU backend's kernels: no naive kernel, the gathers' rows as torch's."""
     torch = pytest.importorskip("torch")
     functional = torch.nn.functional
-    calls = _recorded_region_calls(monkeypatch)
     torch.manual_seed(0)
     wte, wpe, w, b = torch.randn(50, 64), torch.randn(12, 64), torch.randn(64), torch.randn(64)
 
@@ -1537,18 +1516,17 @@ def test_torch_backend_region_of_embeddings_and_layer_norm(monkeypatch) -> None:
         return functional.layer_norm(h, (64,), w, b)
     torch.compile(fn, backend="mlirfuse")(torch.randint(0, 50, (2, 12)))
     assert len(calls) == 1
-    _emulate_recorded(calls, reduction_size=64)
+    _emulate_recorded(calls)
 
 
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
-def test_torch_backend_region_of_embeddings_and_rms_norm_is_one_kernel(monkeypatch, dynamic) -> None:
+def test_torch_backend_region_of_embeddings_and_rms_norm_is_one_kernel(calls, dynamic) -> None:
     """Llama's input: the embedding rows, a result (the residual stream), and their RMSNorm.
     The region gathers [B * S] rows and views them as [B, S, H]; the gather is computed in
     the viewed shape, so one normalization kernel gathers, writes and normalizes the rows (the
     normalization read them back from memory in a second launch)."""
     torch = pytest.importorskip("torch")
     functional = torch.nn.functional
-    calls = _recorded_region_calls(monkeypatch)
     torch.manual_seed(0)
     wte, w = torch.randn(50, 64), torch.randn(64)
 
@@ -1557,11 +1535,11 @@ def test_torch_backend_region_of_embeddings_and_rms_norm_is_one_kernel(monkeypat
         return h, h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * w
     torch.compile(fn, backend="mlirfuse", dynamic=dynamic)(torch.randint(0, 50, (2, 12)))
     assert len(calls) == 1
-    (compiled,) = _emulate_recorded(calls, reduction_size=64)
+    (compiled,) = _emulate_recorded(calls)
     assert [k.split(" (")[0] for k in schedules(compiled)] == ["normalization"], compiled.stages["launch_params"]
 
 
-def test_torch_backend_region_of_bert_embeddings(monkeypatch) -> None:
+def test_torch_backend_region_of_bert_embeddings(calls) -> None:
     """transformers' BertEmbeddings (word, token-type and position rows gathered, summed,
     LayerNorm) through torch.compile(backend="mlirfuse"): the region takes the tables with
     sizes known at run time only ([?, ?]) and views the gathered [S, ?] rows as [B, S, H]. The
@@ -1570,7 +1548,6 @@ def test_torch_backend_region_of_bert_embeddings(monkeypatch) -> None:
     time), and the results are torch's."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    calls = _recorded_region_calls(monkeypatch)
     torch.manual_seed(0)
     config = transformers.BertConfig(vocab_size=50, hidden_size=64, num_hidden_layers=1, num_attention_heads=2,
                                      intermediate_size=128, max_position_embeddings=16, type_vocab_size=2)
@@ -1582,21 +1559,20 @@ def test_torch_backend_region_of_bert_embeddings(monkeypatch) -> None:
     tables = [tuple(a.shape) for a in calls[0][1] if isinstance(a, torch.Tensor) and a.dtype == torch.float32
               and a.dim() == 2]
     assert sorted(tables) == [(2, 64), (16, 64), (50, 64)]
-    (compiled,) = _emulate_recorded(calls, reduction_size=64)
+    (compiled,) = _emulate_recorded(calls)
     assert [k for k in schedules(compiled) if k.startswith("normalization")]
     read = re.findall(r"vector\.load %arg\d+\[[^\]]*\] {[^}]*} : memref<\?x\?xf32>, vector<4xf32>",
                       compiled.stages["gpu"])
     assert len(read) >= 3, compiled.stages["gpu"]
 
 
-def test_torch_backend_regions_of_cross_entropy_on_padded_logits(monkeypatch) -> None:
+def test_torch_backend_regions_of_cross_entropy_on_padded_logits(calls) -> None:
     """Cross-entropy as transformers computes it (`logits.float().view(-1, V)`) on bf16
     logits that are a slice of a padded product, as they reach the loss across a graph break:
     each region takes the whole padded rows (a view, no copy) and reads the slice in place,
     one normalization kernel each way."""
     torch = pytest.importorskip("torch")
     functional = torch.nn.functional
-    calls = _recorded_region_calls(monkeypatch)
     torch.manual_seed(0)
     v, pitch = 301, 304
     logits = torch.randn(2, 3, pitch, dtype=torch.bfloat16)[..., :v].requires_grad_()
@@ -1608,13 +1584,13 @@ def test_torch_backend_regions_of_cross_entropy_on_padded_logits(monkeypatch) ->
     assert len(calls) == 2
     assert [tuple(a.shape) for a in calls[0][1] if isinstance(a, torch.Tensor) and a.dtype == torch.bfloat16] \
         == [(2, 3, pitch)]
-    assert calls[0][1][0].data_ptr() == logits.data_ptr()  # the padded rows themselves
-    for compiled in _emulate_recorded(calls, reduction_size=v):
+    assert calls[0].args[0].data_ptr() == logits.data_ptr()  # the padded rows themselves
+    for compiled in _emulate_recorded(calls):
         assert [k for k in schedules(compiled) if not k.startswith("pointwise")][0].startswith("normalization")
         assert not [a for a in re.findall(r"gpu\.alloc .*", compiled.stages["gpu"]) if f"x{v}x" in a]  # no copy
 
 
-def test_torch_backend_region_of_a_causal_lm_loss_is_three_launches(monkeypatch) -> None:
+def test_torch_backend_region_of_a_causal_lm_loss_is_three_launches(calls) -> None:
     """A causal LM's loss as transformers computes it (labels padded with -100 and shifted by
     one, cross-entropy averaged over the labels kept): the forward region runs the row
     log-sum-exp as one normalization kernel; the count of kept labels, the loss sum and their
@@ -1623,7 +1599,6 @@ def test_torch_backend_region_of_a_causal_lm_loss_is_three_launches(monkeypatch)
     waited for the others before) - 3 launches."""
     torch = pytest.importorskip("torch")
     functional = torch.nn.functional
-    calls = _recorded_region_calls(monkeypatch)
     torch.manual_seed(0)
     b, s, v = 4, 48, 37
     logits = torch.randn(b, s, v, requires_grad=True)
@@ -1634,7 +1609,7 @@ def test_torch_backend_region_of_a_causal_lm_loss_is_three_launches(monkeypatch)
         labels = functional.pad(labels, (0, 1), value=-100)[..., 1:].contiguous()
         return functional.cross_entropy(logits.float().view(-1, v), labels.view(-1), ignore_index=-100)
     torch.compile(loss, backend="mlirfuse")(logits, labels).backward()
-    forward = _emulate_recorded(calls, reduction_size=b * s)[0]
+    forward = _emulate_recorded(calls)[0]
     assert schedules(forward) == ["pointwise", "normalization (row, reduce, row, row, reduce, row)",
                                   "inner reduction"], forward.stages["launch_params"]
     assert "2 kernels packed in one launch" in forward.stages["launch_params"]

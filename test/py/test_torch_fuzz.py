@@ -29,6 +29,17 @@ def test_random_programs_match_eager(data) -> None:
     check(program, single_node=single_node, pad_matmuls=pad_matmuls)
 
 
+@settings(max_examples=100, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.data())
+def test_random_programs_with_model_ops_match_eager(data) -> None:
+    """Programs with the ops of model code too (`MODEL_OPS`: -inf and causal masks, RMSNorm,
+    logsumexp, cumulative sums, flips, rolls, in-place updates, ...)."""
+    program = generate(Draw(data), model_ops=True)
+    dynamo.reset()
+    check(program, single_node=data.draw(st.booleans()), pad_matmuls=data.draw(st.sampled_from(["auto", "always"])))
+
+
 def _toolkit():
     from mlirfuse.lowering.gpu import toolchain
 
@@ -45,7 +56,7 @@ def test_random_programs_gpu_kernels_match_the_cpu_on_the_emulator(data) -> None
     """The GPU kernels with no GPU: every region of a random training step compiled for sm_90
     (assembled by ptxas where present) and emulated on its inputs, against the CPU backend."""
     ptxas = _toolkit().ptxas
-    program = generate(Draw(data))
+    program = generate(Draw(data), model_ops=data.draw(st.booleans()))
     check_on_emulator(program, single_node=data.draw(st.booleans()),
                       pad_matmuls=data.draw(st.sampled_from(["auto", "always"])), ptxas=ptxas)
 

@@ -16,11 +16,12 @@ backward (gradients of the inputs that require grad), and raises AssertionError 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -59,6 +60,44 @@ BINARY: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
     "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": lambda x, y: x / (y.abs() + 0.5),
     "maximum": torch.maximum, "minimum": torch.minimum, "where": lambda x, y: torch.where(x > y, x, y * 0.5),
     "masked": lambda x, y: x.masked_fill(y > 0.3, 0.0),
+}
+
+
+
+def _keep_mask(x: torch.Tensor, d: int) -> torch.Tensor:
+    """A mask along dim `d` made from arange, as a model's padding or dropout mask is: every
+    third index dropped."""
+    shape = [1] * x.dim()
+    shape[d] = x.shape[d]
+    return (torch.arange(x.shape[d], device=x.device) % 3 != 1).view(shape)
+
+
+# Ops of model code the other steps do not make (`generate(..., model_ops=True)`): -inf masks
+# (softmax of a row masked whole is NaN, as in torch), causal masks, clamps, RMSNorm,
+# logsumexp, cumulative sums, std (NaN over one element), flips, rolls, repeats, in-place
+# updates of a clone, index_fill, masked dropout, MSE. name -> f(operands, parameters).
+MODEL_OPS: dict[str, Callable[[list[torch.Tensor], tuple], torch.Tensor]] = {
+    "masked_fill_inf": lambda xs, p: xs[0].masked_fill(xs[1] > p[0], float("-inf")),
+    "tril": lambda xs, p: torch.tril(xs[0], p[0]),
+    "triu_mask": lambda xs, p: xs[0] + torch.full(xs[0].shape[-2:], -1e4, dtype=xs[0].dtype,
+                                                  device=xs[0].device).triu(1),
+    "clamp": lambda xs, p: xs[0].clamp(-0.5, 0.7),
+    "rms_norm": lambda xs, p: xs[0] * torch.rsqrt(xs[0].pow(2).mean(-1, keepdim=True) + 1e-6),
+    "logsumexp": lambda xs, p: torch.logsumexp(xs[0], p[0], keepdim=p[1]),
+    "cumsum": lambda xs, p: torch.cumsum(xs[0], p[0]),
+    "where_scalar": lambda xs, p: torch.where(xs[0] > 0.2, xs[0], -1.0),
+    "pow_frac": lambda xs, p: (xs[0].abs() + 0.1).pow(1.5),
+    "std": lambda xs, p: torch.std(xs[0], p[0], keepdim=p[1]),
+    "softplus": lambda xs, p: F.softplus(xs[0]),
+    "flip": lambda xs, p: torch.flip(xs[0], [p[0]]),
+    "roll": lambda xs, p: torch.roll(xs[0], p[1], p[0]),
+    "repeat": lambda xs, p: xs[0].repeat(p[0]),
+    "inplace_axpy": lambda xs, p: xs[0].clone().mul_(0.5).add_(xs[1]),
+    "index_fill": lambda xs, p: xs[0].index_fill(p[0], torch.arange(0, xs[0].shape[p[0]], 2, device=xs[0].device),
+                                                 p[1]),
+    "dropout_mask": lambda xs, p: xs[0] * _keep_mask(xs[0], p[0]) * 1.5,
+    "mse": lambda xs, p: F.mse_loss(xs[0], torch.broadcast_to(xs[1], xs[0].shape)),
+    "silu_mul": lambda xs, p: F.silu(xs[0]) * xs[1],
 }
 
 
@@ -142,6 +181,8 @@ def apply(name: str, xs: list[torch.Tensor], p: tuple) -> torch.Tensor:
         if form == 1:
             return x.mT @ x
         return x @ xs[1]
+    if name in MODEL_OPS:
+        return MODEL_OPS[name](xs, p)
     if name == "cross_entropy":
         rows, classes = x.shape
         t = (torch.arange(rows, device=x.device) * p[0] + 1) % classes
@@ -157,11 +198,13 @@ def run(program: Program, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
     return [values[i] for i in program.outputs]
 
 
-def _step(draw: Draw, values: list[torch.Tensor]) -> tuple[str, tuple[int, ...], tuple]:
-    kind = draw.choice(["unary", "unary", "binary", "binary", "reduce", "view", "slice", "cast", "norm", "index",
-                        "matmul"])
+def _step(draw: Draw, values: list[torch.Tensor], model_ops: bool = False) -> tuple[str, tuple[int, ...], tuple]:
+    kinds = ["unary", "unary", "binary", "binary", "reduce", "view", "slice", "cast", "norm", "index", "matmul"]
+    kind = draw.choice(kinds + ["model", "model", "model"] if model_ops else kinds)
     i = draw.int(0, len(values) - 1)
     x = values[i]
+    if kind == "model":
+        return _model_step(draw, i, values)
     if kind == "unary":
         return draw.choice(sorted(UNARY)), (i,), ()
     if kind == "binary":
@@ -234,8 +277,33 @@ def _index_step(draw: Draw, i: int, x: torch.Tensor) -> tuple[str, tuple[int, ..
     return "argmax_gather", (i,), (d,)
 
 
-def generate(draw: Draw, max_steps: int = 10) -> Program:
-    """A valid program: every step was run eagerly on example inputs when it was drawn."""
+def _model_step(draw: Draw, i: int, values: list[torch.Tensor]) -> tuple[str, tuple[int, ...], tuple]:
+    """One of `MODEL_OPS` on value `i` (and, for the binary ones, another value)."""
+    x = values[i]
+    name = draw.choice(sorted(MODEL_OPS))
+    other = draw.int(0, len(values) - 1)
+    d = draw.int(0, max(x.dim() - 1, 0))
+    if name in ("masked_fill_inf", "inplace_axpy", "mse", "silu_mul"):
+        return name, (i, other), (draw.choice([0.0, 0.5, 1.5]),)
+    if name == "tril":
+        return name, (i,), (draw.int(-1, 1),)
+    if name in ("logsumexp", "std"):
+        return name, (i,), (d, draw.bool())
+    if name in ("cumsum", "flip", "dropout_mask"):
+        return name, (i,), (d,)
+    if name == "roll":
+        return name, (i,), (d, draw.int(-2, 2))
+    if name == "repeat":
+        return name, (i,), (tuple(draw.choice([1, 1, 2]) for _ in range(x.dim())),)
+    if name == "index_fill":
+        return name, (i,), (d, draw.choice([0.0, -2.0]))
+    return name, (i,), ()
+
+
+def generate(draw: Draw, max_steps: int = 10, model_ops: bool = False) -> Program:
+    """A valid program: every step was run eagerly on example inputs when it was drawn. With
+    `model_ops`, steps of `MODEL_OPS` too (without, the draws are those of the programs that
+    seeds named in tests were drawn with)."""
     rank = draw.int(1, 3)
     shape = tuple(draw.choice([1, 2, 3, 5, 8]) for _ in range(rank))
     inputs = []
@@ -246,7 +314,7 @@ def generate(draw: Draw, max_steps: int = 10) -> Program:
     program = Program(inputs)
     values = example_inputs(program)
     for _ in range(draw.int(2, max_steps)):
-        step = _step(draw, values)
+        step = _step(draw, values, model_ops)
         try:
             with torch.no_grad():
                 out = apply(step[0], [values[i] for i in step[1]], step[2])
@@ -386,48 +454,55 @@ def in_memory_order(t: torch.Tensor) -> torch.Tensor:
     return t.permute(order).contiguous() if order is not None else t.contiguous()
 
 
-def check_on_emulator(program: Program, single_node: bool = False, pad_matmuls: str = "auto",
-                      ptxas: str | None = None) -> int:
-    """The GPU kernels of the program's training step, without a GPU: the step runs on the
-    CPU, and each call of a fused region's jitted function is compiled again for the GPU
-    (sm_90; its PTX assembled by `ptxas` if given) and emulated (gpu_emulator) on the
-    inputs it had, in the memory order the jit hands a compiled fusion (`in_memory_order`),
-    against the CPU backend's results (dtype-aware tolerances relative to the magnitudes
-    involved; integers and NaNs exactly). AssertionError names the region and the program.
-    Returns the calls checked."""
-    import numpy as np
+class RegionCall(NamedTuple):
+    """A call of a jitted function: its inputs as they were before it (clones: a region may
+    write into an input), its results, and the arguments themselves."""
 
-    import mlirfuse
+    jitted: Any
+    inputs: list[Any]
+    results: tuple[Any, ...]
+    args: tuple[Any, ...]
+
+
+@contextlib.contextmanager
+def recorded_region_calls() -> Iterator[list[RegionCall]]:
+    """Inside the block, every call of a jitted function (the torch backend's regions, each
+    through `JitFunction.__call__`: the hot path's shortcut is off), as a `RegionCall`."""
     from mlirfuse.frontend.jit import JitFunction
     from mlirfuse.torch_backend import runtime as R
 
-    calls: list[tuple[Any, list[Any], tuple[Any, ...]]] = []
+    calls: list[RegionCall] = []
     call, shortcut = JitFunction.__call__, R.FusedRegion._shortcut
 
     def capture(self: Any, *args: Any) -> Any:
         before = [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]
         out = call(self, *args)
-        calls.append((self, before, tuple(out) if isinstance(out, (tuple, list)) else (out,)))
+        calls.append(RegionCall(self, before, tuple(out) if isinstance(out, (tuple, list)) else (out,), args))
         return out
 
-    previous = mlirfuse.set_options(single_node=single_node, fallback=False, pad_matmuls=pad_matmuls)
-    JitFunction.__call__, R.FusedRegion._shortcut = capture, lambda self, hot: None  # every call through __call__
+    JitFunction.__call__, R.FusedRegion._shortcut = capture, lambda self, hot: None
     try:
-        torch._dynamo.reset()
-        base = example_inputs(program)
-        xs = [t.clone().requires_grad_(g and t.dtype.is_floating_point) for (_, _, g), t in zip(program.inputs, base)]
-        outs = torch.compile(lambda *xs: run(program, list(xs)), backend="mlirfuse")(*xs)
-        pairs = [(o, torch.ones_like(o)) for o in outs if o.requires_grad]
-        if pairs:
-            torch.autograd.backward([o for o, _ in pairs], [c for _, c in pairs])
+        yield calls
     finally:
         JitFunction.__call__, R.FusedRegion._shortcut = call, shortcut
-        mlirfuse.restore_options(previous)
+
+
+def emulate_region_calls(calls: list[RegionCall], ptxas: str | None = None, context: str = "") -> list[Any]:
+    """Each recorded call compiled again for the GPU (sm_90; its PTX assembled by `ptxas` if
+    given) and emulated (gpu_emulator) on the inputs it had, in the memory order the jit
+    hands a compiled fusion (`in_memory_order`), against the CPU backend's results
+    (dtype-aware tolerances relative to the magnitudes involved; integers and NaNs exactly).
+    AssertionError names the fusion (and `context`). Returns the compiled fusions (calls of
+    complex tensors, which the emulator's arrays do not hold, left out)."""
+    import numpy as np
     from gpu_emulator import emulate
 
-    for jitted, inputs, results in calls:
+    from mlirfuse.torch_backend import runtime as R
+
+    compiled_all = []
+    for jitted, inputs, results, _ in calls:
         if any(isinstance(a, torch.Tensor) and a.is_complex() for a in inputs + list(results)):
-            continue  # (complex tensors: the emulator's numpy arrays hold no complex memrefs)
+            continue
         compiled = jitted.compile(*inputs, backend="gpu", arch="sm_90")
         if ptxas is not None:
             _assemble(compiled.ptx, ptxas)
@@ -449,7 +524,33 @@ def check_on_emulator(program: Program, single_node: bool = False, pad_matmuls: 
                 raise AssertionError(f"the emulated GPU kernels of fusion {compiled.key}, output {k} ({r.dtype}, "
                                      f"{tuple(w.shape)}): {int(bad.sum())} of {w.size} elements off, at {first} "
                                      f"{g[first]!r} where the CPU backend gives {w[first]!r} (tolerance {tol:.3g})"
-                                     f"\n{program}")
+                                     f"\n{context}")
+        compiled_all.append(compiled)
+    return compiled_all
+
+
+def check_on_emulator(program: Program, single_node: bool = False, pad_matmuls: str = "auto",
+                      ptxas: str | None = None) -> int:
+    """The GPU kernels of the program's training step, without a GPU: the step runs on the
+    CPU, and each call of a fused region's jitted function is compiled again for the GPU and
+    emulated on the inputs it had, against the CPU backend's results (`emulate_region_calls`).
+    AssertionError names the region and the program. Returns the calls checked."""
+    import mlirfuse
+
+    previous = mlirfuse.set_options(single_node=single_node, fallback=False, pad_matmuls=pad_matmuls)
+    try:
+        with recorded_region_calls() as calls:
+            torch._dynamo.reset()
+            base = example_inputs(program)
+            xs = [t.clone().requires_grad_(g and t.dtype.is_floating_point)
+                  for (_, _, g), t in zip(program.inputs, base)]
+            outs = torch.compile(lambda *xs: run(program, list(xs)), backend="mlirfuse")(*xs)
+            pairs = [(o, torch.ones_like(o)) for o in outs if o.requires_grad]
+            if pairs:
+                torch.autograd.backward([o for o, _ in pairs], [c for _, c in pairs])
+    finally:
+        mlirfuse.restore_options(previous)
+    emulate_region_calls(calls, ptxas, str(program))
     return len(calls)
 
 
