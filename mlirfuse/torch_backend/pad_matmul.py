@@ -106,20 +106,31 @@ def _rewrite(graph: fx.Graph, node: fx.Node, padded: dict) -> None:
                 out = new_node(graph, aten.slice.Tensor, (out, rank + dim, 0, size))
     node.replace_all_uses_with(out)
     graph.erase_node(node)
-    for user in list(out.users):
-        if user.target in VIEWS and not _viewable(out.meta["val"], user.args[1]):
+    _reshape_views_it_does_not_give(out, out.meta["val"])
+
+
+def _reshape_views_it_does_not_give(node: fx.Node, val: torch.Tensor) -> None:
+    """The views of `node` (whose layout is `val`'s: a padded product's slice, rows wider than
+    they are), and the views of those views, that the graph took of the dense product: one
+    that the slice's layout does not give raised at run time (flattening the product, also a
+    view later: [8, 2, 2] viewed as itself, then as [16, 2]; fuzz seed 900462), and reshapes
+    (copies) instead."""
+    for user in list(node.users):
+        if user.target not in VIEWS:
+            continue
+        viewed = _view(val, user.args[1])
+        if viewed is None:
             user.target = aten.reshape.default
+        else:
+            _reshape_views_it_does_not_give(user, viewed)
 
 
-def _viewable(val: torch.Tensor, shape: Any) -> bool:
-    """Whether `val`'s layout (a padded product's slice: rows wider than they are) gives the
-    view to `shape` that the graph took of the dense product; a view it does not give raised
-    at run time (flattening the product), and reshapes (copies) instead."""
+def _view(val: torch.Tensor, shape: Any) -> torch.Tensor | None:
+    """`val`'s layout viewed as `shape` (a meta tensor), or None where it does not give that view."""
     try:
-        torch.empty_strided(tuple(val.shape), tuple(val.stride()), dtype=val.dtype, device="meta").view(shape)
+        return torch.empty_strided(tuple(val.shape), tuple(val.stride()), dtype=val.dtype, device="meta").view(shape)
     except (RuntimeError, TypeError, ValueError):  # (meta tensors raise ValueError)
-        return False
-    return True
+        return None
 
 
 def _padded(graph: fx.Graph, x: fx.Node, pads: dict[int, int], cache: dict) -> fx.Node:

@@ -1005,7 +1005,8 @@ def test_a_view_of_a_padded_matmul_that_its_slice_cannot_give_reshapes() -> None
     """Fuzz seed 741657: the product of an [2, 3] x and its transpose, padded to [8, 8]
     (pad_matmuls="always") and sliced back, flattened: the graph's view of the product, valid
     on the dense [2, 2] it was, is not on the slice (rows 8 apart), and raised at run time.
-    Such a view reshapes (copies); one the slice gives stays a view."""
+    Such a view reshapes (copies); one the slice gives stays a view. Also a view of such a
+    view (seed 900462, drawn with the model ops: a batched product's views)."""
     import mlirfuse
 
     x = torch.randn(2, 3)
@@ -1017,9 +1018,13 @@ def test_a_view_of_a_padded_matmul_that_its_slice_cannot_give_reshapes() -> None
     def rows(x):  # [2, 2] -> [2, 1, 2]: a view of the slice too
         return (x @ x.mT).unsqueeze(1) * 2.0
 
+    def batched(x):  # fuzz seed 900462: bmm's [8, 2, 2] viewed as itself, then that view flattened
+        y = x.unsqueeze(1).expand(8, 3, 2)
+        return (y.mT @ y).flatten(0, 1)
+
     previous = mlirfuse.set_options(single_node=True, fallback=False, pad_matmuls="always")
     try:
-        for fn in (flat, rows):
+        for fn, x in ((flat, x), (rows, x), (batched, torch.randn(8, 2))):
             dynamo.reset()
             torch.testing.assert_close(torch.compile(fn, backend="mlirfuse")(x), fn(x), **TOL[torch.float32])
     finally:
