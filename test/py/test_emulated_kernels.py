@@ -1616,6 +1616,23 @@ def test_torch_backend_region_of_a_causal_lm_loss_is_three_launches(calls) -> No
     assert "with its pointwise epilogue" in forward.stages["launch_params"]
 
 
+def test_a_chain_member_reading_other_rows_values_is_left_out_of_the_chain(calls) -> None:
+    """log_softmax over dim 2 of x[..., None] broadcast over a last dim (emulator fuzz seed
+    920938): the pointwise generic after the row sums reads them at [b, c, j], j running along
+    the row, the values of other rows, which the chain's kernel holds for its own row only
+    (gpu-apply-schedules raised a KeyError). It is not a member: its own kernel reads them."""
+    torch = pytest.importorskip("torch")
+
+    def fn(x):
+        y = x.unsqueeze(3).expand(2, 3, 4, 4)
+        z = torch.log_softmax(y, 2)
+        return torch.where(y > z, y, z * 0.5)
+    x = torch.randn(2, 3, 4)
+    torch.testing.assert_close(torch.compile(fn, backend="mlirfuse")(x), fn(x))
+    assert len(calls) == 1
+    _emulate_recorded(calls)
+
+
 # -- symbolic sizes of 1 ---------------------------------------------------------------------------
 def _normalized(x):
     d = x - x.mean(-1, keepdim=True)

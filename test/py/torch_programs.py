@@ -96,7 +96,8 @@ MODEL_OPS: dict[str, Callable[[list[torch.Tensor], tuple], torch.Tensor]] = {
     "index_fill": lambda xs, p: xs[0].index_fill(p[0], torch.arange(0, xs[0].shape[p[0]], 2, device=xs[0].device),
                                                  p[1]),
     "dropout_mask": lambda xs, p: xs[0] * _keep_mask(xs[0], p[0]) * 1.5,
-    "mse": lambda xs, p: F.mse_loss(xs[0], torch.broadcast_to(xs[1], xs[0].shape)),
+    # (the target in the input's dtype: eager's CUDA backward rejects a float32 input's float64 target)
+    "mse": lambda xs, p: F.mse_loss(xs[0], torch.broadcast_to(xs[1], xs[0].shape).to(xs[0].dtype)),
     "silu_mul": lambda xs, p: F.silu(xs[0]) * xs[1],
 }
 

@@ -378,10 +378,12 @@ def _captured_memrefs(body: ir.Block) -> list[tuple[int, ir.Operation, ir.Value]
 
 def _row_local(members: list[Member]) -> bool:
     """No member writes a buffer that a member reads as a column vector or a scalar (those
-    are read by every row: a write by one row would race with the others)."""
+    are read by every row: a write by one row would race with the others), or broadcast over
+    some row loops (the values of other rows: a row sum read at [b, c, j], j along the row,
+    emulator fuzz seed 920938; the kernel holds its own row's alone)."""
     written = {o.value for m in members for o in m.generic.outputs}
     return not any(o.value in written for m in members for o in m.generic.inputs
-                   if o.is_memref and m.roles[id(o)] in (COL, SCALAR))
+                   if o.is_memref and (m.roles[id(o)] in (COL, SCALAR) or id(o) in m.broadcast))
 
 
 # -- emission --------------------------------------------------------------------------------
