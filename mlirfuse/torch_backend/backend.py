@@ -76,6 +76,8 @@ def decompositions() -> dict[Any, Callable[..., Any]]:
              if getattr(op, "overloadpacket", op) not in LIBRARY | KEPT and op not in WRONG_DECOMPOSITIONS}
     table[aten.convolution_backward.default] = _convolution_backward
     table[aten.native_dropout.default] = _native_dropout
+    for op in (aten.index_fill.int_Scalar, aten.index_fill.int_Tensor):
+        table[op] = functools.partial(_index_fill, table.get(op))
     for op, checked in ((aten.binary_cross_entropy.default, _binary_cross_entropy),
                         (aten.index_add.default, _index_add), (aten.index_add_.default, _index_add)):
         if op in table:  # torch's decomposition, after the check it leaves out
@@ -111,6 +113,30 @@ def _index_add(decomposed: Callable[..., Any], x: Any, dim: int, index: Any, sou
     """index_add or index_add_ (`decomposed`: torch's), after eager's shape check."""
     _index_add_shapes(x, dim, source)
     return decomposed(x, dim, index, source, alpha=alpha)
+
+
+def _index_fill(decomposed: Callable[..., Any] | None, x: Any, dim: int, index: Any, value: Any) -> Any:
+    """index_fill as a select between `value` and `x` where the index along `dim` is one of
+    `index` (a pointwise op mlirfuse fuses), after eager's range check (an `_assert_async`, as
+    `_binary_cross_entropy`'s). torch's decomposition copies its result into `x`'s strides
+    with `prims.copy_strided`, which AOTAutograd rejected on CUDA for a strided `x` (a slice
+    with a step: "n=copy_, n.args[0]=empty_permuted", under Inductor too; fuzzing with the
+    model ops), and which stayed a torch call on the CPU. A 0-d `x` keeps torch's."""
+    if x.dim() == 0 and decomposed is not None:
+        return decomposed(x, dim, index, value)
+    d = dim % max(x.dim(), 1)
+    n = x.shape[d] if x.dim() else 1
+    index = index.reshape(-1)
+    torch.ops.aten._assert_async.msg(torch.logical_and(index >= -n, index < n).all(),
+                                     "index_fill(): index out of range")
+    index = torch.where(index < 0, index + n, index)
+    hit = (torch.arange(n, device=x.device).unsqueeze(1) == index.unsqueeze(0)).any(1)
+    shape = [1] * x.dim()
+    if x.dim():
+        shape[d] = n
+    fill = value.to(x.dtype) if isinstance(value, torch.Tensor) else torch.scalar_tensor(value, dtype=x.dtype,
+                                                                                          device=x.device)
+    return torch.where(hit.view(shape), fill, x)
 
 
 def _native_dropout(input: Any, p: float, train: bool | None) -> Any:

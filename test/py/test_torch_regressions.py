@@ -1082,3 +1082,41 @@ def test_gpu_fuzz_regions_compile_and_match_on_the_emulator(seed) -> None:
     program = generate(Draw(rng=random.Random(seed)))
     assert check_on_emulator(program, single_node=seed % 2 == 1, pad_matmuls="always" if seed % 3 == 0 else "auto",
                              ptxas=toolchain.find().ptxas)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_index_fill_of_a_strided_slice_fuses_and_matches_eager(device) -> None:
+    """index_fill of a slice with a step (GPU fuzzing with the model ops, seeds 910460,
+    910974, 911381): torch's decomposition copies the result into the slice's strides
+    (`prims.copy_strided`), which AOTAutograd rejected on CUDA ("n=copy_, n.args[0]=
+    empty_permuted"; Inductor raises too) and which stayed a torch call on the CPU. It is a
+    select now, fused; forward and backward as eager's, negative indices taken, an index out
+    of range raised."""
+    import mlirfuse
+    from mlirfuse import dump
+
+    device = _on(device)
+
+    def fn(x, idx):
+        return (x[1::2] * 2.0).index_fill(0, idx, -2.0).index_fill(1, torch.tensor([-1], device=x.device), 3.0)
+
+    x = torch.randn(9, 4, device=device)
+    idx = torch.tensor([0, 2, -1], device=device)
+    previous = mlirfuse.set_options(fallback=False, dump="fx_graph")
+    try:
+        dynamo.reset()
+        a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+        with dump.capture() as texts:
+            got = torch.compile(fn, backend="mlirfuse")(a, idx)
+        want = fn(b, idx)
+        torch.testing.assert_close(got, want)
+        g = torch.randn_like(want)
+        got.backward(g)
+        want.backward(g)
+        torch.testing.assert_close(a.grad, b.grad)
+        assert not [t for t in texts if "copy_strided" in t or "empty_permuted" in t]
+        if device == "cpu":
+            with pytest.raises(RuntimeError, match="out of range"):
+                torch.compile(fn, backend="mlirfuse")(x, torch.tensor([7]))
+    finally:
+        mlirfuse.restore_options(previous)
