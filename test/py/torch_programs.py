@@ -74,7 +74,7 @@ def _keep_mask(x: torch.Tensor, d: int) -> torch.Tensor:
 
 # Ops of model code the other steps do not make (`generate(..., model_ops=True)`): -inf masks
 # (softmax of a row masked whole is NaN, as in torch), causal masks, clamps, RMSNorm,
-# logsumexp, cumulative sums, std (NaN over one element), flips, rolls, repeats, in-place
+# logsumexp, cumulative sums, std, flips, rolls, repeats, in-place
 # updates of a clone, index_fill, masked dropout, MSE. name -> f(operands, parameters).
 MODEL_OPS: dict[str, Callable[[list[torch.Tensor], tuple], torch.Tensor]] = {
     "masked_fill_inf": lambda xs, p: xs[0].masked_fill(xs[1] > p[0], float("-inf")),
@@ -87,7 +87,9 @@ MODEL_OPS: dict[str, Callable[[list[torch.Tensor], tuple], torch.Tensor]] = {
     "cumsum": lambda xs, p: torch.cumsum(xs[0], p[0]),
     "where_scalar": lambda xs, p: torch.where(xs[0] > 0.2, xs[0], -1.0),
     "pow_frac": lambda xs, p: (xs[0].abs() + 0.1).pow(1.5),
-    "std": lambda xs, p: torch.std(xs[0], p[0], keepdim=p[1]),
+    # (no correction over one element: 0 / 0, whose numerator a fused kernel computes as a
+    # product's rounding error where it contracts x * w - mean into an fma, GPU fuzz seed 911034)
+    "std": lambda xs, p: torch.std(xs[0], p[0], keepdim=p[1], correction=int(xs[0].shape[p[0]] > 1)),
     "softplus": lambda xs, p: F.softplus(xs[0]),
     "flip": lambda xs, p: torch.flip(xs[0], [p[0]]),
     "roll": lambda xs, p: torch.roll(xs[0], p[1], p[0]),
