@@ -12,6 +12,7 @@ hypothesis = pytest.importorskip("hypothesis")
 
 import random  # noqa: E402
 
+import torch  # noqa: E402
 import torch._dynamo as dynamo  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
@@ -117,3 +118,25 @@ def test_the_fuzzer_outlives_a_worker_that_dies_or_loses_its_cuda_context() -> N
     assert [r[0] for r in results] == list(range(10))
     assert [r[1] for r in results] == ["ok"] * 3 + ["error", "ok", "error"] + ["ok"] * 4
     assert "died (exit code 7)" in results[3][2]
+
+
+@pytest.mark.parametrize("got, want, fails", [
+    ([float("nan"), 5.0], [float("nan"), 1.0], True),  # an element beside a NaN: compared too
+    ([float("nan"), 1.0], [float("nan"), 1.0], False),
+    ([float("inf"), 1.0], [float("inf"), 1.0], False),
+    ([float("-inf"), 1.0], [float("inf"), 1.0], True),
+    ([float("nan"), 1.0], [float("inf"), 1.0], True),
+    ([2.0, 1.0], [float("nan"), 1.0], True),
+])
+def test_the_checker_compares_every_element_beside_nans_and_infinities(got, want, fails) -> None:
+    """A NaN that eager and mlirfuse both give does not excuse the other elements (the check
+    took an output with NaNs at the same places as equal, whatever its other elements were,
+    and scaled its tolerance by a NaN); equal infinities are equal."""
+    from torch_programs import Program, _close
+
+    check_it = lambda: _close(torch.tensor(got), torch.tensor(want), 1e-6, "output 0", Program([]))  # noqa: E731
+    if fails:
+        with pytest.raises(AssertionError):
+            check_it()
+    else:
+        check_it()

@@ -351,7 +351,8 @@ def _tolerance(program: Program) -> float:
 
 def _close(got: torch.Tensor, want: torch.Tensor, tol: float, what: str, program: Program,
            truth: Callable[[], torch.Tensor] | None = None) -> None:
-    """`got` within `tol` (relative to the largest of `want` and 1) of eager's `want`; where it
+    """`got` within `tol` (relative to the largest finite element of `want` and 1) of eager's
+    `want`, every element (`_error`: NaNs and infinities where eager has them); where it
     is not, and `truth` gives the value eager computes from float64 inputs, `got` no farther
     from that than `want` is, give or take `tol`: an ill-conditioned program (a LayerNorm of a
     row of equal values, whose gradient is rounding noise times 1/sqrt(eps)) differs from
@@ -359,19 +360,29 @@ def _close(got: torch.Tensor, want: torch.Tensor, tol: float, what: str, program
     assert got.shape == want.shape and got.dtype == want.dtype, \
         f"{what}: {tuple(got.shape)} {got.dtype} vs eager {tuple(want.shape)} {want.dtype}\n{program}"
     g, w = got.double(), want.double()
-    scale = max(float(w.abs().max()) if w.numel() else 0.0, 1.0)
-    err = float((g - w).abs().max()) if w.numel() else 0.0
-    if err <= tol * scale or (torch.isnan(g) == torch.isnan(w)).all() and err != err:
+    finite = w[torch.isfinite(w)]
+    scale = max(float(finite.abs().max()) if finite.numel() else 0.0, 1.0)
+    err = _error(g, w)
+    if err <= tol * scale:
         return
     message = f"{what}: max error {err:.3g} (tolerance {tol * scale:.3g})"
     t = truth() if truth is not None else None
     if t is not None:
         t = t.double()
-        fused, eager = float((g - t).abs().max()), float((w - t).abs().max())
+        fused, eager = _error(g, t), _error(w, t)
         if fused <= eager + tol * scale:
             return
         message += f"; from eager of float64 inputs {fused:.3g}, eager's own {eager:.3g}"
     raise AssertionError(f"{message}\n{program}")
+
+
+def _error(a: torch.Tensor, b: torch.Tensor) -> float:
+    """The largest |a - b| over the elements, where equal values (infinities too) and NaNs in
+    both are 0 apart, and a NaN or an infinity against anything else is infinitely far."""
+    if not a.numel():
+        return 0.0
+    same = (a == b) | (torch.isnan(a) & torch.isnan(b))
+    return float(torch.where(same, 0.0, (a - b).abs().nan_to_num(nan=float("inf"))).max())
 
 
 def check(program: Program, single_node: bool = False, device: str = "cpu", pad_matmuls: str = "auto") -> None:
