@@ -124,9 +124,11 @@ def _index_fill(decomposed: Callable[..., Any] | None, x: Any, dim: int, index: 
     model ops), and which stayed a torch call on the CPU. A 0-d `x` keeps torch's."""
     if x.dim() == 0 and decomposed is not None:
         return decomposed(x, dim, index, value)
+    if index.dtype != torch.int64:
+        raise IndexError("index_fill_(): Expected dtype int64 for index.")
     d = dim % max(x.dim(), 1)
     n = x.shape[d] if x.dim() else 1
-    index = index.reshape(-1)
+    index = index.reshape(-1).to(x.device)
     torch.ops.aten._assert_async.msg(torch.logical_and(index >= -n, index < n).all(),
                                      "index_fill(): index out of range")
     index = torch.where(index < 0, index + n, index)

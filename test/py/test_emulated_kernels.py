@@ -1620,7 +1620,8 @@ def test_a_chain_member_reading_other_rows_values_is_left_out_of_the_chain(calls
     """log_softmax over dim 2 of x[..., None] broadcast over a last dim (emulator fuzz seed
     920938): the pointwise generic after the row sums reads them at [b, c, j], j running along
     the row, the values of other rows, which the chain's kernel holds for its own row only
-    (gpu-apply-schedules raised a KeyError). It is not a member: its own kernel reads them."""
+    (gpu-apply-schedules raised a KeyError). It is not a member: the chain (the maximum and
+    the sum) is one kernel, and the generic a pointwise kernel after it, reading what it stored."""
     torch = pytest.importorskip("torch")
 
     def fn(x):
@@ -1630,7 +1631,9 @@ def test_a_chain_member_reading_other_rows_values_is_left_out_of_the_chain(calls
     x = torch.randn(2, 3, 4)
     torch.testing.assert_close(torch.compile(fn, backend="mlirfuse")(x), fn(x))
     assert len(calls) == 1
-    _emulate_recorded(calls)
+    (compiled,) = _emulate_recorded(calls)
+    assert [k.split(" (")[0] for k in schedules(compiled)] == ["normalization", "pointwise"], \
+        compiled.stages["launch_params"]
 
 
 # -- symbolic sizes of 1 ---------------------------------------------------------------------------

@@ -140,3 +140,30 @@ def test_the_checker_compares_every_element_beside_nans_and_infinities(got, want
             check_it()
     else:
         check_it()
+
+
+def test_the_checker_falls_back_to_float64_element_by_element() -> None:
+    """Where mlirfuse's result is off eager's, each element must be as close to eager's of
+    float64 inputs as eager's is: eager's NaN at one element does not excuse another (the
+    fallback compared the largest errors, which eager's NaN made infinite)."""
+    from torch_programs import Program, _close
+
+    with pytest.raises(AssertionError):
+        _close(torch.tensor([float("nan"), 100.0]), torch.tensor([float("nan"), 1.0]), 1e-6, "output 0", Program([]),
+               lambda: torch.tensor([0.5, 1.0]))
+    _close(torch.tensor([2.0, 1.0]), torch.tensor([0.0, 1.0]), 1e-6, "output 0", Program([]),
+           lambda: torch.tensor([1.0, 1.0]))  # as far from the truth as eager
+
+
+def test_the_emulator_check_is_not_blinded_by_an_infinity() -> None:
+    """An infinity in a region's inputs or results (a -inf mask) no longer scales the
+    tolerance to infinity: a finite value off, and -inf against +inf, are reported."""
+    import numpy as np
+    from torch_programs import _far, _finite_abs_max
+
+    inputs = np.array([float("-inf"), 2.0, float("nan")])
+    tol = 1e-6 * max(1.0, _finite_abs_max(inputs))
+    assert tol == 2e-6
+    got, want = np.array([5.0, float("-inf"), float("inf"), float("nan")]), np.array([1.0, float("inf"), float("inf"),
+                                                                                        float("nan")])
+    assert _far(got, want, tol).tolist() == [True, True, False, False]

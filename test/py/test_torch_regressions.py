@@ -1115,8 +1115,11 @@ def test_index_fill_of_a_strided_slice_fuses_and_matches_eager(device) -> None:
         want.backward(g)
         torch.testing.assert_close(a.grad, b.grad)
         assert not [t for t in texts if "copy_strided" in t or "empty_permuted" in t]
+        assert not [t for t in texts if "index_put" in t or "index_copy" in t]  # a select, fused
         if device == "cpu":
             with pytest.raises(RuntimeError, match="out of range"):
                 torch.compile(fn, backend="mlirfuse")(x, torch.tensor([7]))
+            with pytest.raises(Exception, match="Expected dtype int64"):
+                torch.compile(fn, backend="mlirfuse")(x, torch.tensor([1], dtype=torch.int32))
     finally:
         mlirfuse.restore_options(previous)

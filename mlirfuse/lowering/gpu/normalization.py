@@ -247,8 +247,12 @@ def find_chains(ops: list[ir.Operation]) -> list[Chain]:
                 j += step
         indices = sorted(found)
         members = [found[k] for k in indices]
+        # the members before the first that is not row-local (it runs after the kernel, as a
+        # kernel of its own, reading what the chain stored)
+        local = max(k for k in range(len(members) + 1) if _row_local(members[:k]))
+        indices, members = indices[:local], members[:local]
         kinds = [m.kind for m in members]
-        if (TILE not in kinds and kinds.count(REDUCE) < 2) or not _row_local(members) or _aliased(members) \
+        if REDUCE not in kinds or (TILE not in kinds and kinds.count(REDUCE) < 2) or _aliased(members) \
                 or _row_read_then_written(members):
             continue  # a lone reduction (its fill folded in) keeps the inner-reduction kernel
         body_rows = _body_rows(members)

@@ -67,6 +67,7 @@ class NormalizationKernel:
                  threads: ir.Value, rows_per_block: ir.Value, shared: list[ir.Value], bx: ir.Value, tx: ir.Value,
                  online: dict[int, OnlineSum]):
         self.chain, self.p, self.views, self.live_out = chain, params, views, live_out
+        self.written = {o.value for m in chain.members for o in m.generic.outputs}  # buffers the chain writes
         self.col_ext, self.row_len, self.threads, self.tx = col_ext, row_len, threads, tx
         self.online = online
         # the shared buffers: each reduction's, one an output, then each online sum's extra one
@@ -197,8 +198,7 @@ class NormalizationKernel:
         if key not in self.row_loads:
             view = self.views[key]
             t = ir.MemRefType(view.type).element_type
-            written = any(o.value == buffer for m in self.chain.members for o in m.generic.outputs)
-            if written and role == ROW and isinstance(t, (ir.FloatType, ir.IntegerType, ir.IndexType)):
+            if buffer in self.written and role == ROW and isinstance(t, (ir.FloatType, ir.IntegerType, ir.IndexType)):
                 load = scf.IfOp(self.row_ok, [t], has_else=True)
                 with ir.InsertionPoint(load.then_block):
                     scf.YieldOp([memref.load(view, index)])
