@@ -75,7 +75,8 @@ def _keep_mask(x: torch.Tensor, d: int) -> torch.Tensor:
 # Ops of model code the other steps do not make (`generate(..., model_ops=True)`): -inf masks
 # (softmax of a row masked whole is NaN, as in torch), causal masks, clamps, RMSNorm,
 # logsumexp, cumulative sums, std, flips, rolls, repeats, in-place
-# updates of a clone, index_fill, masked dropout, MSE. name -> f(operands, parameters).
+# updates of a clone, index_fill, masked dropout, MSE, integer steps (position ids, argmax,
+# boolean logic). name -> f(operands, parameters).
 MODEL_OPS: dict[str, Callable[[list[torch.Tensor], tuple], torch.Tensor]] = {
     "masked_fill_inf": lambda xs, p: xs[0].masked_fill(xs[1] > p[0], float("-inf")),
     "tril": lambda xs, p: torch.tril(xs[0], p[0]),
@@ -101,6 +102,11 @@ MODEL_OPS: dict[str, Callable[[list[torch.Tensor], tuple], torch.Tensor]] = {
     # (the target in the input's dtype: eager's CUDA backward rejects a float32 input's float64 target)
     "mse": lambda xs, p: F.mse_loss(xs[0], torch.broadcast_to(xs[1], xs[0].shape).to(xs[0].dtype)),
     "silu_mul": lambda xs, p: F.silu(xs[0]) * xs[1],
+    # integer steps inside (the other steps keep floating results only): position ids from a
+    # mask's cumulative sum, argmax (the first of equal maxima), boolean logic
+    "position_ids": lambda xs, p: ((xs[0] > 0).long().cumsum(p[0]) - 1).clamp(min=0).to(xs[0].dtype),
+    "argmax_float": lambda xs, p: xs[0].argmax(p[0], keepdim=True).to(xs[0].dtype),
+    "bool_logic": lambda xs, p: (((xs[0] > 0) & (xs[0] < 1)) | (xs[0] == 0)).to(xs[0].dtype) * xs[0],
 }
 
 
@@ -292,7 +298,7 @@ def _model_step(draw: Draw, i: int, values: list[torch.Tensor]) -> tuple[str, tu
         return name, (i,), (draw.int(-1, 1),)
     if name in ("logsumexp", "std"):
         return name, (i,), (d, draw.bool())
-    if name in ("cumsum", "flip", "dropout_mask"):
+    if name in ("cumsum", "flip", "dropout_mask", "position_ids", "argmax_float"):
         return name, (i,), (d,)
     if name == "roll":
         return name, (i,), (d, draw.int(-2, 2))
