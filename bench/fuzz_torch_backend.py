@@ -4,6 +4,7 @@
     python bench/fuzz_torch_backend.py --programs 10000 --workers 16
     python bench/fuzz_torch_backend.py --device emulator --programs 500   # the GPU kernels, no GPU
     python bench/fuzz_torch_backend.py --model-ops --programs 1000        # with the ops of model code too
+    python bench/fuzz_torch_backend.py --dynamic --programs 1000          # torch.compile(dynamic=True)
 
 `--device cpu` (or `cuda`) checks the compiled step against eager. `--device emulator` checks
 the GPU kernels without a GPU: the step runs on the CPU, and every call of a fused region is
@@ -45,10 +46,12 @@ def _timeout(signum: int, frame: object) -> None:
     raise ProgramTimeout()
 
 
-def _run(seed: int, device: str = "cpu", limit: int = 300, model_ops: bool = False) -> tuple[int, str, str]:
+def _run(seed: int, device: str = "cpu", limit: int = 300, model_ops: bool = False,
+         dynamic: bool | None = None) -> tuple[int, str, str]:
     """(seed, 'ok' | 'mismatch' | 'error' | 'timeout', the message): a program that runs
     longer than `limit` seconds (a compile that never ends) is a finding, not a stuck pool.
-    `model_ops`: programs drawn with `torch_programs.MODEL_OPS` too."""
+    `model_ops`: programs drawn with `torch_programs.MODEL_OPS` too; `dynamic`: torch.compile's
+    (cpu and cuda: True compiles with symbolic sizes)."""
     import signal
 
     import torch
@@ -70,7 +73,7 @@ def _run(seed: int, device: str = "cpu", limit: int = 300, model_ops: bool = Fal
 
             check_on_emulator(program, ptxas=toolchain.find().ptxas, **options)
         else:
-            check(program, device=device, **options)
+            check(program, device=device, dynamic=dynamic, **options)
         return seed, "ok", ""
     except AssertionError as e:
         return seed, "mismatch", str(e)
@@ -183,25 +186,29 @@ def main() -> int:
     parser.add_argument("--model-ops", action="store_true",
                         help="programs with the ops of model code too (torch_programs.MODEL_OPS): other programs "
                              "for the same seeds")
+    parser.add_argument("--dynamic", action="store_true", help="torch.compile(dynamic=True): symbolic sizes "
+                                                                  "(cpu and cuda)")
     args = parser.parse_args()
     seeds = range(args.seed, args.seed + args.programs)
     start = time.perf_counter()
-    runner = functools.partial(_run, model_ops=True) if args.model_ops else _run
+    runner = functools.partial(_run, model_ops=args.model_ops, dynamic=True if args.dynamic else None)
     results = fuzz(seeds, device=args.device, workers=args.workers, limit=args.limit, runner=runner,
                    report=_report_failure)
     seconds = time.perf_counter() - start
     failures = sorted((r for r in results if r[1] != "ok"), key=lambda r: r[0])
     counts = {kind: sum(r[1] == kind for r in results) for kind in ("ok", "mismatch", "error", "timeout")}
-    print("| programs | device | model ops | ok | mismatches | errors | timeouts | seconds | workers |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    print(f"| {len(results)} | {args.device} | {'yes' if args.model_ops else 'no'} | {counts['ok']} | "
+    print("| programs | device | model ops | dynamic | ok | mismatches | errors | timeouts | seconds | workers |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    print(f"| {len(results)} | {args.device} | {'yes' if args.model_ops else 'no'} | {'yes' if args.dynamic else 'no'} "
+          f"| {counts['ok']} | "
           f"{counts['mismatch']} | {counts['error']} | {counts['timeout']} | {seconds:.0f} | {args.workers} |")
     for seed, kind, message in failures[:50]:
         print(f"\n### seed {seed}: {kind}\n{message}")
     default = Path(__file__).parent / "results" / f"fuzz-{args.device}-{time.strftime('%Y-%m-%d')}.json"
     out = Path(args.json) if args.json else default
     out.parent.mkdir(parents=True, exist_ok=True)
-    summary = {"programs": len(results), "device": args.device, "model_ops": args.model_ops, "first_seed": args.seed,
+    summary = {"programs": len(results), "device": args.device, "model_ops": args.model_ops, "dynamic": args.dynamic,
+               "first_seed": args.seed,
                "seconds": seconds, **counts,
                "failures": [{"seed": s, "kind": k, "message": m} for s, k, m in failures]}
     out.write_text(json.dumps(summary, indent=1))

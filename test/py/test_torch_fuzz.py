@@ -35,10 +35,12 @@ def test_random_programs_match_eager(data) -> None:
 @given(st.data())
 def test_random_programs_with_model_ops_match_eager(data) -> None:
     """Programs with the ops of model code too (`MODEL_OPS`: -inf and causal masks, RMSNorm,
-    logsumexp, cumulative sums, flips, rolls, in-place updates, ...)."""
+    logsumexp, cumulative sums, flips, rolls, in-place updates, ...), half of them compiled
+    with symbolic sizes (torch.compile(dynamic=True))."""
     program = generate(Draw(data), model_ops=True)
     dynamo.reset()
-    check(program, single_node=data.draw(st.booleans()), pad_matmuls=data.draw(st.sampled_from(["auto", "always"])))
+    check(program, single_node=data.draw(st.booleans()), pad_matmuls=data.draw(st.sampled_from(["auto", "always"])),
+          dynamic=data.draw(st.sampled_from([None, True])))
 
 
 def _toolkit():

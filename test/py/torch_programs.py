@@ -389,27 +389,29 @@ def _distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.where(same, 0.0, (a - b).abs().nan_to_num(nan=float("inf")))
 
 
-def check(program: Program, single_node: bool = False, device: str = "cpu", pad_matmuls: str = "auto") -> None:
+def check(program: Program, single_node: bool = False, device: str = "cpu", pad_matmuls: str = "auto",
+          dynamic: bool | None = None) -> None:
     """mlirfuse vs eager, forward and backward; AssertionError names the program.
     `single_node`: groups of one op are fused too (every op's lowering is exercised);
     `pad_matmuls="always"`: every misaligned matmul is padded (slices of padded products
-    between the groups). The fallback to torch is off: a region that fails must fail the check."""
+    between the groups). `dynamic`: torch.compile's (True: sizes symbolic from the first
+    call). The fallback to torch is off: a region that fails must fail the check."""
     import mlirfuse
 
     previous = mlirfuse.set_options(single_node=single_node, fallback=False, pad_matmuls=pad_matmuls)
     try:
-        _check(program, device)
+        _check(program, device, dynamic)
     finally:
         mlirfuse.restore_options(previous)
 
 
-def _check(program: Program, device: str) -> None:
+def _check(program: Program, device: str, dynamic: bool | None = None) -> None:
     base = [t.to(device) for t in example_inputs(program)]
     grads = [g and t.dtype.is_floating_point for (_, _, g), t in zip(program.inputs, base)]
     eager_in = [t.clone().requires_grad_(g) for t, g in zip(base, grads)]
     fused_in = [t.clone().requires_grad_(g) for t, g in zip(base, grads)]
     want = run(program, eager_in)
-    got = torch.compile(lambda *xs: run(program, list(xs)), backend="mlirfuse")(*fused_in)
+    got = torch.compile(lambda *xs: run(program, list(xs)), backend="mlirfuse", dynamic=dynamic)(*fused_in)
     tol = _tolerance(program)
     g = torch.Generator().manual_seed(1)
     cotangents = [torch.rand(w.shape, generator=g, dtype=torch.float64).to(w) for w in want]
