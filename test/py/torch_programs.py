@@ -76,7 +76,8 @@ def _keep_mask(x: torch.Tensor, d: int) -> torch.Tensor:
 # (softmax of a row masked whole is NaN, as in torch), causal masks, clamps, RMSNorm,
 # logsumexp, cumulative sums, std, flips, rolls, repeats, in-place
 # updates of a clone, index_fill, masked dropout, MSE, integer steps (position ids, argmax,
-# boolean logic). name -> f(operands, parameters).
+# boolean logic), masks by the dtype's lowest value, L2 normalization, nan_to_num, log1p,
+# expm1, reciprocal, round, one_hot. name -> f(operands, parameters).
 MODEL_OPS: dict[str, Callable[[list[torch.Tensor], tuple], torch.Tensor]] = {
     "masked_fill_inf": lambda xs, p: xs[0].masked_fill(xs[1] > p[0], float("-inf")),
     "tril": lambda xs, p: torch.tril(xs[0], p[0]),
@@ -107,6 +108,14 @@ MODEL_OPS: dict[str, Callable[[list[torch.Tensor], tuple], torch.Tensor]] = {
     "position_ids": lambda xs, p: ((xs[0] > 0).long().cumsum(p[0]) - 1).clamp(min=0).to(xs[0].dtype),
     "argmax_float": lambda xs, p: xs[0].argmax(p[0], keepdim=True).to(xs[0].dtype),
     "bool_logic": lambda xs, p: (((xs[0] > 0) & (xs[0] < 1)) | (xs[0] == 0)).to(xs[0].dtype) * xs[0],
+    "finfo_min_mask": lambda xs, p: xs[0].masked_fill(xs[1] > p[0], torch.finfo(xs[0].dtype).min),
+    "normalize": lambda xs, p: F.normalize(xs[0], dim=p[0]),
+    "nan_to_num": lambda xs, p: torch.nan_to_num(torch.log(xs[0]), nan=0.0, neginf=-10.0),
+    "log1p": lambda xs, p: torch.log1p(xs[0].abs()),
+    "expm1": lambda xs, p: torch.expm1(xs[0].clamp(-3, 3)),
+    "reciprocal": lambda xs, p: torch.reciprocal(xs[0].abs() + 0.5),
+    "round": lambda xs, p: torch.round(xs[0] * 4) / 4 + xs[0],
+    "one_hot": lambda xs, p: F.one_hot(xs[0].argmax(-1), xs[0].shape[-1]).to(xs[0].dtype) * xs[0],
 }
 
 
@@ -292,13 +301,13 @@ def _model_step(draw: Draw, i: int, values: list[torch.Tensor]) -> tuple[str, tu
     name = draw.choice(sorted(MODEL_OPS))
     other = draw.int(0, len(values) - 1)
     d = draw.int(0, max(x.dim() - 1, 0))
-    if name in ("masked_fill_inf", "inplace_axpy", "mse", "silu_mul"):
+    if name in ("masked_fill_inf", "inplace_axpy", "mse", "silu_mul", "finfo_min_mask"):
         return name, (i, other), (draw.choice([0.0, 0.5, 1.5]),)
     if name == "tril":
         return name, (i,), (draw.int(-1, 1),)
     if name in ("logsumexp", "std"):
         return name, (i,), (d, draw.bool())
-    if name in ("cumsum", "flip", "dropout_mask", "position_ids", "argmax_float"):
+    if name in ("cumsum", "flip", "dropout_mask", "position_ids", "argmax_float", "normalize"):
         return name, (i,), (d,)
     if name == "roll":
         return name, (i,), (d, draw.int(-2, 2))
