@@ -249,7 +249,7 @@ def find_chains(ops: list[ir.Operation]) -> list[Chain]:
         members = [found[k] for k in indices]
         # the members before the first that is not row-local (it runs after the kernel, as a
         # kernel of its own, reading what the chain stored)
-        local = max(k for k in range(len(members) + 1) if _row_local(members[:k]))
+        local = next(k for k in range(len(members), -1, -1) if _row_local(members[:k]))  # (prefixes of one stay one)
         indices, members = indices[:local], members[:local]
         kinds = [m.kind for m in members]
         if REDUCE not in kinds or (TILE not in kinds and kinds.count(REDUCE) < 2) or _aliased(members) \
