@@ -2,6 +2,7 @@
 
     python bench/models.py [--models gpt2,llama,bert] [--modes f32,bf16_autocast,bf16]
                            [--batch 8] [--seq 512] [--rounds 11] [--steps 10] [--json out.json] [--no-regions]
+                           [--compile-mode reduce-overhead]
 
 HuggingFace GPT-2, Llama and BERT from configs (test/py/hf_models.py at real widths, 2 layers,
 random weights, nothing downloaded). Modes: `f32` (a float32 training step), `bf16_autocast`
@@ -26,6 +27,11 @@ table's two steps), and
 one compiled for the first step only (dynamo compiled that graph again for the second, the
 one timed) is marked so and not held to the bandwidth bar. A launch on the naive path
 (one thread an element) makes the run exit with status 1, listing it.
+
+`--compile-mode reduce-overhead` compiles Inductor and mlirfuse both with
+`torch.compile(mode="reduce-overhead")` (each graph replayed as a CUDA graph: the host then
+launches one graph, not a kernel at a time); the per-region table then has no profile to read
+(replays run no region's Python): take `--no-regions`.
 
 Markdown to stdout; --json writes the rows (the suite's header fields: gpu, driver, torch,
 date, copy_gbps, complete).
@@ -184,7 +190,8 @@ def difference(expected: torch.Tensor, got: torch.Tensor) -> float:
     return float((e - g).abs().max() / e.abs().max().clamp_min(1e-30))
 
 
-def run_row(family: str, mode: str, batch: int, seq: int, rounds: int, per_round: int) -> dict:
+def run_row(family: str, mode: str, batch: int, seq: int, rounds: int, per_round: int,
+            compile_mode: str | None = None) -> dict:
     import torch._dynamo as dynamo
     from hf_models import build
 
@@ -198,16 +205,17 @@ def run_row(family: str, mode: str, batch: int, seq: int, rounds: int, per_round
     steps, first_step_s, outputs = {}, {}, {}
     for name in IMPLEMENTATIONS:
         model = copy.deepcopy(base)
-        run = model if name == "eager" else torch.compile(model, backend=name)
+        run = model if name == "eager" else torch.compile(model, backend=name, mode=compile_mode)
         steps[name] = make_step(model, run, ids, mode)
         torch.cuda.synchronize()
         start = time.perf_counter()
-        outputs[name] = steps[name]()
+        outputs[name] = steps[name]().clone()  # (a CUDA graph's output is overwritten by its next replay)
         torch.cuda.synchronize()
         first_step_s[name] = time.perf_counter() - start
         steps[name]()  # a second step: recompiles, if any, happen here
     times = timed_rounds(steps, rounds, per_round)
-    row: dict[str, Any] = {"model": family, "mode": mode, "batch": batch, "seq": seq}
+    row: dict[str, Any] = {"model": family, "mode": mode, "batch": batch, "seq": seq,
+                           "compile_mode": compile_mode or "default"}
     for name in IMPLEMENTATIONS:
         gpu_ms, kernels = kernels_per_step(steps[name])
         median = statistics.median(times[name])
@@ -355,6 +363,8 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=10, help="steps per implementation per round")
     parser.add_argument("--json", help="write the rows here")
     parser.add_argument("--no-regions", action="store_true", help="skip the per-region table")
+    parser.add_argument("--compile-mode", choices=["default", "reduce-overhead"], default="default",
+                        help="torch.compile's mode for Inductor and mlirfuse alike")
     opts = parser.parse_args()
     warnings.filterwarnings("ignore")
     import suite
@@ -363,7 +373,7 @@ def main() -> int:
     driver = suite.driver_version()
     copy_gbps = suite.copy_bandwidth_gbps()
     print(f"GPU: {gpu}; driver {driver}; torch {torch.__version__}; copy bandwidth {copy_gbps:.0f} GB/s; "
-          f"batch {opts.batch} x seq {opts.seq}\n")
+          f"batch {opts.batch} x seq {opts.seq}; torch.compile mode {opts.compile_mode}\n")
     wanted = [(f, m) for f in opts.models.split(",") for m in opts.modes.split(",")]
     rows: list[dict] = []
 
@@ -378,7 +388,8 @@ def main() -> int:
           "| vs eager / Inductor | compile s i / m | diff to eager i / m |\n" + "|---" * 7 + "|")
     for family, mode in wanted:
         try:
-            row = run_row(family, mode, opts.batch, opts.seq, opts.rounds, opts.steps)
+            row = run_row(family, mode, opts.batch, opts.seq, opts.rounds, opts.steps,
+                          None if opts.compile_mode == "default" else opts.compile_mode)
         except Exception as e:  # noqa: BLE001 - a row that fails is reported, the others still run
             row = {"model": family, "mode": mode, "error": f"{type(e).__name__}: {str(e)[:300]}"}
             rows.append(row)

@@ -32,6 +32,7 @@ from mlirfuse import dump
 from mlirfuse.frontend.jit import JitFunction
 from mlirfuse.torch_backend.aten_table import LIBRARY
 from mlirfuse.torch_backend.attention_masks import dense_attention_masks
+from mlirfuse.torch_backend.cuda_graphs import GraphCompilers, check_mode
 from mlirfuse.torch_backend.embedding_grad import scatter_embedding_grads
 from mlirfuse.torch_backend.foreach import foreach_decompositions
 from mlirfuse.torch_backend.mutations import write_mutations_in_regions
@@ -245,6 +246,12 @@ def compile_graph(gm: fx.GraphModule, example_inputs: Any, kind: str = "forward"
     """AOTAutograd's compiler: the aten graph with its fusible groups run by mlirfuse."""
     from functorch.compile import make_boxed_func
 
+    compiled, _ = _compile_graph(gm, kind)
+    return make_boxed_func(compiled.forward)
+
+
+def _compile_graph(gm: fx.GraphModule, kind: str) -> tuple[fx.GraphModule, list[FusedRegion]]:
+    """The rewritten graph and its fused regions."""
     with _REGISTRY.lock:
         _REGISTRY.graphs[kind] += 1
         key = f"{kind}{_REGISTRY.graphs[kind] - 1}"
@@ -270,7 +277,7 @@ def compile_graph(gm: fx.GraphModule, example_inputs: Any, kind: str = "forward"
                          + f"; outputs {[n.name for n in r.outputs]}")
         lines.append("the compiled graph:" + compiled.code)
         dump.emit("partition", "\n".join(lines), key)
-    return make_boxed_func(compiled.forward)
+    return compiled, fused
 
 
 COMPARISONS = (aten.eq.Tensor, aten.ne.Tensor)
@@ -307,14 +314,22 @@ def _depends_on_tangents(graph: fx.Graph) -> set[fx.Node]:
     return found
 
 
-def mlirfuse_backend(gm: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
-    """`torch.compile(fn, backend="mlirfuse")`: forward and backward graphs fused by mlirfuse."""
+def mlirfuse_backend(gm: fx.GraphModule, example_inputs: Any, mode: str | None = None,
+                     options: Any = None) -> Callable[..., Any]:
+    """`torch.compile(fn, backend="mlirfuse")`: forward and backward graphs fused by mlirfuse.
+    `mode="reduce-overhead"` replays each graph as a CUDA graph (cuda_graphs.py)."""
     from torch._dynamo.backends.common import aot_autograd
 
+    if check_mode(mode, options):
+        graphs = GraphCompilers(_compile_graph, len(example_inputs))
+        compilers = {"fw_compiler": graphs.forward, "bw_compiler": graphs.backward,
+                     "inference_compiler": graphs.inference}
+    else:
+        compilers = {"fw_compiler": functools.partial(compile_graph, kind="forward"),
+                     "bw_compiler": functools.partial(compile_graph, kind="backward"),
+                     "inference_compiler": functools.partial(compile_graph, kind="inference")}
     backend = aot_autograd(
-        fw_compiler=functools.partial(compile_graph, kind="forward"),
-        bw_compiler=functools.partial(compile_graph, kind="backward"),
-        inference_compiler=functools.partial(compile_graph, kind="inference"),
+        **compilers,
         decompositions=decompositions(),
         partition_fn=partition_joint_graph,
         # An inference graph's input mutations stay in it (`copy_` nodes): regions write them
