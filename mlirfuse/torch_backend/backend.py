@@ -244,14 +244,11 @@ def partition_and_trace(gm: fx.GraphModule) -> tuple[Any, list[Region]]:
 
 def compile_graph(gm: fx.GraphModule, example_inputs: Any, kind: str = "forward") -> Callable[..., Any]:
     """AOTAutograd's compiler: the aten graph with its fusible groups run by mlirfuse."""
-    from functorch.compile import make_boxed_func
-
-    compiled, _ = _compile_graph(gm, kind)
-    return make_boxed_func(compiled.forward)
+    return _compile_graph(gm, kind)[0]
 
 
-def _compile_graph(gm: fx.GraphModule, kind: str) -> tuple[fx.GraphModule, list[FusedRegion]]:
-    """The rewritten graph and its fused regions."""
+def _compile_graph(gm: fx.GraphModule, kind: str) -> tuple[Callable[[list[Any]], Any], list[FusedRegion]]:
+    """The rewritten graph (`_boxed`) and its fused regions."""
     with _REGISTRY.lock:
         _REGISTRY.graphs[kind] += 1
         key = f"{kind}{_REGISTRY.graphs[kind] - 1}"
@@ -277,7 +274,24 @@ def _compile_graph(gm: fx.GraphModule, kind: str) -> tuple[fx.GraphModule, list[
                          + f"; outputs {[n.name for n in r.outputs]}")
         lines.append("the compiled graph:" + compiled.code)
         dump.emit("partition", "\n".join(lines), key)
-    return compiled, fused
+    return _boxed(compiled), fused
+
+
+def _boxed(compiled: fx.GraphModule) -> Callable[[list[Any]], Any]:
+    """The graph under the boxed convention (AOTAutograd's and Inductor's compiled graphs'):
+    called with a list of its inputs, which it empties, so that each input is freed after its
+    last use, as the graph's own values are: a backward's saved activations as the graph goes,
+    not all at its end (a plain call keeps them in the caller's list)."""
+    from torch.fx.graph import _BoxedCodeGen
+
+    compiled.graph.set_codegen(_BoxedCodeGen())
+    compiled.recompile()
+    forward = compiled.forward
+
+    def run(args: list[Any]) -> Any:
+        return forward(args)
+    run._boxed_call = True  # type: ignore[attr-defined]
+    return run
 
 
 COMPARISONS = (aten.eq.Tensor, aten.ne.Tensor)

@@ -23,6 +23,8 @@ from typing import Any, Callable
 
 from torch import fx
 
+from mlirfuse import config
+
 MODES = ("default", "reduce-overhead")
 
 
@@ -39,10 +41,11 @@ def check_mode(mode: str | None, options: Any) -> bool:
 
 class GraphCompilers:
     """AOTAutograd's forward, backward and inference compilers for one dynamo graph: mlirfuse's
-    (`compile`: the aten graph -> the rewritten graph and its fused regions), each result
+    (`compile`: the aten graph -> the rewritten graph, boxed, and its fused regions), each result
     wrapped by torch's CUDA graph trees where it can be recorded."""
 
-    def __init__(self, compile: Callable[[fx.GraphModule, str], tuple[fx.GraphModule, list]], n_inputs: int):
+    def __init__(self, compile: Callable[[fx.GraphModule, str], tuple[Callable[[list[Any]], Any], list]],
+                 n_inputs: int):
         from torch._inductor.cudagraph_utils import BoxedDeviceIndex
         from torch._inductor.utils import BoxedBool
 
@@ -73,11 +76,14 @@ class GraphCompilers:
         plain, recorded = self._wrap(gm, inputs, list(range(count_tangents(gm))), "backward")  # the saved tensors
         if recorded is not None:
             return recorded
-        # The forward was recorded: the trees must know their backward runs unrecorded.
-        manager = torch._inductor.cudagraph_trees.get_manager(
-            self._device.value if self._device.value is not None else 0, create_if_none_exists=False)
+        # The forward was recorded: the trees must know their backward runs unrecorded (their
+        # manager looked up at each call: a backward compiled before any forward ran, as with
+        # symbolic sizes saved for it, finds none yet; none at run time: nothing is recorded)
+        device = self._device
 
         def run(args: list[Any]) -> Any:
+            manager = torch._inductor.cudagraph_trees.get_manager(
+                device.value if device.value is not None else 0, create_if_none_exists=False)
             if manager is not None:
                 manager.set_to_running_backward()
             return plain(args)
@@ -85,18 +91,15 @@ class GraphCompilers:
         return run
 
     def _compiled(self, gm: fx.GraphModule, kind: str) -> Callable[..., Any]:
-        from functorch.compile import make_boxed_func
-
-        return make_boxed_func(self._compile(gm, kind)[0].forward)
+        return self._compile(gm, kind)[0]
 
     def _wrap(self, gm: fx.GraphModule, inputs: list[Any], static: list[int],
               kind: str) -> tuple[Callable[..., Any], Callable[..., Any] | None]:
         """The compiled graph, and that graph under the CUDA graph trees (None where it is not
         recorded). `static`: the inputs at the same address every call (parameters, buffers, a
         backward's saved tensors), which the trees do not copy."""
-        from functorch.compile import make_boxed_func
         from torch._dynamo.backends.cudagraphs import find_input_mutations, get_device_index, get_stack_traces
-        from torch._inductor.cudagraph_trees import cudagraphify_impl
+        from torch._inductor.compile_fx import cudagraphify
         from torch._inductor.cudagraph_utils import (
             format_default_skip_message,
             get_placeholder_info,
@@ -109,9 +112,11 @@ class GraphCompilers:
             device = get_device_index(gm)
             placeholders, traces = get_placeholder_info(gm.graph), get_stack_traces(gm)
             mutated = find_input_mutations(gm.graph)
-        compiled, fused = self._compile(gm, kind)
-        plain = make_boxed_func(compiled.forward)
+        plain, fused = self._compile(gm, kind)
         seeded = [r.region.name for r in fused if r.region.seeded]
+        if reason is None and config.options().check_regions:
+            reason = format_default_skip_message("MLIRFUSE_CHECK_REGIONS (its comparison with torch reads "
+                                                 "results on the host, which a recording cannot)")
         if reason is None and seeded:
             reason = format_default_skip_message(
                 f"random ops in fused region(s) {', '.join(seeded)} (mlirfuse draws their seed on the host at "
@@ -120,22 +125,15 @@ class GraphCompilers:
             log_cudagraph_skip_and_bump_counter(reason)
             return plain, None
         self._device.set(device)
-        out = cudagraphify_impl(_consuming(compiled.forward), inputs, static, device_index=device,
-                                is_backward=kind == "backward", is_inference=kind == "inference",
-                                stack_traces=traces, placeholders=placeholders, mutated_input_idxs=mutated)
+        # Inductor's wrapper: the trees are set up at the first call, from its inputs, as
+        # Inductor's are. Given the compile's inputs, symbolic sizes and integer arguments are
+        # SymInts, not ints: the trees would key no recording by them, and one recording, its
+        # sizes and scalars captured, would serve every later value.
+        out = cudagraphify(plain, static, device_index=device,
+                           is_backward=kind == "backward", is_inference=kind == "inference",
+                           stack_traces=traces, placeholders=placeholders, mutated_input_idxs=tuple(sorted(mutated)))
         out._boxed_call = True  # type: ignore[attr-defined]
         return plain, out
-
-
-def _consuming(fn: Callable[..., Any]) -> Callable[[list[Any]], Any]:
-    """`fn` under the boxed convention the CUDA graph trees hold their models to: called with a
-    list of the inputs, which it empties (the inputs are then the callee's to free)."""
-    def run(args: list[Any]) -> Any:
-        inputs = list(args)
-        args.clear()
-        return fn(*inputs)
-    run._boxed_call = True  # type: ignore[attr-defined]
-    return run
 
 
 def _static_inputs(fixed: int) -> list[int]:

@@ -53,6 +53,33 @@ def test_reduce_overhead_on_the_cpu_runs_unrecorded_and_matches_eager() -> None:
     assert _skips() == 1  # the forward (CPU tensors); its backward is then not tried
 
 
+def test_the_trees_are_keyed_by_the_call_s_integers_not_the_compile_s_symbols(monkeypatch) -> None:
+    """The trees key their recordings by the graph's integer inputs (sizes, Python ints) as the
+    first call gives them: given the compile's inputs, these are SymInts, and one recording,
+    n captured, would have served every later n (found in review). On the CPU, with torch's
+    checks passed over and the trees replaced by a stand-in that records what it is given."""
+    import torch._dynamo.backends.cudagraphs as dynamo_cudagraphs
+    import torch._inductor.cudagraph_trees as cudagraph_trees
+
+    from mlirfuse.torch_backend import cuda_graphs
+
+    given = []
+
+    def trees(model, inputs, static_input_idxs, **kwargs):
+        given.append([v for v in inputs if not isinstance(v, torch.Tensor)])
+        return model
+
+    monkeypatch.setattr(cuda_graphs, "_skip_reason", lambda gm, static: None)
+    monkeypatch.setattr(dynamo_cudagraphs, "get_device_index", lambda gm: 0)
+    monkeypatch.setattr(cudagraph_trees, "cudagraphify_impl", trees)
+    compiled = torch.compile(lambda x, n: x * n + 1, backend="mlirfuse", mode="reduce-overhead")
+    x = torch.randn(8)
+    for n in range(2, 7):
+        torch.testing.assert_close(compiled(x, n), x * n + 1)
+    assert given and any(given), given  # (n is an input once dynamo makes it dynamic)
+    assert all(type(v) is int for values in given for v in values), given
+
+
 class _CountedRegions:
     """Calls of fused regions' Python (none while a graph is replayed)."""
 
@@ -113,6 +140,19 @@ def test_models_replayed_as_cuda_graphs_match_eager(family: str, mode: str, monk
     copied = counters["inductor"]["cudagraph_recorded_non_static_inputs"]
     assert copied < len(list(model.parameters())) // 2, (copied, len(list(model.parameters())))
     assert calls[0] > 0 and calls[2] == calls[1] and calls[3] == calls[1], calls  # replays run no region
+
+
+@pytest.mark.gpu
+def test_integer_arguments_and_sizes_that_change_get_recordings_of_their_own() -> None:
+    """A Python int and a size that dynamo makes symbolic: each value replays what it computes."""
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    compiled = torch.compile(lambda x, n: F.layer_norm(x * n, x.shape[-1:]) + n, backend="mlirfuse",
+                             mode="reduce-overhead")
+    for rows in (16, 24, 32):
+        for n in (2, 3, 4, 3, 2):
+            x = torch.randn(rows, 64, device="cuda")
+            torch.testing.assert_close(compiled(x, n).clone(), F.layer_norm(x * n, (64,)) + n)
 
 
 @pytest.mark.gpu

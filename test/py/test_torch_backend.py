@@ -265,6 +265,27 @@ def test_true_divide_is_fused_as_div() -> None:
     torch.testing.assert_close(compiled([x, y]), gm(x, y))
 
 
+def test_a_compiled_graph_takes_its_inputs_boxed_and_lets_them_go() -> None:
+    """The boxed convention of AOTAutograd's compiled graphs: the graph empties the list it is
+    called with, so that an input (a backward's saved activation) is freed after its last use
+    in the graph, not kept by the caller's list to the end (and the CUDA graph trees require
+    it). The input here dies inside the call, once its only reader has run."""
+    import weakref
+
+    def fn(x, y):
+        return torch.sin(x * 2.0).sum() + torch.cos(y * 3.0)
+
+    x, y = torch.randn(64), torch.randn(64)
+    compiled = compile_graph(_aten_graph(fn, x, y), [x, y])
+    want = fn(x, y)
+    args = [x.clone(), y]
+    gone = weakref.ref(args[0])
+    del x
+    got = compiled(args)
+    assert args == [] and gone() is None
+    torch.testing.assert_close(got[0] if isinstance(got, (tuple, list)) else got, want)
+
+
 @pytest.mark.parametrize("case", ["normalize", "clip norms", "inf keepdim", "half dtype"])
 def test_linalg_vector_norm_is_fused(case: str) -> None:
     """aten.linalg_vector_norm (F.normalize, clip_grad_norm_'s per-tensor and total norms,
