@@ -57,7 +57,7 @@ class GraphCompilers:
     def forward(self, gm: fx.GraphModule, inputs: list[Any], is_inference: bool = False) -> Callable[..., Any]:
         from torch._inductor.utils import BoxedBool, num_fw_fixed_arguments
 
-        plain, recorded = self._wrap(gm, inputs, _static_inputs(num_fw_fixed_arguments(self._n_inputs, len(inputs))),
+        plain, recorded = self._wrap(gm, _static_inputs(num_fw_fixed_arguments(self._n_inputs, len(inputs))),
                                      "inference" if is_inference else "forward")
         if recorded is None:
             BoxedBool.disable(self._recording)
@@ -73,7 +73,7 @@ class GraphCompilers:
 
         if not self._recording:
             return self._compiled(gm, "backward")
-        plain, recorded = self._wrap(gm, inputs, list(range(count_tangents(gm))), "backward")  # the saved tensors
+        plain, recorded = self._wrap(gm, list(range(count_tangents(gm))), "backward")  # the saved tensors
         if recorded is not None:
             return recorded
         # The forward was recorded: the trees must know their backward runs unrecorded (their
@@ -93,7 +93,7 @@ class GraphCompilers:
     def _compiled(self, gm: fx.GraphModule, kind: str) -> Callable[..., Any]:
         return self._compile(gm, kind)[0]
 
-    def _wrap(self, gm: fx.GraphModule, inputs: list[Any], static: list[int],
+    def _wrap(self, gm: fx.GraphModule, static: list[int],
               kind: str) -> tuple[Callable[..., Any], Callable[..., Any] | None]:
         """The compiled graph, and that graph under the CUDA graph trees (None where it is not
         recorded). `static`: the inputs at the same address every call (parameters, buffers, a
