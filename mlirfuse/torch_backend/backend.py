@@ -279,17 +279,24 @@ def _compile_graph(gm: fx.GraphModule, kind: str) -> tuple[Callable[[list[Any]],
 
 def _boxed(compiled: fx.GraphModule) -> Callable[[list[Any]], Any]:
     """The graph under the boxed convention (AOTAutograd's and Inductor's compiled graphs'):
-    called with a list of its inputs, which it empties, so that each input is freed after its
-    last use, as the graph's own values are: a backward's saved activations as the graph goes,
-    not all at its end (a plain call keeps them in the caller's list)."""
-    from torch.fx.graph import _BoxedCodeGen
-
-    compiled.graph.set_codegen(_BoxedCodeGen())
-    compiled.recompile()
+    called with a list of its inputs, which it empties, so that each input the graph reads is
+    freed after its last use, as the graph's own values are: a backward's saved activations as
+    the graph goes, not all at its end (a plain call keeps them in the caller's list)."""
+    try:
+        from torch.fx.graph import _BoxedCodeGen
+    except ImportError:  # torch before 2.10: the list emptied, the inputs kept to the end
+        _BoxedCodeGen = None
+    if _BoxedCodeGen is not None:
+        compiled.graph.set_codegen(_BoxedCodeGen())
+        compiled.recompile()
     forward = compiled.forward
 
     def run(args: list[Any]) -> Any:
-        return forward(args)
+        if _BoxedCodeGen is not None:
+            return forward(args)
+        inputs = list(args)
+        args.clear()
+        return forward(*inputs)
     run._boxed_call = True  # type: ignore[attr-defined]
     return run
 

@@ -151,9 +151,12 @@ def _static_inputs(fixed: int) -> list[int]:
 def _skip_reason(gm: fx.GraphModule, static: list[int]) -> str | None:
     """Why the graph cannot be recorded (torch's `cudagraphs` backend's checks, with the static
     inputs as Inductor counts them): a mutated input the trees would copy, CPU tensors or
-    several devices, an op that cannot be captured; None where it can."""
+    several devices, an op that cannot be captured; and, as Inductor, the trees turned off or
+    symbolic sizes where torch's config skips those. None where it can."""
+    import torch
     from torch._dynamo import config
     from torch._dynamo.backends.cudagraphs import find_input_mutations, get_device_node_mapping
+    from torch._inductor import config as inductor_config
     from torch._inductor.cudagraph_utils import (
         check_multiple_devices_or_any_cpu_nodes,
         format_default_skip_message,
@@ -161,7 +164,18 @@ def _skip_reason(gm: fx.GraphModule, static: list[int]) -> str | None:
         get_placeholder_info,
     )
     from torch._inductor.utils import get_first_incompatible_cudagraph_node
+    from torch.fx.experimental.symbolic_shapes import free_symbols
 
+    if not inductor_config.triton.cudagraph_trees:
+        # torch's other recorder records once, keyed by nothing: one recording would serve every
+        # integer argument and size
+        return format_default_skip_message("torch._inductor.config.triton.cudagraph_trees off (mlirfuse "
+                                           "records through the trees only)")
+    if inductor_config.triton.cudagraph_skip_dynamic_graphs and any(
+            isinstance(n.meta.get("val"), torch.SymInt) or free_symbols(n.meta.get("val"))
+            for n in gm.graph.nodes if n.op == "placeholder"):
+        return format_default_skip_message("dynamic shapes (torch._inductor.config.triton."
+                                           "cudagraph_skip_dynamic_graphs)")
     mutated = find_input_mutations(gm.graph) - set(static)
     if mutated and not config.cudagraph_backend_support_input_mutation:
         return get_mutation_stack_trace(get_placeholder_info(gm.graph), mutated)

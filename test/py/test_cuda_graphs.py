@@ -80,6 +80,24 @@ def test_the_trees_are_keyed_by_the_call_s_integers_not_the_compile_s_symbols(mo
     assert all(type(v) is int for values in given for v in values), given
 
 
+@pytest.mark.parametrize("setting,message", [
+    ("cudagraph_trees", "cudagraph_trees off"),
+    ("cudagraph_skip_dynamic_graphs", "dynamic shapes"),
+])
+def test_graphs_the_trees_could_replay_stale_or_torch_config_skips_are_not_recorded(setting, message) -> None:
+    """With the trees off, torch's other recorder keys recordings by nothing (one would serve
+    every size and integer); symbolic sizes are skipped where torch's config says so, as
+    Inductor skips them."""
+    from torch._inductor import config as inductor_config
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from mlirfuse.torch_backend import cuda_graphs
+
+    gm = make_fx(lambda x: x * 2 + 1, tracing_mode="symbolic")(torch.randn(4, 8))
+    with inductor_config.patch({f"triton.{setting}": setting != "cudagraph_trees"}):
+        assert message in cuda_graphs._skip_reason(gm, [])
+
+
 class _CountedRegions:
     """Calls of fused regions' Python (none while a graph is replayed)."""
 

@@ -265,12 +265,17 @@ def test_true_divide_is_fused_as_div() -> None:
     torch.testing.assert_close(compiled([x, y]), gm(x, y))
 
 
-def test_a_compiled_graph_takes_its_inputs_boxed_and_lets_them_go() -> None:
+@pytest.mark.parametrize("codegen", ["boxed", "torch without boxed codegen"])
+def test_a_compiled_graph_takes_its_inputs_boxed_and_lets_them_go(codegen: str, monkeypatch) -> None:
     """The boxed convention of AOTAutograd's compiled graphs: the graph empties the list it is
     called with, so that an input (a backward's saved activation) is freed after its last use
     in the graph, not kept by the caller's list to the end (and the CUDA graph trees require
-    it). The input here dies inside the call, once its only reader has run."""
+    it). The input here dies inside the call, once its only reader has run. A torch without
+    FX's boxed codegen (before 2.10) gets the list emptied too."""
     import weakref
+
+    if codegen != "boxed":
+        monkeypatch.delattr(torch.fx.graph, "_BoxedCodeGen")
 
     def fn(x, y):
         return torch.sin(x * 2.0).sum() + torch.cos(y * 3.0)
