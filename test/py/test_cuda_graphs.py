@@ -80,6 +80,39 @@ def test_the_trees_are_keyed_by_the_call_s_integers_not_the_compile_s_symbols(mo
     assert all(type(v) is int for values in given for v in values), given
 
 
+def test_a_recorded_forward_whose_backward_is_not_recorded_still_trains(monkeypatch) -> None:
+    """The forward recorded, its backward refused (here by a stand-in check): the backward runs
+    as compiled, telling the trees' manager (where there is one) that it runs unrecorded. On the
+    CPU, the trees replaced by a stand-in that notes what it is given."""
+    import torch._dynamo.backends.cudagraphs as dynamo_cudagraphs
+    import torch._inductor.cudagraph_trees as cudagraph_trees
+
+    from mlirfuse.torch_backend import cuda_graphs
+
+    recorded = []
+
+    def trees(model, inputs, static_input_idxs, **kwargs):
+        recorded.append("backward" if kwargs["is_backward"] else "forward")
+        return model
+
+    def refuse_backwards(gm, static):
+        placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+        return "a backward (stand-in)" if any(p.startswith("tangents") for p in placeholders) else None
+
+    counters.clear()
+    monkeypatch.setattr(cuda_graphs, "_skip_reason", refuse_backwards)
+    monkeypatch.setattr(dynamo_cudagraphs, "get_device_index", lambda gm: 0)
+    monkeypatch.setattr(cudagraph_trees, "cudagraphify_impl", trees)
+    compiled = torch.compile(_block, backend="mlirfuse", mode="reduce-overhead")
+    for _ in range(3):
+        args = [torch.randn(s, requires_grad=True) for s in [(4, 16), (16,), (16,)]]
+        got = torch.autograd.grad(compiled(*args).pow(2).sum(), args)
+        want = torch.autograd.grad(_block(*args).pow(2).sum(), args)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+    assert recorded == ["forward"] and _skips() == 1
+
+
 @pytest.mark.parametrize("setting,message", [
     ("cudagraph_trees", "cudagraph_trees off"),
     ("cudagraph_skip_dynamic_graphs", "dynamic shapes"),
