@@ -157,6 +157,39 @@ def test_the_checker_falls_back_to_float64_element_by_element() -> None:
            lambda: torch.tensor([1.0, 1.0]))  # as far from the truth as eager
 
 
+def test_the_checker_does_not_judge_an_element_that_rounding_alone_moves_past_the_tolerance() -> None:
+    """An element whose float64 reference moves by more than the tolerance when the inputs
+    move by their rounding (`_float64_spread`) is ill-conditioned: any value in that range is
+    as right as eager's. Elsewhere the float64 fallback judges as before."""
+    from torch_programs import Program, _close
+
+    got, want, truth = torch.tensor([0.97, 1.0]), torch.tensor([0.79, 1.0]), torch.tensor([0.79, 1.0])
+    _close(got, want, 0.04, "output 0", Program([]), lambda: (truth, torch.tensor([0.77, 0.0])))
+    with pytest.raises(AssertionError):  # the spread is within the tolerance: judged
+        _close(got, want, 0.04, "output 0", Program([]), lambda: (truth, torch.tensor([0.01, 0.0])))
+    with pytest.raises(AssertionError):  # the ill-conditioned element does not excuse another
+        _close(torch.tensor([0.97, 2.0]), want, 0.04, "output 0", Program([]),
+               lambda: (truth, torch.tensor([0.77, 0.0])))
+
+
+@pytest.mark.parametrize("seed", [1030326, 1030735])
+def test_programs_eager_computes_less_accurately_than_mlirfuse_pass(seed: int) -> None:
+    """Two findings of session 76's CPU fuzzing that were the checker's, not mlirfuse's:
+    - 1030326: sin of a bfloat16 MSE near 4.2e9 (spacing 3.4e7). mlirfuse's loss was the
+      correctly rounded one, eager's (its squares rounded to bfloat16 first) a step above; the
+      sines 0.18 apart. Now judged ill-conditioned (`_float64_spread`).
+    - 1030735: a LayerNorm of a row masked to float32's lowest value. Eager's sum overflows
+      (NaN), mlirfuse gives the exact 0; the float64 reference, which masked with float64's
+      lowest value, overflowed too. It now keeps the program's dtype's (`finfo_min_mask`)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from fuzz_torch_backend import _run
+
+    assert _run(seed, "cpu", 120, model_ops=True)[1:] == ("ok", "")
+
+
 def test_the_emulator_check_is_not_blinded_by_an_infinity() -> None:
     """An infinity in a region's inputs or results (a -inf mask) no longer scales the
     tolerance to infinity: a finite value off, and -inf against +inf, are reported."""
