@@ -285,18 +285,19 @@ def _boxed(compiled: fx.GraphModule) -> Callable[[list[Any]], Any]:
     try:
         from torch.fx.graph import _BoxedCodeGen
     except ImportError:  # torch before 2.10: the list emptied, the inputs kept to the end
-        _BoxedCodeGen = None
-    if _BoxedCodeGen is not None:
+        forward = compiled.forward
+
+        def run(args: list[Any]) -> Any:
+            inputs = list(args)
+            args.clear()
+            return forward(*inputs)
+    else:
         compiled.graph.set_codegen(_BoxedCodeGen())
         compiled.recompile()
-    forward = compiled.forward
+        forward = compiled.forward
 
-    def run(args: list[Any]) -> Any:
-        if _BoxedCodeGen is not None:
+        def run(args: list[Any]) -> Any:
             return forward(args)
-        inputs = list(args)
-        args.clear()
-        return forward(*inputs)
     run._boxed_call = True  # type: ignore[attr-defined]
     return run
 
