@@ -2,7 +2,7 @@
 
     python bench/models.py [--models gpt2,llama,bert] [--modes f32,bf16_autocast,bf16]
                            [--batch 8] [--seq 512] [--rounds 11] [--steps 10] [--json out.json] [--no-regions]
-                           [--compile-mode reduce-overhead]
+                           [--compile-mode reduce-overhead] [--dropout 0.1]
 
 HuggingFace GPT-2, Llama and BERT from configs (test/py/hf_models.py at real widths, 2 layers,
 random weights, nothing downloaded). Modes: `f32` (a float32 training step), `bf16_autocast`
@@ -10,7 +10,15 @@ random weights, nothing downloaded). Modes: `f32` (a float32 training step), `bf
 mode: ms per step (median over `--rounds` interleaved rounds of `--steps` steps each, the
 order of the three rotating every round; spread = max - min over the rounds), GPU kernel ms
 and kernels per step (torch.profiler, one step; memcpy/memset not counted), the loss (or
-logits) difference to eager, and each compiler's first-step time (the compile) less a step.
+logits) difference to eager, each compiler's first-step time (the compile) less a step, and
+the step's peak memory: the most the CUDA allocator held during one step above what it held
+before it (torch.cuda.max_memory_allocated; the parameters, optimizer-free, and the previous
+step's gradients are held before; under `--compile-mode reduce-overhead` the compiled steps'
+CUDA graph pools stay allocated between steps, so their figure is what the step allocates
+outside the pools, not comparable with eager's). `--dropout P` trains with dropout P (GPT-2 and BERT
+everywhere, Llama in attention, as HF's default configs have 0.1 / 0.0 / 0.1): each
+implementation then draws its own masks, so the difference to eager is that of two samples,
+not an error.
 
 Then, for mlirfuse, a per-region table: per fused region, its calls in a step, launches per
 call and each launch's schedule, bytes moved per call, GPU us per call (median) and per
@@ -190,15 +198,25 @@ def difference(expected: torch.Tensor, got: torch.Tensor) -> float:
     return float((e - g).abs().max() / e.abs().max().clamp_min(1e-30))
 
 
+def peak_mb(step: Callable[[], Any]) -> float:
+    """MB the allocator held at most during one step, above what it held before it."""
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    step()
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - before) / 2**20
+
+
 def run_row(family: str, mode: str, batch: int, seq: int, rounds: int, per_round: int,
-            compile_mode: str | None = None) -> dict:
+            compile_mode: str | None = None, dropout: float = 0.0) -> dict:
     import torch._dynamo as dynamo
     from hf_models import build
 
     dynamo.reset()
     training, _, dtype = MODES[mode]
     torch.manual_seed(0)
-    base = build(family, "real").to("cuda", dtype)
+    base = build(family, "real", dropout if training else 0.0).to("cuda", dtype)
     if not training:
         base = base.eval()
     ids = torch.randint(0, base.config.vocab_size, (batch, seq), device="cuda")
@@ -215,12 +233,13 @@ def run_row(family: str, mode: str, batch: int, seq: int, rounds: int, per_round
         steps[name]()  # a second step: recompiles, if any, happen here
     times = timed_rounds(steps, rounds, per_round)
     row: dict[str, Any] = {"model": family, "mode": mode, "batch": batch, "seq": seq,
-                           "compile_mode": compile_mode or "default"}
+                           "compile_mode": compile_mode or "default", "dropout": dropout if training else 0.0}
     for name in IMPLEMENTATIONS:
         gpu_ms, kernels = kernels_per_step(steps[name])
+        peak = peak_mb(steps[name])
         median = statistics.median(times[name])
         row[name] = {"ms": median, "spread_ms": max(times[name]) - min(times[name]), "rounds_ms": times[name],
-                     "gpu_kernel_ms": gpu_ms, "kernels": kernels,
+                     "gpu_kernel_ms": gpu_ms, "kernels": kernels, "peak_mb": peak,
                      "compile_s": max(first_step_s[name] - median / 1e3, 0.0),
                      "difference_to_eager": difference(outputs["eager"], outputs[name])}
     try:
@@ -241,7 +260,7 @@ _KINDS = ("normalization", "inner reduction", "column reduction", "pointwise", "
 
 def region_table(family: str, mode: str, batch: int, seq: int, copy_gbps: float,
                  profiled: dict[str, list[float]],
-                 launch_us: dict[str, list[tuple[str, float]]] | None = None) -> list[dict]:
+                 launch_us: dict[str, list[tuple[str, float]]] | None = None, dropout: float = 0.0) -> list[dict]:
     """Per fused region (a fusion's hash): its calls, launches and their schedules, bytes per
     call (one mlirfuse step with the eff_bandwidth and launch_params dumps), GPU us per call
     (`profiled`, from region_gpu_us; else the dump's timing) and per launch (`launch_us`)."""
@@ -258,7 +277,7 @@ def region_table(family: str, mode: str, batch: int, seq: int, copy_gbps: float,
             dynamo.reset()
             torch_backend.reset()  # every region compiled again: the compile writes launch_params
             torch.manual_seed(0)
-            model = build(family, "real").to("cuda", dtype)
+            model = build(family, "real", dropout if training else 0.0).to("cuda", dtype)
             model = model if training else model.eval()
             ids = torch.randint(0, model.config.vocab_size, (batch, seq), device="cuda")
             step = make_step(model, torch.compile(model, backend="mlirfuse"), ids, mode)
@@ -365,6 +384,7 @@ def main() -> int:
     parser.add_argument("--no-regions", action="store_true", help="skip the per-region table")
     parser.add_argument("--compile-mode", choices=["default", "reduce-overhead"], default="default",
                         help="torch.compile's mode for Inductor and mlirfuse alike")
+    parser.add_argument("--dropout", type=float, default=0.0, help="dropout probability of the training rows")
     opts = parser.parse_args()
     warnings.filterwarnings("ignore")
     import suite
@@ -373,7 +393,8 @@ def main() -> int:
     driver = suite.driver_version()
     copy_gbps = suite.copy_bandwidth_gbps()
     print(f"GPU: {gpu}; driver {driver}; torch {torch.__version__}; copy bandwidth {copy_gbps:.0f} GB/s; "
-          f"batch {opts.batch} x seq {opts.seq}; torch.compile mode {opts.compile_mode}\n")
+          f"batch {opts.batch} x seq {opts.seq}; torch.compile mode {opts.compile_mode}; "
+          f"training dropout {opts.dropout}\n")
     wanted = [(f, m) for f in opts.models.split(",") for m in opts.modes.split(",")]
     rows: list[dict] = []
 
@@ -385,11 +406,12 @@ def main() -> int:
                                                    "complete": len(rows) == len(wanted), "rows": rows}, indent=2))
 
     print("| model, mode | ms per step e / i / m (spread m) | GPU kernel ms e / i / m | kernels e / i / m "
-          "| vs eager / Inductor | compile s i / m | diff to eager i / m |\n" + "|---" * 7 + "|")
+          "| vs eager / Inductor | compile s i / m | diff to eager i / m | step peak MB e / i / m |\n"
+          + "|---" * 8 + "|")
     for family, mode in wanted:
         try:
             row = run_row(family, mode, opts.batch, opts.seq, opts.rounds, opts.steps,
-                          None if opts.compile_mode == "default" else opts.compile_mode)
+                          None if opts.compile_mode == "default" else opts.compile_mode, opts.dropout)
         except Exception as e:  # noqa: BLE001 - a row that fails is reported, the others still run
             row = {"model": family, "mode": mode, "error": f"{type(e).__name__}: {str(e)[:300]}"}
             rows.append(row)
@@ -402,7 +424,8 @@ def main() -> int:
               f"{e['kernels']} / {i['kernels']} / {m['kernels']} | "
               f"{row['vs_eager']:.2f}x / {row['vs_inductor']:.2f}x | "
               f"{i['compile_s']:.1f} / {m['compile_s']:.1f} | {i['difference_to_eager']:.1e} / "
-              f"{m['difference_to_eager']:.1e} |", flush=True)
+              f"{m['difference_to_eager']:.1e} | {e['peak_mb']:.0f} / {i['peak_mb']:.0f} / {m['peak_mb']:.0f} |",
+              flush=True)
         rows.append(row)
         write_json()
     ok = [r for r in rows if "error" not in r]
@@ -414,7 +437,7 @@ def main() -> int:
     if not opts.no_regions:
         for row in ok:
             regions = region_table(row["model"], row["mode"], opts.batch, opts.seq, copy_gbps,
-                                   row["region_gpu_us"], row.get("region_launch_us"))
+                                   row["region_gpu_us"], row.get("region_launch_us"), opts.dropout)
             row["regions"] = regions
             write_json()
             print(f"\n### mlirfuse regions: {row['model']}, {row['mode']}\n\n| region | calls | launches | schedules "

@@ -235,7 +235,11 @@ def partition_and_trace(gm: fx.GraphModule) -> tuple[Any, list[Region]]:
     while True:
         partition = partition_graph(gm.graph, forced)
         try:
-            return partition, [build_region(g, placeholders) for g in partition.groups]
+            regions, offset = [], 0
+            for g in partition.groups:  # random ops: one Philox stream each, over the graph
+                regions.append(build_region(g, placeholders, offset))
+                offset += regions[-1].n_random
+            return partition, regions
         except LoweringFailed as e:
             if e.node in forced:  # cannot happen: a forced node is in no group
                 raise

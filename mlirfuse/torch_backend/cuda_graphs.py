@@ -9,12 +9,13 @@ per region and a launch per kernel: the mode for host-bound steps (inference, sm
 mlirfuse's host code is capturable as it is: its launches and memsets go on the caller's
 stream, its outputs and scratch memory come from torch's allocator (the graph's pool while
 recording), it synchronizes nothing; the first call, which loads the GPU binaries, runs
-before the recording (the trees' warm-up). A graph is not recorded (it runs as the default
-mode runs it, and torch's `cudagraph_skips` counter and log say why) where torch's own checks
-refuse it (CPU tensors, several devices, ops that cannot be captured, mutated inputs that are
-not parameters) or where a fused region has random ops: their Philox seed is drawn on the
-host at each call and a recording would replay one dropout mask forever. The backward of a
-forward that was not recorded is not recorded either.
+before the recording (the trees' warm-up). Random ops (dropout) read their Philox seed from
+device memory that the graph fills from torch's CUDA generator, a kernel that each replay
+runs with the generator's advanced offset: every replay draws new numbers. A graph is not
+recorded (it runs as the default mode runs it, and torch's `cudagraph_skips` counter and log
+say why) where torch's own checks refuse it (CPU tensors, several devices, ops that cannot be
+captured, mutated inputs that are not parameters). The backward of a forward that was not
+recorded is not recorded either.
 """
 
 from __future__ import annotations
@@ -112,15 +113,10 @@ class GraphCompilers:
             device = get_device_index(gm)
             placeholders, traces = get_placeholder_info(gm.graph), get_stack_traces(gm)
             mutated = find_input_mutations(gm.graph)
-        plain, fused = self._compile(gm, kind)
-        seeded = [r.region.name for r in fused if r.region.seeded]
+        plain, _ = self._compile(gm, kind)
         if reason is None and config.options().check_regions:
             reason = format_default_skip_message("MLIRFUSE_CHECK_REGIONS (its comparison with torch reads "
                                                  "results on the host, which a recording cannot)")
-        if reason is None and seeded:
-            reason = format_default_skip_message(
-                f"random ops in fused region(s) {', '.join(seeded)} (mlirfuse draws their seed on the host at "
-                "each call: a recorded graph would replay one random stream)")
         if reason is not None:
             log_cudagraph_skip_and_bump_counter(reason)
             return plain, None

@@ -85,6 +85,9 @@ class Region:
     outputs: list[fx.Node]  # members read outside the group (graph order), computed by the region
     n_donors: int = 0
     n_random: int = 0
+    # The Philox stream (offset) of the region's first random op: the graph's regions share
+    # one seed per call and take streams of their own, the k-th random op of the graph stream k.
+    first_offset: int = 0
     fusion_ir: str = ""
     output_index: list[int] = field(default_factory=list)  # output k -> result position (or -1 - input)
     # output k -> the permute back to torch's order (its memory order where k is an input's copy)
@@ -115,13 +118,13 @@ class Region:
                 specs.append(InputSpec(to_dtype(val.dtype), shape))
             else:
                 specs.append(InputSpec(_scalar_dtype(val), (), scalar=True))
-        if self.seeded:
-            specs.append(InputSpec(DataType.Int, (), scalar=True))
+        if self.seeded:  # a 0-d int64 tensor on the region's device (drawn there by the graph)
+            specs.append(InputSpec(DataType.Int, ()))
         return specs
 
     # -- the traced definition -----------------------------------------------------------
     def trace(self, *args: Any) -> tuple[Tensor, ...]:
-        """The region over mlirfuse ops: args are the inputs (then the seed, if seeded)."""
+        """The region over mlirfuse ops: args are the inputs (then the 0-d seed, if seeded)."""
         env: dict[fx.Node, Any] = dict(zip(self.inputs, args))
         for k, pitch in self.widened.items():
             env[self.inputs[k]] = slice_length(args[k], len(pitch.sizes) - 1, 0, 1, pitch.sizes[-1])
@@ -134,7 +137,7 @@ class Region:
                 for d, s in enumerate(val.shape):
                     if not size_expr(s).is_Integer:  # static sizes stay constants
                         sizes.setdefault(size_expr(s), t.shape[d])
-        offset = 0
+        offset = self.first_offset
         for node in self.nodes:
             if node.target is operator.getitem:
                 env[node] = env[node.args[0]][node.args[1]]
@@ -380,8 +383,9 @@ def _resolve(node: fx.Node, expr: sympy.Expr, sizes: dict[sympy.Expr, Any]) -> A
     raise LoweringFailed(node, f"size {expr} is not a product of input sizes")
 
 
-def build_region(group: Group, placeholders: list[fx.Node]) -> Region:
-    """The group's inputs, outputs and size donors; dry-traced (raises LoweringFailed)."""
+def build_region(group: Group, placeholders: list[fx.Node], first_offset: int = 0) -> Region:
+    """The group's inputs, outputs and size donors; dry-traced (raises LoweringFailed). Its
+    random ops, if any, take the Philox streams from `first_offset` on."""
     inside = set(group.nodes)
     inputs: list[fx.Node] = []
     for n in group.nodes:
@@ -409,7 +413,7 @@ def build_region(group: Group, placeholders: list[fx.Node]) -> Region:
         if not isinstance(n.meta.get("val"), torch.Tensor):
             raise LoweringFailed(n, "a multi-result op read whole outside the group")
     n_random = sum(kind(n) == A.RANDOM for n in group.nodes)
-    region = Region(group.name, group.nodes, inputs, outputs, 0, n_random)
+    region = Region(group.name, group.nodes, inputs, outputs, 0, n_random, first_offset)
     region.view_outputs = view_outputs
     region.widened = {k: pitch for k, d in enumerate(inputs) if (pitch := row_pitch(d.meta["val"])) is not None}
     region.size_args = [d for n in group.nodes for d in n.all_input_nodes if d not in inside and d not in inputs]

@@ -4,8 +4,11 @@
 `getitem`s for its outputs), keeping every other node as it was; FX generates the Python
 that runs them, freeing each value after its last use. A `FusedRegion` calls mlirfuse's
 jitted function for the region (CPU backend for CPU tensors, GPU kernels on the current
-stream for CUDA tensors); where the region draws random numbers it first draws a seed from
-torch's default generator, so `torch.manual_seed` makes runs repeatable. At its first call a
+stream for CUDA tensors). A graph whose regions draw random numbers draws one seed per call,
+a 0-d tensor on their device from torch's generator there (`torch.manual_seed` makes runs
+repeatable; on the GPU the draw is a kernel, so a recorded CUDA graph draws anew at each
+replay), which each such region reads from memory, its random ops on Philox streams of their
+own (`Region.first_offset`). At its first call a
 region checks its inputs' layouts against the graph's metadata: an input that arrives as the
 leading columns of dense rows where the metadata says dense (a saved activation that a padded
 matmul's slice became after AOTAutograd recorded it) makes it take those rows from then on.
@@ -121,15 +124,16 @@ def _widener(pitch: RowPitch) -> Callable[[torch.Tensor], torch.Tensor]:
     return widen
 
 
-def draw_seed() -> int:
-    """A Philox seed from torch's default (CPU) generator: no device sync, and repeatable
-    under torch.manual_seed."""
-    return int(torch.randint(SEED_BOUND, (), dtype=torch.int64))
+def draw_seed(device: torch.device) -> torch.Tensor:
+    """A Philox seed, 0-d int64 on `device`, from torch's default generator there: repeatable
+    under torch.manual_seed; on a GPU no device sync, and graph-safe (a CUDA graph's replay
+    draws a new one, as it advances the generator's offset)."""
+    return torch.randint(SEED_BOUND, (), dtype=torch.int64, device=device)
 
 
 class FusedRegion:
-    """One fused group at run time, called with the region's inputs and then the symbolic
-    sizes its nodes read (which only the torch fallback needs)."""
+    """One fused group at run time, called with the region's inputs, its seed where it is
+    seeded, and then the symbolic sizes its nodes read (which only the torch fallback needs)."""
 
     def __init__(self, region: Region, jitted: Any, fallback: fx.GraphModule,
                  rejit: Callable[[Region], Any] | None = None):
@@ -140,7 +144,7 @@ class FusedRegion:
         self.fallback = fallback  # the group's own aten nodes, run by torch if mlirfuse fails
         self.failed = False
         self._seeded = region.seeded
-        self._n = len(region.inputs)
+        self._n = len(region.inputs) + region.seeded  # the jitted function's arguments
         # The jitted function for the region traced again (after `widened` changed); None:
         # the first call does not check the inputs' layouts.
         self._rejit = rejit
@@ -215,7 +219,7 @@ class FusedRegion:
         saw, called directly (a region is called some hundred times a training step; these
         are the Python layers of each call). Anything it does not serve (another layout, a
         dump, a profile, the check against torch, a failure) takes the general path."""
-        if hot is None or self.failed or self._seeded or self.region.size_args or any(i < 0 for i in self._index):
+        if hot is None or self.failed or self.region.size_args or any(i < 0 for i in self._index):
             return None
         general, profiling, options = self._general, torch.autograd._profiler_enabled, config.options
         if self._widen:  # inputs read as the first columns of dense rows (a padded matmul's logits)
@@ -246,37 +250,43 @@ class FusedRegion:
             return general(args)
         return shortcut
 
+    def _torch(self, args: tuple[Any, ...]) -> Any:
+        """The group's own nodes run by torch (its random ops from torch's generator)."""
+        if self._seeded:
+            args = args[:self._n - 1] + args[self._n:]
+        return self.fallback(*args)
+
     def _call(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
         if self.failed:
-            return self._written_into(args, self.fallback(*args))
+            return self._written_into(args, self._torch(args))
         checking = config.options().check_regions and not self._seeded
         # Torch's results before the region writes into its inputs.
-        want = tuple(self.fallback(*args)) if checking and self.region.into else None
+        want = tuple(self._torch(args)) if checking and self.region.into else None
         inputs = args[:self._n]
         if self._rejit is not None:
-            self._adapt(inputs)
+            self._adapt(inputs[:len(self.region.inputs)])
         if self._widen:
             inputs = list(inputs)
             for k, widen in self._widen:
                 inputs[k] = widen(inputs[k])
         try:
-            results = self.jitted(*inputs, draw_seed()) if self._seeded else self.jitted(*inputs)
+            results = self.jitted(*inputs)
         except IndexOutOfRange:
             # an index out of range (the inputs' fault, not the region's): torch runs the ops,
             # raising its own error as eager does; the region stays fused for the next call
-            return self._written_into(args, self.fallback(*args))
+            return self._written_into(args, self._torch(args))
         except FusionError as e:
             if not config.options().fallback:
                 raise
             warnings.warn(f"mlirfuse: fused region {self.__name__} failed ({e}); running its ops in torch "
                           "from now on (MLIRFUSE_DISABLE_FALLBACK=1 raises instead)", RuntimeWarning, stacklevel=3)
             self.failed = True
-            return self._written_into(args, self.fallback(*args))
+            return self._written_into(args, self._torch(args))
         if not self._as_is:
             results = tuple((results[i] if p is None else results[i].permute(p)) if i >= 0
                             else copy_in_order(args[-1 - i], p) for i, p in zip(self._index, self._layout))
         if checking:
-            check_against_torch(self.label, results, want if want is not None else tuple(self.fallback(*args)),
+            check_against_torch(self.label, results, want if want is not None else tuple(self._torch(args)),
                                 args, self._check_tolerance())
         return results
 
@@ -396,12 +406,20 @@ def rewrite(gm: fx.GraphModule, partition: Partition, fused: list[FusedRegion]) 
     reinterpret, check_layout = _reinterpret(), _layout_check()
     reinterpreted: dict[Any, fx.Node] = {}
     checked: set[fx.Node] = set()
+    seeds: dict[torch.device, fx.Node] = {}  # one per device and call, drawn where first read
     while ready:
         _, i = heapq.heappop(ready)
         u = units[i]
         emitted += 1
         if isinstance(u, FusedRegion):
-            call = graph.call_function(u, tuple(env[d] for d in u.region.inputs + u.region.size_args))
+            seed = []
+            if u.region.seeded:
+                device = _device_of(u.region)
+                if device not in seeds:
+                    seeds[device] = graph.call_function(draw_seed, (device,))
+                seed = [seeds[device]]
+            call = graph.call_function(u, tuple(env[d] for d in u.region.inputs) + tuple(seed)
+                                       + tuple(env[d] for d in u.region.size_args))
             for k, out in enumerate(u.region.outputs):
                 env[out] = graph.call_function(operator.getitem, (call, k))
                 env[out].meta = dict(out.meta)
@@ -457,6 +475,11 @@ def rewrite(gm: fx.GraphModule, partition: Partition, fused: list[FusedRegion]) 
             graph.erase_node(node)
     graph.lint()
     return fx.GraphModule(gm, graph)
+
+
+def _device_of(region: Region) -> torch.device:
+    """Where the region runs: the device of the values it computes."""
+    return next(v.device for n in region.nodes for v in tensor_vals(n.meta.get("val")))
 
 
 def _piece_of_view(node: fx.Node) -> bool:

@@ -3,7 +3,8 @@ one training step, and their comparison with eager, parameter by parameter.
 
 Tiny configurations (2 layers, hidden 64, vocab 512) for CPU tests; `widths="real"` gives the
 GPU acceptance sizes (GPT-2 768, Llama 1024/2816, BERT 768/3072). Dropout is off so that eager
-and compiled runs compute the same function.
+and compiled runs compute the same function (`dropout=` turns it on in GPT-2, Llama's
+attention and BERT, as their default configs have it: 0.1, 0.0 and 0.1).
 """
 
 from __future__ import annotations
@@ -17,14 +18,18 @@ import torch
 FAMILIES = ("gpt2", "llama", "bert", "opt", "mistral")
 
 
-def build(family: str, widths: str = "tiny") -> torch.nn.Module:
+def build(family: str, widths: str = "tiny", dropout: float = 0.0) -> torch.nn.Module:
     import transformers as T
+
+    if dropout and family not in ("gpt2", "llama", "bert"):
+        raise ValueError(f"dropout= is for gpt2, llama and bert, not {family!r}")
+    p = dropout
 
     real = widths == "real"
     if family == "gpt2":
         h = 768 if real else 64
         config = T.GPT2Config(n_layer=2, n_embd=h, n_head=12 if real else 4, vocab_size=50257 if real else 512,
-                              n_positions=1024, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+                              n_positions=1024, resid_pdrop=p, embd_pdrop=p, attn_pdrop=p)
         return T.GPT2LMHeadModel(config)
     if family in ("llama", "mistral"):
         h, inter = (1024, 2816) if real else (64, 176)
@@ -33,12 +38,12 @@ def build(family: str, widths: str = "tiny") -> torch.nn.Module:
                     else (T.LlamaForCausalLM, T.LlamaConfig))
         return cls(cfg(num_hidden_layers=2, hidden_size=h, intermediate_size=inter,
                        num_attention_heads=16 if real else 4, num_key_value_heads=kv,
-                       vocab_size=32000 if real else 512, max_position_embeddings=1024))
+                       vocab_size=32000 if real else 512, max_position_embeddings=1024, attention_dropout=p))
     if family == "bert":
         h, inter = (768, 3072) if real else (64, 256)
         config = T.BertConfig(num_hidden_layers=2, hidden_size=h, intermediate_size=inter,
                               num_attention_heads=12 if real else 4, vocab_size=30522 if real else 512,
-                              hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+                              hidden_dropout_prob=p, attention_probs_dropout_prob=p)
         return T.BertForMaskedLM(config)
     if family == "opt":
         h = 768 if real else 64

@@ -113,6 +113,33 @@ def test_a_recorded_forward_whose_backward_is_not_recorded_still_trains(monkeypa
     assert recorded == ["forward"] and _skips() == 1
 
 
+def test_a_graph_with_dropout_is_handed_to_the_trees(monkeypatch) -> None:
+    """Fused random ops do not keep a graph from being recorded: their seed is drawn in the
+    graph, on the device, not on the host at each region's call. On the CPU, torch's checks
+    passed over and the trees replaced by a stand-in that notes what it is given."""
+    import torch._dynamo.backends.cudagraphs as dynamo_cudagraphs
+    import torch._inductor.cudagraph_trees as cudagraph_trees
+
+    from mlirfuse.torch_backend import cuda_graphs
+
+    recorded = []
+
+    def trees(model, inputs, static_input_idxs, **kwargs):
+        recorded.append("backward" if kwargs["is_backward"] else "forward")
+        return model
+
+    counters.clear()
+    monkeypatch.setattr(cuda_graphs, "_skip_reason", lambda gm, static: None)
+    monkeypatch.setattr(dynamo_cudagraphs, "get_device_index", lambda gm: 0)
+    monkeypatch.setattr(cudagraph_trees, "cudagraphify_impl", trees)
+    compiled = torch.compile(lambda x: F.dropout(x * 2, 0.5) + 1, backend="mlirfuse", mode="reduce-overhead")
+    x = torch.randn(64, 64, requires_grad=True)
+    y = compiled(x)
+    y.sum().backward()
+    assert torch.equal(x.grad, (y != 1) * 4.0)
+    assert recorded == ["forward", "backward"] and _skips() == 0
+
+
 @pytest.mark.parametrize("setting,message", [
     ("cudagraph_trees", "cudagraph_trees off"),
     ("cudagraph_skip_dynamic_graphs", "dynamic shapes"),
@@ -207,9 +234,11 @@ def test_integer_arguments_and_sizes_that_change_get_recordings_of_their_own() -
 
 
 @pytest.mark.gpu
-def test_a_graph_with_random_ops_in_a_region_is_not_recorded() -> None:
-    """A fused dropout draws its seed on the host at each call: recorded, every replay would
-    draw the same mask. The graph runs unrecorded (new masks each call), its backward too."""
+def test_a_graph_with_dropout_is_recorded_and_each_replay_draws_a_new_mask(monkeypatch) -> None:
+    """A fused dropout reads its seed from device memory that the graph fills from torch's CUDA
+    generator (graph-safe: a replay advances the generator's offset, as eager would): the
+    forward and backward are recorded, every replay draws a new mask, and the gradient is
+    the mask's; `torch.manual_seed` repeats the masks."""
     if not torch.cuda.is_available():
         pytest.skip("no GPU")
     counters.clear()
@@ -219,12 +248,26 @@ def test_a_graph_with_random_ops_in_a_region_is_not_recorded() -> None:
 
     x = torch.randn(64, 256, device="cuda", requires_grad=True)
     compiled = torch.compile(fn, backend="mlirfuse", mode="reduce-overhead")
-    masks = []
-    for _ in range(4):
-        y = compiled(x)
-        y.sum().backward()
-        masks.append((y != 1).clone())
-        assert torch.equal(x.grad, masks[-1] * 4.0)  # 2 / (1 - p) where kept
-        x.grad = None
-    assert _skips() == 1
-    assert all(not torch.equal(masks[0], m) for m in masks[1:])
+
+    def masks(steps):
+        drawn = []
+        for _ in range(steps):
+            y = compiled(x)
+            y.sum().backward()
+            drawn.append((y != 1).clone())
+            assert torch.equal(x.grad, drawn[-1] * 4.0)  # 2 / (1 - p) where kept
+            x.grad = None
+        return drawn
+
+    torch.manual_seed(5)
+    masks(3)  # warm-up and recording
+    counted = _CountedRegions(monkeypatch)
+    torch.manual_seed(5)
+    first = masks(6)
+    assert _skips() == 0 and counted.calls == 0  # replayed, no region's Python
+    assert all(not torch.equal(a, b) for k, a in enumerate(first) for b in first[k + 1:])
+    assert 0.45 < float(torch.stack(first).float().mean()) < 0.55
+    torch.manual_seed(5)
+    assert all(torch.equal(a, b) for a, b in zip(first, masks(6)))
+
+

@@ -139,7 +139,7 @@ def _check_against_eager(name: str, dtype, device: str) -> None:
     for t in leaves:
         t.grad = None
     torch.manual_seed(7)
-    seed = draw_seed()
+    seed = int(draw_seed(torch.device(device)))
     torch.manual_seed(7)
     out = compiled_fn(*inputs)
     out.backward(grad_out)
@@ -647,6 +647,29 @@ def test_dropout_keep_rate_and_scaling(p: float, device: str) -> None:
     torch.testing.assert_close(out[kept], torch.full_like(out[kept], 1 / (1 - p)))
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_dropouts_in_regions_of_one_graph_draw_independent_masks(device: str) -> None:
+    """Two fused regions of one graph (a matmul between them), each a dropout of the same
+    shape: the graph draws one seed per call and the regions' random ops take Philox streams
+    of their own, so their masks differ; each region's keep rate is 1 - p."""
+    def fn(x, w):
+        a = F.dropout(x * 1.0, 0.5, training=True)
+        b = F.dropout((a @ w) * 0.0 + 1.0, 0.5, training=True)
+        return a, b
+
+    x, w = torch.ones(256, 256, device=device), torch.eye(256, device=device)
+    f = torch.compile(fn, backend="mlirfuse")
+    torch_backend.reset()
+    a, b = f(x, w)
+    assert torch_backend.stats()["regions"] >= 2
+    ka, kb = a != 0, b != 0
+    assert not torch.equal(ka, kb)
+    for kept in (ka, kb):
+        assert abs(kept.double().mean().item() - 0.5) < 0.01
+    # independent: the two masks agree on about half of the elements, not all
+    assert abs((ka == kb).double().mean().item() - 0.5) < 0.01
+
+
 # -- observability and packaging ---------------------------------------------------------------
 def test_dump_fx_graph_and_partition(capfd) -> None:
     previous = mlirfuse.set_options(dump="fx_graph,partition")
@@ -917,6 +940,27 @@ def test_failing_region_falls_back_to_torch(monkeypatch) -> None:
     torch.testing.assert_close(out, fn(x))
     again = compiled([x])  # the region stays with torch, without another warning
     torch.testing.assert_close(again, fn(x))
+
+
+def test_failing_region_with_random_ops_falls_back_to_torch(monkeypatch) -> None:
+    """A region with a dropout takes the graph's seed after its inputs; run by torch after a
+    failure, its nodes get their own inputs (not the seed) and draw from torch's generator."""
+    from mlirfuse.errors import FusionError
+    from mlirfuse.frontend.jit import JitFunction
+
+    def fn(x):
+        return F.dropout(torch.exp(x), 0.5, training=True) * 2.0
+    x = torch.randn(64, 64)
+    compiled = compile_graph(_aten_graph(fn, x), [x])
+
+    def broken(self, *args):
+        raise FusionError("planted failure")
+    monkeypatch.setattr(JitFunction, "__call__", broken)
+    with pytest.warns(RuntimeWarning, match="planted failure"):
+        out = compiled([x])
+    kept = out != 0
+    torch.testing.assert_close(out[kept], torch.exp(x)[kept] * 4.0)
+    assert 0.4 < kept.double().mean().item() < 0.6
 
 
 def _exp_row_sums(x):

@@ -226,6 +226,45 @@ def test_more_families_match_eager_cpu(family: str, mode: str) -> None:
         assert not worse, f"{far_from_eager}; and less accurate than eager against float64: {worse}"
 
 
+@pytest.mark.parametrize("family", ["gpt2", "bert"])
+def test_dropout_training_gradients_match_finite_differences_cpu(family: str) -> None:
+    """With dropout on (p = 0.3: embeddings, attention, residuals), the compiled model draws
+    masks of its own, so no eager step to compare with; instead, in float64 with the masks
+    repeated (`torch.manual_seed` before each step: the graph draws one seed per call), the
+    gradient along a random direction is the central difference of the compiled loss."""
+    model = exact_float64(build(family, dropout=0.3).train())
+    # (the loss in float64: HF's own loss takes the logits to float32)
+    compiled = torch.compile(lambda ids: F.cross_entropy(model(input_ids=ids).logits.flatten(0, 1), ids.flatten()),
+                             backend="mlirfuse")
+    ids = torch.randint(0, model.config.vocab_size, (2, 16), generator=torch.Generator().manual_seed(1))
+    params = [p for p in model.parameters() if p.requires_grad]
+
+    def loss(seed: int = 11) -> torch.Tensor:
+        torch.manual_seed(seed)
+        return compiled(ids)
+
+    grads = torch.autograd.grad(loss(), params)
+    assert torch_backend.stats()["regions"] > 0
+    assert float(loss(12)) != float(loss(11)) and float(loss(11)) == float(loss(11))
+    direction = [torch.randn(p.shape, dtype=p.dtype, generator=torch.Generator().manual_seed(k))
+                 for k, p in enumerate(params)]
+    analytic = sum(float((g * v).sum()) for g, v in zip(grads, direction))
+    eps = 1e-6
+    with torch.no_grad():
+        for p, v in zip(params, direction):
+            p.add_(v, alpha=eps)
+    above = float(loss())
+    with torch.no_grad():
+        for p, v in zip(params, direction):
+            p.sub_(v, alpha=2 * eps)
+    below = float(loss())
+    with torch.no_grad():
+        for p, v in zip(params, direction):
+            p.add_(v, alpha=eps)
+    numeric = (above - below) / (2 * eps)
+    assert abs(numeric - analytic) <= 1e-6 * abs(analytic), (numeric, analytic)
+
+
 @pytest.mark.parametrize("mode", ["f32", "bf16_autocast"])
 @pytest.mark.parametrize("family", ["gpt2", "llama", "bert"])
 def test_eager_attention_matches_eager_cpu(family: str, mode: str) -> None:
