@@ -86,7 +86,9 @@ class Region:
     n_donors: int = 0
     n_random: int = 0
     # The Philox stream (offset) of the region's first random op: the graph's regions share
-    # one seed per call and take streams of their own, the k-th random op of the graph stream k.
+    # one seed per call and take streams of their own (the graph's k-th random op, in region
+    # order, stream k). An argument of the region's call, not a constant of its fusion, so that
+    # identical layers keep one fusion and one compile.
     first_offset: int = 0
     fusion_ir: str = ""
     output_index: list[int] = field(default_factory=list)  # output k -> result position (or -1 - input)
@@ -118,17 +120,19 @@ class Region:
                 specs.append(InputSpec(to_dtype(val.dtype), shape))
             else:
                 specs.append(InputSpec(_scalar_dtype(val), (), scalar=True))
-        if self.seeded:  # a 0-d int64 tensor on the region's device (drawn there by the graph)
-            specs.append(InputSpec(DataType.Int, ()))
+        if self.seeded:  # the seed, a 0-d int64 tensor on the region's device (drawn there by
+            # the graph), and the first op's Philox offset, an int
+            specs += [InputSpec(DataType.Int, ()), InputSpec(DataType.Int, (), scalar=True)]
         return specs
 
     # -- the traced definition -----------------------------------------------------------
     def trace(self, *args: Any) -> tuple[Tensor, ...]:
-        """The region over mlirfuse ops: args are the inputs (then the 0-d seed, if seeded)."""
+        """The region over mlirfuse ops: args are the inputs (then, if seeded, the 0-d seed and
+        the first random op's offset)."""
         env: dict[fx.Node, Any] = dict(zip(self.inputs, args))
         for k, pitch in self.widened.items():
             env[self.inputs[k]] = slice_length(args[k], len(pitch.sizes) - 1, 0, 1, pitch.sizes[-1])
-        seed = args[len(self.inputs)] if self.seeded else None
+        seed, base = args[len(self.inputs):len(self.inputs) + 2] if self.seeded else (None, None)
         sizes: dict[sympy.Expr, Any] = {}
         widened_nodes = {self.inputs[k] for k in self.widened}
         for node, t in zip(self.inputs, args):
@@ -137,7 +141,7 @@ class Region:
                 for d, s in enumerate(val.shape):
                     if not size_expr(s).is_Integer:  # static sizes stay constants
                         sizes.setdefault(size_expr(s), t.shape[d])
-        offset = self.first_offset
+        offset = 0
         for node in self.nodes:
             if node.target is operator.getitem:
                 env[node] = env[node.args[0]][node.args[1]]
@@ -148,7 +152,8 @@ class Region:
             val = node.meta["val"]
             first = tensor_vals(val)[0]
             ctx = A.LoweringContext(to_dtype(first.dtype), lambda n=node, v=first: self._shape(n, v, sizes),
-                                    seed, offset, lambda name, n=node, b=bound: self._arg_shapes(n, b[name], sizes),
+                                    seed, (base + offset if offset else base) if self.seeded else offset,
+                                    lambda name, n=node, b=bound: self._arg_shapes(n, b[name], sizes),
                                     lambda name, b=bound: _arg_size_exprs(b[name]), first.device.type)
             if row.kind == A.RANDOM:
                 offset += 1

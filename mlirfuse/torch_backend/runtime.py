@@ -132,8 +132,9 @@ def draw_seed(device: torch.device) -> torch.Tensor:
 
 
 class FusedRegion:
-    """One fused group at run time, called with the region's inputs, its seed where it is
-    seeded, and then the symbolic sizes its nodes read (which only the torch fallback needs)."""
+    """One fused group at run time, called with the region's inputs, its seed and first Philox
+    offset where it is seeded, and then the symbolic sizes its nodes read (which only the torch
+    fallback needs)."""
 
     def __init__(self, region: Region, jitted: Any, fallback: fx.GraphModule,
                  rejit: Callable[[Region], Any] | None = None):
@@ -144,7 +145,7 @@ class FusedRegion:
         self.fallback = fallback  # the group's own aten nodes, run by torch if mlirfuse fails
         self.failed = False
         self._seeded = region.seeded
-        self._n = len(region.inputs) + region.seeded  # the jitted function's arguments
+        self._n = len(region.inputs) + 2 * region.seeded  # the jitted function's arguments
         # The jitted function for the region traced again (after `widened` changed); None:
         # the first call does not check the inputs' layouts.
         self._rejit = rejit
@@ -213,8 +214,8 @@ class FusedRegion:
         return results
 
     def _shortcut(self, hot: Callable[[tuple[Any, ...]], Any] | None) -> Callable[[tuple[Any, ...]], Any] | None:
-        """Where the region takes its inputs as they are or widened (no sizes for the
-        fallback, no seed) and each result is a result of the jitted function, permuted or
+        """Where the region takes its inputs as they are or widened (a seed and offset too;
+        no sizes for the fallback) and each result is a result of the jitted function, permuted or
         not (no copies): `hot`, the jitted function's guarded launch for the layouts it last
         saw, called directly (a region is called some hundred times a training step; these
         are the Python layers of each call). Anything it does not serve (another layout, a
@@ -253,7 +254,7 @@ class FusedRegion:
     def _torch(self, args: tuple[Any, ...]) -> Any:
         """The group's own nodes run by torch (its random ops from torch's generator)."""
         if self._seeded:
-            args = args[:self._n - 1] + args[self._n:]
+            args = args[:self._n - 2] + args[self._n:]
         return self.fallback(*args)
 
     def _call(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -412,13 +413,13 @@ def rewrite(gm: fx.GraphModule, partition: Partition, fused: list[FusedRegion]) 
         u = units[i]
         emitted += 1
         if isinstance(u, FusedRegion):
-            seed = []
+            seeding: tuple[Any, ...] = ()  # the graph's seed, the region's first Philox offset
             if u.region.seeded:
                 device = _device_of(u.region)
                 if device not in seeds:
                     seeds[device] = graph.call_function(draw_seed, (device,))
-                seed = [seeds[device]]
-            call = graph.call_function(u, tuple(env[d] for d in u.region.inputs) + tuple(seed)
+                seeding = (seeds[device], u.region.first_offset)
+            call = graph.call_function(u, tuple(env[d] for d in u.region.inputs) + seeding
                                        + tuple(env[d] for d in u.region.size_args))
             for k, out in enumerate(u.region.outputs):
                 env[out] = graph.call_function(operator.getitem, (call, k))

@@ -647,6 +647,24 @@ def test_dropout_keep_rate_and_scaling(p: float, device: str) -> None:
     torch.testing.assert_close(out[kept], torch.full_like(out[kept], 1 / (1 - p)))
 
 
+def test_identical_layers_with_dropout_share_one_compile() -> None:
+    """Each seeded region's Philox streams start at an offset of its own, an argument of the
+    region's call, not a constant of its fusion: identical layers with dropout keep one fusion
+    and one compile between them (found in review: a constant made each layer's IR differ)."""
+    layers = torch.nn.ModuleList(torch.nn.Linear(32, 32) for _ in range(4))
+
+    def fn(x):
+        for layer in layers:
+            x = F.dropout(torch.tanh(layer(x)) * 2.0 + 1.0, 0.1, training=True)
+        return x
+
+    with torch.no_grad():
+        out = torch.compile(fn, backend="mlirfuse")(torch.randn(8, 32))
+    assert torch_backend.stats()["regions"] == 4
+    assert torch_backend.stats()["fusions"] == 1 and torch_backend.stats()["compiles"] == 1, torch_backend.stats()
+    assert 0.8 < float((out != 0).double().mean()) < 1.0
+
+
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_dropouts_in_regions_of_one_graph_draw_independent_masks(device: str) -> None:
     """Two fused regions of one graph (a matmul between them), each a dropout of the same
