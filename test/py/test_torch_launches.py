@@ -186,16 +186,29 @@ def test_the_slice_back_to_the_true_width_is_read_inside_the_group() -> None:
 
 
 @pytest.mark.parametrize("family", ["gpt2", "bert"])
-def test_a_model_with_an_odd_vocabulary_trains_as_eager_with_padded_matmuls(family) -> None:
+def test_a_model_with_an_odd_vocabulary_trains_as_eager_with_padded_matmuls(family, monkeypatch) -> None:
     """GPT-2 and BERT with a 509-word vocabulary (misaligned, as 50257 and 30522 are), padding
-    forced on for the CPU in float64: one training step matches eager parameter by parameter
-    (the output projection, its weight gradient through the tied embedding, and the sliced
-    logits inside the cross-entropy region)."""
+    forced on for the CPU in float64: one training step and one inference forward match eager,
+    parameter by parameter (the output projection, its weight gradient through the tied
+    embedding, and the sliced logits inside the cross-entropy region). GPT-2's output
+    projection reads its weight in place (`matmul_into_padded_width`), whose padding columns,
+    unwritten, are filled with NaN here: nothing reads them."""
     import copy
 
     import transformers as T
 
     from hf_models import Step, exact_float64, grad_errors
+    from mlirfuse.torch_backend import pad_matmul
+
+    split = pad_matmul.matmul_into_padded_width
+    products = []
+
+    def nan_padded(a, b):
+        out = split(a, b)
+        out[:, b.shape[1]:] = float("nan")
+        products.append(out.shape)
+        return out
+    monkeypatch.setattr(pad_matmul, "matmul_into_padded_width", nan_padded)
 
     def train_step(m, run, ids, _):  # the loss in float64 (HF's rounds the logits to float32)
         m.zero_grad(set_to_none=True)
@@ -227,6 +240,73 @@ def test_a_model_with_an_odd_vocabulary_trains_as_eager_with_padded_matmuls(fami
     torch.testing.assert_close(got.logits, want.logits, rtol=1e-9, atol=1e-9)
     errors = {name: err for name, (err, norm) in grad_errors(want, got).items() if norm > 1e-12 and err > 1e-9}
     assert not errors, errors
+    previous = mlirfuse.set_options(pad_matmuls="always")
+    try:
+        with torch.no_grad():
+            logits = torch.compile(model, backend="mlirfuse")(input_ids=ids).logits
+    finally:
+        mlirfuse.restore_options(previous)
+    with torch.no_grad():
+        torch.testing.assert_close(logits, eager(input_ids=ids).logits, rtol=1e-9, atol=1e-9)
+    # training and inference: GPT-2's projection is an mm; BERT's decoder an addmm, whose weight is padded
+    assert (len(products) >= 2 if family == "gpt2" else not products), products
+    assert all(shape[-1] == 512 for shape in products), products
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("family", ["gpt2", "bert"])
+def test_bf16_output_projections_read_their_weights_in_place_on_the_gpu(family, monkeypatch) -> None:
+    """GPT-2 and BERT in bfloat16 (no autocast: the weights are graph inputs) at their real
+    vocabularies (50257, 30522): GPT-2's output projection is computed into padded rows without
+    a copy of its weight, the padding columns (filled with NaN here) read by no kernel (BERT's
+    decoder, an addmm, pads its weight); a training step and an inference forward match eager
+    within bfloat16's rounding."""
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    import copy
+
+    import transformers as T
+
+    from hf_models import grad_errors, train_step
+    from mlirfuse.torch_backend import pad_matmul
+
+    split = pad_matmul.matmul_into_padded_width
+    products = []
+
+    def nan_padded(a, b):
+        out = split(a, b)
+        out[:, b.shape[1]:] = float("nan")
+        products.append(out.shape)
+        return out
+    monkeypatch.setattr(pad_matmul, "matmul_into_padded_width", nan_padded)
+    torch.manual_seed(0)
+    if family == "gpt2":
+        model = T.GPT2LMHeadModel(T.GPT2Config(n_layer=1, n_embd=128, n_head=4, vocab_size=50257, n_positions=256,
+                                               resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
+    else:
+        model = T.BertForMaskedLM(T.BertConfig(num_hidden_layers=1, hidden_size=128, intermediate_size=256,
+                                               num_attention_heads=4, vocab_size=30522, hidden_dropout_prob=0.0,
+                                               attention_probs_dropout_prob=0.0))
+    model = model.to("cuda", torch.bfloat16).train()
+    eager = copy.deepcopy(model)
+    ids = torch.randint(0, model.config.vocab_size, (4, 128), device="cuda")
+    previous = mlirfuse.set_options(pad_matmuls="always")
+    try:
+        compiled = torch.compile(model, backend="mlirfuse")
+        got = train_step(model, compiled, ids, None)
+        with torch.no_grad():
+            logits = compiled(input_ids=ids).logits
+    finally:
+        mlirfuse.restore_options(previous)
+    want = train_step(eager, eager, ids, None)
+    # GPT-2's projection is an mm (the tied embedding); BERT's decoder an addmm, whose weight is padded
+    assert len(products) >= 2 if family == "gpt2" else not products, products
+    assert torch.isfinite(got.logits).all() and torch.isfinite(logits).all()
+    torch.testing.assert_close(got.logits.float(), want.logits.float(), rtol=2e-2, atol=2e-2)
+    with torch.no_grad():
+        torch.testing.assert_close(logits.float(), eager(input_ids=ids).logits.float(), rtol=2e-2, atol=2e-2)
+    worst = max(err for err, norm in grad_errors(want, got).values() if norm > 1e-6)
+    assert worst < 5e-2, grad_errors(want, got)
 
 
 def test_padded_logits_returned_and_read_by_the_loss_are_read_in_place(monkeypatch) -> None:
