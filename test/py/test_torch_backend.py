@@ -941,20 +941,26 @@ def test_getitem_of_multi_output_op_goes_with_its_op() -> None:
     torch.testing.assert_close(torch.compile(fn, backend="mlirfuse")(x), fn(x), rtol=1e-9, atol=1e-9)
 
 
-def test_failing_region_falls_back_to_torch(monkeypatch) -> None:
+def _first_call_failing(monkeypatch, fn, x):
+    """fn's aten graph compiled, its regions made to fail: the compiled graph, and its first
+    call's result (which warns that the region runs in torch from then on)."""
     from mlirfuse.errors import FusionError
     from mlirfuse.frontend.jit import JitFunction
 
-    def fn(x):
-        return (torch.exp(x) * 2.0).sum(-1)
-    x = torch.randn(4, 8)
     compiled = compile_graph(_aten_graph(fn, x), [x])
 
     def broken(self, *args):
         raise FusionError("planted failure")
     monkeypatch.setattr(JitFunction, "__call__", broken)
     with pytest.warns(RuntimeWarning, match="planted failure"):
-        out = compiled([x])
+        return compiled, compiled([x])
+
+
+def test_failing_region_falls_back_to_torch(monkeypatch) -> None:
+    def fn(x):
+        return (torch.exp(x) * 2.0).sum(-1)
+    x = torch.randn(4, 8)
+    compiled, out = _first_call_failing(monkeypatch, fn, x)
     torch.testing.assert_close(out, fn(x))
     again = compiled([x])  # the region stays with torch, without another warning
     torch.testing.assert_close(again, fn(x))
@@ -963,19 +969,10 @@ def test_failing_region_falls_back_to_torch(monkeypatch) -> None:
 def test_failing_region_with_random_ops_falls_back_to_torch(monkeypatch) -> None:
     """A region with a dropout takes the graph's seed after its inputs; run by torch after a
     failure, its nodes get their own inputs (not the seed) and draw from torch's generator."""
-    from mlirfuse.errors import FusionError
-    from mlirfuse.frontend.jit import JitFunction
-
     def fn(x):
         return F.dropout(torch.exp(x), 0.5, training=True) * 2.0
     x = torch.randn(64, 64)
-    compiled = compile_graph(_aten_graph(fn, x), [x])
-
-    def broken(self, *args):
-        raise FusionError("planted failure")
-    monkeypatch.setattr(JitFunction, "__call__", broken)
-    with pytest.warns(RuntimeWarning, match="planted failure"):
-        out = compiled([x])
+    _, out = _first_call_failing(monkeypatch, fn, x)
     kept = out != 0
     torch.testing.assert_close(out[kept], torch.exp(x)[kept] * 4.0)
     assert 0.4 < kept.double().mean().item() < 0.6

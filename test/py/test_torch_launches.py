@@ -185,6 +185,35 @@ def test_the_slice_back_to_the_true_width_is_read_inside_the_group() -> None:
     torch.testing.assert_close(out, fn(*args))
 
 
+def _one_layer(family: str, hidden: int, vocab: int) -> torch.nn.Module:
+    """A one-layer GPT-2 or BERT (no dropout) with this width and vocabulary, seeded."""
+    import transformers as T
+
+    torch.manual_seed(0)
+    if family == "gpt2":
+        return T.GPT2LMHeadModel(T.GPT2Config(n_layer=1, n_embd=hidden, n_head=4, vocab_size=vocab, n_positions=256,
+                                              resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
+    return T.BertForMaskedLM(T.BertConfig(num_hidden_layers=1, hidden_size=hidden, intermediate_size=2 * hidden,
+                                          num_attention_heads=4, vocab_size=vocab, hidden_dropout_prob=0.0,
+                                          attention_probs_dropout_prob=0.0))
+
+
+def _nan_padded_products(monkeypatch) -> list[torch.Size]:
+    """`matmul_into_padded_width` with its unwritten padding columns filled with NaN (a reader
+    of them would spread NaN); returns the list of the products' shapes, filled as they run."""
+    from mlirfuse.torch_backend import pad_matmul
+
+    split, products = pad_matmul.matmul_into_padded_width, []
+
+    def nan_padded(a, b):
+        out = split(a, b)
+        out[:, b.shape[1]:] = float("nan")
+        products.append(out.shape)
+        return out
+    monkeypatch.setattr(pad_matmul, "matmul_into_padded_width", nan_padded)
+    return products
+
+
 @pytest.mark.parametrize("family", ["gpt2", "bert"])
 def test_a_model_with_an_odd_vocabulary_trains_as_eager_with_padded_matmuls(family, monkeypatch) -> None:
     """GPT-2 and BERT with a 509-word vocabulary (misaligned, as 50257 and 30522 are), padding
@@ -195,20 +224,9 @@ def test_a_model_with_an_odd_vocabulary_trains_as_eager_with_padded_matmuls(fami
     unwritten, are filled with NaN here: nothing reads them."""
     import copy
 
-    import transformers as T
-
     from hf_models import Step, exact_float64, grad_errors
-    from mlirfuse.torch_backend import pad_matmul
 
-    split = pad_matmul.matmul_into_padded_width
-    products = []
-
-    def nan_padded(a, b):
-        out = split(a, b)
-        out[:, b.shape[1]:] = float("nan")
-        products.append(out.shape)
-        return out
-    monkeypatch.setattr(pad_matmul, "matmul_into_padded_width", nan_padded)
+    products = _nan_padded_products(monkeypatch)
 
     def train_step(m, run, ids, _):  # the loss in float64 (HF's rounds the logits to float32)
         m.zero_grad(set_to_none=True)
@@ -216,15 +234,7 @@ def test_a_model_with_an_odd_vocabulary_trains_as_eager_with_padded_matmuls(fami
         torch.nn.functional.cross_entropy(logits.flatten(0, 1), ids.flatten()).backward()
         return Step(None, logits.detach(), {n: p.grad.clone() for n, p in m.named_parameters() if p.grad is not None})
 
-    torch.manual_seed(0)
-    if family == "gpt2":
-        model = T.GPT2LMHeadModel(T.GPT2Config(n_layer=1, n_embd=32, n_head=4, vocab_size=509, n_positions=64,
-                                               resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
-    else:
-        model = T.BertForMaskedLM(T.BertConfig(num_hidden_layers=1, hidden_size=32, intermediate_size=64,
-                                               num_attention_heads=4, vocab_size=509, hidden_dropout_prob=0.0,
-                                               attention_probs_dropout_prob=0.0))
-    model = exact_float64(model).train()
+    model = exact_float64(_one_layer(family, 32, 509)).train()
     ids = torch.randint(0, 509, (2, 16), generator=torch.Generator().manual_seed(1))
     eager = copy.deepcopy(model)
     previous = mlirfuse.set_options(pad_matmuls="always")
@@ -265,29 +275,10 @@ def test_bf16_output_projections_read_their_weights_in_place_on_the_gpu(family, 
         pytest.skip("no GPU")
     import copy
 
-    import transformers as T
-
     from hf_models import grad_errors, train_step
-    from mlirfuse.torch_backend import pad_matmul
 
-    split = pad_matmul.matmul_into_padded_width
-    products = []
-
-    def nan_padded(a, b):
-        out = split(a, b)
-        out[:, b.shape[1]:] = float("nan")
-        products.append(out.shape)
-        return out
-    monkeypatch.setattr(pad_matmul, "matmul_into_padded_width", nan_padded)
-    torch.manual_seed(0)
-    if family == "gpt2":
-        model = T.GPT2LMHeadModel(T.GPT2Config(n_layer=1, n_embd=128, n_head=4, vocab_size=50257, n_positions=256,
-                                               resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
-    else:
-        model = T.BertForMaskedLM(T.BertConfig(num_hidden_layers=1, hidden_size=128, intermediate_size=256,
-                                               num_attention_heads=4, vocab_size=30522, hidden_dropout_prob=0.0,
-                                               attention_probs_dropout_prob=0.0))
-    model = model.to("cuda", torch.bfloat16).train()
+    products = _nan_padded_products(monkeypatch)
+    model = _one_layer(family, 128, {"gpt2": 50257, "bert": 30522}[family]).to("cuda", torch.bfloat16).train()
     eager = copy.deepcopy(model)
     ids = torch.randint(0, model.config.vocab_size, (4, 128), device="cuda")
     previous = mlirfuse.set_options(pad_matmuls="always")
