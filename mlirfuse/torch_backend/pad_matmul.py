@@ -117,6 +117,14 @@ def _input_weight(x: fx.Node) -> bool:
     return x.op == "placeholder"
 
 
+def _aligned_columns(b: fx.Node) -> bool:
+    """b [K, N] is laid out by columns 16 bytes apart (a Linear's weight w [N, K] read as
+    w.t()): any part of its columns is a matrix cuBLAS reads with an aligned leading dimension.
+    Laid out by rows N apart, with N misaligned, no part of it is."""
+    strides = b.meta["val"].stride()
+    return strides[0] == 1 and strides[1] % ALIGN == 0
+
+
 def _rewrite(graph: fx.Graph, node: fx.Node, padded: dict) -> None:
     _, m, k, n = _sizes(node)
     dm, dk, dn = (-m) % ALIGN, (-k) % ALIGN, (-n) % ALIGN
@@ -125,7 +133,7 @@ def _rewrite(graph: fx.Graph, node: fx.Node, padded: dict) -> None:
     # Not for addmm: torch takes its bias into a strided output through a copy of the bias
     # broadcast to the output's size (BERT's decoder on the H200: 200 us against 41 for the
     # weight's pad).
-    split = node.target is aten.mm.default and bool(dn) and not dk and _input_weight(b)
+    split = node.target is aten.mm.default and bool(dn) and not dk and _input_weight(b) and _aligned_columns(b)
     with graph.inserting_before(node):
         a2 = _padded(graph, a, {-2: dm, -1: dk}, padded)
         b2 = b if split else _padded(graph, b, {-2: dk, -1: dn}, padded)

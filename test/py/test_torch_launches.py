@@ -160,6 +160,30 @@ def test_padding_leaves_no_dead_transpose_to_keep_the_unpadded_tensor_alive() ->
         torch.testing.assert_close(got, want)
 
 
+@pytest.mark.parametrize("transposed", [True, False], ids=["x@w.t()", "x@w"])
+def test_a_weight_is_read_in_place_only_where_its_columns_are_aligned_rows(transposed) -> None:
+    """`x @ w.t()` with w [N, K] (a Linear's weight): b = w.t()'s columns are w's rows, 16-byte
+    aligned, and its aligned part is read in place. `x @ w` with w [K, N] and N odd: b's rows
+    are N apart, misaligned for cuBLAS however N is cut, so w is padded as before."""
+    from mlirfuse.torch_backend.pad_matmul import matmul_into_padded_width, pad_matmuls
+
+    w = torch.randn(37, 16) if transposed else torch.randn(16, 37)
+
+    def fn(x, w):
+        return (x @ w.t() if transposed else x @ w) * 2.0
+    gm = _aten_graph(fn, torch.randn(8, 16), w)
+    previous = mlirfuse.set_options(pad_matmuls="always")
+    try:
+        assert pad_matmuls(gm) == 1
+        out = torch.compile(fn, backend="mlirfuse")(torch.ones(8, 16), w)
+    finally:
+        mlirfuse.restore_options(previous)
+    split = [n for n in gm.graph.nodes if n.target is matmul_into_padded_width]
+    pads = [n for n in gm.graph.nodes if n.target is aten.constant_pad_nd.default]
+    assert (len(split), len(pads)) == ((1, 0) if transposed else (0, 1)), gm.graph
+    torch.testing.assert_close(out, fn(torch.ones(8, 16), w))
+
+
 def test_auto_padding_is_for_large_half_precision_cuda_matmuls_only() -> None:
     from mlirfuse.torch_backend.pad_matmul import pad_matmuls
 
