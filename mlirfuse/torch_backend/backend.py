@@ -30,7 +30,7 @@ from torch import fx
 
 from mlirfuse import dump
 from mlirfuse.frontend.jit import JitFunction
-from mlirfuse.torch_backend.aten_table import LIBRARY
+from mlirfuse.torch_backend.aten_table import LIBRARY, RANDOM, lookup
 from mlirfuse.torch_backend.attention_masks import dense_attention_masks
 from mlirfuse.torch_backend.cuda_graphs import GraphCompilers, check_mode
 from mlirfuse.torch_backend.embedding_grad import scatter_embedding_grads
@@ -231,19 +231,22 @@ def partition_and_trace(gm: fx.GraphModule) -> tuple[Any, list[Region]]:
     """Partition the graph; a node whose lowering fails goes to torch and the graph is
     partitioned again, until every group traces."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    # random ops: a Philox stream each, numbered in graph order (see `Region.streams`)
+    streams = {n: k for k, n in enumerate(n for n in gm.graph.nodes if _random(n))}
     forced: dict[fx.Node, str] = {}
     while True:
         partition = partition_graph(gm.graph, forced)
         try:
-            regions, offset = [], 0
-            for g in partition.groups:  # random ops: one Philox stream each, over the graph
-                regions.append(build_region(g, placeholders, offset))
-                offset += regions[-1].n_random
-            return partition, regions
+            return partition, [build_region(g, placeholders, streams) for g in partition.groups]
         except LoweringFailed as e:
             if e.node in forced:  # cannot happen: a forced node is in no group
                 raise
             forced[e.node] = f"lowering failed: {e.reason}"
+
+
+def _random(node: fx.Node) -> bool:
+    row = lookup(node.target) if node.op == "call_function" else None
+    return row is not None and row.kind == RANDOM
 
 
 def compile_graph(gm: fx.GraphModule, example_inputs: Any, kind: str = "forward") -> Callable[..., Any]:

@@ -85,11 +85,14 @@ class Region:
     outputs: list[fx.Node]  # members read outside the group (graph order), computed by the region
     n_donors: int = 0
     n_random: int = 0
-    # The Philox stream (offset) of the region's first random op: the graph's regions share
-    # one seed per call and take streams of their own (the graph's k-th random op, in region
-    # order, stream k). An argument of the region's call, not a constant of its fusion, so that
+    # Philox streams (offsets): the graph's regions share one seed per call, and the graph's
+    # k-th random op in graph order takes stream k, the same in a model's training forward
+    # and inference graphs, which group the ops differently (reentrant checkpointing runs one
+    # and recomputes with the other). `first_offset`, the region's lowest stream, is an argument
+    # of its call; its ops' streams above it (`streams`) are constants of its fusion, so
     # identical layers keep one fusion and one compile.
     first_offset: int = 0
+    streams: dict[fx.Node, int] = field(default_factory=dict)  # random op -> its stream - first_offset
     fusion_ir: str = ""
     output_index: list[int] = field(default_factory=list)  # output k -> result position (or -1 - input)
     # output k -> the permute back to torch's order (its memory order where k is an input's copy)
@@ -141,7 +144,6 @@ class Region:
                 for d, s in enumerate(val.shape):
                     if not size_expr(s).is_Integer:  # static sizes stay constants
                         sizes.setdefault(size_expr(s), t.shape[d])
-        offset = 0
         for node in self.nodes:
             if node.target is operator.getitem:
                 env[node] = env[node.args[0]][node.args[1]]
@@ -152,11 +154,9 @@ class Region:
             val = node.meta["val"]
             first = tensor_vals(val)[0]
             ctx = A.LoweringContext(to_dtype(first.dtype), lambda n=node, v=first: self._shape(n, v, sizes),
-                                    seed, (base + offset if offset else base) if self.seeded else offset,
+                                    seed, _stream(base, self.streams.get(node, 0)),
                                     lambda name, n=node, b=bound: self._arg_shapes(n, b[name], sizes),
                                     lambda name, b=bound: _arg_size_exprs(b[name]), first.device.type)
-            if row.kind == A.RANDOM:
-                offset += 1
             try:
                 result = row.lower(ctx, args_)
             except FusionError as e:
@@ -388,9 +388,15 @@ def _resolve(node: fx.Node, expr: sympy.Expr, sizes: dict[sympy.Expr, Any]) -> A
     raise LoweringFailed(node, f"size {expr} is not a product of input sizes")
 
 
-def build_region(group: Group, placeholders: list[fx.Node], first_offset: int = 0) -> Region:
+def _stream(base: Any, above: int) -> Any:
+    """A random op's Philox offset: the region's first (traced), plus its own above that."""
+    return base + above if above else base
+
+
+def build_region(group: Group, placeholders: list[fx.Node], streams: dict[fx.Node, int] | None = None) -> Region:
     """The group's inputs, outputs and size donors; dry-traced (raises LoweringFailed). Its
-    random ops, if any, take the Philox streams from `first_offset` on."""
+    random ops take their Philox streams from `streams` (the graph's random ops numbered in
+    graph order)."""
     inside = set(group.nodes)
     inputs: list[fx.Node] = []
     for n in group.nodes:
@@ -417,8 +423,10 @@ def build_region(group: Group, placeholders: list[fx.Node], first_offset: int = 
     for n in outputs:
         if not isinstance(n.meta.get("val"), torch.Tensor):
             raise LoweringFailed(n, "a multi-result op read whole outside the group")
-    n_random = sum(kind(n) == A.RANDOM for n in group.nodes)
-    region = Region(group.name, group.nodes, inputs, outputs, 0, n_random, first_offset)
+    mine = {n: (streams or {}).get(n, 0) for n in group.nodes if kind(n) == A.RANDOM}
+    first = min(mine.values(), default=0)
+    region = Region(group.name, group.nodes, inputs, outputs, 0, len(mine), first,
+                    {n: k - first for n, k in mine.items()})
     region.view_outputs = view_outputs
     region.widened = {k: pitch for k, d in enumerate(inputs) if (pitch := row_pitch(d.meta["val"])) is not None}
     region.size_args = [d for n in group.nodes for d in n.all_input_nodes if d not in inside and d not in inputs]

@@ -7,8 +7,8 @@ jitted function for the region (CPU backend for CPU tensors, GPU kernels on the 
 stream for CUDA tensors). A graph whose regions draw random numbers draws one seed per call,
 a 0-d tensor on their device from torch's generator there (`torch.manual_seed` makes runs
 repeatable; on the GPU the draw is a kernel, so a recorded CUDA graph draws anew at each
-replay), which each such region reads from memory, its random ops on Philox streams of their
-own (`Region.first_offset`). At its first call a
+replay), as its first draw, which each such region reads from memory, its random ops on Philox
+streams of their own (`Region.streams`). At its first call a
 region checks its inputs' layouts against the graph's metadata: an input that arrives as the
 leading columns of dense rows where the metadata says dense (a saved activation that a padded
 matmul's slice became after AOTAutograd recorded it) makes it take those rows from then on.
@@ -16,6 +16,7 @@ matmul's slice became after AOTAutograd recorded it) makes it take those rows fr
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import math
 import operator
@@ -407,7 +408,7 @@ def rewrite(gm: fx.GraphModule, partition: Partition, fused: list[FusedRegion]) 
     reinterpret, check_layout = _reinterpret(), _layout_check()
     reinterpreted: dict[Any, fx.Node] = {}
     checked: set[fx.Node] = set()
-    seeds: dict[torch.device, fx.Node] = {}  # one per device and call, drawn where first read
+    seeds: dict[torch.device, fx.Node] = {}  # one per device and call
     while ready:
         _, i = heapq.heappop(ready)
         u = units[i]
@@ -416,8 +417,10 @@ def rewrite(gm: fx.GraphModule, partition: Partition, fused: list[FusedRegion]) 
             seeding: tuple[Any, ...] = ()  # the graph's seed, the region's first Philox offset
             if u.region.seeded:
                 device = _device_of(u.region)
-                if device not in seeds:
-                    seeds[device] = graph.call_function(draw_seed, (device,))
+                if device not in seeds:  # the graph's first draw from the generator, whatever its order
+                    head = next((n for n in graph.nodes if n.op != "placeholder"), None)
+                    with graph.inserting_before(head) if head is not None else contextlib.nullcontext():
+                        seeds[device] = graph.call_function(draw_seed, (device,))
                 seeding = (seeds[device], u.region.first_offset)
             call = graph.call_function(u, tuple(env[d] for d in u.region.inputs) + seeding
                                        + tuple(env[d] for d in u.region.size_args))

@@ -265,6 +265,79 @@ def test_dropout_training_gradients_match_finite_differences_cpu(family: str) ->
     assert abs(numeric - analytic) <= 1e-6 * abs(analytic), (numeric, analytic)
 
 
+def test_dropout_masks_are_the_same_with_and_without_grad_cpu() -> None:
+    """Under one `torch.manual_seed`, a model in train mode draws the same masks under
+    `torch.no_grad()` (the inference graph) as with grad (the training forward), as eager does:
+    reentrant checkpointing runs the forward so and recomputes it with grad, and the gradients
+    are of the recomputed masks. T5's two graphs group its dropouts in different orders; the
+    graph's random ops are numbered in graph order, the same in both (found by black-box
+    testing: numbered by group, 8 of T5's dropouts took other streams, and reentrant
+    checkpointing's gradients were 3x off a finite difference)."""
+    import transformers as T
+
+    torch.manual_seed(0)
+    model = T.T5ForConditionalGeneration(T.T5Config(
+        num_layers=2, num_decoder_layers=2, d_model=64, d_kv=16, d_ff=176, num_heads=4, vocab_size=512,
+        dropout_rate=0.3, decoder_start_token_id=0)).double().train()
+    ids = torch.randint(1, 512, (2, 16), generator=torch.Generator().manual_seed(1))
+    compiled = torch.compile(lambda ids: model(input_ids=ids, labels=ids).logits, backend="mlirfuse")
+    torch.manual_seed(11)
+    with_grad = compiled(ids)
+    with torch.no_grad():
+        torch.manual_seed(11)
+        without = compiled(ids)
+    torch.manual_seed(12)
+    other = compiled(ids)
+    assert torch_backend.stats()["graphs"] == {"forward": 1, "inference": 1}, torch_backend.stats()
+    torch.testing.assert_close(without, with_grad.detach(), rtol=1e-12, atol=1e-12)
+    assert not torch.allclose(other, with_grad)
+
+
+def test_reentrant_checkpointing_with_dropout_gives_the_gradient_of_its_loss_cpu(monkeypatch) -> None:
+    """A compiled T5 (dropout 0.3) under reentrant checkpointing: the forward runs under no_grad
+    (the inference graph), the backward recomputes it with grad (the training graph). In float64
+    (T5LayerNorm's float32 variance patched out), with the masks repeated under `manual_seed`,
+    the gradient along a random direction is the central difference of the loss (3x off it
+    when the two graphs gave the dropouts different streams)."""
+    import transformers as T
+    import transformers.models.t5.modeling_t5 as t5
+    from torch.utils.checkpoint import checkpoint
+
+    monkeypatch.setattr(t5.T5LayerNorm, "forward", lambda self, h: self.weight * (
+        h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)))
+    torch.manual_seed(0)
+    model = T.T5ForConditionalGeneration(T.T5Config(
+        num_layers=2, num_decoder_layers=2, d_model=64, d_kv=16, d_ff=176, num_heads=4, vocab_size=512,
+        dropout_rate=0.3, decoder_start_token_id=0)).double().train()
+    ids = torch.randint(1, 512, (2, 16), generator=torch.Generator().manual_seed(1))
+    compiled = torch.compile(model, backend="mlirfuse")
+    dummy = torch.zeros((), dtype=torch.float64, requires_grad=True)  # (a reentrant checkpoint needs one)
+    params = list(model.parameters())
+
+    def loss() -> torch.Tensor:
+        torch.manual_seed(11)
+        logits = checkpoint(lambda ids, d: compiled(input_ids=ids, labels=ids).logits + d, ids, dummy,
+                            use_reentrant=True)
+        return F.cross_entropy(logits.flatten(0, 1), ids.flatten())
+
+    loss().backward()
+    direction = [torch.randn(p.shape, dtype=p.dtype, generator=torch.Generator().manual_seed(k))
+                 for k, p in enumerate(params)]
+    analytic = sum(float((p.grad * v).sum()) for p, v in zip(params, direction) if p.grad is not None)
+    eps = 1e-7
+    with torch.no_grad():
+        for p, v in zip(params, direction):
+            p.add_(v, alpha=eps)
+        above = float(loss())
+        for p, v in zip(params, direction):
+            p.sub_(v, alpha=2 * eps)
+        below = float(loss())
+        for p, v in zip(params, direction):
+            p.add_(v, alpha=eps)
+    numeric = (above - below) / (2 * eps)
+    assert abs(numeric - analytic) <= 1e-6 * abs(analytic), (numeric, analytic)
+
+
 @pytest.mark.parametrize("mode", ["f32", "bf16_autocast"])
 @pytest.mark.parametrize("family", ["gpt2", "llama", "bert"])
 def test_eager_attention_matches_eager_cpu(family: str, mode: str) -> None:
