@@ -393,7 +393,7 @@ def _stream(base: Any, above: int) -> Any:
     return base + above if above else base
 
 
-def build_region(group: Group, placeholders: list[fx.Node], streams: dict[fx.Node, int] | None = None) -> Region:
+def build_region(group: Group, placeholders: list[fx.Node], streams: dict[fx.Node, int]) -> Region:
     """The group's inputs, outputs and size donors; dry-traced (raises LoweringFailed). Its
     random ops take their Philox streams from `streams` (the graph's random ops numbered in
     graph order)."""
@@ -423,7 +423,7 @@ def build_region(group: Group, placeholders: list[fx.Node], streams: dict[fx.Nod
     for n in outputs:
         if not isinstance(n.meta.get("val"), torch.Tensor):
             raise LoweringFailed(n, "a multi-result op read whole outside the group")
-    mine = {n: (streams or {}).get(n, 0) for n in group.nodes if kind(n) == A.RANDOM}
+    mine = {n: streams[n] for n in group.nodes if kind(n) == A.RANDOM}
     first = min(mine.values(), default=0)
     region = Region(group.name, group.nodes, inputs, outputs, 0, len(mine), first,
                     {n: k - first for n, k in mine.items()})

@@ -30,6 +30,7 @@ from torch import fx
 from mlirfuse import config, dump
 from mlirfuse.compiler import MISS
 from mlirfuse.errors import FusionError, IndexOutOfRange
+from mlirfuse.torch_backend.pad_matmul import matmul_into_padded_width
 from mlirfuse.torch_backend.partition import Partition, tensor_vals
 from mlirfuse.torch_backend.region import (LoweringFailed, Region, RowPitch, copy_in_order, memory_order,
                                            physical_order, row_pitch)
@@ -57,7 +58,8 @@ VIEW_METHODS = {torch.ops.aten.view.default: "view", torch.ops.aten.permute.defa
 REINTERPRETED = tuple(VIEW_METHODS) + (torch.ops.aten._unsafe_view.default, torch.ops.aten.alias.default,
                                        torch.ops.aten.slice.Tensor)
 SPLITS = (torch.ops.aten.split_with_sizes.default, torch.ops.aten.split.Tensor, torch.ops.aten.unbind.int)
-KNOWN_LAYOUT = (torch.ops.aten.mm.default, torch.ops.aten.bmm.default, torch.ops.aten.addmm.default)
+KNOWN_LAYOUT = (torch.ops.aten.mm.default, torch.ops.aten.bmm.default, torch.ops.aten.addmm.default,
+                matmul_into_padded_width)
 
 # Matmuls left to torch, called through torch's Python bindings (as Inductor's extern kernels
 # are), not the op overload's Python `__call__` and the dispatcher's generic argument parsing:

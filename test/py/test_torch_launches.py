@@ -184,6 +184,22 @@ def test_a_weight_is_read_in_place_only_where_its_columns_are_aligned_rows(trans
     torch.testing.assert_close(out, fn(torch.ones(8, 16), w))
 
 
+def test_the_split_product_s_slice_is_a_reinterpret_not_an_aten_call(capfd) -> None:
+    """The padded product `matmul_into_padded_width` writes is dense from offset 0, as an mm's
+    is: the slice back to N columns and the view after it are one `_reinterpret_tensor`, not
+    aten.slice through the op overload's Python layer (found in review)."""
+    previous = mlirfuse.set_options(pad_matmuls="always", dump="partition")
+    try:
+        x, w = torch.randn(2, 8, 16, dtype=torch.bfloat16), torch.randn(37, 16, dtype=torch.bfloat16)
+        out = torch.compile(lambda x, w: x @ w.t(), backend="mlirfuse")(x, w)
+    finally:
+        mlirfuse.restore_options(previous)
+    code = capfd.readouterr().err.split("the compiled graph:")[-1]
+    assert "matmul_into_padded_width" in code and "_reinterpret_tensor" in code, code
+    assert "slice" not in code.replace("matmul_into_padded_width", ""), code
+    torch.testing.assert_close(out, x @ w.t())
+
+
 def test_auto_padding_is_for_large_half_precision_cuda_matmuls_only() -> None:
     from mlirfuse.torch_backend.pad_matmul import pad_matmuls
 
