@@ -277,7 +277,7 @@ def _compile_graph(gm: fx.GraphModule, kind: str) -> tuple[Callable[[list[Any]],
             donors = r.inputs[len(r.inputs) - r.n_donors:]
             lines.append(f"{r.name}: inputs {[n.name for n in r.inputs[:len(r.inputs) - r.n_donors]]}"
                          + (f", size donors {[n.name for n in donors]}" if donors else "")
-                         + (f", a seed for {r.n_random} random op(s)" if r.seeded else "")
+                         + (f", a seed for {len(r.streams)} random op(s)" if r.seeded else "")
                          + f"; outputs {[n.name for n in r.outputs]}")
         lines.append("the compiled graph:" + compiled.code)
         dump.emit("partition", "\n".join(lines), key)

@@ -84,7 +84,6 @@ class Region:
     inputs: list[fx.Node]  # external data inputs, then size donors
     outputs: list[fx.Node]  # members read outside the group (graph order), computed by the region
     n_donors: int = 0
-    n_random: int = 0
     # Philox streams (offsets): the graph's regions share one seed per call, and the graph's
     # k-th random op in graph order takes stream k, the same in a model's training forward
     # and inference graphs, which group the ops differently (reentrant checkpointing runs one
@@ -110,7 +109,7 @@ class Region:
 
     @property
     def seeded(self) -> bool:
-        return self.n_random > 0
+        return bool(self.streams)
 
     def specs(self) -> list[InputSpec]:
         """The jit signature the graph's metadata predicts (sizes 1 stay static)."""
@@ -425,8 +424,7 @@ def build_region(group: Group, placeholders: list[fx.Node], streams: dict[fx.Nod
             raise LoweringFailed(n, "a multi-result op read whole outside the group")
     mine = {n: streams[n] for n in group.nodes if kind(n) == A.RANDOM}
     first = min(mine.values(), default=0)
-    region = Region(group.name, group.nodes, inputs, outputs, 0, len(mine), first,
-                    {n: k - first for n, k in mine.items()})
+    region = Region(group.name, group.nodes, inputs, outputs, 0, first, {n: k - first for n, k in mine.items()})
     region.view_outputs = view_outputs
     region.widened = {k: pitch for k, d in enumerate(inputs) if (pitch := row_pitch(d.meta["val"])) is not None}
     region.size_args = [d for n in group.nodes for d in n.all_input_nodes if d not in inside and d not in inputs]
