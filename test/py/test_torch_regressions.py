@@ -1123,3 +1123,29 @@ def test_index_fill_of_a_strided_slice_fuses_and_matches_eager(device) -> None:
                 torch.compile(fn, backend="mlirfuse")(x, torch.tensor([1], dtype=torch.int32))
     finally:
         mlirfuse.restore_options(previous)
+
+
+def test_bf16_negation_compiles_on_any_host(monkeypatch) -> None:
+    """rotate_half of bf16 values (Llama's rotary embedding): cat(-x2, x1). LLVM folds the
+    exact rounding of -x2 back to bf16 into an `fptrunc`, which x86 without AVX512-BF16 calls
+    compiler-rt's `__truncsfbf2` for; the JIT does not resolve it, so on such hosts the module
+    did not load and the region ran on the reference evaluator (HF Llama under bf16 autocast
+    then failed the layout check after attention). The CPU backend defines the function in
+    every module that handles bf16 (checked on the module, whatever this host's CPU); the
+    region compiles with the fallback off and matches eager bit for bit."""
+    import mlirfuse
+    from mlirfuse.lowering.cpu.compile import lower_cpu
+
+    previous = mlirfuse.set_options(fallback=False)
+    try:
+        def rotate_half(x):
+            x1, x2 = x[..., :8], x[..., 8:]
+            return torch.cat((-x2, x1), dim=-1) * 2
+        x = torch.randn(2, 4, 32, 16).to(torch.bfloat16)
+        got = torch.compile(rotate_half, backend="mlirfuse")(x)
+        assert torch.equal(got, rotate_half(x))
+    finally:
+        mlirfuse.restore_options(previous)
+    fn = mlirfuse.jit(lambda t: -t)
+    fusion = fn.compile(x).fusion
+    assert "llvm.func @__truncsfbf2" in lower_cpu(fusion.to_mlir(), fusion.specs)

@@ -87,10 +87,47 @@ def buffer_of(a: np.ndarray) -> tuple[int, tuple[int, ...], list[int]]:
 
 def lower_cpu(fusion_ir: str, specs: Sequence[InputSpec], stages: dict[str, str] | None = None) -> str:
     """Fusion IR -> the LLVM-dialect module text of the entry point, through
-    `stages.cpu_stages` (`stages` records each stage's IR)."""
+    `stages.cpu_stages` (`stages` records each stage's IR), with `TRUNCSFBF2` where it
+    handles bfloat16."""
     with fusion_dialect.context() as ctx:
         module = pipelines.parse_fusion(fusion_ir, specs, ctx, stages)
-        return str(pipelines.run(module, pipelines.cpu_stages(), stages, "CPU backend"))
+        text = str(pipelines.run(module, pipelines.cpu_stages(), stages, "CPU backend")).rstrip()
+    if "bf16" in text and "@__truncsfbf2" not in text:
+        text = text[:-1] + TRUNCSFBF2 + "}\n"  # the module's last line is its closing brace
+    return text
+
+
+# float32 -> bfloat16, rounded to nearest even, NaN kept (quiet, its sign and top payload
+# bits): compiler-rt's `__truncsfbf2`, which LLVM calls for an `fptrunc float to bfloat` on a
+# host without bf16 conversion instructions (x86 before AVX512-BF16: an AMD EPYC of the Zen 3
+# generation, say). The conversions are expanded into integer ops before LLVM (`stages.TO_LINALG`),
+# but LLVM folds some back into an `fptrunc`: where the float's low 16 bits are known zero the
+# rounding is exact (-x of a bf16 x, as rotate_half's cat(-x2, x1)). ExecutionEngine resolves no
+# compiler-rt symbol: the module failed to load ("Symbols not found: [ __truncsfbf2 ]") and
+# ran on the reference evaluator (session 78; `test_bf16_negation_compiles_on_any_host`).
+# Defined in the module with external linkage (the call appears only at instruction
+# selection, after IR-level dead-code elimination); its own body does not fold (its input's
+# low bits are unknown).
+TRUNCSFBF2 = """  llvm.func @__truncsfbf2(%arg0: f32) -> bf16 {
+    %c16 = llvm.mlir.constant(16 : i32) : i32
+    %c1 = llvm.mlir.constant(1 : i32) : i32
+    %bias = llvm.mlir.constant(32767 : i32) : i32
+    %quiet = llvm.mlir.constant(64 : i16) : i16
+    %bits = llvm.bitcast %arg0 : f32 to i32
+    %high = llvm.lshr %bits, %c16 : i32
+    %odd = llvm.and %high, %c1 : i32
+    %half = llvm.add %odd, %bias : i32
+    %sum = llvm.add %bits, %half : i32
+    %shifted = llvm.lshr %sum, %c16 : i32
+    %rounded = llvm.trunc %shifted : i32 to i16
+    %top = llvm.trunc %high : i32 to i16
+    %nan = llvm.or %top, %quiet : i16
+    %isnan = llvm.fcmp "uno" %arg0, %arg0 : f32
+    %result = llvm.select %isnan, %nan, %rounded : i1, i16
+    %bf = llvm.bitcast %result : i16 to bf16
+    llvm.return %bf : bf16
+  }
+"""
 
 
 def jit_llvm(llvm_text: str) -> ExecutionEngine:
@@ -109,8 +146,8 @@ def compile_cpu(fusion_ir: str, specs: Sequence[InputSpec], keep_stages: bool = 
     processes `dlopen` instead (no LLVM code generation). A cold compile does not link: most
     fusions compiled once are never loaded again."""
     start = time.perf_counter()
-    key = cache.make_key("cpu", fusion_ir, repr(tuple(specs)))
-    library_key = cache.make_key("cpu-host-library-v1", key)
+    key = cache.make_key("cpu-v2", fusion_ir, repr(tuple(specs)))  # v2: with TRUNCSFBF2
+    library_key = cache.make_key("cpu-host-library-v2", key)
     stages: dict[str, str] = {}
     if not keep_stages:
         library = cache.load(library_key)
