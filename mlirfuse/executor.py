@@ -212,7 +212,7 @@ class GraphExecutor:
                 evaluator.env[v] = self._to_host(a)
             with self.context, np.errstate(all="ignore"):
                 evaluator.eval(op)
-            return [self._from_host(evaluator.env[r]) for r in op.results]
+            return [self._from_host(np.array(evaluator.env[r], order="C")) for r in op.results]  # (see `run`)
         return run
 
     # -- what differs between the CPU and the GPU ----------------------------------------------

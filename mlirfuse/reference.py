@@ -99,7 +99,9 @@ class _Evaluator:
             for op in block.operations:
                 op = op.operation
                 if op.name == "func.return":
-                    return [np.asarray(self.env[v]) for v in op.operands]
+                    # each result in memory of its own, dense, as a kernel writes it (numpy's
+                    # views would hand back an input for a copy, a strided view for a permute)
+                    return [np.array(self.env[v], order="C") for v in op.operands]
                 self.eval(op)
         raise FusionError("reference: function has no return")
 

@@ -351,6 +351,33 @@ def test_failed_group_compile_falls_back_too(monkeypatch, options) -> None:
     assert_close(got, matmul_between_chains_np(x, w), reduction_size=8)
 
 
+def copy_and_transpose(x):
+    return ops.copy(x), ops.permute(x * 2.0, [1, 0]), ops.permute(x, [1, 0])
+
+
+@pytest.mark.parametrize("origin", ["numpy", "torch"])
+def test_the_reference_fallback_returns_fresh_dense_results(origin, monkeypatch, options) -> None:
+    """Run by the reference after a failed compile, a fusion's results are what its kernels
+    return: each in memory of its own, dense (a transposed result as a transpose written
+    out, a copy of an input not the input). They were numpy's views: the input itself for the
+    copy, a strided view for the permute; in torch.compile (HF Llama's KV-cache cat under bf16
+    autocast, on a host whose JIT could not load the module) the layout check after the next
+    library op failed, and a copy sharing its input's memory would see that input's writes."""
+    monkeypatch.setattr(mlirfuse.lowering.cpu.compile, "compile_cpu", _broken_compile)
+    x = f32(4, 8) + np.arange(32, dtype=np.float32).reshape(4, 8)
+    if origin == "torch":
+        torch = pytest.importorskip("torch")
+        x = torch.from_numpy(x)
+    with pytest.warns(RuntimeWarning, match="injected compiler failure"):
+        copied, doubled, transposed = mlirfuse.jit(copy_and_transpose)(x)
+    values = [np.asarray(v) for v in (copied, doubled, transposed)]
+    assert_close(values[0], np.asarray(x))
+    assert_close(values[1], np.asarray(x).T * 2)
+    assert_close(values[2], np.asarray(x).T)
+    for v in values:
+        assert v.flags.c_contiguous and not np.shares_memory(v, np.asarray(x))
+
+
 @pytest.mark.parametrize("graph", ["direct", "grouped"])
 def test_failed_run_warns_once_and_runs_the_reference(graph, monkeypatch, options) -> None:
     """Running, not only compiling, may fail: the fusion (or the group) then runs through the
