@@ -7,7 +7,8 @@ splits it into forward and backward aten graphs, recomputing cheap ops in the ba
 instead of saving them (the min-cut partitioner, as the tutorial's memory_efficient_fusion).
 `compile_graph` then leaves float32 addmms' bias to the region after them (unfuse_addmm.py),
 pads half-precision matmuls of misaligned sizes (pad_matmul.py), makes
-embedding gradients scatter-adds (embedding_grad.py), partitions each graph (partition.py),
+embedding gradients scatter-adds (embedding_grad.py), moves library calls down to their first
+use where that holds less memory (memory_order.py), partitions each graph (partition.py),
 makes every group a region traced for `mlirfuse.jit` (region.py) and returns the rewritten
 graph (runtime.py).
 
@@ -35,6 +36,7 @@ from mlirfuse.torch_backend.attention_masks import dense_attention_masks
 from mlirfuse.torch_backend.cuda_graphs import GraphCompilers, check_mode
 from mlirfuse.torch_backend.embedding_grad import scatter_embedding_grads
 from mlirfuse.torch_backend.foreach import foreach_decompositions
+from mlirfuse.torch_backend.memory_order import sink_library_calls
 from mlirfuse.torch_backend.mutations import write_mutations_in_regions
 from mlirfuse.torch_backend.pad_matmul import pad_matmuls
 from mlirfuse.torch_backend.partition import partition_graph
@@ -262,6 +264,7 @@ def _compile_graph(gm: fx.GraphModule, kind: str) -> tuple[Callable[[list[Any]],
     unfuse_addmms(gm)
     pad_matmuls(gm)
     scatter_embedding_grads(gm)
+    sink_library_calls(gm, kind)
     dump.emit("fx_graph", f"{kind} graph:\n" + gm.print_readable(print_output=False), key)
     partition, regions = partition_and_trace(gm)
     if kind == "inference":
