@@ -1149,3 +1149,28 @@ def test_bf16_negation_compiles_on_any_host(monkeypatch) -> None:
     fn = mlirfuse.jit(lambda t: -t)
     fusion = fn.compile(x).fusion
     assert "llvm.func @__truncsfbf2" in lower_cpu(fusion.to_mlir(), fusion.specs)
+
+
+def test_a_region_run_by_the_reference_after_a_failed_compile_keeps_its_layouts(monkeypatch) -> None:
+    """A region whose compile fails runs on the reference evaluator. Its output in a permuted
+    layout (rotate_half of attention's [B, H, S, D] view of [B, S, H, D] rows) came back as
+    numpy's strided view, so the permute back gave a dense tensor where the metadata has the
+    permuted strides, and the views after it (read with the metadata's strides) took the wrong
+    elements: a silently wrong product (black-box testing, session 78; the compile failed for
+    real on hosts without AVX512-BF16, see `test_bf16_negation_compiles_on_any_host`)."""
+    import mlirfuse.lowering.cpu.compile as cpu_compile
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("injected compiler failure")
+    monkeypatch.setattr(cpu_compile, "compile_cpu", broken)
+
+    def f(h, w):
+        q = h.view(1, 7, 4, 16).transpose(1, 2)
+        q = q * 2 + torch.cat((-q[..., 8:], q[..., :8]), dim=-1)
+        return q.transpose(1, 2).reshape(7, 64) @ w
+    torch.manual_seed(0)
+    h, w = torch.randn(1, 7, 64), torch.randn(64, 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the fallback's warning
+        got = torch.compile(f, backend="mlirfuse")(h, w)
+    torch.testing.assert_close(got, f(h, w))
