@@ -61,6 +61,9 @@ def scatter_embedding_grad(into: torch.Tensor | None, grad: torch.Tensor, indice
 
 
 scatter_embedding_grad.library_call = True  # type: ignore[attr-defined]  # stays a torch call
+# what it writes into (`memory_order`: nothing that reads `into` moves past it)
+scatter_embedding_grad.writes_into = lambda into, grad, indices, num_weights, in_place: \
+    [into] if in_place else []  # type: ignore[attr-defined]
 
 
 def scatter_embedding_grads(gm: fx.GraphModule) -> int:

@@ -17,13 +17,16 @@ which the boxed call frees after their last use (its incoming gradients are held
 engine for the whole call). Moving a call down lengthens its inputs' lives and, where they die
 with it, can raise the peak at its new place: the simulation is what keeps those moves out.
 
-Not moved across an op that writes (a mutation's copy_, an in-place op), whose inputs could then
-be read after the write; random ops are not library calls, so the order of their draws does not
-change. Fusible ops stay where they are: where a region runs is the partition's business.
+Not moved across an op that writes into what it reads (a mutation's copy_, an in-place op,
+the embedding gradient's in-place scatter-add; a Python function that does not say what it
+writes stops it), which it would then read after the write. Random ops are not library calls,
+so the order of their draws does not change. Fusible ops stay where they are: where a region
+runs is the partition's business.
 """
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import torch
@@ -82,8 +85,13 @@ def _plan(order: list[fx.Node], node: fx.Node) -> tuple[list[fx.Node], fx.Node, 
     first = min(users, key=pos.__getitem__)
     between = order[pos[node]:pos[first]]
     moving = [n for n in between if n in group]
-    if len(moving) == len(between) or any(_writes(n) for n in between):
+    if len(moving) == len(between):
         return None
+    read = {_root(a) for a in node.all_input_nodes}
+    for n in between:
+        written = _written(n)
+        if written is None or written & read:
+            return None
     staying = [n for n in between if n not in group]
     return order[:pos[node]] + staying + moving + order[pos[first]:], first, moving
 
@@ -151,13 +159,24 @@ def _is_view(node: fx.Node) -> bool:
         and not schema.returns[0].alias_info.is_write
 
 
-def _writes(node: fx.Node) -> bool:
-    if node.op != "call_function":
-        return False
+def _written(node: fx.Node) -> set[fx.Node] | None:
+    """The storages (roots) the node writes into; None where that is not known (a Python
+    function that does not say: assumed to write anything)."""
+    if node.op != "call_function" or node.target is operator.getitem:
+        return set()
     schema = _schema(node)
-    # an op of no schema (a Python function, operator.getitem) is one of the backend's own
-    # or reads a tuple: none writes into a tensor but a mutation's, which has a schema
-    return schema is not None and schema.is_mutable
+    if schema is not None:
+        if not schema.is_mutable:
+            return set()
+        written = [a for a, arg in zip(node.args, schema.arguments) if arg.alias_info is not None
+                   and arg.alias_info.is_write]
+        written += [node.kwargs[arg.name] for arg in schema.arguments if arg.name in node.kwargs
+                    and arg.alias_info is not None and arg.alias_info.is_write]
+        return {_root(a) for a in written if isinstance(a, fx.Node)}
+    writes = getattr(node.target, "writes_into", None)  # the backend's own calls say what they write
+    if writes is not None:
+        return {_root(a) for a in writes(*node.args, **node.kwargs) if isinstance(a, fx.Node)}
+    return None if not getattr(node.target, "__module__", "").startswith(("_operator", "math")) else set()
 
 
 def _schema(node: fx.Node) -> Any:

@@ -108,6 +108,7 @@ def matmul_into_padded_width(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 matmul_into_padded_width.library_call = True  # type: ignore[attr-defined]  # stays a torch call
+matmul_into_padded_width.writes_into = lambda a, b: []  # type: ignore[attr-defined]  # a buffer of its own
 
 
 def _input_weight(x: fx.Node) -> bool:

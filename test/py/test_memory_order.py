@@ -74,6 +74,30 @@ def test_a_product_is_not_moved_past_a_write_into_its_input() -> None:
     assert nodes.index(first_mm) == order.index(first_mm)
 
 
+@pytest.mark.parametrize("between", ["scatter_into_its_input", "unknown_function"])
+def test_a_product_is_not_moved_past_a_python_call_that_writes_or_may_write(between) -> None:
+    """The embedding gradient's scatter-add writes into its first argument in place (it says
+    so: `writes_into`); a Python function that does not say what it writes may write anything."""
+    from mlirfuse.torch_backend.embedding_grad import scatter_embedding_grad
+
+    gm = traced(tied_weight_backward, *TIED)
+    nodes = list(gm.graph.nodes)
+    mm = next(n for n in nodes if n.target is aten.mm.default)
+    x = nodes[0]
+    chain_mm = [n for n in nodes if n.target is aten.mm.default][1]
+    with gm.graph.inserting_before(chain_mm):
+        if between == "scatter_into_its_input":
+            g = nodes[2]
+            idx = gm.graph.call_function(aten.zeros.default, ([64],), {"dtype": torch.int64})
+            idx.meta["val"] = torch.zeros(64, dtype=torch.int64)
+            gm.graph.call_function(scatter_embedding_grad, (x, g, idx, 64, True))
+        else:
+            gm.graph.call_function(print, ("hello",))
+    at = list(gm.graph.nodes).index(mm)
+    sink_library_calls(gm)
+    assert list(gm.graph.nodes).index(mm) == at
+
+
 def test_tied_output_projection_gradient_is_computed_late_in_a_model_backward(monkeypatch) -> None:
     """GPT-2's output projection, tied to the token embedding: in the compiled backward its
     weight gradient ([vocab, hidden]) comes right before its first use (the sum with the
