@@ -42,19 +42,19 @@ def sink_library_calls(gm: fx.GraphModule, kind: str = "forward") -> int:
     if model is None:
         return 0
     moved = 0
+    peak, area = model.simulate(list(gm.graph.nodes))  # of the order as it stands
     for node in reversed(list(gm.graph.nodes)):
         if not _candidate(node):
             continue
-        order = list(gm.graph.nodes)
-        plan = _plan(order, node)
+        plan = _plan(list(gm.graph.nodes), node)
         if plan is None:
             continue
         new_order, first, moving = plan
-        peak, area = model.simulate(order)
         new_peak, new_area = model.simulate(new_order)
         if new_peak <= peak and new_area < area:
             for n in moving:
                 first.prepend(n)
+            peak, area = new_peak, new_area
             moved += 1
     if moved:
         gm.graph.lint()
