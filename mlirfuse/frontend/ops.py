@@ -651,6 +651,33 @@ def _sizes_method(fn: Any) -> Any:
     return method
 
 
+_AUGMENTED = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "**",
+              "matmul": "@", "and": "&", "or": "|", "xor": "^"}
+
+
+def _augmented(dunder: str, symbol: str) -> Any:
+    """`x += y` and its kin on a traced tensor. torch and numpy write the result into x: the
+    caller's tensor and every alias of x see it. Traced code writes into no tensor, and
+    rebinding the name instead (Python's fallback) left the input unwritten and an alias
+    (`z = y; y += 1; return z`) with the old value, silently: it raises, as the other in-place
+    forms do. In a FusionDefinition it is nvFuser's rebinding (`t = t + s`): definitions are
+    functional there."""
+    def operator(self: Tensor, other: Any) -> Any:
+        if self.fusion.recorder is not None:
+            return getattr(self, f"__{dunder}__")(other)
+        raise FusionError(f"x {symbol}= y on a traced tensor: torch and numpy write it into x in place (the "
+                          f"caller's tensor and every alias of x see it), and traced code writes into no tensor; "
+                          f"write x = x {symbol} y (a new value) instead")
+    operator.__name__ = f"__i{dunder}__"
+    return operator
+
+
+def _set_item(self: Tensor, key: Any, value: Any) -> None:
+    raise FusionError("item assignment (x[i] = v) on a traced tensor: it writes into x in place, and traced code "
+                      "writes into no tensor; build the new value instead (mlirfuse.ops.where with a mask, "
+                      "masked_fill, scatter, or slices and cat)")
+
+
 def _attach_tensor_methods() -> None:
     """Python operators and torch-style methods on traced tensors."""
     g = globals()
@@ -672,6 +699,9 @@ def _attach_tensor_methods() -> None:
         setattr(Tensor, f"__r{dunder}__", binary(name, reflected=True))
     for dunder in ("lt", "le", "gt", "ge", "eq", "ne"):
         setattr(Tensor, f"__{dunder}__", binary(dunder))
+    for dunder, symbol in _AUGMENTED.items():
+        setattr(Tensor, f"__i{dunder}__", _augmented(dunder, symbol))
+    Tensor.__setitem__ = _set_item
     Tensor.__neg__ = lambda self: self.fusion.recorder("neg", self) if self.fusion.recorder else g["neg"](self)
     Tensor.__abs__ = lambda self: self.fusion.recorder("abs", self) if self.fusion.recorder else g["abs"](self)
     Tensor.__pos__ = lambda self: self

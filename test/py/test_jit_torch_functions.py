@@ -136,3 +136,58 @@ def test_torch_where_with_a_condition_not_bool_raises_as_in_torch(fn) -> None:
         mlirfuse.jit(fn)(x)
     np_truth = mlirfuse.jit(lambda t: mlirfuse.ops.where(t, t, -t))(x)
     torch.testing.assert_close(np_truth, torch.where(x != 0, x, -x))
+
+
+def _add_in_place(x):
+    x += 1
+    return x * 2
+
+
+def _alias_then_add_in_place(x):
+    y = x * 2
+    z = y  # torch: z is y, so it sees the write below
+    y += 1
+    return z
+
+
+def _set_item(x):
+    x[0] = 5.0
+    return x
+
+
+@pytest.mark.parametrize("fn", [_add_in_place, _alias_then_add_in_place, lambda x: _ops(x, "-="),
+                                lambda x: _ops(x, "*="), lambda x: _ops(x, "/="), lambda x: _ops(x, "**="),
+                                lambda x: _ops(x, "%="), lambda x: _ops(x, "//="), lambda x: _ops(x, "@=")],
+                         ids=["+= of an input", "+= of an alias", "-=", "*=", "/=", "**=", "%=", "//=", "@="])
+@pytest.mark.parametrize("array", ["torch", "numpy"])
+def test_augmented_assignment_to_a_traced_tensor_raises(fn, array: str) -> None:
+    """`x += 1` writes into x in torch and numpy: the caller's tensor, and every alias of x,
+    see it. On a traced tensor it rebound the name to a new value instead (black-box review,
+    session 79): the input was not written and `z = y; y += 1; return z` returned y's old
+    value, silently. It now raises, as the other in-place forms do."""
+    x = torch.ones(3, 3)
+    with pytest.raises(FusionError, match=r"in place .* write x = x \S+ y \(a new value\)"):
+        mlirfuse.jit(fn)(x if array == "torch" else x.numpy())
+    assert torch.equal(x, torch.ones(3, 3))
+
+
+def _ops(x, statement: str):
+    y = x * 1.0
+    exec(f"y {statement} x", {}, {"x": x, "y": y})  # noqa: S102 - the augmented assignment under test
+    return y
+
+
+@pytest.mark.parametrize("array", ["torch", "numpy"])
+def test_item_assignment_to_a_traced_tensor_raises_saying_what_to_use(array: str) -> None:
+    x = torch.ones(3, 3)
+    with pytest.raises(FusionError, match="item assignment"):
+        mlirfuse.jit(_set_item)(x if array == "torch" else x.numpy())
+
+
+def test_augmented_assignment_in_a_fusion_definition_stays_nvfusers_rebinding() -> None:
+    """nvFuser's definitions are functional: `t += s` there is `t = fd.ops.add(t, s)`."""
+    with mlirfuse.FusionDefinition() as fd:
+        t = fd.define_tensor(shape=[-1], dtype=mlirfuse.DataType.Float)
+        t += 1.0
+        fd.add_output(t)
+    torch.testing.assert_close(torch.as_tensor(fd.execute([torch.ones(4)])[0]), torch.full((4,), 2.0))
