@@ -17,7 +17,7 @@ from mlirfuse.dialects.optable import OPS
 from mlirfuse.errors import FusionError, IndexOutOfRange
 from mlirfuse.fallback import fall_back
 from mlirfuse.frontend.graph import Fusion, InputSpec
-from mlirfuse.frontend.symbolic import evaluate
+from mlirfuse.frontend.symbolic import StaticTraceNeeded, evaluate
 
 BACKENDS = ("cpu", "gpu")
 
@@ -300,11 +300,12 @@ class CompiledFusion:
                 raise FusionError(self._as_called(f"input shapes {[tuple(s) for s in shapes]} are inconsistent: "
                                                   f"the fusion needs {a} == {b} (got {va} and {vb}); "
                                                   "they do not broadcast or reshape as traced", shapes))
-        for size, least, what in self.fusion.minimums:
+        for size, least, what, clamps in self.fusion.minimums:
             value = evaluate(size, shapes)
             if value < least:
-                raise FusionError(self._as_called(f"input shapes {[tuple(s) for s in shapes]}: {what} unless "
-                                                  f"{size} >= {least} (got {value})", shapes))
+                error = StaticTraceNeeded if clamps else FusionError
+                raise error(self._as_called(f"input shapes {[tuple(s) for s in shapes]}: {what} unless "
+                                            f"{size} >= {least} (got {value})", shapes))
         return [tuple(evaluate(s, shapes) for s in shape) for shape in self._output_shapes]
 
     def _as_called(self, message: str, shapes: Sequence[Sequence[int]]) -> str:

@@ -62,7 +62,9 @@ class Fusion:
         self.nodes: list[Node] = []
         self.outputs: list[Tensor] = []
         self.constraints: list[tuple[Size, Size]] = []  # sizes equal at run time
-        self.minimums: list[tuple[Size, int, str]] = []  # (size, least value, what needs it)
+        # (size, least value, what needs it, whether Python would clamp instead: a slice's bounds,
+        # which a trace of the static sizes takes)
+        self.minimums: list[tuple[Size, int, str, bool]] = []
         self._aliases: dict[SymSize, Size] = {}
         self._next_id = 0
 
@@ -128,14 +130,17 @@ class Fusion:
         self._aliases[b] = a
         return a
 
-    def require_at_least(self, size: Size, least: int, what: str) -> None:
-        """A size that must be >= `least`: checked now if static, else at every call."""
+    def require_at_least(self, size: Size, least: int, what: str, clamps: bool = False) -> None:
+        """A size that must be >= `least`: checked now if static, else at every call. `clamps`:
+        Python's answer for a smaller size is not an error but another trace (a slice past the
+        end is empty): the call raises `StaticTraceNeeded`, which `jit` answers with a trace of
+        the call's static sizes."""
         size = self.canonical(size)
         if isinstance(size, int):
             if size < least:
                 raise FusionError(f"{what} (size {size}, needs {least})")
         elif least > 0:
-            self.minimums.append((size, least, what))
+            self.minimums.append((size, least, what, clamps))
 
     # -- printing ----------------------------------------------------------------------
     def to_mlir(self) -> str:

@@ -129,14 +129,15 @@ def ones(shape: Sequence[Size], dtype: Any = DataType.Float) -> Tensor:
 def _normalized(start: Any, end: Any, step: int, size: Size, fusion: Any, what: str) -> tuple[int, Size]:
     """(first index, length) of Python's `range(size)[start:end:step]` (step > 0). Of a dynamic
     size: a constant start from the front, an end from the back (x[:, 1:], x[:, :-1]), step
-    1; the size is then checked at every call to hold the slice (Python would clamp)."""
+    1; the size is then checked at every call to hold the slice, and a call it does not hold
+    traced again with its static sizes (Python clamps: x[3:] of 2 rows is empty)."""
     if isinstance(size, int):
         r = range(size)[builtins.slice(start, end, step)]
         return (r.start if len(r) else 0), len(r)
     first = 0 if start is None else start
     back = 0 if end is None or end is size or (isinstance(end, int) and end >= _BIG) else end
     if step == 1 and isinstance(first, int) and first >= 0 and isinstance(back, int) and back <= 0:
-        fusion.require_at_least(size, first - back, f"{what} [{start}:{end}] has a negative length")
+        fusion.require_at_least(size, first - back, f"{what} [{start}:{end}] has a negative length", clamps=True)
         return first, size - (first - back)
     raise ConcreteSizeNeeded(f"{what}: slicing [{start}:{end}:{step}] of the dynamic size {size}; "
                              "define the tensor with static sizes")

@@ -19,7 +19,7 @@ from mlirfuse.compiler import MISS, CompiledFusion
 from mlirfuse.errors import FusionError
 from mlirfuse.frontend.graph import Fusion, InputSpec, Tensor, tracing
 from mlirfuse.frontend.grad import Differentiated, fused_function, wants_grad
-from mlirfuse.frontend.symbolic import ConcreteSizeNeeded
+from mlirfuse.frontend.symbolic import ConcreteSizeNeeded, StaticTraceNeeded
 
 CacheInfo = namedtuple("CacheInfo", ["hits", "misses", "compiles"])
 
@@ -95,6 +95,9 @@ class JitFunction:
         self.into = dict(into or {})
         self._cache: dict[tuple, tuple[CompiledFusion, bool]] = {}
         self._static_signatures: set[tuple] = set()  # signatures that needed concrete sizes
+        # Static signatures of calls whose sizes the symbolic trace could not take (a slice
+        # starting past a dim's end, `StaticTraceNeeded`): they run a trace of their own sizes.
+        self._static_shapes: set[tuple] = set()
         # The hot path: exact torch CUDA argument layouts -> (launcher, result builder, result
         # expression), and the guarded call of the layouts last looked up there (`hot`: tried
         # first, it answers `MISS` for other arguments).
@@ -117,7 +120,8 @@ class JitFunction:
     def _trace_infos(self, args: Sequence[Arg], then: Callable[[Fusion], Any] | None = None) -> Any:
         """(fusion, structure), or (fusion, structure, then(fusion)): traced with dynamic sizes,
         again with static ones where tracing (or `then`) needs concrete sizes."""
-        static = not self.dynamic or self._signature(args, static=False) in self._static_signatures
+        static = not self.dynamic or self._signature(args, static=False) in self._static_signatures \
+            or self._signature(args, static=True) in self._static_shapes
         for attempt in (static, True):
             try:
                 fusion, structure = self._trace(args, attempt)
@@ -177,9 +181,18 @@ class JitFunction:
     def _key(self, args: Sequence[Arg], backend: str) -> tuple:
         """Cache key: the dynamic signature (or the full shapes where tracing needed them)."""
         key = self._signature(args, static=not self.dynamic)
-        if key in self._static_signatures:
+        if key in self._static_signatures or self._signature(args, static=True) in self._static_shapes:
             key = self._signature(args, static=True)
         return key + (backend,)
+
+    def _traced_statically(self, args: Sequence[Arg]) -> bool:
+        """After a `StaticTraceNeeded` call: these sizes get a trace of their own. False where
+        they already had one (the error is then the user's)."""
+        static = self._signature(args, static=True)
+        if static in self._static_shapes or self._key(args, "")[:-1] == static:
+            return False
+        self._static_shapes.add(static)
+        return True
 
     def _lookup(self, args: Sequence[Arg], backend: str) -> tuple[CompiledFusion, Any]:
         with self._lock:
@@ -226,7 +239,15 @@ class JitFunction:
                 if len(self._derivatives_exact) >= MAX_LAUNCHERS:
                     self._derivatives_exact.clear()
                 self._derivatives_exact[key + wrt] = entry
-        outputs = fused_function().apply(entry, key, *args)
+        try:
+            outputs = fused_function().apply(entry, key, *args)
+        except StaticTraceNeeded:
+            if not self._traced_statically(classify_all([a.detach() if isinstance(a, torch.Tensor) else a
+                                                         for a in args])):
+                raise
+            if key is not None:
+                self._derivatives_exact.pop(key + wrt, None)
+            return self._call_with_grad(args)
         return _unflatten(entry.structure, iter(outputs))
 
     def __call__(self, *args: Any) -> Any:
@@ -256,8 +277,15 @@ class JitFunction:
         where, _ = placement(infos)
         backend = "gpu" if where == "device" else (self.backend or "cpu")
         compiled, structure = self._lookup(infos, backend)
+        try:
+            outputs = compiled.run(infos)
+        except StaticTraceNeeded:
+            if not self._traced_statically(infos):
+                raise
+            compiled, structure = self._lookup(infos, backend)
+            outputs = compiled.run(infos)
         self.last_compiled = compiled
-        outputs = self._written_into(args, compiled.run(infos))
+        outputs = self._written_into(args, outputs)
         if key is not None:
             launcher = compiled.torch_launcher(infos, self.into)
             if launcher is not None:

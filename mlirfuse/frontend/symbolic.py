@@ -25,6 +25,11 @@ class ConcreteSizeNeeded(FusionError):
     """Tracing needs a concrete size; `jit` retraces with static shapes when it sees this."""  # (input position, dim)
 
 
+class StaticTraceNeeded(FusionError):
+    """A call's sizes that the symbolic trace cannot take but Python answers (a slice starting
+    past a dim's end, which Python clamps to empty): `jit` runs a trace of those static sizes."""
+
+
 @dataclass(frozen=True, eq=False)
 class SymSize:
     """coef * product of input extents; hashable, so equal sizes compare equal."""

@@ -353,9 +353,22 @@ def test_a_crop_or_slice_longer_than_a_dynamic_dim_raises() -> None:
     np.testing.assert_allclose(crop(randn(2, 5)).shape, (2, 2))
     with pytest.raises(FusionError, match=r"widths \[-2, -1\] make dim 1 negative"):
         crop(randn(2, 2))
-    tail = mlirfuse.jit(lambda x: x[:, 3:] + 1.0)
-    with pytest.raises(FusionError, match="negative length"):
-        tail(randn(2, 2))
+
+
+@pytest.mark.parametrize("first", ["smaller first", "larger first"])
+def test_a_slice_starting_past_a_dynamic_dims_end_is_empty_as_in_numpy(first: str) -> None:
+    """Python, numpy and torch clamp a slice's bounds: x[:, 3:] of 2 columns is empty. The
+    symbolic trace (one compile for every size) needs the dim to hold the slice, and raised
+    "negative length" for valid code (black-box review, session 79). A call whose sizes that
+    trace cannot take now runs a trace of its static sizes; the others keep the symbolic one."""
+    tail = mlirfuse.jit(lambda x: (x[:, 3:] * 2.0).sum(-1) + x[:, :-3].sum(-1) + x.sum(-1))
+    sizes = [2, 7, 3, 9] if first == "smaller first" else [7, 2, 9, 3]
+    for n in sizes:
+        x = randn(4, n)
+        np.testing.assert_allclose(tail(x), (x[:, 3:] * 2).sum(-1) + x[:, :-3].sum(-1) + x.sum(-1), rtol=1e-5)
+    assert tail.cache_info().compiles == 2  # the symbolic trace (7 and 9), the static one of 2 (3 holds it)
+    empty = mlirfuse.jit(lambda x: x[1:] + 1.0)
+    assert empty(randn(0, 3)).shape == (0, 3) and empty(randn(4, 3)).shape == (3, 3)
 
 
 @pytest.mark.gpu
