@@ -59,7 +59,7 @@ class OpDef:
 # Why ops give no gradient (torch gives none, or zeros, for the same ops).
 BOOL_RESULT = "bool result"
 INTEGER_OP = "integer op"
-STEPS = "piecewise constant: zero gradient"
+NO_TORCH_DERIVATIVE = "torch has no derivative for it (its backward raises)"
 GENERATED = "values made from nothing differentiable (indices, random numbers, constants)"
 
 
@@ -219,16 +219,16 @@ ELEMENTWISE = [
     _ew("silu", 1, FLOAT, lambda x: x * _sigmoid(x), S.silu,
         vjp=D.silu),
     _ew("floor", 1, SAME, _int_identity(np.floor), S.by_kind(lambda e, x: S.math.floor(x), lambda e, x: x),
-        no_grad=STEPS),
+        vjp=D.zero),
     _ew("ceil", 1, SAME, _int_identity(np.ceil), S.by_kind(lambda e, x: S.math.ceil(x), lambda e, x: x),
-        no_grad=STEPS),
+        vjp=D.zero),
     _ew("round", 1, SAME, _int_identity(np.round), S.round_even,
-        no_grad=STEPS),
+        vjp=D.zero),
     _ew("trunc", 1, SAME, _int_identity(np.trunc), S.by_kind(lambda e, x: S.math.trunc(x), lambda e, x: x),
-        no_grad=STEPS),
+        vjp=D.zero),
     _ew("sign", 1, SAME, lambda x: x if x.dtype == np.bool_ else np.sign(np.where(np.isnan(x), 0, x)).astype(x.dtype),
         S.sign,
-        no_grad=STEPS),
+        vjp=D.zero),
     _ew("isnan", 1, PREDICATE, np.isnan, S.isnan),
     _ew("isinf", 1, PREDICATE, np.isinf, S.isinf),
     _ew("logical_not", 1, LOGICAL, np.logical_not, S.invert),
@@ -273,7 +273,7 @@ ELEMENTWISE = [
         doc="integer division rounded toward zero (by 0: 0)"),
     _ew("gcd", 2, BITWISE, _ref_gcd, S.gcd, bool_ok=False, doc="greatest common divisor of |lhs| and |rhs|"),
     _ew("nextafter", 2, FLOATING, np.nextafter, S.nextafter,
-        doc="the next representable float after lhs toward rhs", no_grad=STEPS),
+        doc="the next representable float after lhs toward rhs", no_grad=NO_TORCH_DERIVATIVE),
     # A gradient that is not the value's own (torch.scatter's: every colliding write gets the
     # gradient at its place, though only the last one lands). autodiff reads it; fusion-dce
     # then replaces it by lhs, so nothing computes rhs in a kernel.

@@ -356,6 +356,23 @@ def test_non_float_outputs_take_no_gradient() -> None:
     torch.testing.assert_close(x.grad, torch.full_like(x, 3.0))
 
 
+@pytest.mark.parametrize("name", ["floor", "ceil", "round", "trunc", "sign"])
+def test_piecewise_constant_results_require_grad_with_a_zero_gradient_as_in_torch(name: str) -> None:
+    """torch's floor(x) of an x requiring grad requires grad, and its gradient is zero: a loss
+    made of it alone backpropagates, leaving zeros in x.grad (not None: AdamW's weight decay
+    skips a parameter whose grad is None). mlirfuse's result did not require grad, and
+    backward() raised "does not require grad" (black-box review, session 79)."""
+    fn = getattr(torch, name)
+    x = _data("any", (4, 8), 1).requires_grad_()
+    mine, theirs = mlirfuse.jit(lambda t: fn(t) * 2.0)(x), fn(x) * 2.0
+    assert mine.requires_grad == theirs.requires_grad
+    mine.sum().backward()
+    assert x.grad is not None and torch.equal(x.grad, torch.zeros_like(x))
+    x.grad = None
+    mlirfuse.jit(lambda t: fn(t) + t * 3.0)(x).sum().backward()
+    torch.testing.assert_close(x.grad, torch.full_like(x, 3.0))
+
+
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_outputs_are_modified_in_place_as_torch_results_are(device: str) -> None:
     """Found in review: in-place ops on a jitted function's results raised ("output 0 is a
