@@ -250,7 +250,28 @@ class JitFunction:
             return self._call_with_grad(args)
         return _unflatten(entry.structure, iter(outputs))
 
-    def __call__(self, *args: Any) -> Any:
+    def _positional(self, args: tuple, kwargs: dict[str, Any]) -> tuple:
+        """The call's arguments by position, keywords bound as Python binds them; a parameter
+        skipped before the last one given takes its default. Keyword-only and variadic
+        parameters cannot be traced (the trace calls `fn` with positions)."""
+        try:
+            signature = inspect.signature(self.fn)
+            bound = signature.bind(*args, **kwargs)
+        except (TypeError, ValueError) as e:
+            raise FusionError(f"{self.__name__}: {e}") from None
+        positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        names = [p.name for p in signature.parameters.values() if p.kind in positional]
+        other = sorted(set(bound.arguments) - set(names))
+        if other:
+            raise FusionError(f"{self.__name__}: keyword-only or variadic parameters {other} cannot be traced; "
+                              "make them positional parameters")
+        given = max([len(args)] + [names.index(k) + 1 for k in kwargs])
+        bound.apply_defaults()
+        return tuple(bound.arguments[n] for n in names[:given])
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs:
+            args = self._positional(args, kwargs)
         hot = self._hot
         if hot is not None:
             result = hot(args)

@@ -207,6 +207,23 @@ def test_jit_later_call_with_another_number_of_arguments() -> None:
     raises(lambda: f(f32(4, 5), f32(5), f32(5)), "argument|input", "2", "3")
 
 
+def test_jit_takes_keyword_arguments_as_the_positions_they_name() -> None:
+    """`f(x, scale=3.0)` raised "JitFunction.__call__() got an unexpected keyword argument"
+    (black-box review, session 79). Keywords bind as a Python call binds them; a parameter
+    skipped before the last one given takes its default; keyword-only ones cannot be traced."""
+    def scaled(x, shift=1.0, scale=2.0):
+        return (x + shift) * scale
+
+    f = mlirfuse.jit(scaled)
+    x = f32(3)
+    for args, kwargs in [((x,), {"scale": 3.0}), ((x, 0.5), {"scale": 3.0}), ((), {"x": x, "shift": -1.0}),
+                         ((x,), {})]:
+        np.testing.assert_allclose(f(*args, **kwargs), scaled(*args, **kwargs), rtol=1e-6)
+    raises(lambda: f(x, x=x), "scaled", "multiple values")
+    raises(lambda: f(x, bias=1.0), "scaled", "bias")
+    raises(lambda: mlirfuse.jit(lambda x, *, k=2.0: x * k)(x, k=3.0), "keyword-only", "k")
+
+
 def test_jit_later_call_with_another_rank_traces_again() -> None:
     f = mlirfuse.jit(lambda x: ops.sum(x, 1))
     f(f32(3, 4))
