@@ -652,7 +652,7 @@ def _sizes_method(fn: Any) -> Any:
 
 
 _AUGMENTED = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "**",
-              "matmul": "@", "and": "&", "or": "|", "xor": "^"}
+              "matmul": "@", "and": "&", "or": "|", "xor": "^", "lshift": "<<", "rshift": ">>"}
 
 
 def _augmented(dunder: str, symbol: str) -> Any:
@@ -692,6 +692,7 @@ def _attach_tensor_methods() -> None:
     operators = {
         "add": "add", "sub": "sub", "mul": "mul", "truediv": "div", "pow": "pow",
         "mod": "remainder", "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor",
+        "lshift": "bitwise_left_shift", "rshift": "bitwise_right_shift",  # >>: arithmetic, as torch's
     }
     operators["matmul"] = "matmul"
     for dunder, name in operators.items():

@@ -191,3 +191,13 @@ def test_augmented_assignment_in_a_fusion_definition_stays_nvfusers_rebinding() 
         t += 1.0
         fd.add_output(t)
     torch.testing.assert_close(torch.as_tensor(fd.execute([torch.ones(4)])[0]), torch.full((4,), 2.0))
+
+
+def test_shift_operators_on_traced_tensors_are_torchs() -> None:
+    """`a << b` and `a >> b` raised TypeError (unsupported operand types; black-box review,
+    session 79) where torch.bitwise_left_shift worked. `>>` of signed ints is arithmetic, as
+    torch's: -8 >> 1 is -4."""
+    a = torch.tensor([[1, -8, 7, 100]], dtype=torch.int64)
+    b = torch.tensor([[0, 1, 2, 3]], dtype=torch.int64)
+    for fn in (lambda a, b: a << b, lambda a, b: a >> b, lambda a, b: (a << 2) >> b, lambda a, b: 1 << b):
+        torch.testing.assert_close(mlirfuse.jit(fn)(a, b), fn(a, b))
