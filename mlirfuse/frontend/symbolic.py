@@ -11,6 +11,7 @@ evaluates a size to allocate outputs and to check constraints; the IR emitter tu
 
 from __future__ import annotations
 
+import numbers
 import sys
 from dataclasses import dataclass
 from fractions import Fraction
@@ -52,6 +53,8 @@ class SymSize:
             raise ConcreteSizeNeeded(f"symbolic size {self} {what}: not of the form coef * product + offset")
 
     def __add__(self, other: "Size") -> "Size":
+        if _other_number(other):
+            self._concrete(other)
         if isinstance(other, bool) or not isinstance(other, int):
             return NotImplemented
         return _make(self.factors, self.coef, self.offset + other)
@@ -59,6 +62,8 @@ class SymSize:
     __radd__ = __add__
 
     def __sub__(self, other: "Size") -> "Size":
+        if _other_number(other):
+            self._concrete(other)
         if isinstance(other, SymSize) and other.monomial == self.monomial:
             return self.offset - other.offset
         if isinstance(other, bool) or not isinstance(other, int):
@@ -72,12 +77,16 @@ class SymSize:
             return _make(tuple(sorted(self.factors + other.factors)), self.coef * other.coef)
         if isinstance(other, int):
             return _make(self.factors, self.coef * other, self.offset * other)
+        if _other_number(other):
+            self._concrete(other)
         return NotImplemented
 
     __rmul__ = __mul__
 
     def __floordiv__(self, other: "Size") -> "Size":
         """Exact division (reshape sizes); the caller checks divisibility at run time."""
+        if _other_number(other):
+            self._concrete(other)
         self._no_offset(f"divided by {other}")
         if isinstance(other, int):
             if other == 0:
@@ -137,7 +146,10 @@ class SymSize:
         raise ConcreteSizeNeeded(f"arithmetic on symbolic size {self} that sizes do not have (%, /, **, "
                                  "negation): needs the concrete size")
 
-    __mod__ = __rmod__ = __truediv__ = __rtruediv__ = __pow__ = __rpow__ = __neg__ = _concrete
+    # (`n - size` too, and a float with a size: `x.shape[-1] * 1.0` raised TypeError, black-box
+    # review, session 79; `jit` retraces with the concrete sizes)
+    __mod__ = __rmod__ = __truediv__ = __rtruediv__ = __pow__ = __rpow__ = __neg__ = __rsub__ = _concrete
+    __rfloordiv__ = _concrete
 
     def __index__(self) -> int:
         raise ConcreteSizeNeeded(
@@ -156,6 +168,12 @@ class SymSize:
 
 
 Size = Union[int, SymSize]
+
+
+def _other_number(value: object) -> bool:
+    """A number that is not an int (a float, a numpy float): arithmetic with a size then needs
+    its concrete value."""
+    return isinstance(value, numbers.Number) and not isinstance(value, (int, SymSize))
 
 
 def _traced_code(frame: Any) -> bool:

@@ -490,3 +490,18 @@ def test_concurrent_calls_raise_for_their_own_indices() -> None:
     for t in threads:
         t.join()
     assert not wrong
+
+
+@pytest.mark.parametrize("fn", [lambda x: x * (x.shape[-1] * 1.0), lambda x: x / (x.shape[-1] + 0.5),
+                                lambda x: x * (2.5 - x.shape[0]), lambda x: x * (7 - x.shape[0]),
+                                lambda x: x * (x.shape[1] // 2.0), lambda x: x * (np.float32(0.5) * x.shape[1])],
+                         ids=["size * float", "size + float", "float - size", "int - size", "size // float",
+                              "numpy float * size"])
+def test_sizes_in_float_arithmetic_take_their_concrete_values(fn) -> None:
+    """`x.shape[-1] * 1.0` raised TypeError on a symbolic size (black-box review, session 79),
+    where `x.shape[-1] ** 0.5` retraced with the concrete sizes; every number a size does not
+    combine with symbolically now does that."""
+    f = mlirfuse.jit(fn)
+    for shape in ((2, 3), (5, 4)):
+        x = randn(*shape)
+        np.testing.assert_allclose(f(x), fn(x), rtol=1e-6)
