@@ -61,13 +61,13 @@ def _axes(x: Any, axes: Sequence[int]) -> list[int]:
     return list(axes) if x.ndim else []
 
 
-# -- reductions ---------------------------------------------------------------------------
 def zero(ops, g, y, x):
     """Piecewise constant ops (floor, ceil, round, trunc, sign): torch's zero gradient. Their
     results require grad as torch's do; zeros, not g * 0, which an infinite g makes NaN."""
     return (ops.full(list(x.shape), 0, x.dtype),)
 
 
+# -- reductions ---------------------------------------------------------------------------
 def sum_(ops, g, y, x, axes, keepdim):
     return (expand_back(ops, g, x, _axes(x, axes), keepdim),)
 

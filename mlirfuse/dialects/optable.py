@@ -56,7 +56,8 @@ class OpDef:
         return len(self.operands)
 
 
-# Why ops give no gradient (torch gives none, or zeros, for the same ops).
+# Why ops give no gradient (torch gives none for the same ops; its zero gradients, of floor and
+# the like, are `derivatives.zero`).
 BOOL_RESULT = "bool result"
 INTEGER_OP = "integer op"
 NO_TORCH_DERIVATIVE = "torch has no derivative for it (its backward raises)"
