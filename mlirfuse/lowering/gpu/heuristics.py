@@ -78,6 +78,14 @@ def _unroll(vec: int, n_operands: int, body_ops: int) -> int:
     return unroll
 
 
+# Not taken: other (unroll, block) pairs for every pointwise kernel, session 80 (H200, the
+# suite's pointwise rows through mlirfuse.jit, dynamic sizes, kernel_us with L2 flushed, best
+# of 2 interleaved rounds, us; today's choice first, Inductor in brackets): relu(x + 1) float32
+# [2, 32, 128, 512] 12.3 (13.7), (2, 128) 13.2, (1, 256) 13.2; exp(a + b) float32 16M 53.9 (52.7),
+# 52.6, 52.7; GELU between bookend reshapes float32 8192x3072 55.4 (53.3), 53.0, 53.5; rotary
+# embedding bf16 [8, 32, 2048, 128] 70.0 (67.6), 73.9, 70.0; silu(a) * b bf16 16384x11008 253.2
+# (250.8), 251.3, 253.7. No pair won everywhere: (2, 128) gained 1-4% on the large rows and lost
+# 7% on relu and 6% on the rotary embedding (its ops budget keeps today's at one vector).
 def pointwise_heuristic(numel: int | None, element_bytes: Sequence[int],
                         device: DeviceProperties = DeviceProperties(), body_ops: int = 1) -> PointwiseParams:
     """Vectors of 16 bytes (for the widest operand), `_unroll` of them in flight per thread,
