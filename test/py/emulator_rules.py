@@ -681,14 +681,14 @@ _ARITH: dict[str, Callable] = {
 
 def _bitcast(p: Any, value: Any) -> Any:
     src, dst = p.src, p.kind
-    raw = np.array(_to_storage(value, np.dtype(storage_dtype_of(src))), storage_dtype_of(src))
+    storage = storage_dtype_of(src)
+    raw = np.array(_to_storage(value, storage), storage)
     return dst.of(raw.view(storage_dtype_of(dst))[()])
 
 
-def storage_dtype_of(kind: Kind) -> Any:
-    if kind.float is not None:
-        return kind.float
-    return {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}[kind.width]
+def storage_dtype_of(kind: Kind) -> np.dtype:
+    return np.dtype(kind.float if kind.float is not None else {8: np.int8, 16: np.int16, 32: np.int32,
+                                                               64: np.int64}[kind.width])
 
 
 RULES: dict[str, Callable] = {**_HANDLERS, **_ARITH}

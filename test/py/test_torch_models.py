@@ -197,7 +197,7 @@ def test_more_families_match_eager_cpu(family: str, mode: str) -> None:
         model = exact_float64(model)
     # (Mamba's selective scan, HF's slow path on the CPU, is a Python loop over the positions:
     # each is unrolled into the graph, so 8 positions rather than 32 are the same ops at a
-    # quarter of the graph; CI spent 400 s on Mamba's three steps at 32)
+    # quarter of the graph; session 79's local run spent 396 s on Mamba's three steps at 32)
     inputs = example_batch(model, seq=8 if family == "mamba" else 32)
     autocast = torch.bfloat16 if mode == "bf16_autocast" else None
     state = copy.deepcopy(model.state_dict())
