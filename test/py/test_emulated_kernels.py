@@ -1172,6 +1172,25 @@ def test_cross_entropy_reads_bf16_logits_in_one_normalization_kernel_each_way() 
     assert "gpu.alloc" not in backward.stages["gpu"]
 
 
+def test_a_cross_entropy_backward_loops_over_long_rows_its_one_hot_sum_does_not_read() -> None:
+    """The backward's one reduction, the sum of the one-hot term (iota against each row's
+    label, times the scale), reads nothing along the row: the looping variant reads the row
+    once (its last pass), so rows of more than 256 threads loop, in rows of 256 threads, as a
+    forward's do. BERT's bfloat16 rows of 30522 were held in blocks of 1024 threads, one block
+    an SM (H200: 262 us for 500 MB). 8201 bfloat16 elements (257 threads held), unaligned."""
+    rng = np.random.default_rng(7)
+    b, s, v = 1, 2, 8201
+    logits = (rng.standard_normal((b, s, v)) * 3).astype(ml_dtypes.bfloat16)
+    labels = rng.integers(0, v, (b * s, 1)).astype(np.int64)
+    x = logits.astype(np.float32).reshape(b * s, v)
+    m = x.max(1, keepdims=True)
+    lse = np.log(np.exp(x - m).sum(1, keepdims=True)).astype(np.float32)
+    backward = check(_cross_entropy_backward, logits, m, lse, labels, np.float32(0.25), reduction_size=v,
+                     dynamic=False)
+    assert _variants(backward)[0] == "the looping variant in vectors from each row's first aligned element", \
+        backward.stages["launch_params"]
+
+
 @pytest.mark.parametrize("b, s, v, pitch", [(2, 3, 300, 304), (3, 5, 1001, 1008), (3, 5, 1001, 1003)])
 @pytest.mark.parametrize("misalign", [None, {0: 2}], ids=["aligned", "logits+2B"])
 def test_cross_entropy_reads_a_slice_of_padded_logits_in_place(b, s, v, pitch, misalign) -> None:

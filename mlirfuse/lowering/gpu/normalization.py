@@ -612,9 +612,37 @@ def _single_pass(chain: Chain, online: dict[int, OnlineSum], live_out: set) -> b
     row of 1024 threads held, one block an SM, left the SM idle through each row's barriers
     and tail, where rows of 256 threads loop with 4 blocks an SM in flight."""
     partners = {id(s.member) for s in online.values()}
-    passes = sum(1 for m in chain.reductions if id(m) not in partners)
+    passes = sum(1 for m in chain.reductions if id(m) not in partners and _pass_reads(chain, m))
     stores = any(o.value in live_out for m in chain.members if m.kind == TILE for o in m.generic.outputs)
     return passes + stores <= 1
+
+
+def _pass_reads(chain: Chain, member: Member) -> bool:
+    """The looping variant's pass for `member` reads memory along the row: it, or a tile
+    member before it whose output it reads (recomputed in the pass), reads a tile or column
+    operand that no member before it writes, or a source at indices its body computes (not a
+    row value an earlier member gives from registers). A pass that reads nothing costs no pass
+    over memory: the sum of a cross-entropy backward's one-hot term (iota compared with each
+    row's target, times the row's scale) before the last pass writes the gradient. BERT's
+    bfloat16 rows of 30522 were held in blocks of 1024 threads, one block an SM, for want of
+    it (`_single_pass`). (H200, session 81: its backward kernel took 262 us either way; its
+    buffers' rows are not aligned alike, 61044 and 61056 bytes apart, so both variants read
+    them an element at a time.)"""
+    position = {id(m): k for k, m in enumerate(chain.members)}
+
+    def reads(m: Member) -> bool:
+        if any(p not in m.body_rows for p, _, _ in _captured_memrefs(m.generic.body)):
+            return True
+        earlier = chain.members[:position[id(m)]]
+        for o in m.generic.inputs:
+            if not o.is_memref or m.roles.get(id(o)) not in (TILE, COL):
+                continue
+            producer = next((k for k in reversed(earlier) if k.kind == TILE
+                             and any(out.value == o.value for out in k.generic.outputs)), None)
+            if producer is None or reads(producer):
+                return True
+        return False
+    return reads(member)
 
 
 def _escapes(buffer: ir.Value, chain_ops: set) -> bool:
