@@ -1191,6 +1191,19 @@ def test_a_cross_entropy_backward_loops_over_long_rows_its_one_hot_sum_does_not_
         backward.stages["launch_params"]
 
 
+def test_a_cross_entropy_forward_reads_its_sliced_bf16_rows_16_bytes_at_a_time() -> None:
+    """The forward over bfloat16 logits sliced from a padded product reads the rows only in
+    its body (the slice, cast to float32 in registers): its vector is 8 elements, 16 bytes of
+    the source, not the 4 of a float32 default. H200, GPT-2 under bfloat16 autocast: the
+    kernel read its 4096 rows of 50257 in 8-byte loads."""
+    rng = np.random.default_rng(5)
+    wide = (rng.standard_normal((2, 3, 304)) * 3).astype(ml_dtypes.bfloat16)
+    labels = rng.integers(0, 300, (6, 1)).astype(np.int64)
+    forward = check(lambda w, y: _cross_entropy_forward(I.slice_dim(w, 2, 0, 300), y), wide, labels,
+                    reduction_size=300)
+    assert "NormalizationParams(vector=8," in forward.stages["launch_params"], forward.stages["launch_params"]
+    assert "vector.load %arg0[" in forward.stages["gpu"] and "vector<8xbf16>" in forward.stages["gpu"]
+
 @pytest.mark.parametrize("b, s, v, pitch", [(2, 3, 300, 304), (3, 5, 1001, 1008), (3, 5, 1001, 1003)])
 @pytest.mark.parametrize("misalign", [None, {0: 2}], ids=["aligned", "logits+2B"])
 def test_cross_entropy_reads_a_slice_of_padded_logits_in_place(b, s, v, pitch, misalign) -> None:

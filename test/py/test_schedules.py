@@ -239,6 +239,9 @@ def test_normalization_holds_rows_of_16k_float32_and_32k_bfloat16_in_registers()
     assert p.tier(16384).threads == 1024 and p.max_persistent_row == 16384
     bf16 = normalization_heuristic(None, None, [2], H100)
     assert bf16.vector == 8 and bf16.max_persistent_row == 32768 and bf16.tier(4096).threads == 128
+    assert bf16.loop_slots == 2  # the looping variant's chunk: 4 x 4 elements either way, in 16-byte loads
+    assert normalization_heuristic(30522, None, [2], H100).loop_slots == 2
+    assert normalization_heuristic(None, None, [1], H100).loop_slots == 1
     mixed = normalization_heuristic(None, None, [2, 4], H100)  # the widest operand sets the vector
     assert mixed.vector == 4
 

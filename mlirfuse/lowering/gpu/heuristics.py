@@ -416,6 +416,23 @@ NORMALIZATION_MIN_BLOCK = 128
 # 347 -> 195; backward 350 -> 263 and 257 (128 threads: 138/175 forward, 271/282 backward).
 LOOP_SLOTS = 4
 LOOP_THREADS = 256
+# Those are vectors of 4 elements: vectors of 8 or 16 (2-byte or 1-byte elements) take as many
+# elements a chunk in fewer loads (`loop_slots_for`). H200, session 81, cross-entropy over
+# [8, 512, V] bfloat16 logits (bench/cross_entropy_micro.py), GPU us of the forward and of the
+# backward (a step less the forward), median of 3 profiles, two rounds within 1%; vectors of 4
+# (the forward's sliced rows, read in its body only, were not counted: `Chain.vector_bytes`) ->
+# of 8 in 4 slots -> of 8 in 2 slots: V = 30522 sliced from 30528, forward 99 -> 94 -> 99,
+# backward 841 -> 839 -> 806; V = 50257 from 50264, forward 151 -> 162 -> 148, backward 1160 ->
+# 1160 -> 1163; V = 32000 (vectors of 8 already), forward 82 -> 82 -> 84.5, backward 335 -> 335
+# -> 326.
+
+
+def loop_slots_for(vec: int) -> int:
+    """The looping variant's vectors a thread loads a chunk: `LOOP_SLOTS` of up to 4 elements,
+    as many elements in vectors of more."""
+    return max(1, LOOP_SLOTS * 4 // vec) if vec > 4 else LOOP_SLOTS
+
+
 # Not taken: LayerNorm backward's weight and bias sums computed by the normalization kernel
 # (nvFuser's inner-outer persistent schedule: each block sums its rows' columns in registers
 # into a [blocks, columns] workspace, then a column reduction of that), session 52, patch kept
@@ -515,11 +532,12 @@ def normalization_heuristic(row: int | None, rows: int | None, element_bytes: Se
         block //= 2
     tiers = [RowTier(t * vec * PERSISTENT_SLOTS, t) for t in (1 << k for k in range(11)) if t < block]
     tiers.append(RowTier(None, block))
-    params = NormalizationParams(vec, PERSISTENT_SLOTS, block, tuple(tiers), LOOP_SLOTS, LOOP_THREADS, registers=regs)
+    loop_slots = loop_slots_for(vec)
+    params = NormalizationParams(vec, PERSISTENT_SLOTS, block, tuple(tiers), loop_slots, LOOP_THREADS, registers=regs)
     if row is not None:  # a static row length: one tier, and the slots it fills
         threads = params.tier(row).threads
         slots = max(1, min(PERSISTENT_SLOTS, -(-row // (threads * vec))))
-        params = NormalizationParams(vec, slots, block, (RowTier(None, threads),), LOOP_SLOTS, LOOP_THREADS,
+        params = NormalizationParams(vec, slots, block, (RowTier(None, threads),), loop_slots, LOOP_THREADS,
                                      registers=registers(slots))
     return params
 

@@ -56,6 +56,7 @@ from mlirfuse.lowering.gpu.kernels import (
     base_buffer,
     collapse,
     divisible,
+    element_bytes,
     flat,
     guarded_launch,
     in_order,
@@ -154,10 +155,16 @@ class Chain:
     def vector_bytes(self) -> list[int]:
         """Element sizes of the operands read or written a vector at a time (not the
         temporaries, which registers hold: a bfloat16 LayerNorm's float32 sum is no reason
-        for 8-byte loads of its bfloat16 inputs)."""
+        for 8-byte loads of its bfloat16 inputs), and of the sources the members' bodies read
+        along their rows (`row_reads`: bfloat16 logits sliced from a padded product, cast to
+        float32 in registers, are the one access of a cross-entropy forward, whose rows were
+        read 8 bytes at a time for want of any other operand; figures at
+        `heuristics.LOOP_SLOTS`)."""
         temporaries = self.temporaries()
         return [o.element_bytes for m in self.members for o in m.generic.operands
-                if o.is_memref and m.roles[id(o)] in (TILE, COL) and o.value not in temporaries]
+                if o.is_memref and m.roles[id(o)] in (TILE, COL) and o.value not in temporaries] + \
+            [element_bytes(ir.MemRefType(r.source.type).element_type)
+             for found in row_reads(self, 2).values() for r in found.reads]
 
 
 def _member(g: Generic, extents: LoopExtents, row_classes: list[Any], col_classes: list[Any]) -> Member | None:
