@@ -458,6 +458,7 @@ def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationPar
         if plan and plan[0].shifted and not laid and not reads:
             plan = [LOOPING]  # no tile laid out as the rows to align them by
         true = arith.constant(ir.IntegerType.get_signless(1), 1)
+        widths: dict[ir.Value, int] = {}  # the tail variant's narrower buffers
         if plan is None and (vec == 1 or not laid and not reads):
             variants = [(HELD, persistent), (LOOPING, arith.xori(persistent, true))]
         elif plan is None:  # held rows; else vectors from each row's first aligned element; else scalars
@@ -475,9 +476,15 @@ def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationPar
         elif len(plan) == 1:
             variants = [(plan[0], None)]
         else:
-            vector_ok = arith.andi(aligned(list(vectored), [vec * o.element_bytes for o in vectored.values()]),
-                                   _rows_aligned(chain, views, vectored, vec, plan[0].shifted))
-            if reads_ok is not None and not plan[0].shifted:
+            narrow = _narrow_widths(views, vectored, vec)
+            if plan[0].shifted and _from_first_element(vectored, views, laid, found, narrow, vec):
+                widths = narrow
+                plan[0] = Variant(plan[0].looping, True, True, True, tuple(sorted(widths.values())))
+            vector_ok = arith.andi(aligned(list(vectored), [widths.get(v, vec) * o.element_bytes
+                                                            for v, o in vectored.items()]),
+                                   _rows_aligned(chain, views, vectored, vec, plan[0].shifted and not plan[0].tail,
+                                                 widths if plan[0].tail else {}))
+            if reads_ok is not None and (plan[0].tail or not plan[0].shifted):
                 vector_ok = arith.andi(vector_ok, reads_ok)
             variants = [(plan[0], vector_ok), (plan[1], arith.xori(vector_ok, true))]
         # the looping variants' rows: at most `loop_threads` threads each (more rows a block)
@@ -506,8 +513,9 @@ def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationPar
             width = vec if variant.vectors else 1
             kernel.run(width, params.loop_slots if variant.looping else params.slots, looping=variant.looping,
                        reads=found if variant.vectors else {},
-                       lead=(laid[0] if laid else True) if variant.shifted else None,
-                       reads_checked=reads_ok is not None and not variant.shifted)
+                       lead=(0 if variant.tail else laid[0] if laid else True) if variant.shifted else None,
+                       reads_checked=reads_ok is not None and (variant.tail or not variant.shifted),
+                       widths=widths if variant.tail else {})
         exps_as_triton_does(body.owner)
     for m in reversed(chain.members):
         m.generic.op.erase()
@@ -532,41 +540,106 @@ def _body_reads_aligned(found: dict[int, BodyReads], vec: int, row_len: ir.Value
 def _row_laid(chain: Chain, views: dict, vectored: dict) -> list[ir.Value]:
     """The [rows, row] views of the vectored tiles not broadcast over rows (their rows are
     the chain's rows), inputs first."""
+    return [views[(v, TILE)] for v in _row_laid_buffers(chain, views, vectored)]
+
+
+def _row_laid_buffers(chain: Chain, views: dict, vectored: dict) -> list[ir.Value]:
     broadcast = chain.broadcast_rows()
-    laid = [(o.is_output, views[(v, TILE)]) for v, o in vectored.items()
+    laid = [(o.is_output, k, v) for k, (v, o) in enumerate(vectored.items())
             if (v, TILE) in views and v not in broadcast]
-    return [view for _, view in sorted(laid, key=lambda t: t[0])]
+    return [v for _, _, v in sorted(laid, key=lambda t: t[:2])]
 
 
-def _rows_aligned(chain: Chain, views: dict, vectored: dict, vec: int, shifted: bool) -> ir.Value:
+def _rows_aligned(chain: Chain, views: dict, vectored: dict, vec: int, shifted: bool,
+                  widths: dict[ir.Value, int] | None = None) -> ir.Value:
     """Host: every vector the kernel reads or writes is aligned, given aligned base pointers.
-    Unshifted: every view's offset and row stride are multiples of the vector. Shifted (a
-    row's vectors start at the first tile's first aligned element): the tiles laid out as the
-    rows have offsets and row strides congruent to the first's (their rows are misaligned
-    alike); column vectors and broadcast tiles are read an element at a time."""
+    Unshifted: every view's offset and row stride are multiples of the vector (of the buffer's
+    narrower one in `widths`). Shifted (a row's vectors start at the first tile's first aligned
+    element): the tiles laid out as the rows have offsets and row strides congruent to the
+    first's (their rows are misaligned alike); column vectors and broadcast tiles are read an
+    element at a time."""
+    widths = widths or {}
     broadcast = chain.broadcast_rows()
-    laid = _row_laid(chain, views, vectored)
-    others = [] if shifted else [view for (v, role), view in views.items()
+    laid = [(v, views[(v, TILE)]) for v in _row_laid_buffers(chain, views, vectored)]
+    others = [] if shifted else [(v, view) for (v, role), view in views.items()
                                  if v in vectored and (role == COL or v in broadcast)]
     ok = arith.constant(ir.IntegerType.get_signless(1), 1)
-    w = index_const(vec)
 
     def layout(view: ir.Value) -> tuple[ir.Value, ir.Value | None]:
         rank = ir.MemRefType(view.type).rank
         meta = memref.ExtractStridedMetadataOp(view).results
         return meta[1], (meta[2 + rank] if rank == 2 else None)  # offset, row stride
 
-    def same(a: ir.Value, b: ir.Value) -> ir.Value:
+    def same(a: ir.Value, b: ir.Value, width: int) -> ir.Value:
+        w = index_const(width)
         return arith.cmpi(arith.CmpIPredicate.eq, arith.remui(a, w), arith.remui(b, w))
 
     zero = index_const(0)
-    reference = layout(laid[0]) if shifted and laid else None
-    for view in (laid[1:] if shifted else laid) + others:
+    reference = layout(laid[0][1]) if shifted and laid else None
+    for v, view in (laid[1:] if shifted else laid) + others:
         offset, stride = layout(view)
-        ok = arith.andi(ok, same(offset, reference[0] if reference else zero))
+        width = widths.get(v, vec)
+        ok = arith.andi(ok, same(offset, reference[0] if reference else zero, width))
         if stride is not None:
-            ok = arith.andi(ok, same(stride, reference[1] if reference else zero))
+            ok = arith.andi(ok, same(stride, reference[1] if reference else zero, width))
     return ok
+
+
+def _static_starts(view: ir.Value) -> list[int | None]:
+    """The view's offset and (a [rows, row] view) row stride where static, else None."""
+    t = ir.MemRefType(view.type)
+    strides, offset = t.get_strides_and_offset()
+    known = [offset] + (strides[:1] if t.rank == 2 else [])
+    dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
+    return [None if x == dynamic else x for x in known]
+
+
+def _narrow_widths(views: dict, vectored: dict, vec: int) -> dict[ir.Value, int]:
+    """The buffers whose rows, by their static layout, cannot all start at a multiple of the
+    vector: buffer -> the widest power of two dividing the vector that they do start at (BERT's
+    bfloat16 rows of 30522, 61044 bytes apart: vectors of 2). Dynamic offsets and strides
+    are left to the host's check."""
+    widths: dict[ir.Value, int] = {}
+    for (v, _), view in views.items():
+        if v not in vectored:
+            continue
+        w = vec
+        for x in _static_starts(view):
+            while x is not None and x % w:
+                w //= 2
+        if w < vec:
+            widths[v] = min(w, widths.get(v, vec))
+    return widths
+
+
+def _from_first_element(vectored: dict, views: dict, laid: list[ir.Value], found: dict, widths: dict,
+                        vec: int) -> bool:
+    """A static row that is not a multiple of the vector long is better read in vectors from
+    each row's first element (the last elements one a lane, `Variant.tail`) than from the
+    first tile's first aligned element (`Variant.shifted`), by the bytes of a row element
+    that each moves in whole vectors, a store's counted twice (an element-at-a-time store
+    writes part of each sector: the cross-entropy backward of bench/cross_entropy_micro.py,
+    its gradient stored an element at a time and its logits read in vectors, took 1945 us for
+    the step's backward where the other way round took 1179). The tail variant moves the
+    bodies' reads along rows (checked on the host, as the vectors start at row starts) and
+    the tiles whose rows start at multiples of the vector; the shifted one, no body read (its
+    check, row by row in the kernel, became scalar loads: LLVM merged the vector branch into
+    the other) and the tiles only where all of them start alike (else its element-at-a-time
+    twin runs). On a tie, the tail variant where every start is static (it also reads column
+    vectors and broadcast tiles in vectors; the shifted one, an element at a time)."""
+    by_view = {view: v for (v, _), view in views.items()}
+    starts = [_static_starts(view) for view in laid]
+    static = all(x is not None for s in starts for x in s)
+    alike = not static or len({tuple(x % vec for x in s) for s in starts}) <= 1
+
+    def moved(v: ir.Value) -> int:
+        o = vectored[v]
+        return o.element_bytes * (2 if o.is_output else 1)
+    shifted = sum(moved(by_view[view]) for view in laid) if alike else 0
+    tail = sum(moved(by_view[view]) for view in laid if by_view[view] not in widths)
+    tail += sum(element_bytes(ir.MemRefType(r.source.type).element_type) for reads in found.values()
+                for r in reads.reads)
+    return tail > shifted or tail == shifted and static
 
 
 @dataclass(frozen=True)
@@ -578,8 +651,16 @@ class Variant:
     looping: bool
     vectors: bool
     shifted: bool = False
+    tail: bool = False  # shifted: vectors from each row's first element, the last elements one a lane
+    narrow: tuple[int, ...] = ()  # tail: the widths of the buffers read or written in narrower vectors
 
     def describe(self) -> str:
+        if self.tail:
+            narrow = ", ".join(f"a buffer in vectors of {w}" if w > 1 else "a buffer an element at a time"
+                               for w in self.narrow)
+            return ("rows held" if not self.looping else "the looping variant") + \
+                ", vectors from each row's first element, its last elements one a lane" + \
+                (f" ({narrow})" if narrow else "")
         if not self.looping:
             return "rows held" + (", vectors from each row's first aligned element" if self.shifted else "")
         if not self.vectors:

@@ -94,7 +94,8 @@ class NormalizationKernel:
 
     # -- the chain, member by member
     def run(self, width: int, slots: int, looping: bool, reads: dict[int, BodyReads],
-            lead: ir.Value | bool | None = None, reads_checked: bool = False) -> None:
+            lead: ir.Value | bool | int | None = None, reads_checked: bool = False,
+            widths: dict[ir.Value, int] | None = None) -> None:
         """Emit the chain: `slots` vectors of `width` elements a thread, the whole row held
         (or, `looping`, a chunk at a time). `lead`: rows are shifted (their length is not a
         multiple of `width`): a row's vectors start at the first element of the [rows, row]
@@ -103,15 +104,23 @@ class NormalizationKernel:
         elements before and the fewer than `width` after the vectors go one to a lane of an
         edge chunk (the kernel then needs threads >= 2 width). `lead` True: no tile is in memory
         as rows; the first of the bodies' reads along rows (`reads`: `row_reads` at `width`)
-        sets the start.
+        sets the start. `lead` 0 (`Variant.tail`): the vectors start at each row's first
+        element (the host checked that every row of every buffer starts at a multiple of its
+        width: `widths` gives the buffers read or written in narrower vectors than `width`).
         Reads along rows in the members' bodies are vector loads: unconditionally where the
         host found them aligned at every row (`reads_checked`), else where their row is
         aligned to the vectors (checked in the kernel, row by row), else `width` scalar loads."""
         self.width, self.slots, self.looping, self.shifted = width, slots, looping, lead is not None
+        self.tail = isinstance(lead, int) and not isinstance(lead, bool)
         self.reads_checked = reads_checked
+        self.widths = widths or {}
         self.start, self.end, self.edge = index_const(0), self.row_len, None
         self.reads = reads  # id(member) -> its body's reads along rows (vector chunks only)
-        if lead is not None:
+        if self.tail:
+            w = index_const(width)
+            self.end = arith.muli(arith.divui(self.row_len, w), w)
+            self.edge = self.edge_chunk()
+        elif lead is not None:
             w = index_const(width)
             if lead is True:
                 m = next(m for m in self.chain.members if id(m) in self.reads)
@@ -380,9 +389,11 @@ class NormalizationKernel:
         if key not in chunk.memo:
             g = m.generic
             outs: list[list[list[ir.Value]]] = [[[] for _ in chunk.cols] for _ in g.outputs]
-            # (a shifted row's vectors do not start at multiples of 4 of the random index)
-            shared_calls = chunk.width % 4 == 0 and not self.shifted and len(m.cols) == 1 and philox_linear_in(
-                g.body, m.cols[0], lambda v: self.chain.extents.class_of(v) == self.chain.col_classes[0])
+            # (a shifted row's vectors do not start at multiples of 4 of the random index; a
+            # tail variant's do)
+            along = self.chain.col_classes[0]
+            shared_calls = chunk.width % 4 == 0 and (self.tail or not self.shifted) and len(m.cols) == 1 and \
+                philox_linear_in(g.body, m.cols[0], lambda v: self.chain.extents.class_of(v) == along)
             rows = self.body_rows(m)
             for j in range(len(chunk.cols)):
                 cloned: list[list[ir.Operation]] = []
@@ -483,23 +494,29 @@ class NormalizationKernel:
         """The buffer's slots on the chunk, every slot loaded at once (invalid ones at the
         span's first column of a valid row, their values unused: the loads need no branch).
         In a shifted row, buffers not laid out as the rows (column vectors, tiles broadcast
-        over rows) start their vectors elsewhere: they are read an element at a time."""
+        over rows) start their vectors elsewhere: they are read an element at a time. In a
+        tail variant's, a buffer in `widths` is read in vectors of its width."""
         key = ("load", buffer, role)
         if key not in chunk.memo:
             view = self.views[(buffer, role)]
             row = self.broadcast_rows.get(buffer, self.safe_row)
-            apart = self.shifted and (role == COL or buffer in self.broadcast_rows)
+            apart = self.shifted and not self.tail and (role == COL or buffer in self.broadcast_rows)
+            width = 1 if apart else self.width_of(buffer, chunk)
             slots = []
             for j in range(len(chunk.cols)):
                 col = self.safe_col(chunk, j)
-                if apart:
-                    cols = [arith.addi(col, index_const(e)) if e else col for e in range(chunk.width)]
-                    slots.append([memref.load(view, [row, c] if role == TILE else [c]) for c in cols])
-                    continue
-                loaded = load(view, [row, col] if role == TILE else [col], chunk.width)
-                slots.append([element(loaded, e) for e in range(chunk.width)])
+                elements = []
+                for e in range(0, chunk.width, width):
+                    c = arith.addi(col, index_const(e)) if e else col
+                    loaded = load(view, [row, c] if role == TILE else [c], width)
+                    elements += [element(loaded, k) for k in range(width)]
+                slots.append(elements)
             chunk.memo[key] = slots
         return chunk.memo[key]
+
+    def width_of(self, buffer: ir.Value, chunk: Chunk) -> int:
+        """The vector a buffer is read or written in on the chunk."""
+        return min(chunk.width, self.widths.get(buffer, chunk.width))
 
     def store_tiles(self, m: Member, chunk: Chunk) -> None:
         outs = self.tiles(m, chunk)
@@ -507,10 +524,13 @@ class NormalizationKernel:
             if o.value not in self.live_out:
                 continue
             view = self.views[(o.value, TILE)]
+            width = self.width_of(o.value, chunk)
             for j, values in enumerate(slots):
                 write = scf.IfOp(chunk.valid[j])
                 with ir.InsertionPoint(write.then_block):
-                    store(values if chunk.width > 1 else values[0], view, [self.row, chunk.cols[j]])
+                    for e in range(0, chunk.width, width):
+                        col = arith.addi(chunk.cols[j], index_const(e)) if e else chunk.cols[j]
+                        store(values[e:e + width] if width > 1 else values[e], view, [self.row, col])
                     scf.YieldOp([])
 
     # -- indices and the row's totals
