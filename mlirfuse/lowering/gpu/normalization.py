@@ -24,7 +24,11 @@ outputs; a sum of exp(u - r) after a reduction giving r (softmax's after its max
 accumulated in that reduction's pass (`online_sums`); in vectors from each row's
 first element aligned in memory (`Variant.shifted`: the elements before and after them one
 to a lane), or an element at a time where the buffers are not aligned alike. A static row
-length that fits but is not a multiple of the vector is held with the same shift. The
+length that fits but is not a multiple of the vector is held with the same shift; or, where
+that moves more in whole vectors (`_from_first_element`: sliced logits, read in the bodies,
+and buffers whose rows start at multiples of the vector), its vectors start at each row's
+first element, its last elements one a lane (`Variant.tail`), a buffer whose rows start
+elsewhere in narrower vectors (`_narrow_widths`). The
 variants are kernels of their own (the host picks one per call,
 `gpu_kernels.ALTERNATIVE_ATTR`): ptxas compiles them in parallel, and the held rows do not
 share a register budget with the looping code (bias-dropout-add-LayerNorm: 68 bytes of
