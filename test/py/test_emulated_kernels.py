@@ -1228,6 +1228,30 @@ def test_sliced_logits_of_rows_not_a_multiple_of_the_vector_are_read_in_vectors(
     assert first.count("ld.global.v4") >= 2 and first.count("ld.global.b16") <= 2, first.count("ld.global.b16")
 
 
+@pytest.mark.parametrize("dtype, v", [(np.float32, 1001), (ml_dtypes.bfloat16, 3001)], ids=["f32-1001", "bf16-3001"])
+def test_a_layer_norm_with_dropout_of_sliced_rows_written_padded_reads_from_each_rows_first_element(dtype, v) -> None:
+    """The tail variant with what a LayerNorm brings: column vectors (its weight and bias) read
+    in vectors, random numbers drawn for the dropout mask four elements at a time (its vectors
+    start at multiples of 4 of the random index), rows held, each ending with elements one a
+    lane; a misaligned weight takes the element-at-a-time kernel. (Rows looped over in passes,
+    float32 rows of 20001 and bfloat16 of 40003, matched too: minutes on the emulator.)"""
+    pitch = (v + 7) // 8 * 8
+
+    def fn(x, w, b):
+        h = ops.cast(I.slice_dim(x, 1, 0, v), DataType.Float)
+        h = ops.where(ops.rand_like(h, seed=5) >= 0.25, h * (1 / 0.75), 0.0)
+        d = h - ops.mean(h, [1], keepdim=True)
+        y = d * ops.rsqrt(ops.mean(d * d, [1], keepdim=True) + 1e-5) * ops.cast(w, DataType.Float) + \
+            ops.cast(b, DataType.Float)
+        return I.pad(ops.cast(y, x.dtype), [0, pitch - v])
+
+    args = randn(2, pitch, dtype=dtype), randn(v, dtype=dtype), randn(v, dtype=dtype)
+    for misalign in (None, {1: 4}):
+        c = check(fn, *args, reduction_size=v, dynamic=False, misalign=misalign)
+        assert _variants(c) == ["rows held, " + TAIL, SCALAR_LOOPING], \
+            c.stages["launch_params"]
+
+
 @pytest.mark.parametrize("v, narrow", [(8201, "a buffer an element at a time"), (8202, "a buffer in vectors of 2"),
                                        (8200, None)])
 def test_a_cross_entropy_backward_reads_a_gradient_of_other_rows_in_narrower_vectors(v, narrow) -> None:
