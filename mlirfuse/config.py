@@ -9,6 +9,7 @@
 | MLIRFUSE_CHECK_REGIONS | 0 | 1: torch.compile backend: every fused region also runs in torch and must agree |
 | MLIRFUSE_DUMP | (none) | comma list of dumps (see README) |
 | MLIRFUSE_DUMP_DIR | (stderr) | write dumps to files in this folder instead |
+| MLIRFUSE_CPU_OPT_LEVEL | 3 | LLVM's optimization level (0-3) for the CPU backend's host code |
 """
 
 from __future__ import annotations
@@ -35,6 +36,15 @@ def _int(name: str, default: int) -> int:
         return default
 
 
+def _level(value: int) -> int:
+    if value in (0, 1, 2, 3):
+        return value
+    import warnings
+
+    warnings.warn(f"MLIRFUSE_CPU_OPT_LEVEL={value} is not 0-3; using 3", RuntimeWarning, stacklevel=2)
+    return 3
+
+
 @dataclass(frozen=True)
 class Options:
     horizontal: bool = True
@@ -47,6 +57,10 @@ class Options:
     scatter_embedding_grads: bool = True  # torch backend: embedding gradients as index_add_ (embedding_grad.py)
     dump: frozenset[str] = field(default_factory=frozenset)
     dump_dir: str | None = None
+    # LLVM's -O level for host code. 0 generates code about 4x faster (FastISel, no passes: 80
+    # of the test suite's modules, 22.1 s at 3, 5.7 s at 0) that runs slower; the tests use it
+    # (test/py/conftest.py), users get 3.
+    cpu_opt_level: int = 3
 
     @staticmethod
     def from_env() -> "Options":
@@ -61,6 +75,7 @@ class Options:
             scatter_embedding_grads=_flag("MLIRFUSE_SCATTER_EMBEDDING_GRADS", True),
             dump=frozenset(d.strip() for d in os.environ.get("MLIRFUSE_DUMP", "").split(",") if d.strip()),
             dump_dir=os.environ.get("MLIRFUSE_DUMP_DIR") or None,
+            cpu_opt_level=_level(_int("MLIRFUSE_CPU_OPT_LEVEL", 3)),
         )
 
     def plan_stages(self) -> list:
@@ -96,6 +111,8 @@ def set_options(**changes: object) -> Options:
             raise FusionError(f"option {name}: expected one of {GRAPH_REWRITE_MODES}, got {changes[name]!r}")
     if changes.get("max_args", 1) < 1:  # type: ignore[operator]
         raise FusionError(f"option max_args: expected at least 1, got {changes['max_args']!r}")
+    if changes.get("cpu_opt_level", 3) not in (0, 1, 2, 3):
+        raise FusionError(f"option cpu_opt_level: expected 0, 1, 2 or 3, got {changes['cpu_opt_level']!r}")
     if "dump" in changes:
         from mlirfuse.dump import DUMPS  # (dump reads these options: imported late)
 
@@ -109,7 +126,7 @@ def set_options(**changes: object) -> Options:
 
 _KINDS = {"horizontal": bool, "single_node": bool, "fallback": bool, "max_args": int, "pad_matmuls": str,
           "unfuse_addmm": str,
-          "check_regions": bool, "scatter_embedding_grads": bool}
+          "check_regions": bool, "scatter_embedding_grads": bool, "cpu_opt_level": int}
 GRAPH_REWRITE_MODES = ("auto", "always", "off")  # pad_matmuls, unfuse_addmm
 
 

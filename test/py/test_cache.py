@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -112,6 +113,18 @@ def test_the_second_load_links_a_library_that_later_processes_dlopen(cache_dir: 
     if len(list(cache_dir.glob("*.entry"))) == 1:
         pytest.skip("no C compiler driver to link with: every load JIT-compiles")
     assert how == ["jit", "jit", "dlopen"]
+    # a library linked from code of another LLVM optimization level is not taken (the tests
+    # compile at 0, test/py/conftest.py; users at 3)
+    other = "3" if os.environ.get("MLIRFUSE_CPU_OPT_LEVEL", "3") != "3" else "0"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "MLIRFUSE_CPU_OPT_LEVEL": other})
+    assert run.returncode == 0 and run.stdout.strip() == "jit", run.stderr
+
+
+@pytest.mark.parametrize("level", [-1, 4, True, "3"])
+def test_the_cpu_opt_level_is_0_to_3(level) -> None:
+    with pytest.raises(mlirfuse.FusionError, match="cpu_opt_level"):
+        mlirfuse.set_options(cpu_opt_level=level)
 
 
 @pytest.mark.skipif(__import__("mlirfuse.lowering.gpu.toolchain", fromlist=["find"]).find().libdevice is None,

@@ -430,7 +430,7 @@ def test_disable_fallback_environment_variable_raises(tmp_path) -> None:
 # -- knobs from the environment ---------------------------------------------------------------
 def test_environment_knobs_parse(monkeypatch) -> None:
     for name in ("MLIRFUSE_HORIZONTAL", "MLIRFUSE_SINGLE_NODE", "MLIRFUSE_MAX_ARGS", "MLIRFUSE_DISABLE_FALLBACK",
-                 "MLIRFUSE_DUMP", "MLIRFUSE_DUMP_DIR"):
+                 "MLIRFUSE_DUMP", "MLIRFUSE_DUMP_DIR", "MLIRFUSE_CPU_OPT_LEVEL"):
         monkeypatch.delenv(name, raising=False)
     assert Options.from_env() == Options()
     monkeypatch.setenv("MLIRFUSE_HORIZONTAL", "0")
@@ -442,6 +442,12 @@ def test_environment_knobs_parse(monkeypatch) -> None:
     opts = Options.from_env()
     assert (opts.horizontal, opts.single_node, opts.max_args, opts.fallback) == (False, True, 4, False)
     assert opts.dump == {"fusion_ir", "pipeline"} and opts.dump_dir == "/tmp/dumps"
+    assert Options().cpu_opt_level == 3
+    monkeypatch.setenv("MLIRFUSE_CPU_OPT_LEVEL", "1")
+    assert Options.from_env().cpu_opt_level == 1
+    monkeypatch.setenv("MLIRFUSE_CPU_OPT_LEVEL", "7")
+    with pytest.warns(RuntimeWarning, match="not 0-3"):
+        assert Options.from_env().cpu_opt_level == 3
     assert opts.plan_stages()[0].pipeline == ("builtin.module(fusion-cse, fusion-dce, "
                                               "fusion-group{horizontal=false single-node=true max-args=4})")
 

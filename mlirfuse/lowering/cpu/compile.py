@@ -18,6 +18,7 @@ from mlir.execution_engine import ExecutionEngine
 
 from mlirfuse import cache
 from mlirfuse import stages as pipelines
+from mlirfuse.config import options
 from mlirfuse.dialects import fusion as fusion_dialect
 from mlirfuse.errors import FusionError, IndexOutOfRange
 from mlirfuse.frontend.graph import InputSpec
@@ -130,9 +131,9 @@ TRUNCSFBF2 = """  llvm.func @__truncsfbf2(%arg0: f32) -> bf16 {
 """
 
 
-def jit_llvm(llvm_text: str) -> ExecutionEngine:
+def jit_llvm(llvm_text: str, opt_level: int = 3) -> ExecutionEngine:
     with fusion_dialect.new_context(fusion=False), ir.Location.unknown():
-        engine = ExecutionEngine(ir.Module.parse(llvm_text), opt_level=3, shared_libs=[])
+        engine = ExecutionEngine(ir.Module.parse(llvm_text), opt_level=opt_level, shared_libs=[])
         engine.initialize()
     return engine
 
@@ -147,7 +148,8 @@ def compile_cpu(fusion_ir: str, specs: Sequence[InputSpec], keep_stages: bool = 
     fusions compiled once are never loaded again."""
     start = time.perf_counter()
     key = cache.make_key("cpu-v2", fusion_ir, repr(tuple(specs)))  # v2: with TRUNCSFBF2
-    library_key = cache.make_key("cpu-host-library-v2", key)
+    level = options().cpu_opt_level  # (the LLVM-dialect module is the same at every level)
+    library_key = cache.make_key("cpu-host-library-v2", key, f"O{level}")
     stages: dict[str, str] = {}
     if not keep_stages:
         library = cache.load(library_key)
@@ -162,7 +164,7 @@ def compile_cpu(fusion_ir: str, specs: Sequence[InputSpec], keep_stages: bool = 
     else:
         llvm_text = lower_cpu(fusion_ir, specs, stages if keep_stages else None)
         cache.store(key, llvm_text.encode())
-    engine = jit_llvm(llvm_text)
+    engine = jit_llvm(llvm_text, level)
     compiled = CompiledCpu(engine, stages, time.perf_counter() - start)
     if cached is not None and cache.cache_dir() is not None:
         library = host_library.link(engine, libraries=["m"])
