@@ -36,8 +36,11 @@ def _int(name: str, default: int) -> int:
         return default
 
 
+CPU_OPT_LEVELS = (0, 1, 2, 3)
+
+
 def _level(value: int) -> int:
-    if value in (0, 1, 2, 3):
+    if value in CPU_OPT_LEVELS:
         return value
     import warnings
 
@@ -111,7 +114,7 @@ def set_options(**changes: object) -> Options:
             raise FusionError(f"option {name}: expected one of {GRAPH_REWRITE_MODES}, got {changes[name]!r}")
     if changes.get("max_args", 1) < 1:  # type: ignore[operator]
         raise FusionError(f"option max_args: expected at least 1, got {changes['max_args']!r}")
-    if changes.get("cpu_opt_level", 3) not in (0, 1, 2, 3):
+    if changes.get("cpu_opt_level", 3) not in CPU_OPT_LEVELS:
         raise FusionError(f"option cpu_opt_level: expected 0, 1, 2 or 3, got {changes['cpu_opt_level']!r}")
     if "dump" in changes:
         from mlirfuse.dump import DUMPS  # (dump reads these options: imported late)

@@ -517,9 +517,9 @@ def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationPar
             width = vec if variant.vectors else 1
             kernel.run(width, params.loop_slots if variant.looping else params.slots, looping=variant.looping,
                        reads=found if variant.vectors else {},
-                       lead=(0 if variant.tail else laid[0] if laid else True) if variant.shifted else None,
+                       lead=(laid[0] if laid else True) if variant.shifted and not variant.tail else None,
                        reads_checked=reads_ok is not None and (variant.tail or not variant.shifted),
-                       widths=widths if variant.tail else {})
+                       tail=variant.tail, widths=widths if variant.tail else {})
         exps_as_triton_does(body.owner)
     for m in reversed(chain.members):
         m.generic.op.erase()

@@ -94,7 +94,7 @@ class NormalizationKernel:
 
     # -- the chain, member by member
     def run(self, width: int, slots: int, looping: bool, reads: dict[int, BodyReads],
-            lead: ir.Value | bool | int | None = None, reads_checked: bool = False,
+            lead: ir.Value | bool | None = None, reads_checked: bool = False, tail: bool = False,
             widths: dict[ir.Value, int] | None = None) -> None:
         """Emit the chain: `slots` vectors of `width` elements a thread, the whole row held
         (or, `looping`, a chunk at a time). `lead`: rows are shifted (their length is not a
@@ -104,14 +104,14 @@ class NormalizationKernel:
         elements before and the fewer than `width` after the vectors go one to a lane of an
         edge chunk (the kernel then needs threads >= 2 width). `lead` True: no tile is in memory
         as rows; the first of the bodies' reads along rows (`reads`: `row_reads` at `width`)
-        sets the start. `lead` 0 (`Variant.tail`): the vectors start at each row's first
+        sets the start. `tail` (`Variant.tail`, no `lead`): the vectors start at each row's first
         element (the host checked that every row of every buffer starts at a multiple of its
         width: `widths` gives the buffers read or written in narrower vectors than `width`).
         Reads along rows in the members' bodies are vector loads: unconditionally where the
         host found them aligned at every row (`reads_checked`), else where their row is
         aligned to the vectors (checked in the kernel, row by row), else `width` scalar loads."""
-        self.width, self.slots, self.looping, self.shifted = width, slots, looping, lead is not None
-        self.tail = isinstance(lead, int) and not isinstance(lead, bool)
+        self.width, self.slots, self.looping, self.shifted = width, slots, looping, lead is not None or tail
+        self.tail = tail
         self.reads_checked = reads_checked
         self.widths = widths or {}
         self.start, self.end, self.edge = index_const(0), self.row_len, None
