@@ -50,14 +50,17 @@ def _exact_key(args: Sequence[Any]) -> tuple | None:
     return tuple(key)
 
 
-def input_spec(arg: Arg, static: bool) -> InputSpec:
-    """The signature of one argument: dtype, rank, size-1 dims (or all sizes), contiguity."""
+def input_spec(arg: Arg, static: bool, static_last: bool = False) -> InputSpec:
+    """The signature of one argument: dtype, rank, size-1 dims (or all sizes), contiguity;
+    `static_last`: its last dim's size too (the row length of a normalization over it)."""
     if arg.kind == "scalar":
         return InputSpec(arg.dtype, (), scalar=True)
+    last = len(arg.shape) - 1
     if arg.order is not None:  # a permuted dense layout: read as its contiguous permutation
-        shape = tuple(s if static or s == 1 else None for s in (arg.shape[d] for d in arg.order))
+        shape = tuple(s if static or s == 1 or (static_last and d == last) else None
+                      for s, d in ((arg.shape[d], d) for d in arg.order))
         return InputSpec(arg.dtype, shape, order=arg.order)
-    shape = tuple(s if static or s == 1 else None for s in arg.shape)
+    shape = tuple(s if static or s == 1 or (static_last and d == last) else None for d, s in enumerate(arg.shape))
     return InputSpec(arg.dtype, shape, contiguous=arg.contiguous)
 
 
@@ -82,12 +85,16 @@ class JitFunction:
     """A traced-and-compiled version of `fn`; call it like `fn`."""
 
     def __init__(self, fn: Callable[..., Any], backend: str | None = None, dynamic: bool = True,
-                 into: dict[int, int] | None = None):
+                 into: dict[int, int] | None = None, static_last: Sequence[int] = ()):
         if backend not in (None, "cpu", "gpu"):
             raise FusionError(f"unknown backend {backend!r}; choose 'cpu' or 'gpu'")
         self.fn = fn
         self.backend = backend
         self.dynamic = dynamic
+        # Positions of the arguments whose last dim's size is part of the signature where the
+        # others are dynamic (the torch backend's inputs whose last size Dynamo holds static:
+        # kernels over rows of a known length, with no run-time choice of threads per row).
+        self.static_last = frozenset(static_last)
         # Result position -> the torch tensor argument it is written into, which is then the
         # result (the torch backend's input mutations: an optimizer's parameters and state).
         # On the GPU's hot path the kernels write it in place where that is safe; elsewhere
@@ -149,7 +156,7 @@ class JitFunction:
         self._check_arity(len(args))
         fusion = Fusion()
         with tracing(fusion):
-            traced = add_inputs(fusion, [input_spec(a, static) for a in args])
+            traced = add_inputs(fusion, list(self._signature(args, static)))
             result = self.fn(*traced)
         leaves: list[Tensor] = []
         structure = _flatten(result, leaves, self.__name__)
@@ -163,7 +170,7 @@ class JitFunction:
 
     # -- compiling -------------------------------------------------------------------------
     def _signature(self, args: Sequence[Arg], static: bool) -> tuple:
-        return tuple(input_spec(a, static) for a in args)
+        return tuple(input_spec(a, static, i in self.static_last) for i, a in enumerate(args))
 
     def compile(self, *args: Any, backend: str | None = None, arch: str | None = None,
                 scheduled_ir: str | None = None) -> CompiledFusion:

@@ -14,7 +14,9 @@ graph (runtime.py).
 
 Regions whose traced fusion IR is equal share one jitted function, so one compile serves
 repeated layers and the static and dynamic versions of a graph alike; each jitted function
-compiles once per signature (dtype, rank, size-1 dims, contiguity), never per size.
+compiles once per signature (dtype, rank, size-1 dims, contiguity, and the last size of each
+input whose last size Dynamo holds static: the hidden size, the vocabulary), never per batch
+or sequence length.
 """
 
 from __future__ import annotations
@@ -188,10 +190,11 @@ class _Registry:
     def jit_for(self, region: Region) -> JitFunction:
         with self.lock:
             self.regions += 1
-            key = (region.fusion_ir, tuple(sorted(region.into.items())))
+            static_last = region.static_last()
+            key = (region.fusion_ir, tuple(sorted(region.into.items())), static_last)
             jitted = self.jitted.get(key)
             if jitted is None:
-                jitted = self.jitted[key] = JitFunction(region.trace, into=region.into)
+                jitted = self.jitted[key] = JitFunction(region.trace, into=region.into, static_last=static_last)
             return jitted
 
 

@@ -127,6 +127,15 @@ class Region:
             specs += [InputSpec(DataType.Int, ()), InputSpec(DataType.Int, (), scalar=True)]
         return specs
 
+    def static_last(self) -> tuple[int, ...]:
+        """The inputs whose last size is static in the graph (an integer in Dynamo's metadata,
+        as the hidden size and the vocabulary stay where batch and sequence become symbolic):
+        their kernels are compiled for that row length (`JitFunction.static_last`). Only the
+        last dim, so that a graph's static and dynamic versions still share a compile."""
+        return tuple(k for k, node in enumerate(self.inputs)
+                     if isinstance(val := node.meta["val"], torch.Tensor) and val.dim()
+                     and (k in self.widened or size_expr(val.shape[-1]).is_Integer))
+
     # -- the traced definition -----------------------------------------------------------
     def trace(self, *args: Any) -> tuple[Tensor, ...]:
         """The region over mlirfuse ops: args are the inputs (then, if seeded, the 0-d seed and

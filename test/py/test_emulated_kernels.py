@@ -1657,11 +1657,12 @@ def test_torch_backend_region_of_embeddings_and_rms_norm_is_one_kernel(calls, dy
 
 def test_torch_backend_region_of_bert_embeddings(calls) -> None:
     """transformers' BertEmbeddings (word, token-type and position rows gathered, summed,
-    LayerNorm) through torch.compile(backend="mlirfuse"): the region takes the tables with
-    sizes known at run time only ([?, ?]) and views the gathered [S, ?] rows as [B, S, H]. The
-    view's static sizes fix the width, so each table's rows are read in vectors (BERT
-    inference on the H200: this kernel took 71 us with the tables read an element at a
-    time), and the results are torch's."""
+    LayerNorm) through torch.compile(backend="mlirfuse"): each table's rows are read in
+    vectors (BERT inference on the H200: this kernel took 71 us with the tables read an
+    element at a time), and the results are torch's. The region takes the tables with their
+    width static, as the graph has it ([?, 64]); traced with sizes known at run time only
+    ([?, ?], as before the torch backend's signatures held last sizes), it views the gathered
+    [S, ?] rows as [B, S, H], whose static sizes fix the width, and reads them in vectors too."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
@@ -1675,11 +1676,18 @@ def test_torch_backend_region_of_bert_embeddings(calls) -> None:
     tables = [tuple(a.shape) for a in calls[0][1] if isinstance(a, torch.Tensor) and a.dtype == torch.float32
               and a.dim() == 2]
     assert sorted(tables) == [(2, 64), (16, 64), (50, 64)]
-    (compiled,) = _emulate_recorded(calls)
-    assert [k for k in schedules(compiled) if k.startswith("normalization")]
-    read = re.findall(r"vector\.load %arg\d+\[[^\]]*\] {[^}]*} : memref<\?x\?xf32>, vector<4xf32>",
-                      compiled.stages["gpu"])
-    assert len(read) >= 3, compiled.stages["gpu"]
+    from torch_programs import RegionCall
+
+    from mlirfuse.frontend.jit import JitFunction
+
+    (jitted, inputs, results, args), = calls
+    dynamic = JitFunction(jitted.fn, into=jitted.into)
+    for width, recorded in (("64", calls), (r"\?", [RegionCall(dynamic, inputs, results, args)])):
+        (compiled,) = _emulate_recorded(recorded)
+        assert [k for k in schedules(compiled) if k.startswith("normalization")]
+        read = re.findall(r"vector\.load %arg\d+\[[^\]]*\] {[^}]*} : memref<\?x" + width + r"xf32>, vector<4xf32>",
+                          compiled.stages["gpu"])
+        assert len(read) >= 3, compiled.stages["gpu"]
 
 
 def test_torch_backend_regions_of_cross_entropy_on_padded_logits(calls) -> None:

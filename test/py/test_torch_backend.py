@@ -592,6 +592,36 @@ def test_dynamic_true_compiles_one_graph() -> None:
     assert compiles[0] == compiles[-1] == 2  # forward and backward region, once
 
 
+def _shared_jitted() -> list[mlirfuse.frontend.jit.JitFunction]:
+    """The torch backend's jitted functions, shared by regions of equal fusion IR."""
+    from mlirfuse.torch_backend.backend import _REGISTRY
+
+    return list(_REGISTRY.jitted.values())
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_rows_of_a_static_last_size_are_compiled_for_that_length(dynamic: bool | None) -> None:
+    """Dynamo keeps a model's hidden size static when batch and sequence become symbolic: the
+    region is compiled for rows of that length (on the GPU, a normalization's threads per row
+    are chosen at compile time, its block size is a constant, and it has no run-time tier
+    branches), and the static and dynamic graphs still share one compile. A last dim Dynamo
+    makes symbolic (dynamic=True) stays dynamic."""
+    def f(x):
+        return torch.softmax(x * 2.0, -1)
+
+    compiled = torch.compile(f, backend="mlirfuse", dynamic=dynamic)
+    for rows in (8, 6, 10):
+        x = torch.randn(rows, 3, 64)
+        torch.testing.assert_close(compiled(x), f(x), **TOL[torch.float32])
+    (jitted,) = _shared_jitted()
+    (signature,) = jitted._cache  # one compile for all three sizes
+    spec, backend = signature
+    assert spec.shape == ((None, None, 64) if dynamic is None else (None, None, None)), spec
+    launches = jitted.compile(torch.randn(8, 3, 64), backend="gpu", arch="sm_90").stages["launch_params"]
+    assert "normalization" in launches
+    assert ("blockDim=(128, 1, 1)" in launches) == (dynamic is None), launches
+
+
 def test_dynamic_quotients_that_round_down_leave_their_node_to_torch() -> None:
     """Found by a black-box run of FalconMamba / Jamba (torch's associative scan slices x[1::2]
     and x[0:-1:2]) and JetMoe (a head dim that is a SymInt) under dynamic=True: a step-2 slice
