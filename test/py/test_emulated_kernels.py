@@ -1591,6 +1591,21 @@ def _emulate_recorded(calls: list) -> list:
     return compiled
 
 
+def test_a_recording_over_steps_compares_each_call_with_its_own_results(calls) -> None:
+    """Found by black-box testing: the recorder kept references to a region's results, and a
+    later step accumulated gradients into the bias gradient a backward region had returned, so
+    the emulated first backward was compared with the sum of both steps'. Each recorded call
+    now holds copies of its results as they were."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(16, 8)
+    step = torch.compile(lambda x: torch.nn.functional.gelu(linear(x)).square().sum(), backend="mlirfuse")
+    for _ in range(2):
+        step(torch.randn(4, 16)).backward()
+    assert len(calls) >= 4
+    _emulate_recorded(calls)
+
+
 def test_torch_backend_regions_of_the_tutorial_blocks(calls) -> None:
     """Every fused region torch.compile(backend="mlirfuse") makes of the tutorial's
     bias-dropout-add-LayerNorm and -RMSNorm blocks and of GELU + softmax, forward and

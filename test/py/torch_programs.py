@@ -533,7 +533,8 @@ def in_memory_order(t: torch.Tensor) -> torch.Tensor:
 
 class RegionCall(NamedTuple):
     """A call of a jitted function: its inputs as they were before it (clones: a region may
-    write into an input), its results, and the arguments themselves."""
+    write into an input), its results as they were after it (clones), and the arguments
+    themselves."""
 
     jitted: Any
     inputs: list[Any]
@@ -544,7 +545,10 @@ class RegionCall(NamedTuple):
 @contextlib.contextmanager
 def recorded_region_calls() -> Iterator[list[RegionCall]]:
     """Inside the block, every call of a jitted function (the torch backend's regions, each
-    through `JitFunction.__call__`: the hot path's shortcut is off), as a `RegionCall`."""
+    through `JitFunction.__call__`: the hot path's shortcut is off), as a `RegionCall` whose
+    inputs and results are copies as they were then (a later step accumulates gradients into
+    the tensors a backward region returned: a recording over several steps compared its first
+    backward's bias gradients with their later sums)."""
     from mlirfuse.frontend.jit import JitFunction
     from mlirfuse.torch_backend import runtime as R
 
@@ -554,7 +558,9 @@ def recorded_region_calls() -> Iterator[list[RegionCall]]:
     def capture(self: Any, *args: Any) -> Any:
         before = [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]
         out = call(self, *args)
-        calls.append(RegionCall(self, before, tuple(out) if isinstance(out, (tuple, list)) else (out,), args))
+        results = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+        calls.append(RegionCall(self, before, tuple(r.detach().clone() if isinstance(r, torch.Tensor) else r
+                                                    for r in results), args))
         return out
 
     JitFunction.__call__, R.FusedRegion._shortcut = capture, lambda self, hot: None
