@@ -56,11 +56,11 @@ def input_spec(arg: Arg, static: bool, static_last: bool = False) -> InputSpec:
     if arg.kind == "scalar":
         return InputSpec(arg.dtype, (), scalar=True)
     last = len(arg.shape) - 1
-    if arg.order is not None:  # a permuted dense layout: read as its contiguous permutation
-        shape = tuple(s if static or s == 1 or (static_last and d == last) else None
-                      for s, d in ((arg.shape[d], d) for d in arg.order))
+    # a permuted dense layout is read as its contiguous permutation: its dims in that order
+    dims = arg.order if arg.order is not None else range(len(arg.shape))
+    shape = tuple(arg.shape[d] if static or arg.shape[d] == 1 or (static_last and d == last) else None for d in dims)
+    if arg.order is not None:
         return InputSpec(arg.dtype, shape, order=arg.order)
-    shape = tuple(s if static or s == 1 or (static_last and d == last) else None for d, s in enumerate(arg.shape))
     return InputSpec(arg.dtype, shape, contiguous=arg.contiguous)
 
 
