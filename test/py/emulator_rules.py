@@ -87,13 +87,13 @@ class MemRef:
     offset: int
     sizes: list[int]
     strides: list[int]
-    host: bool = False  # host memory (a memref.global): no kernel may read or write it
+    host: bool = False  # host memory (a memref.global, a host memref.alloc): no kernel may read or write it
     device: bool = False  # device memory (gpu.alloc): host code may not read or write it
 
     def at(self, idx: list[int]) -> int:
         if self.host and IN_KERNEL[0]:
-            raise EmulationError("a kernel accesses host memory (a memref.global of the host module): "
-                                 "on a GPU an illegal address")
+            raise EmulationError("a kernel (or memset) accesses host memory (a memref.global or memref.alloc of "
+                                 "the host code): on a GPU an illegal address")
         if self.device and not IN_KERNEL[0]:
             raise EmulationError("host code accesses device memory (a gpu.alloc buffer): on a GPU the host "
                                  "process faults")
@@ -278,6 +278,10 @@ def _alloc(p, vals):
     dynamic = iter(vals)
     m = fresh(t.element_type, [next(dynamic) if t.is_dynamic_dim(d) else t.shape[d] for d in range(t.rank)])
     m.device = p.name == "gpu.alloc" and not IN_KERNEL[0]
+    # the host's own allocations (shape buffers): no kernel or memset may touch them (a
+    # workspace left a memref.alloc in host code nested in an scf.if, session 84: memset on
+    # the H200 failed with CUDA_ERROR_INVALID_VALUE, which the emulator ran as if on the device)
+    m.host = p.name in ("memref.alloc", "memref.alloca") and not IN_KERNEL[0]
     return [m]
 
 

@@ -101,8 +101,19 @@ def _is_host_shape(op: ir.Operation) -> bool:
 def allocs_to_gpu(func: ir.Operation) -> None:
     """Scratch buffers live on the device (allocation is redirected to the caller's allocator).
     Shape buffers (`index` elements, read by `memref.reshape` on the host) stay on the host."""
-    for op in list(func.regions[0].blocks[0].operations):
+    _allocs_to_gpu(func.regions[0].blocks[0])
+
+
+def _allocs_to_gpu(block: ir.Block) -> None:
+    """In a block of host code, and the host branches (`scf.if`) in it: a column sum's kernels
+    allocate their workspaces in the branch that launches them."""
+    for op in list(block.operations):
         op = op.operation
+        if op.name == "scf.if":
+            for region in op.regions:
+                for inner in region.blocks:
+                    _allocs_to_gpu(inner)
+            continue
         if op.name in ("memref.alloc", "memref.dealloc") and _is_host_shape(op):
             continue
         if op.name == "memref.alloc":
