@@ -2,6 +2,7 @@
 mlirfuse against Inductor.
 
     python bench/normalization_micro.py [--impls mlirfuse,inductor] [--reps 50] [--json out.json]
+                                        [--no-column-sums]
 
 LayerNorm of a residual sum and of a GELU (GPT-2's and BERT's rows of 768), RMSNorm (rows of
 1024), softmax in float32 of bfloat16 rows (attention's 512, 4096), LayerNorm over rows of 4096,
@@ -10,7 +11,9 @@ float32. Each case is compiled on its own
 (dynamo reset) and timed over `--reps` calls under torch.profiler: the summed device time of
 its kernels per call, and kernels per call. The torch backend compiles rows of dynamic length,
 as it does for models. To compare two trees, run the script under each (PYTHONPATH) on the
-same machine, in turns.
+same machine, in turns. `--no-column-sums`: column reductions over a normalization's rows
+(LayerNorm's weight and bias gradients) stay kernels of their own, as before session 84 (run it
+in a process of its own with MLIRFUSE_CACHE_DIR=off: compiled kernels are shared).
 """
 
 from __future__ import annotations
@@ -97,7 +100,11 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=50)
     parser.add_argument("--only", help="cases whose label holds this text")
     parser.add_argument("--json", help="write the rows here")
+    parser.add_argument("--no-column-sums", action="store_true", help="column reductions apart from normalizations")
     opts = parser.parse_args()
+    if opts.no_column_sums:
+        from mlirfuse.lowering.gpu import schedule
+        schedule._column_sums = lambda *args: {}
     if not torch.cuda.is_available():
         print("no GPU: nothing to time", file=sys.stderr)
         return 1

@@ -5,7 +5,9 @@ misaligned pointers) without a GPU. `pytest -m gpu` runs the same kernels on a r
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import sys
 
 import ml_dtypes
 import numpy as np
@@ -1121,6 +1123,86 @@ def test_layer_norm_backward_is_one_normalization_kernel_and_one_column_reductio
     got = mlirfuse.jit(_layer_norm_backward)(g, xhat, w, rstd)
     for k, (a, b) in enumerate(zip(got, [dx, (g * xhat).sum((0, 1)), g.sum((0, 1))])):
         assert_close(a, b.astype(np.float32), f"output {k}", reduction_size=64)
+
+
+def _layer_norm_backward_case(rows: int, row: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """(g, xhat, w, rstd of [rows, row], the float64 dx, dw, db) for `_layer_norm_backward`
+    at that row length."""
+    global INV_ROW
+    rng = np.random.default_rng(rows * row)
+    g, x = (rng.standard_normal((1, rows, row)).astype(np.float32) for _ in range(2))
+    w = rng.standard_normal(row).astype(np.float32)
+    rstd = (1 / np.sqrt(x.var(-1, keepdims=True) + 1e-5)).astype(np.float32)
+    xhat = ((x - x.mean(-1, keepdims=True)) * rstd).astype(np.float32)
+    gw = g.astype(np.float64) * w
+    dx = (gw - gw.mean(-1, keepdims=True) - xhat * (gw * xhat).mean(-1, keepdims=True)) * rstd
+    return [g, xhat, w, rstd], [dx, (g.astype(np.float64) * xhat).sum((0, 1)), g.astype(np.float64).sum((0, 1))]
+
+
+@pytest.mark.parametrize("rows, row, blocks, groups", [(37, 64, 1, 1), (5, 768, 2, 1), (64, 96, 2, 1), (9, 2048, 4, 1),
+                                                      (600, 64, 19, 1), (37, 64, 3, 6)])
+def test_layer_norm_backward_sums_its_columns_in_the_normalization_kernel(monkeypatch, rows, row, blocks,
+                                                                          groups) -> None:
+    """With rows of a static length, held: the weight and bias gradients are summed in the
+    normalization kernel, its blocks (at most the column reduction's `target_blocks`: 1 to 4
+    here, so each loops over many row groups) accumulating the columns their threads hold,
+    a block's row groups combined through shared memory into a row of partials, which a
+    column reduction combines: dy and x_hat are read once. Row counts that leave the last
+    block's last row groups empty, rows shorter than the slots (96 of 8 x 4 x 4), several
+    slots (768, 2048); partials enough for the combining column reduction to cut them into
+    slices (19 rows, a slice per row of threads: its workspace and counters, device memory,
+    were host allocations in an scf.if on the host, which a memset on the H200 rejected).
+    Where the grid is below `GROUPS_PER_BLOCK` x the target (37 rows, 2 blocks of 32 rows,
+    against 6 x 3), the held kernel without the sums runs, and the column reduction apart."""
+    from mlirfuse.lowering.gpu import column_sums, heuristics
+
+    chosen = heuristics.column_reduction_heuristic
+    monkeypatch.setattr(heuristics, "column_reduction_heuristic", lambda *a, **k: dataclasses.replace(
+        chosen(*a, **k), target_blocks=blocks, min_rows_per_thread=1))
+    monkeypatch.setattr(column_sums, "GROUPS_PER_BLOCK", groups)
+    monkeypatch.setattr(sys.modules[__name__], "INV_ROW", 1 / row)
+    args, want = _layer_norm_backward_case(rows, row)
+    c = check(_layer_norm_backward, *args, reduction_size=rows * row, dynamic=False)
+    assert schedules(c) == ["normalization (row, row, reduce, reduce, tile)", "column reduction"], \
+        c.stages["launch_params"]
+    lines = c.stages["launch_params"].splitlines()
+    assert "with the column sums of 1 column reduction" in lines[0], lines[0]
+    assert lines[1].endswith("normalization: rows held, without the column sums (a grid of fewer row groups)")
+    assert "of the column sums' partials" in lines[3] and lines[4].startswith("launch 1 (or)") and \
+        "the column sum apart, where rows are not held" in lines[4], c.stages["launch_params"]
+    held = c.stages["gpu"].split("gpu.launch")[1]
+    assert "scf.for" in held and held.count("gpu.barrier") >= 2  # the loop over row groups; the groups' turns
+    got = mlirfuse.jit(_layer_norm_backward, dynamic=False)(*args)
+    for k, (a, b) in enumerate(zip(got, want)):
+        assert_close(a, b.astype(np.float32), f"output {k}", reduction_size=rows * row)
+
+
+def test_column_sums_of_bf16_tiles_stay_apart() -> None:
+    """Sums over bfloat16 tiles keep their own kernel (`column_sums.GROUPS_PER_BLOCK`: they lost
+    on the H200 at every size measured)."""
+    args, _ = _layer_norm_backward_case(8, 64)
+    args = [a.astype(ml_dtypes.bfloat16) if k < 2 else a for k, a in enumerate(args)]
+    c = mlirfuse.jit(_layer_norm_backward, dynamic=False).compile(*args, backend="gpu", arch="sm_90")
+    assert "column sums" not in c.stages["launch_params"], c.stages["launch_params"]
+
+
+def test_layer_norm_backward_sums_apart_where_rows_are_not_held(monkeypatch) -> None:
+    """A misaligned dy makes the host launch the looping variant: the column sums then run as
+    their own column reduction after it (the alternative launch), from the same inputs."""
+    monkeypatch.setattr(sys.modules[__name__], "INV_ROW", 1 / 64)
+    args, _ = _layer_norm_backward_case(21, 64)
+    compiled, got, want = on_emulated_gpu(_layer_norm_backward, *args, misalign={0: 4}, dynamic=False)
+    assert "with the column sums" in compiled.stages["launch_params"]
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert_close(g, w, f"output {k}", 21 * 64)
+
+
+def test_layer_norm_backward_of_dynamic_rows_sums_apart() -> None:
+    """A row length known at run time may take blocks of up to 1024 threads, which the sums'
+    registers do not fit: the column reduction stays a kernel of its own."""
+    args, _ = _layer_norm_backward_case(6, 64)
+    c = check(_layer_norm_backward, *args, reduction_size=6 * 64)
+    assert "column sums" not in c.stages["launch_params"]
 
 
 def _cross_entropy_forward(logits, labels):

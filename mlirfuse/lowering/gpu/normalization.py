@@ -44,11 +44,12 @@ Parameters come from `heuristics.normalization_heuristic`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 from mlir import ir
 from mlir.dialects import arith, memref
 
+from mlirfuse.lowering.gpu import column_sums
 from mlirfuse.lowering.gpu import heuristics as S
 from mlirfuse.lowering.gpu.body_reads import BodyReads, host_conditions
 from mlirfuse.lowering.gpu.kernels import (
@@ -403,11 +404,13 @@ def _row_local(members: list[Member]) -> bool:
 
 # -- emission --------------------------------------------------------------------------------
 def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationParams,
-               online: dict[int, OnlineSum]) -> list[Variant]:
+               online: dict[int, OnlineSum], sums: Sequence[column_sums.ColumnSum] = ()) -> list[Variant]:
     """Replace the chain's generics with one kernel, placed where the last one was (every
     buffer the chain uses is defined by then): two variants, each launched under its guard,
     rows held in registers or (too long, unaligned) the looping variant, which sums the
-    chain's `online_sums(chain)` online. Returns the variants launched, in order."""
+    chain's `online_sums(chain)` online. `sums`: column reductions over the chain's rows that
+    the held variant computes (`column_sums`; the others run them after, apart). Returns the
+    variants launched, in order."""
     last = chain.members[-1].generic.op
     first_reduction = chain.reductions[0]
     with ir.InsertionPoint(last), last.location:
@@ -498,29 +501,67 @@ def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationPar
         loop_grid = arith.ceildivui(rows, loop_rows_per_block)
         layouts = {False: (threads, rows_per_block, grid, block),
                    True: (loop_threads, loop_rows_per_block, loop_grid, loop_block)}
+        fused = 0 if column_sums.in_held(list(sums), params, variants[0][0]) else None  # the launch computing them
+        sums_registers = column_sums.registers(list(sums), params)[0]
+        if fused is not None:  # blocks looping over the row groups, each block's partials a row
+            target = min(s.params.target_blocks for s in sums)
+            sums_grid = arith.minui(grid, index_const(target))
+            spaces = column_sums.workspaces(list(sums), sums_grid, row_len)
+            # where the blocks loop over enough row groups: else the held kernel without them
+            many = arith.cmpi(arith.CmpIPredicate.uge, grid, index_const(column_sums.GROUPS_PER_BLOCK * target))
+            when = variants[0][1]
+            held_when = arith.andi(many, when) if when is not None else many
+            variants = [(HELD, held_when), (HELD, arith.andi(arith.xori(many, true), when) if when is not None
+                                             else arith.xori(many, true))] + variants[1:]
+            fused_when = arith.andi(nonempty, held_when)
         launches = []
         for k, (variant, when) in enumerate(variants):
             _, _, grid_v, block_v = layouts[variant.looping]
+            if k == fused:
+                grid_v = sums_grid
+            extra = column_sums.shared_types(list(sums), params) if k == fused else []  # (after the chain's)
             body, _ = guarded_launch(chain.members[-1].generic, "normalization",
                                      arith.andi(nonempty, when) if when is not None else nonempty,
-                                     grid_v, block_v, shared, alternative=k > 0)
-            # The block size is the host's choice: the kernel must fit `params.block` threads.
+                                     grid_v, block_v, shared + extra, alternative=k > 0)
+            # The block size is the host's choice: the kernel must fit `params.block` threads (the
+            # sums' kernel, `sums_block`).
             set_kernel_attrs(body.owner, {"nvvm.maxnreg": ir.IntegerAttr.get(
-                ir.IntegerType.get_signless(32), params.max_registers)})
+                ir.IntegerType.get_signless(32), sums_registers if k == fused else params.max_registers)})
             launches.append((body, variant))
-    for body, variant in launches:
+    for k, (body, variant) in enumerate(launches):
         threads_v, rows_per_block_v, _, _ = layouts[variant.looping]
         with ir.InsertionPoint(body.operations[len(body.operations) - 1]), last.location:
-            kernel = NormalizationKernel(chain, params, views, live_out, row_ext, col_ext, rows, row_len,
-                                          threads_v, rows_per_block_v, list(body.arguments)[12:],
-                                          body.arguments[0], body.arguments[3], online)
+            def make(bx: ir.Value, body: ir.Block = body, threads_v: ir.Value = threads_v,
+                     rows_per_block_v: ir.Value = rows_per_block_v) -> NormalizationKernel:
+                return NormalizationKernel(chain, params, views, live_out, row_ext, col_ext, rows, row_len,
+                                           threads_v, rows_per_block_v, list(body.arguments)[12:],
+                                           bx, body.arguments[3], online)
+
             width = vec if variant.vectors else 1
-            kernel.run(width, params.loop_slots if variant.looping else params.slots, looping=variant.looping,
-                       reads=found if variant.vectors else {},
-                       lead=(laid[0] if laid else True) if variant.shifted and not variant.tail else None,
-                       reads_checked=reads_ok is not None and (variant.tail or not variant.shifted),
-                       tail=variant.tail, widths=widths if variant.tail else {})
+            slots = params.loop_slots if variant.looping else params.slots
+
+            def run(kernel: NormalizationKernel, variant: Variant = variant, width: int = width,
+                    slots: int = slots) -> None:
+                kernel.run(width, slots, looping=variant.looping, reads=found if variant.vectors else {},
+                           lead=(laid[0] if laid else True) if variant.shifted and not variant.tail else None,
+                           reads_checked=reads_ok is not None and (variant.tail or not variant.shifted),
+                           tail=variant.tail, widths=widths if variant.tail else {})
+
+            if k == fused:
+                column_sums.run_held(make, run, list(sums), rows, rows_per_block_v, threads_v, row_len,
+                                     [w for per_sum in spaces for w in per_sum],
+                                     list(body.arguments)[12 + len(shared):], body.arguments[0], body.arguments[3],
+                                     body.arguments[6], slots, width)
+            else:
+                run(make(body.arguments[0]))
         exps_as_triton_does(body.owner)
+    for s in sums:  # (after the kernels: the sums' bodies were cloned into one)
+        if fused is None:  # a kernel of its own, where it was
+            column_sums.apart(s)
+            continue
+        if s.position < chain.indices[-1]:
+            s.match.generic.op.move_before(last)
+        column_sums.finish(s, fused_when, spaces[sums.index(s)])
     for m in reversed(chain.members):
         m.generic.op.erase()
     return [variant for _, variant in launches]

@@ -15,6 +15,7 @@ from mlir import ir
 
 from mlirfuse.lowering import linalg_builders as B
 from mlirfuse.lowering.gpu import column as gpu_column
+from mlirfuse.lowering.gpu import column_sums
 from mlirfuse.lowering.gpu import combiners
 from mlirfuse.lowering.gpu import epilogue as gpu_epilogue
 from mlirfuse.lowering.gpu import heuristics as schedules
@@ -171,14 +172,46 @@ def apply_schedules(func: ir.Operation) -> list[str]:
         inits.setdefault(fold["reduction"], {})[fold["buffer"]] = fold["value"]
     in_epilogues = {j for found in epilogues.values() for j, _ in found}
     in_prologues = {j for j, _ in prologues.values()}
-    notes = []
+    sums = _column_sums(ops, chains, schedule, folds, inits, set(epilogues) | set(prologues) | in_epilogues)
+    in_sums = {id(s.match.generic.op) for found in sums.values() for s in found}
+    notes: dict[int, list[str]] = {}  # by the position of the launches they describe
     for i, op in enumerate(ops):
         if i in folds:
             ops[i].erase()
-        elif i in schedule and i not in in_epilogues | in_prologues:  # erased with their reduction
-            notes += _apply(ops, i, schedule[i], chains.get(i), inits.get(i, {}),
-                            [e for _, e in epilogues.get(i, [])], prologues.get(i, (None, None))[1])
-    return notes
+        elif i in schedule and i not in in_epilogues | in_prologues and id(op) not in in_sums:
+            # (epilogues and prologues are erased with their reduction; column sums, emitted with their chain)
+            notes.setdefault(i, []).extend(_apply(ops, i, schedule[i], chains.get(i), inits.get(i, {}),
+                                                  [e for _, e in epilogues.get(i, [])],
+                                                  prologues.get(i, (None, None))[1], sums.get(i, []), notes))
+    return [n for i in sorted(notes) for n in notes[i]]
+
+
+def _column_sums(ops: list[ir.Operation], chains: dict, schedule: dict[int, tuple[str, Any]], folds: dict,
+                 inits: dict[int, dict], taken: set[int]) -> dict[int, list[column_sums.ColumnSum]]:
+    """Chain's last position -> the column reductions its held kernel computes (`column_sums`):
+    scheduled as column reductions, without an epilogue or prologue (`taken`), over the chain's
+    rows, reading what the chain holds, free to move to the chain's kernel; each taken once."""
+    found: dict[int, list[column_sums.ColumnSum]] = {}
+    used: set[int] = set()
+    for last, chain in chains.items():
+        in_chain = set(chain.indices)
+        for j, op in enumerate(ops):
+            if j in used or j in taken or j in in_chain or schedule.get(j, ("",))[0] != "column_reduction":
+                continue
+            g = gpu_kernels.analyze(op, row_strided=True)
+            if isinstance(g, str):
+                continue
+            taken_member = column_sums.column_member(chain, g)
+            if isinstance(taken_member, str):
+                continue
+            match, member = taken_member
+            folded = {f for f, fold in folds.items() if fold["reduction"] == j}
+            if not column_sums.held(chain, member) or not column_sums.movable(ops, j, chain, g, folded):
+                continue
+            match.inits = inits.get(j, {})
+            found.setdefault(last, []).append(column_sums.ColumnSum(match, member, schedule[j][1], j))
+            used.add(j)
+    return found
 
 
 def _fused(ops: list[ir.Operation], chains: dict,
@@ -245,7 +278,11 @@ def _prologues(ops: list[ir.Operation], generics: dict[int, gpu_kernels.Generic]
 
 
 def _apply(ops: list[ir.Operation], i: int, schedule: tuple[str, Any], chain: Any, inits: dict,
-           epilogue: list, prologue: gpu_prologue.Prologue | None = None) -> list[str]:
+           epilogue: list, prologue: gpu_prologue.Prologue | None = None,
+           sums: list[column_sums.ColumnSum] | None = None, notes: dict[int, list[str]] | None = None) -> list[str]:
+    """The kernels of op i's schedule, in place of it; returns their notes. A chain's column
+    sums (`sums`) launch after its kernel where they were before it, else where they were:
+    their notes go to `notes` at that position."""
     kind, params = schedule
     op = ops[i]
     if kind == "naive":
@@ -255,18 +292,36 @@ def _apply(ops: list[ir.Operation], i: int, schedule: tuple[str, Any], chain: An
             _fail(op, f"the last op of a normalization chain takes a normalization (or naive) schedule, not {kind}")
         _check_vector(op, kind, params, chain.vector_bytes())
         note = f"normalization ({gpu_normalization.describe(chain)}): {params}"
-        sums = online_sums(chain)
-        online = "; sums of exp(u - r) in the pass before" if sums else ""
-        variants = gpu_normalization.emit_chain(ops, chain, params, sums)
+        online_found = online_sums(chain)
+        online = "; sums of exp(u - r) in the pass before" if online_found else ""
+        variants = gpu_normalization.emit_chain(ops, chain, params, online_found, sums or [])
+        fused = column_sums.in_held(sums or [], params, variants[0])
+        if fused:
+            note += (f"; with the column sums of {len(sums)} column reduction{'s' * (len(sums) > 1)}: blocks loop "
+                     f"over the rows, a block's partials a row of a workspace, where the grid is at least "
+                     f"{column_sums.GROUPS_PER_BLOCK} x the column reduction's target blocks")
+
+        after = []  # the notes of the sums launched after the chain's kernel
+        for s in sums or []:
+            found = [f"{_COLUMN_NOTE.format(column_sums.partials_params(s))}; of the column sums' partials",
+                     f"{_COLUMN_NOTE.format(s.params)}; the column sum apart, where rows are not held"] if fused \
+                else [_COLUMN_NOTE.format(s.params)]  # (its own kernel, where it was)
+            if fused and s.position < i:
+                after += found
+            elif notes is not None:
+                notes.setdefault(s.position, []).extend(found)
         if variants == [gpu_normalization.LOOPING]:  # a static row known not to be held
-            return [f"{note}; the looping variant only (rows of this length are not held){online}"]
+            return [f"{note}; the looping variant only (rows of this length are not held){online}"] + after
 
         def text(v: gpu_normalization.Variant) -> str:
             return v.describe() + (online if v.looping else "")
 
         if variants[0] != gpu_normalization.HELD:
             note = f"{note}; {text(variants[0])}"
-        return [note] + [f"normalization: {text(v)}" for v in variants[1:]]
+        others = [f"normalization: {text(v)}" for v in variants[1:]]
+        if fused:  # (emit_chain's second kernel: the held one without the sums)
+            others[0] += ", without the column sums (a grid of fewer row groups)"
+        return [note] + others + after
     g = gpu_kernels.analyze(op, strided_inputs=kind == "pointwise",
                             row_strided=kind in ("column_reduction", "inner_reduction"))
     match = _MATCHERS.get(kind, _no_match)(g) if not isinstance(g, str) else g
@@ -290,10 +345,13 @@ def _apply(ops: list[ir.Operation], i: int, schedule: tuple[str, Any], chain: An
     if prologue is not None:
         gpu_column.take_prologue(match, prologue)
     gpu_column.emit_column_reduction(match, params)
-    return [f"column reduction: {params}; the last block of each column block combines its partials in a fixed order"
+    return [_COLUMN_NOTE.format(params)
             + ("; computing its pointwise prologue at each element" if prologue is not None else "")
             + (f"; with its pointwise epilogue ({len(epilogue)} generic{'s' * (len(epilogue) > 1)})"
                if epilogue else "")]
+
+
+_COLUMN_NOTE = "column reduction: {}; the last block of each column block combines its partials in a fixed order"
 
 
 def _check_vector(op: ir.Operation, kind: str, params: Any, element_bytes: list[int]) -> None:
