@@ -34,7 +34,8 @@ as timed); a region the profile did not see keeps that dump's own timing, marked
 table's two steps), and
 one compiled for the first step only (dynamo compiled that graph again for the second, the
 one timed) is marked so and not held to the bandwidth bar. A launch on the naive path
-(one thread an element) makes the run exit with status 1, listing it.
+(one thread an element) makes the run exit with status 1, listing it. A region whose compile or
+launch fails raises (mlirfuse's fallback to torch's ops is off: it would time torch's kernels).
 
 `--compile-mode reduce-overhead` compiles Inductor and mlirfuse both with
 `torch.compile(mode="reduce-overhead")` (each graph replayed as a CUDA graph: the host then
@@ -388,6 +389,10 @@ def main() -> int:
     opts = parser.parse_args()
     warnings.filterwarnings("ignore")
     import suite
+
+    import mlirfuse
+
+    mlirfuse.set_options(fallback=False)  # a region that fails raises: its torch ops are not mlirfuse's time
 
     gpu = torch.cuda.get_device_name()
     driver = suite.driver_version()
