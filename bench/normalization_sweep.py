@@ -5,7 +5,8 @@ torch.compile's: kernel us per row (`gpu_bench.kernel_us`, best of 3), one JSON 
     python bench/normalization_sweep.py dyn                 # mlirfuse.jit as the suite runs it
     python bench/normalization_sweep.py static [recip]      # jit(dynamic=False)
     python bench/normalization_sweep.py last                # every last size static (the torch backend)
-    python bench/normalization_sweep.py SLOTS MIN_BLOCK     # PERSISTENT_SLOTS and the blocks' least threads
+    python bench/normalization_sweep.py SLOTS MIN_BLOCK [static|last]  # PERSISTENT_SLOTS and the blocks'
+                                                            # least threads (a signature as above; default dyn)
 
 `recip`: float32 quotients by a row-invariant divisor as a reciprocal and a Newton step
 (linalg-reciprocal-divisors takes only 16-bit results). Run each setting in a process of its
@@ -44,6 +45,7 @@ def main(argv: list[str]) -> None:
         heuristics.PERSISTENT_SLOTS = slots
         chosen = heuristics.normalization_heuristic
         heuristics.normalization_heuristic = lambda *a, **k: dataclasses.replace(chosen(*a, **k), min_block=min_block)
+        mode = next((a for a in argv[2:] if a in ("static", "last")), "dyn")
     for name, shape in ROWS:
         case = next(c for c in suite.CASES if c.name == name and tuple(c.shape) == shape)
         torch.manual_seed(0)
