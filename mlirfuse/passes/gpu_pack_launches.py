@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from mlir import ir
 
+from mlirfuse.lowering.gpu import column_sums
+from mlirfuse.lowering.gpu.kernels import SCHEDULE_ATTR
 from mlirfuse.lowering.gpu.packing import hoist_independent, pack, packable_runs
 from mlirfuse.passes.common import entry_functions
 from mlirfuse.passes.gpu_apply_schedules import NOTES
@@ -25,10 +27,22 @@ OPTIONS: dict = {}
 
 
 def _slots(func: ir.Operation) -> list[ir.Operation]:
-    """The launches' guards and naive ops, in order: what the notes describe, one line each."""
-    return [op for op in [o.operation for o in func.regions[0].blocks[0].operations]
-            if op.name == "scf.if" and any(i.operation.name == "gpu.launch" for i in op.regions[0].blocks[0])
-            or op.name.startswith("linalg.")]
+    """The launches' guards and naive ops, in order: what the notes describe, one line each
+    (the guards in a column sum's host branches too, `column_sums.finish`)."""
+    found = []
+
+    def visit(block: ir.Block) -> None:
+        for op in [o.operation for o in block.operations]:
+            if op.name == "scf.if" and any(i.operation.name == "gpu.launch" for i in op.regions[0].blocks[0]) \
+                    or op.name.startswith("linalg."):
+                found.append(op)
+            elif op.name == "scf.if" and SCHEDULE_ATTR in op.attributes and \
+                    ir.StringAttr(op.attributes[SCHEDULE_ATTR]).value == column_sums.BRANCH:
+                for region in op.regions:
+                    for inner in region.blocks:
+                        visit(inner)
+    visit(func.regions[0].blocks[0])
+    return found
 
 
 def run(module: ir.Operation) -> None:

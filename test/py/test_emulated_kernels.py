@@ -1177,6 +1177,25 @@ def test_layer_norm_backward_sums_its_columns_in_the_normalization_kernel(monkey
         assert_close(a, b.astype(np.float32), f"output {k}", reduction_size=rows * row)
 
 
+def test_launch_lines_keep_their_schedules_with_column_sums_and_packed_launches(monkeypatch) -> None:
+    """The column sums' launches sit in a host branch: gpu-pack-launches counts them too, so
+    that each launch line keeps its schedule when pointwise launches are packed (found in
+    review: the lines lost their schedules)."""
+    from mlirfuse.lowering.gpu import column_sums, heuristics
+
+    chosen = heuristics.column_reduction_heuristic
+    monkeypatch.setattr(heuristics, "column_reduction_heuristic",
+                        lambda *a, **k: dataclasses.replace(chosen(*a, **k), target_blocks=1))
+    monkeypatch.setattr(column_sums, "GROUPS_PER_BLOCK", 1)
+    monkeypatch.setattr(sys.modules[__name__], "INV_ROW", 1 / 64)
+    args, _ = _layer_norm_backward_case(37, 64)
+    z, y = randn(5, 7), randn(3, 9)
+    c = check(lambda g, xhat, w, rstd, z, y: (*_layer_norm_backward(g, xhat, w, rstd), z * 2, y + 1),
+              *args, z, y, reduction_size=37 * 64, dynamic=False)
+    assert schedules(c) == ["normalization (row, row, reduce, reduce, tile)", "column reduction", "pointwise"], \
+        c.stages["launch_params"]
+
+
 def test_column_sums_of_bf16_tiles_stay_apart() -> None:
     """Sums over bfloat16 tiles keep their own kernel (`column_sums.GROUPS_PER_BLOCK`: they lost
     on the H200 at every size measured)."""

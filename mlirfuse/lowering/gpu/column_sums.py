@@ -16,7 +16,7 @@ columns], and a column reduction (the original's schedule) combines those rows, 
 order, into the outputs from their initial values (folded fills): deterministic. Where the
 host launches another variant (rows too long, unaligned) or the grid is too small for the
 loop to pay (`GROUPS_PER_BLOCK`), the column reduction runs as it was, after the chain's
-kernel. Taken where the reduction reads 4-byte tiles and nothing the chain does not hold
+kernel. Taken where the reduction reads tiles of 4 bytes or wider and nothing the chain does not hold
 (tiles it reads or computes, its column vectors, row values), writes outputs of floats
 combined by known combiners, and may move to the chain's kernel (`movable`).
 """
@@ -50,6 +50,9 @@ from mlirfuse.lowering.linalg_builders import index_const
 if TYPE_CHECKING:
     from mlirfuse.lowering.gpu.normalization import Chain, Member, Variant
     from mlirfuse.lowering.gpu.normalization_kernel import NormalizationKernel
+
+
+BRANCH = "column-sums"  # the host's scf.if choosing between the partials' combine and the sum apart
 
 
 @dataclass
@@ -108,9 +111,16 @@ def apart(s: ColumnSum) -> None:
 def movable(ops: list[ir.Operation], position: int, chain: Chain, g: Generic, folded: set[int]) -> bool:
     """The reduction at `position` may run where the chain's kernel does (its last member's
     position): no generic in between (the chain's members included) writes what it reads or
-    reads or writes what it writes, but fills folded into it (`folded`), and only host ops
-    that touch no buffer's contents sit in between."""
+    reads or writes what it writes, but fills folded into it (`folded`), only host ops that
+    touch no buffer's contents sit in between, and the scalars its body uses are defined
+    before the chain's kernel."""
     last = chain.indices[-1]
+    if position > last:  # its body is cloned into the chain's kernel: what it uses must be defined there
+        from mlirfuse.lowering.gpu.normalization import _captured_values
+
+        later = {r for k in range(last, position) for r in ops[k].results}
+        if any(not o.is_memref and o.value in later for o in g.inputs) or _captured_values(g.body) & later:
+            return False
     reads = {base_buffer(o.value) for o in g.inputs if o.is_memref}
     writes = {base_buffer(o.value) for o in g.outputs}
     between = range(position + 1, last + 1) if position < last else range(last + 1, position)
@@ -157,11 +167,12 @@ def accumulate(kernel: NormalizationKernel, sums: list[ColumnSum], accs: list[ir
 
 def registers(sums: list[ColumnSum], params: S.NormalizationParams) -> tuple[int, int]:
     """(the held kernel's register cap with the sums' accumulators, the largest block that
-    cap lets run): its own cap and a register an accumulator. Where the held rows may take a
-    larger block (a row length known at run time: tiers up to the largest block), the sums
-    run apart. GPT-2's LayerNorm backward over rows of 768, held
+    cap lets run): its own cap and a register a float32 accumulator (two a float64). Where the
+    held rows may take a larger block (a row length known at run time: tiers up to the largest
+    block), the sums run apart (`in_held`). GPT-2's LayerNorm backward over rows of 768, held
     in 3 slots of 4, spilled 180 bytes under the chain's own 64."""
-    accumulators = sum(len(s.match.generic.outputs) for s in sums) * params.slots * params.vector
+    accumulators = sum(max(1, o.element_bytes // 4) for s in sums for o in s.match.generic.outputs) \
+        * params.slots * params.vector
     cap = min(S.MAX_REGISTERS, -(-(params.max_registers + accumulators) // 8) * 8)
     block = 1
     while block * 2 * cap <= S.REGISTER_FILE:
@@ -172,10 +183,12 @@ def registers(sums: list[ColumnSum], params: S.NormalizationParams) -> tuple[int
 def in_held(sums: list[ColumnSum], params: S.NormalizationParams, first: Variant) -> bool:
     """A kernel of the chain takes the sums: the chain holds its rows (`normalization.HELD`
     first), in blocks (at most its largest tier's threads, or `min_block`) that fit their
-    registers and shared memory, and the sums read 4-byte (or wider) tiles (`GROUPS_PER_BLOCK`)."""
+    registers and shared memory, and the sums read tiles of 4 bytes or wider (those of 2
+    lost, `GROUPS_PER_BLOCK`). A row length known at run time is held by tiers of up to
+    `params.block` threads: taken where that block fits too."""
     from mlirfuse.lowering.gpu.normalization import HELD
 
-    narrow = any(o.element_bytes < 4 for s in sums for o in s.match.column_operands)
+    narrow = any(o.element_bytes < 4 for s in sums for o in s.match.column_operands)  # (`GROUPS_PER_BLOCK`)
     return bool(sums) and first == HELD and not narrow and shared_types(sums, params) is not None and \
         max(params.tiers[-1].threads, params.min_block) <= registers(sums, params)[1]
 
@@ -312,7 +325,7 @@ def finish(s: ColumnSum, fused: ir.Value, spaces: list[ir.Value]) -> None:
     op = s.match.generic.op
     with ir.InsertionPoint(op), op.location:
         choice = scf.IfOp(fused, has_else=True)
-        choice.operation.attributes[SCHEDULE_ATTR] = ir.StringAttr.get("column-sums")
+        choice.operation.attributes[SCHEDULE_ATTR] = ir.StringAttr.get(BRANCH)
         with ir.InsertionPoint(choice.then_block):
             _combine_partials(s, spaces)
             scf.YieldOp([])

@@ -378,16 +378,25 @@ def _read_in_body(g: Generic) -> set:
     return {base_buffer(v) for _, _, v in _captured_memrefs(g.body)}
 
 
+def _captured_values(body: ir.Block) -> set[ir.Value]:
+    """The values the body's ops (nested ones too) use that are defined outside the body."""
+    return {v for _, _, v in _captured(body)}
+
+
 def _captured_memrefs(body: ir.Block) -> list[tuple[int, ir.Operation, ir.Value]]:
     """(position in pre-order, op, memref) for each operand of the body's ops (nested ones
     too) that is a memref defined outside the body."""
+    return [(p, op, v) for p, op, v in _captured(body) if isinstance(v.type, ir.MemRefType)]
+
+
+def _captured(body: ir.Block) -> list[tuple[int, ir.Operation, ir.Value]]:
     found = []
     inside = set(body.arguments)
     for position, op in enumerate(nested_ops(body)):
         for region in op.regions:
             for block in region.blocks:
                 inside.update(block.arguments)
-        found += [(position, op, v) for v in op.operands if v not in inside and isinstance(v.type, ir.MemRefType)]
+        found += [(position, op, v) for v in op.operands if v not in inside]
         inside.update(op.results)
     return found
 
@@ -406,11 +415,12 @@ def _row_local(members: list[Member]) -> bool:
 def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationParams,
                online: dict[int, OnlineSum], sums: Sequence[column_sums.ColumnSum] = ()) -> list[Variant]:
     """Replace the chain's generics with one kernel, placed where the last one was (every
-    buffer the chain uses is defined by then): two variants, each launched under its guard,
-    rows held in registers or (too long, unaligned) the looping variant, which sums the
-    chain's `online_sums(chain)` online. `sums`: column reductions over the chain's rows that
-    the held variant computes (`column_sums`; the others run them after, apart). Returns the
-    variants launched, in order."""
+    buffer the chain uses is defined by then): variants, each launched under its guard, rows
+    held in registers or (too long, unaligned) the looping variant, which sums the chain's
+    `online_sums(chain)` online. `sums`: column reductions over the chain's rows that a
+    held kernel computes (`column_sums`: launched first, and the held kernel without them
+    after it, where the grid is smaller; the column reductions apart where another kernel
+    runs). Returns the variants launched, in order."""
     last = chain.members[-1].generic.op
     first_reduction = chain.reductions[0]
     with ir.InsertionPoint(last), last.location:
@@ -506,7 +516,6 @@ def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationPar
         if fused is not None:  # blocks looping over the row groups, each block's partials a row
             target = min(s.params.target_blocks for s in sums)
             sums_grid = arith.minui(grid, index_const(target))
-            spaces = column_sums.workspaces(list(sums), sums_grid, row_len)
             # where the blocks loop over enough row groups: else the held kernel without them
             many = arith.cmpi(arith.CmpIPredicate.uge, grid, index_const(column_sums.GROUPS_PER_BLOCK * target))
             when = variants[0][1]
@@ -514,6 +523,8 @@ def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationPar
             variants = [(HELD, held_when), (HELD, arith.andi(arith.xori(many, true), when) if when is not None
                                              else arith.xori(many, true))] + variants[1:]
             fused_when = arith.andi(nonempty, held_when)
+            # (no rows where another kernel runs: an unused workspace of long rows is large)
+            spaces = column_sums.workspaces(list(sums), arith.select(fused_when, sums_grid, index_const(0)), row_len)
         launches = []
         for k, (variant, when) in enumerate(variants):
             _, _, grid_v, block_v = layouts[variant.looping]
@@ -524,7 +535,7 @@ def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationPar
                                      arith.andi(nonempty, when) if when is not None else nonempty,
                                      grid_v, block_v, shared + extra, alternative=k > 0)
             # The block size is the host's choice: the kernel must fit `params.block` threads (the
-            # sums' kernel, `sums_block`).
+            # sums' kernel, the largest block its registers allow: `column_sums.in_held`).
             set_kernel_attrs(body.owner, {"nvvm.maxnreg": ir.IntegerAttr.get(
                 ir.IntegerType.get_signless(32), sums_registers if k == fused else params.max_registers)})
             launches.append((body, variant))

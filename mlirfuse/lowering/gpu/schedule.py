@@ -205,6 +205,7 @@ def _column_sums(ops: list[ir.Operation], chains: dict, schedule: dict[int, tupl
             if isinstance(taken_member, str):
                 continue
             match, member = taken_member
+            _check_vector(op, "column_reduction", schedule[j][1], _vector_bytes("column_reduction", g, match))
             folded = {f for f, fold in folds.items() if fold["reduction"] == j}
             if not column_sums.held(chain, member) or not column_sums.movable(ops, j, chain, g, folded):
                 continue
