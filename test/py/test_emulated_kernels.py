@@ -1177,6 +1177,35 @@ def test_layer_norm_backward_sums_its_columns_in_the_normalization_kernel(monkey
         assert_close(a, b.astype(np.float32), f"output {k}", reduction_size=rows * row)
 
 
+def _two_sums_reshaped(g, xhat, w, rstd):
+    """dx, and dw and db as two column reductions (outputs of different shapes: [1, H], [1, H] kept)."""
+    dx = _layer_norm_backward(g, xhat, w, rstd)[0]
+    return dx, ops.reshape((g * xhat).sum((0, 1)), [1, g.shape[-1]]), g.sum(1, keepdim=True).sum(0)
+
+
+def _two_sums_of_rows(g, xhat, w, rstd):
+    """dx, and column sums of dy times a row input and of the chain's row sum times x_hat."""
+    dx = _layer_norm_backward(g, xhat, w, rstd)[0]
+    return dx, (g * rstd).sum((0, 1)), ((g * w).sum(-1, keepdim=True) * xhat).sum((0, 1))
+
+
+@pytest.mark.parametrize("fn", [_two_sums_reshaped, _two_sums_of_rows])
+def test_a_chain_takes_two_column_reductions(monkeypatch, fn) -> None:
+    """Two column reductions in one chain's kernel (found by black-box testing: the second's
+    workspace was looked up by comparing sums, which read the first's erased op: "the
+    operation has been invalidated")."""
+    from mlirfuse.lowering.gpu import column_sums, heuristics
+
+    chosen = heuristics.column_reduction_heuristic
+    monkeypatch.setattr(heuristics, "column_reduction_heuristic", lambda *a, **k: dataclasses.replace(
+        chosen(*a, **k), target_blocks=2, min_rows_per_thread=1))
+    monkeypatch.setattr(column_sums, "GROUPS_PER_BLOCK", 1)
+    monkeypatch.setattr(sys.modules[__name__], "INV_ROW", 1 / 64)
+    args, _ = _layer_norm_backward_case(33, 64)
+    c = check(fn, *args, reduction_size=33 * 64, dynamic=False)
+    assert "with the column sums of 2 column reductions" in c.stages["launch_params"], c.stages["launch_params"]
+
+
 def test_launch_lines_keep_their_schedules_with_column_sums_and_packed_launches(monkeypatch) -> None:
     """The column sums' launches sit in a host branch: gpu-pack-launches counts them too, so
     that each launch line keeps its schedule when pointwise launches are packed (found in

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 BRANCH = "column-sums"  # the host's scf.if choosing between the partials' combine and the sum apart
 
 
-@dataclass
+@dataclass(eq=False)  # (compared, its fields would read ops that emission erases)
 class ColumnSum:
     match: gpu_column.ColumnReductionMatch  # its inits set (the folded fills)
     member: Member  # the generic as the chain's kernel reads it: rows its reduced loops, cols its kept ones

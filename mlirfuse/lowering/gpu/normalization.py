@@ -566,13 +566,13 @@ def emit_chain(ops: list[ir.Operation], chain: Chain, params: S.NormalizationPar
             else:
                 run(make(body.arguments[0]))
         exps_as_triton_does(body.owner)
-    for s in sums:  # (after the kernels: the sums' bodies were cloned into one)
+    for k, s in enumerate(sums):  # (after the kernels: the sums' bodies were cloned into one)
         if fused is None:  # a kernel of its own, where it was
             column_sums.apart(s)
             continue
         if s.position < chain.indices[-1]:
             s.match.generic.op.move_before(last)
-        column_sums.finish(s, fused_when, spaces[sums.index(s)])
+        column_sums.finish(s, fused_when, spaces[k])  # (by position: comparing sums reads erased ops)
     for m in reversed(chain.members):
         m.generic.op.erase()
     return [variant for _, variant in launches]
