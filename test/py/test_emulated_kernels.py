@@ -1128,7 +1128,6 @@ def test_layer_norm_backward_is_one_normalization_kernel_and_one_column_reductio
 def _layer_norm_backward_case(rows: int, row: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """(g, xhat, w, rstd of [rows, row], the float64 dx, dw, db) for `_layer_norm_backward`
     at that row length."""
-    global INV_ROW
     rng = np.random.default_rng(rows * row)
     g, x = (rng.standard_normal((1, rows, row)).astype(np.float32) for _ in range(2))
     w = rng.standard_normal(row).astype(np.float32)

@@ -166,13 +166,14 @@ def apply_schedules(func: ir.Operation) -> list[str]:
                 schedule[i] = A.read(op.attributes[A.ATTR])
             except A.ScheduleError as e:
                 _fail(op, str(e))
-    _, folds, epilogues, prologues = _fused(ops, chains, schedule)
+    generics, folds, epilogues, prologues = _fused(ops, chains, schedule)
     inits: dict[int, dict] = {}
     for fold in folds.values():
         inits.setdefault(fold["reduction"], {})[fold["buffer"]] = fold["value"]
     in_epilogues = {j for found in epilogues.values() for j, _ in found}
     in_prologues = {j for j, _ in prologues.values()}
-    sums = _column_sums(ops, chains, schedule, folds, inits, set(epilogues) | set(prologues) | in_epilogues)
+    sums = _column_sums(ops, chains, generics, schedule, folds, inits,
+                        set(epilogues) | set(prologues) | in_epilogues)
     in_sums = {id(s.match.generic.op) for found in sums.values() for s in found}
     notes: dict[int, list[str]] = {}  # by the position of the launches they describe
     for i, op in enumerate(ops):
@@ -186,26 +187,23 @@ def apply_schedules(func: ir.Operation) -> list[str]:
     return [n for i in sorted(notes) for n in notes[i]]
 
 
-def _column_sums(ops: list[ir.Operation], chains: dict, schedule: dict[int, tuple[str, Any]], folds: dict,
-                 inits: dict[int, dict], taken: set[int]) -> dict[int, list[column_sums.ColumnSum]]:
+def _column_sums(ops: list[ir.Operation], chains: dict, generics: dict[int, gpu_kernels.Generic],
+                 schedule: dict[int, tuple[str, Any]], folds: dict, inits: dict[int, dict],
+                 taken: set[int]) -> dict[int, list[column_sums.ColumnSum]]:
     """Chain's last position -> the column reductions its held kernel computes (`column_sums`):
     scheduled as column reductions, without an epilogue or prologue (`taken`), over the chain's
     rows, reading what the chain holds, free to move to the chain's kernel; each taken once."""
     found: dict[int, list[column_sums.ColumnSum]] = {}
     used: set[int] = set()
     for last, chain in chains.items():
-        in_chain = set(chain.indices)
-        for j, op in enumerate(ops):
-            if j in used or j in taken or j in in_chain or schedule.get(j, ("",))[0] != "column_reduction":
-                continue
-            g = gpu_kernels.analyze(op, row_strided=True)
-            if isinstance(g, str):
+        for j, g in generics.items():  # (`_fused`'s: the chains' own generics left out)
+            if j in used or j in taken or schedule.get(j, ("",))[0] != "column_reduction":
                 continue
             taken_member = column_sums.column_member(chain, g)
             if isinstance(taken_member, str):
                 continue
             match, member = taken_member
-            _check_vector(op, "column_reduction", schedule[j][1], _vector_bytes("column_reduction", g, match))
+            _check_vector(ops[j], "column_reduction", schedule[j][1], _vector_bytes("column_reduction", g, match))
             folded = {f for f, fold in folds.items() if fold["reduction"] == j}
             if not column_sums.held(chain, member) or not column_sums.movable(ops, j, chain, g, folded):
                 continue
