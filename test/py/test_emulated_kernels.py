@@ -167,6 +167,20 @@ def test_column_reductions_of_many_slices(shape) -> None:
     check(lambda x: ops.max(x, [0]), randn(*shape))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("misalign", [None, {0: 4}], ids=["aligned", "input+4B"])
+def test_column_reductions_over_columns_no_full_vector_divides_take_narrower_vectors(dtype, misalign) -> None:
+    """BERT's vocabulary bias gradient, a sum over the rows of 30522 columns: vectors of 4
+    float32 (8 bfloat16) never divide the rows, and the host took the scalar variant (H200,
+    4096 rows, 187 us for 500 MB). A static column count caps the vector at the widest that
+    divides it: vectors of 2; a misaligned input still takes the scalar variant."""
+    x = randn(300, 102, dtype=dtype)
+    c = check(lambda x: x.sum(0), x, misalign=misalign, reduction_size=300, dynamic=False)
+    assert "ColumnReductionParams(vector=2," in c.stages["launch_params"]
+    assert re.search(r"ld\.global(\.nc)?\.v2\.(f32|b32|u32)", c.ptx) if dtype is np.float32 else \
+        re.search(r"ld\.global(\.nc)?\.(b32|u32)", c.ptx)
+
+
 @pytest.mark.parametrize("shape", [(1, 6, 40), (1, 1, 9), (1, 3, 130)], ids=str)
 @pytest.mark.parametrize("misalign", [None, {0: 4}], ids=["aligned", "input+4B"])
 @pytest.mark.parametrize("dynamic", [True, False], ids=["dynamic", "static"])
@@ -227,8 +241,9 @@ def test_column_reductions_over_few_static_rows_put_more_lanes_across(shape, mis
     thread had one row to sum (H200: [8, 512 * 768] float32 16.9 us, 8.6 with one row of 256
     lanes). Few static rows widen the block's lanes across the columns, up to one row of
     threads, while the column blocks stay two an SM (a device of one SM here): 4096 columns in
-    4 blocks of 256 lanes' vectors (32 blocks of 32 lanes with dynamic rows), 4098 columns (or
-    a misaligned input: the scalar variant) in blocks of 256 scalars."""
+    4 blocks of 256 lanes' vectors (32 blocks of 32 lanes with dynamic rows), 4098 columns in
+    blocks of 256 vectors of 2 (of dynamic extents, or a misaligned input: the scalar variant,
+    256 scalars)."""
     from mlirfuse.lowering.gpu import heuristics as S
 
     heuristic = S.column_reduction_heuristic
@@ -244,7 +259,8 @@ def test_column_reductions_over_few_static_rows_put_more_lanes_across(shape, mis
 
     lanes = 32 if dynamic else 256
     assert f"block_x={lanes}, block_y={256 // lanes}," in c.stages["launch_params"]
-    vector = 4 if shape[-1] % 4 == 0 and not misalign else 1
+    # a static 4098 columns: vectors of 2; of dynamic extents, the vector variant's check fails
+    vector = 1 if misalign else 4 if shape[-1] % 4 == 0 else 1 if dynamic else 2
     assert LAUNCHED == [((-(-shape[-1] // (lanes * vector)), 1, 1), (256, 1, 1))]
     from emulator_rules import MEMSETS
 

@@ -318,9 +318,13 @@ def column_reduction_heuristic(columns: int | None, rows: int | None, element_by
     those blocks on an SM (`column_registers`). Narrower vectors where the block's values
     of the outputs (`accumulator_bytes` each), combined in shared memory, would not fit
     `SHARED_BYTES` (two int64 sums of bool columns, vectors of 16: 64 KB, which ptxas refused;
-    GPU fuzz seed 782920)."""
+    GPU fuzz seed 782920), and the widest that divides a static column count (BERT's
+    vocabulary of 30522: vectors of 2, where the vector variant's check would take the scalar
+    one)."""
     vec = vector_width(element_bytes)
     while vec > 1 and COLUMN_BLOCK * vec * sum(accumulator_bytes) + 4 > SHARED_BYTES:  # (+ the last-block flag)
+        vec //= 2
+    while vec > 1 and columns is not None and columns % vec:  # (the host would take the scalar variant)
         vec //= 2
     unroll = column_unroll(vec, len(element_bytes), body_ops)
     narrow_unroll = column_unroll(vec, len(element_bytes), body_ops, COLUMN_NARROW_UNROLL)
