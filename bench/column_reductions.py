@@ -67,6 +67,8 @@ def _layer_norm_backward_residual(g16, g, w, xhat, rstd):
 # of shapes gives the function several inputs (the LayerNorm backward's x, dy, mean, rstd), and a
 # tuple of dtypes one for each.
 CASES = {
+    "vocabulary bias grad sum(0) f32 4096x30522": ((4096, 30522), F32, lambda x: x.sum(0)),
+    "vocabulary bias grad sum(0) bf16 4096x30522": ((4096, 30522), BF16, lambda x: x.sum(0)),
     "middle-axis sum f32 64x1024x256": ((64, 1024, 256), F32, lambda x: x.sum(1)),
     "middle-axis sum bf16 64x1024x256": ((64, 1024, 256), BF16, lambda x: x.sum(1)),
     "middle-axis sum f32 512x512x64": ((512, 512, 64), F32, lambda x: x.sum(1)),

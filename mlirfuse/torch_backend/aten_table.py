@@ -523,8 +523,19 @@ def _slice_scatter(ctx: LoweringContext, a: dict[str, Any]) -> Any:
         return _strided_scatter(x, src, d, start, step, _static_int(n, "slice_scatter of a dynamic length"))
     after = _size_after(ctx, d, size, start, n)
     widths = [0, 0] * (x.ndim - 1 - d) + [start, after]
+    fill = _fill_value(x)
+    if fill is not None:  # into zeros (a slice's gradient): src padded with them, no select
+        return ops.pad(ops.cast(src, x.dtype), widths, ops.constant(fill, x.dtype))
     inside = ops.pad(I.full(list(src.shape), True, DataType.Bool), widths, False)
     return ops.where(inside, ops.pad(src, widths, 0), x)
+
+
+def _fill_value(x: Any) -> Any:
+    """The value of every element of `x` where it is a constant broadcast (torch.zeros,
+    new_full), else None."""
+    while x.node is not None and x.node.op in ("broadcast_in_dim", "expand") and x.ndim:
+        x = x.node.inputs[0]
+    return ops.fold(x) if x.ndim == 0 else None
 
 
 def _size_after(ctx: LoweringContext, d: int, size: Any, start: int, n: Any) -> int:
