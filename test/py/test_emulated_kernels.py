@@ -2433,6 +2433,27 @@ def test_a_padded_interior_read_by_other_kernels(reader) -> None:
     assert "naive" not in c.stages["launch_params"] and "strided<[" in c.stages["gpu"], c.stages["launch_params"]
 
 
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("misalign", [None, {1: 2}], ids=["aligned", "output+2B"])
+@pytest.mark.parametrize("dynamic", [True, False], ids=["dynamic", "static"])
+def test_a_padded_interior_of_another_shape_is_written_in_vectors(dtype, misalign, dynamic) -> None:
+    """A cross-entropy's gradient over logits[:, :-1] (a slice's backward: padded after the
+    sequence's last row): the normalization's [B * (S - 1), V] rows, reshaped to [B, S - 1,
+    V], are copied into the interior of the padded [B, S, V] output, whose rows are not one
+    stride apart. That copy stored an element at a time (610 us for 262 MB bf16 on the
+    H200); its rows are contiguous: vector stores where the host finds them aligned, the
+    scalar variant else (a misaligned output)."""
+    x = randn(6, 40, dtype=dtype)
+
+    def fn(x):
+        y = ops.cast(ops.softmax(ops.cast(x, DataType.Float)) * 3.0, x.dtype)
+        return ops.pad(ops.reshape(y, [2, 3, 40]), [0, 0, 0, 1])
+
+    c = check(fn, x, misalign=misalign, dynamic=dynamic, reduction_size=40)
+    assert re.search(r"vector\.store .*memref<2x3x40x(f32|bf16), strided<\[160, 40, 1\]", c.stages["gpu"]), \
+        c.stages["launch_params"]
+
+
 @pytest.mark.parametrize("dynamic", [True, False], ids=["dynamic", "static"])
 @pytest.mark.parametrize("shape", [(2, 4, 24, 24), (3, 2, 5, 7)], ids=["vector", "scalar"])
 def test_a_column_reduction_reading_row_values_broadcast_over_trailing_columns(shape, dynamic) -> None:

@@ -88,7 +88,7 @@ def emit_pointwise(m: PointwiseMatch, params: S.PointwiseParams) -> ir.Operation
         reads = contiguous_reads(g, vec, whole_vectors=True)  # the vector variant needs extents[-1] % vec == 0
         if vec > 1:
             vectored = [o for o in g.operands if o.is_memref and _vector_access(o, g.n_loops)
-                        and not any(o is e for e in m.elementwise)]
+                        and (not any(o is e for e in m.elementwise) or _rows_contiguous(o, g.n_loops))]
             vector_ok = arith.andi(divisible(total if m.flat else extents[-1], vec),
                                    aligned([o.value for o in vectored], [vec * o.element_bytes for o in vectored]))
             reads_ok = host_conditions(reads, vec, extents[-1]) if reads else None
@@ -129,6 +129,18 @@ def _element(loaded: ir.Value | list[ir.Value], e: int) -> ir.Value:
 def _vector_access(o: Operand, n_loops: int) -> bool:
     """The operand's elements along the innermost loop are contiguous (a vector access)."""
     return bool(o.results) and o.results[-1] == n_loops - 1
+
+
+def _rows_contiguous(o: Operand, n_loops: int) -> bool:
+    """A view of another layout whose innermost dim has stride 1 (a padded buffer's interior,
+    a slice of rows), indexed along the innermost loop: read or written in vectors along its
+    rows, where the host finds its first element and each row's start aligned (`aligned`).
+    The interior of [2, 512, 32000] bfloat16 padded after its 511th row was written an
+    element at a time: 610 us for 262 MB on the H200."""
+    if not (o.strided and _vector_access(o, n_loops)):
+        return False
+    layout = ir.MemRefType(o.value.type).layout
+    return isinstance(layout, ir.StridedLayoutAttr) and layout.strides[-1] == 1
 
 
 class _PointwiseKernel:
@@ -190,7 +202,9 @@ class _PointwiseKernel:
             view = self.views[id(o)]
             zero = index_const(0)
             indices = None if self.m.flat else [zero if r == ZERO else ivs[r] for r in o.results]
-            if any(o is e for e in self.m.elementwise):  # element by element: a run-time layout, or transposed
+            if _rows_contiguous(o, g.n_loops):  # a view of another layout, its rows contiguous: vectors along them
+                values[id(o)] = load(o.value, indices, width)
+            elif any(o is e for e in self.m.elementwise):  # element by element: a run-time layout, or transposed
                 inner = g.n_loops - 1
                 values[id(o)] = [memref.load(o.value, [arith.addi(i, index_const(e)) if e and r == inner else i
                                                        for i, r in zip(indices, o.results)]) for e in range(width)]
@@ -221,7 +235,9 @@ class _PointwiseKernel:
         if width > 1 and self.shared_philox:  # the vector starts at a multiple of the vector along its row
             share_philox(cloned)
         for o, elems in zip(g.outputs, results):
-            if o.strided:  # a view of another layout (a padded buffer's border): element by element
+            if _rows_contiguous(o, g.n_loops):  # (a padded buffer's interior): vectors along its rows
+                store(elems if width > 1 else elems[0], o.value, ivs)
+            elif o.strided:  # a view of another layout (a padded buffer's border): element by element
                 inner = g.n_loops - 1
                 for e, v in enumerate(elems):
                     memref.store(v, o.value, [arith.addi(iv, index_const(e)) if e and d == inner else iv
