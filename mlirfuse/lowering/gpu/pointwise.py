@@ -3,7 +3,8 @@ contiguous and indexed by the identity or by a broadcast (a subset of the loops,
 or are of any strided layout (inputs: a permuted view, attention's heads; outputs: the
 border of a padded buffer), read or written element by element at their multi-dimensional
 indices (so are transposed inputs of such a generic, which the transpose kernel cannot take
-for the strided one).
+for the strided one), or in vectors along their rows where those are contiguous (a padded
+interior of another shape: `_rows_contiguous`).
 
 Thread t of block b handles vectors (b * unroll + u) * block + t, u < unroll, of `vector`
 elements each: 128-bit `vector.load`/`vector.store` with `alignment = 16` (4 x f32, 8 x
