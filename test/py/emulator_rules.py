@@ -128,16 +128,21 @@ IN_KERNEL = [False]  # set while a gpu.launch runs
 class Races:
     """Data races within a launch: accesses to one element of global or shared memory by two
     threads, at least one a write, with nothing ordering them. The emulator runs a block's
-    threads one after another between barriers, so a race gives it one of the orders a GPU may
-    take and no wrong value to show (GPU fuzz seed 780106: threads loaded a row's argmax before
-    the row's lane 0 had stored it, which the emulator's order hid). Ordered: accesses of one
-    thread; accesses of one block on either side of a barrier (`epoch`); accesses of one
-    warp's lanes on either side of a shuffle of the whole warp (`warp_epochs`: the values
-    shuffled carry what the lanes read before it, as a reduction's lanes read its initial
-    value, which its lane 0 then overwrites); another block's writes read by a block that
-    has done an atomic since (the column reductions' last block, which reads the others'
-    partials after their fences and its counter's increment). Atomics are not tracked (they
-    do not race with each other)."""
+    threads in lockstep (or, per thread, one after another between barriers), so a race gives
+    it one of the orders a GPU may take and no wrong value to show (GPU fuzz seed 780106:
+    threads loaded a row's argmax before the row's lane 0 had stored it, which the emulator's
+    order hid). Ordered: accesses of one thread; accesses of one block on either side of a
+    barrier (`epoch`); accesses of one warp's lanes on either side of a shuffle of the whole
+    warp (`warp_epochs`: the values shuffled carry what the lanes read before it, as a
+    reduction's lanes read its initial value, which its lane 0 then overwrites); another
+    block's writes read by a block that has done an atomic since (the column reductions' last
+    block, which reads the others' partials after their fences and its counter's increment).
+    Atomics are not tracked (they do not race with each other).
+
+    Per buffer and element, the last write and the last read are kept as (block, thread,
+    epoch, warp epoch) in numpy arrays (block -1: none; thread `-1 - warp`: several threads
+    of that warp read it in that epoch, `SEVERAL_WARPS`: several warps), and an access of
+    many threads (a lockstep op) is checked at once."""
 
     def __init__(self) -> None:
         self.on = True
@@ -145,77 +150,103 @@ class Races:
 
     def launch(self) -> None:
         self.block, self.thread, self.epoch = 0, 0, 0
-        self.warp_epochs: dict[int, int] = {}  # warp -> full-warp shuffles so far (this block)
-        # (buffer, element) -> (block, thread, epoch, warp epoch) of the last write, and of
-        # the last read (thread -1: several threads of the block read it in that epoch)
-        self.writes: dict[tuple[int, int], tuple[int, int, int, int]] = {}
-        self.reads: dict[tuple[int, int], tuple[int, int, int, int]] = {}
+        self.warp_epochs = np.zeros(1, np.int64)  # warp -> full-warp shuffles so far (this block)
+        self.state: dict[int, np.ndarray] = {}  # id(storage) -> [8, elements]: write then read records
         self.acquired: set[int] = set()  # blocks that did an atomic
         self.buffers: dict[int, np.ndarray] = {}  # kept alive: their ids name them for the launch
 
-    def start_block(self, block: int) -> None:
-        self.block, self.epoch, self.warp_epochs = block, 0, {}
-
-    def _key(self, m: "MemRef", i: int) -> tuple[int, int]:
-        self.buffers.setdefault(id(m.data), m.data)
-        return id(m.data), i
-
-    def _now(self) -> tuple[int, int, int, int]:
-        return self.block, self.thread, self.epoch, self.warp_epochs.get(self.thread // 32, 0)
-
-    @staticmethod
-    def _warp(who: int) -> int:
-        """The warp of a thread, or of the readers `who` stands for (-1 - warp), or -1 (several warps)."""
-        return who // 32 if who >= 0 else (-1 - who if who != SEVERAL_WARPS else -1)
-
-    def _unordered(self, now: tuple[int, int, int, int], then: tuple[int, int, int, int]) -> bool:
-        """Accesses of one block: by other threads, between the same barriers, and not on
-        either side of a shuffle of their warp."""
-        if then[0] != now[0] or then[1] == now[1] or then[2] != now[2]:
-            return False
-        warp = self._warp(then[1])
-        return warp != now[1] // 32 or then[3] == now[3]
+    def start_block(self, block: int, threads: int = 1) -> None:
+        self.block, self.epoch = block, 0
+        self.warp_epochs = np.zeros(max(1, -(-threads // 32)), np.int64)
 
     def read(self, m: "MemRef", elements: Any) -> None:
-        self._access(m, elements, False)
+        """One thread's (`self.thread`) read of `elements` of `m`'s storage."""
+        self.access(m, np.asarray(elements, np.int64), np.full(len(elements), self.thread, np.int64), False)
 
     def write(self, m: "MemRef", elements: Any) -> None:
-        self._access(m, elements, True)
+        self.access(m, np.asarray(elements, np.int64), np.full(len(elements), self.thread, np.int64), True)
 
-    def _access(self, m: "MemRef", elements: Any, writing: bool) -> None:
-        """Check each element's access against the last write (and, writing, the last read),
-        then record it. Another block's access is ordered before this one only where this
-        block has done an atomic since (which follows the other block's fence)."""
-        if not (IN_KERNEL[0] and self.on):
+    def _records(self, m: "MemRef") -> np.ndarray:
+        key = id(m.data)
+        if key not in self.state:
+            self.buffers[key] = m.data
+            records = np.zeros((8, m.data.size), np.int64)
+            records[0] = records[4] = -1
+            self.state[key] = records
+        return self.state[key]
+
+    def _unordered(self, then: np.ndarray, threads: np.ndarray, warp_epochs: np.ndarray) -> np.ndarray:
+        """Which earlier accesses (`then`: [4, n] records) race with this block's threads' now:
+        by another thread of this block between the same barriers, not on either side of a
+        shuffle of their warp; or another block's where this block has done no atomic since."""
+        block, who, epoch, warp_epoch = then
+        present = block >= 0
+        warp = np.where(who >= 0, who // 32, np.where(who == SEVERAL_WARPS, -1, -1 - who))
+        same = present & (block == self.block) & (who != threads) & (epoch == self.epoch) & (
+            (warp != threads // 32) | (warp_epoch == warp_epochs))
+        return same | (present & (block != self.block) & (self.block not in self.acquired))
+
+    def access(self, m: "MemRef", elements: np.ndarray, threads: np.ndarray, writing: bool) -> None:
+        """Check the accesses (element `elements[k]` by thread `threads[k]`, in the threads'
+        order) against the last write (and, writing, the last read, and each other), then
+        record them."""
+        if not (IN_KERNEL[0] and self.on) or not len(elements):
             return
-        now = self._now()
+        records = self._records(m)
+        warp_epochs = self.warp_epochs[threads // 32]
+        bad = self._unordered(records[0:4, elements], threads, warp_epochs)
         what = "writes" if writing else "reads"
-        for i in elements:
-            key = self._key(m, i)
-            w = self.writes.get(key)
-            if w is not None and (self._unordered(now, w) or w[0] != now[0] and now[0] not in self.acquired):
-                self._race(what, i, w)
-            r = self.reads.get(key)
-            if writing:
-                if r is not None and (self._unordered(now, r) or r[0] != now[0] and now[0] not in self.acquired):
-                    self._race(what, i, r, "read")
-                self.writes[key] = now
-            elif r is None or r[0] != now[0] or r[2] != now[2] or r[1] == now[1]:
-                self.reads[key] = now
-            elif self._warp(r[1]) == now[1] // 32:  # readers of one warp: its latest shuffle count
-                self.reads[key] = (now[0], -1 - now[1] // 32, now[2], now[3])
-            else:
-                self.reads[key] = (now[0], SEVERAL_WARPS, now[2], 0)
+        if writing:
+            bad_read = self._unordered(records[4:8, elements], threads, warp_epochs)
+            twice = np.zeros(len(elements), bool)  # a later thread of this access writes it again
+            order = np.argsort(elements, kind="stable")
+            again = np.flatnonzero(elements[order][1:] == elements[order][:-1])
+            twice[order[again + 1]] = threads[order[again + 1]] != threads[order[again]]
+            for k in np.flatnonzero(bad | bad_read | twice)[:1]:
+                if bad[k]:
+                    self._race(int(threads[k]), what, int(elements[k]), records[0:2, elements[k]])
+                if bad_read[k]:
+                    self._race(int(threads[k]), what, int(elements[k]), records[4:6, elements[k]], "read")
+                earlier = order[again[order[again + 1] == k][0]]
+                self._race(int(threads[k]), what, int(elements[k]), (self.block, threads[earlier]))
+            records[0, elements], records[1, elements] = self.block, threads
+            records[2, elements], records[3, elements] = self.epoch, warp_epochs
+            return
+        for k in np.flatnonzero(bad)[:1]:
+            self._race(int(threads[k]), what, int(elements[k]), records[0:2, elements[k]])
+        self._record_reads(records, elements, threads, warp_epochs)
 
-    def _race(self, what: str, i: int, other: tuple[int, int, int, int], did: str = "wrote") -> None:
-        them = f"thread {other[1]} of block {other[0]}" if other[1] >= 0 else f"several threads of block {other[0]}"
-        them += f" (warp {self._warp(other[1])})" if other[1] < 0 and other[1] != SEVERAL_WARPS else ""
-        raise EmulationError(f"data race: thread {self.thread} of block {self.block} {what} element {i} of a buffer "
+    def _record_reads(self, records: np.ndarray, elements: np.ndarray, threads: np.ndarray,
+                      warp_epochs: np.ndarray) -> None:
+        """The last read of each element, as reading it one thread after another would leave
+        it: one thread; several threads of one warp (`-1 - warp`); several warps."""
+        places, first, inverse = np.unique(elements, return_index=True, return_inverse=True)
+        lowest = np.full(len(places), np.iinfo(np.int64).max)
+        highest = np.full(len(places), -1)
+        np.minimum.at(lowest, inverse, threads)
+        np.maximum.at(highest, inverse, threads)
+        block, who, epoch = records[4, places], records[5, places], records[6, places]
+        warp = lowest // 32
+        then = np.where(who >= 0, who // 32, np.where(who == SEVERAL_WARPS, -2, -1 - who))
+        fresh = (block != self.block) | (epoch != self.epoch)
+        one = lowest == highest
+        single = fresh & one | (who == lowest) & one
+        one_warp = ~single & (highest // 32 == warp) & (fresh | (then == warp))
+        who = np.where(single, lowest, np.where(one_warp, -1 - warp, SEVERAL_WARPS))
+        records[4, places], records[5, places], records[6, places] = self.block, who, self.epoch
+        records[7, places] = np.where(single | one_warp, warp_epochs[first], 0)
+
+    def _race(self, thread: int, what: str, i: int, other: Any, did: str = "wrote") -> None:
+        block, who = int(other[0]), int(other[1])
+        warp = -1 - who if who != SEVERAL_WARPS else -1
+        them = f"thread {who} of block {block}" if who >= 0 else f"several threads of block {block}"
+        them += f" (warp {warp})" if who < 0 and who != SEVERAL_WARPS else ""
+        raise EmulationError(f"data race: thread {thread} of block {self.block} {what} element {i} of a buffer "
                              f"that {them} {did} with nothing ordering the two (a barrier, a shuffle of their "
                              "warp, or an atomic after the other block's)")
 
 
-SEVERAL_WARPS = -(1 << 30)  # `Races.reads`: readers in several warps
+SEVERAL_WARPS = -(1 << 30)  # `Races` reads: readers in several warps
 RACES = Races()
 
 

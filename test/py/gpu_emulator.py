@@ -2,29 +2,34 @@
 the CPU, so that CI checks the scheduled kernels' numerics where there is no GPU.
 
 Not a simulator of timing or of the memory model: the host code runs op by op; a launch runs
-its blocks one after another and a block's threads as Python generators that stop at
-`gpu.barrier` (every live thread of the block must reach it) and `gpu.shuffle` (every live
-lane of the warp must reach it). What it catches: wrong indices (every memref access is
-bounds-checked), reads of memory nothing wrote (fresh buffers hold NaN or a garbage pattern),
-missing or misplaced barriers (a thread reading shared memory another thread writes only after
-the barrier sees the garbage), data races (`emulator_rules.Races`: two threads' accesses to an
-element, one a write, that no barrier or atomic orders, though the order the emulator runs
-them in gives the right value), wrong guards, vector/scalar variant mistakes (the host's
-alignment checks see the addresses given here, misaligned ones included).
+its blocks one after another, and a block's threads in lockstep (`emulator_lanes`: each value
+a numpy array over the threads, branches and loops by mask; a barrier or shuffle must be
+reached by every thread of the block or lane of the warp). With the race check off, a block's
+threads run instead as Python generators, one after another between barriers and shuffles
+(as do all with EMULATOR_PER_THREAD=1). What it catches: wrong indices (every memref access
+is bounds-checked), reads of memory nothing wrote (fresh buffers hold NaN or a garbage
+pattern), missing or misplaced barriers and other data races (`emulator_rules.Races`: two
+threads' accesses to an element, one a write, that no barrier, shuffle or atomic orders;
+threads one after another, a thread reading shared memory another writes only after the
+barrier sees the garbage), wrong guards, vector/scalar variant mistakes (the host's alignment
+checks see the addresses given here, misaligned ones included).
 
     out = emulate(compiled.stages["gpu"], [x, w, 0.5], [np.empty(...)], misalign={0: 4})
 
-The values and the rule of each op are in `emulator_rules.py`; this file is the interpreter:
-ops prepared once, threads, barriers, shuffles, launches.
+The values and the rule of each op are in `emulator_rules.py` (their lockstep forms in
+`emulator_lanes.py`); this file is the interpreter: ops prepared once, threads, barriers,
+shuffles, launches.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import numpy as np
+from emulator_lanes import run_op, spread, uniform, where
 from emulator_rules import (IN_KERNEL, MEMSETS, RACES, RULES, EmulationError, Kind, MemRef,
                             fresh, kind_of, maybe_kind, of_array, of_view)
 from mlir import ir
@@ -121,6 +126,7 @@ class Emulator:
         return []
 
 
+PER_THREAD = bool(os.environ.get("EMULATOR_PER_THREAD"))  # every launch thread by thread (slow)
 LAUNCHED: list[tuple[tuple[int, ...], tuple[int, ...]]] = []  # (grid, block) of each launch of the last `emulate`
 RUN_KERNELS = [True]  # False: `emulate(kernels=False)`, launches recorded but not run
 
@@ -140,11 +146,29 @@ def _launch(emu: Emulator, p: Op, env: dict) -> Iterator[_Sync]:
         p.cache["captured"] = _captured(body)
     outside = {v: env[v] for v in p.cache["captured"]}
     RACES.launch()
+    # In lockstep (the block's threads together, `emulator_lanes`) unless the race check is
+    # off: the per-thread order then shows what a missing barrier reads (garbage).
+    lockstep = RACES.on and not PER_THREAD
+    if lockstep:
+        spread_outside = {v: spread(x, n_threads) for v, x in outside.items()}
+        t = np.arange(n_threads, dtype=np.uint64)
+        thread_ids = [t % np.uint64(block[0]), t // np.uint64(block[0]) % np.uint64(block[1]),
+                      t // np.uint64(block[0] * block[1])]
     for bz in range(grid[2]):
         for by in range(grid[1]):
             for bx in range(grid[0]):
-                RACES.start_block(bx + grid[0] * (by + grid[1] * bz))
+                RACES.start_block(bx + grid[0] * (by + grid[1] * bz), n_threads)
                 shared = [fresh(t.element_type, list(t.shape)) for t in shared_types]
+                if lockstep:
+                    env = dict(spread_outside)
+                    env.update(zip(body.args, [spread(i, n_threads) for i in (bx, by, bz)] + thread_ids
+                                   + [spread(i, n_threads) for i in (*grid, *block)] + shared))
+                    IN_KERNEL[0] = True
+                    try:
+                        _run_lanes(emu, body, env, None, n_threads)
+                    finally:
+                        IN_KERNEL[0] = False
+                    continue
                 threads = []
                 for t in range(n_threads):
                     tx, ty, tz = t % block[0], t // block[0] % block[1], t // (block[0] * block[1])
@@ -204,7 +228,7 @@ def _run_block(threads: list[Iterator[_Sync]]) -> None:
             if not all(t in live and waiting[t].what == "shuffle" for t in lanes):
                 continue
             values = {t % WARP: waiting[t].payload[1] for t in lanes}
-            RACES.warp_epochs[warp] = RACES.warp_epochs.get(warp, 0) + 1
+            RACES.warp_epochs[warp] += 1
             for t in lanes:
                 mode, value, offset, width = waiting[t].payload
                 lane = t % WARP
@@ -279,6 +303,125 @@ def _if(emu: Emulator, p: Op, env: dict) -> Iterator[_Sync]:
 
 _SYNCING: dict[str, Callable] = {"gpu.launch": _launch, "gpu.barrier": _barrier, "gpu.shuffle": _shuffle,
                                  "scf.for": _for, "scf.if": _if, "scf.while": _while, "scf.parallel": _parallel}
+
+
+# -- lockstep: a block's threads together -------------------------------------------------------
+def _run_lanes(emu: Emulator, block: Block, env: dict, mask: np.ndarray | None, lanes: int) -> list[Any]:
+    """Run `block` for the lanes in `mask` (None: all), each value an array over the lanes."""
+    for p in block.ops:
+        if p.ends:
+            return [env[v] for v in p.ins]
+        structured = _LOCKSTEP.get(p.name)
+        if structured is not None:
+            results = structured(emu, p, env, mask, lanes)
+        else:
+            results = run_op(p, [env[v] for v in p.ins], mask, lanes)
+        for r, v in zip(p.outs, results):
+            env[r] = v
+    return []
+
+
+def _all(mask: np.ndarray | None, lanes: int) -> np.ndarray:
+    return np.ones(lanes, bool) if mask is None else mask
+
+
+def _for_lanes(emu: Emulator, p: Op, env: dict, mask: np.ndarray | None, lanes: int) -> list[Any]:
+    """scf.for: bounds alike on every active lane, one loop; else each lane until its own end."""
+    lb, ub, step, *carried = (env[v] for v in p.ins)
+    body = p.regions[0][0]
+    bounds = [uniform(x, mask) for x in (lb, ub, step)]
+    if all(b is not None for b in bounds):
+        iv, end, inc = (int(b) for b in bounds)
+        while iv < end:
+            env.update(zip(body.args, [np.full(lanes, iv, np.uint64), *carried]))
+            carried = _run_lanes(emu, body, env, mask, lanes)
+            iv += inc
+        return carried
+    on, iv = _all(mask, lanes), lb
+    while True:
+        going = on & (iv < ub)
+        if not going.any():
+            return carried
+        env.update(zip(body.args, [iv, *carried]))
+        carried = [where(going, new, old) for new, old in zip(_run_lanes(emu, body, env, going, lanes), carried)]
+        iv = np.where(going, iv + step, iv)
+
+
+def _if_lanes(emu: Emulator, p: Op, env: dict, mask: np.ndarray | None, lanes: int) -> list[Any]:
+    """scf.if: a branch every active lane takes runs for them all; else each branch for its
+    lanes, the results merged."""
+    taken = env[p.ins[0]] != 0
+    then, other = p.regions
+    on, off = taken & _all(mask, lanes), ~taken & _all(mask, lanes)
+    if not off.any():
+        return _run_lanes(emu, then[0], env, mask, lanes)
+    if not on.any():
+        return _run_lanes(emu, other[0], env, mask, lanes) if other else []
+    first = _run_lanes(emu, then[0], env, on, lanes)
+    if not other:
+        return first
+    second = _run_lanes(emu, other[0], env, off, lanes)
+    return [where(taken, a, b) for a, b in zip(first, second)]
+
+
+def _while_lanes(emu: Emulator, p: Op, env: dict, mask: np.ndarray | None, lanes: int) -> list[Any]:
+    """scf.while: each lane until its own condition fails; a lane's results are the
+    condition's values when it does."""
+    before, after = p.regions[0][0], p.regions[1][0]
+    carried, on, final = [env[v] for v in p.ins], _all(mask, lanes), None
+    while True:
+        env.update(zip(before.args, carried))
+        flag, *values = _run_lanes(emu, before, env, on, lanes)
+        going = on & (flag != 0)
+        final = values if final is None else [where(on & ~going, v, f) for v, f in zip(values, final)]
+        if not going.any():
+            return final
+        env.update(zip(after.args, values))
+        carried, on = _run_lanes(emu, after, env, going, lanes), going
+
+
+def _parallel_lanes(emu: Emulator, p: Op, env: dict, mask: np.ndarray | None, lanes: int) -> list[Any]:
+    """scf.parallel without reductions, bounds alike on every active lane."""
+    body = p.regions[0][0]
+    n = len(body.args)
+    bounds = [uniform(env[v], mask) for v in p.ins]
+    if len(bounds) != 3 * n or any(b is None for b in bounds):
+        raise EmulationError("scf.parallel with reductions or bounds that differ across threads: not emulated")
+    bounds = [int(b) for b in bounds]
+    for ivs in itertools.product(*[range(lb, ub, step) for lb, ub, step in zip(bounds[:n], bounds[n:2 * n],
+                                                                               bounds[2 * n:])]):
+        env.update(zip(body.args, [np.full(lanes, iv, np.uint64) for iv in ivs]))
+        _run_lanes(emu, body, env, mask, lanes)
+    return []
+
+
+def _barrier_lanes(emu: Emulator, p: Op, env: dict, mask: np.ndarray | None, lanes: int) -> list[Any]:
+    if mask is not None and not mask.all():
+        raise EmulationError(f"deadlock: a barrier that {int(mask.sum())} of the block's {lanes} threads reach "
+                             "(in a branch or loop the others do not take)")
+    RACES.epoch += 1
+    return []
+
+
+def _shuffle_lanes(emu: Emulator, p: Op, env: dict, mask: np.ndarray | None, lanes: int) -> list[Any]:
+    """gpu.shuffle: the warps with an active lane, all of whose lanes must be active."""
+    value, offset, width = (env[v] for v in p.ins)
+    mode = p.cache.get("mode") or p.cache.setdefault(
+        "mode", str(p.op.attributes["mode"]).rstrip(">").split()[-1])
+    t = np.arange(lanes)
+    warp, lane = t // WARP, t % WARP
+    warps = np.unique(warp[_all(mask, lanes)])
+    if mask is not None and not mask[np.isin(warp, warps)].all():
+        raise EmulationError("deadlock: a full-warp shuffle that some lanes of a warp do not reach")
+    offset, width = offset.astype(np.int64), width.astype(np.int64)
+    source = {"xor": lane ^ offset, "down": lane + offset, "up": lane - offset, "idx": offset}[mode]
+    ok = (source >= 0) & (source < width) & (warp * WARP + source < lanes)
+    RACES.warp_epochs[warps] += 1
+    return [value[np.where(ok, warp * WARP + source, t)], ok.astype(np.uint64)]
+
+
+_LOCKSTEP: dict[str, Callable] = {"gpu.barrier": _barrier_lanes, "gpu.shuffle": _shuffle_lanes, "scf.for": _for_lanes,
+                                  "scf.if": _if_lanes, "scf.while": _while_lanes, "scf.parallel": _parallel_lanes}
 
 
 # -- the entry point ----------------------------------------------------------------------------

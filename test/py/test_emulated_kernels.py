@@ -1605,7 +1605,9 @@ def test_random_programs_on_the_emulated_gpu() -> None:
 
 def test_the_emulator_catches_a_missing_barrier(monkeypatch) -> None:
     """Without its barrier the transpose reads shared memory another thread writes: a data
-    race (and, in the emulator's order, garbage: the race check off, NaN)."""
+    race (the block's threads in lockstep: a thread's transposed read of the tile element
+    another thread wrote since the last barrier) and, the race check off (threads one after
+    another), garbage: NaN."""
     from emulator_rules import RACES
 
     from mlirfuse.lowering.gpu import transpose as gpu_transpose
@@ -1615,7 +1617,8 @@ def test_the_emulator_catches_a_missing_barrier(monkeypatch) -> None:
 
     monkeypatch.setattr(gpu_transpose, "gpu", NoBarrier)
     monkeypatch.setenv("MLIRFUSE_CACHE_DIR", "off")
-    with pytest.raises(EmulationError, match="data race: thread .* writes element .* that thread .* read"):
+    with pytest.raises(EmulationError, match="data race: thread .* of block 0 reads element .* that thread .* of "
+                                             "block 0 wrote"):
         on_emulated_gpu(lambda x: ops.permute(x, [1, 0]) * 1.0, randn(64, 32))
     monkeypatch.setattr(RACES, "on", False)
     _, got, want = on_emulated_gpu(lambda x: ops.permute(x, [1, 0]) * 1.0, randn(64, 32))
