@@ -2507,3 +2507,33 @@ def test_a_chain_runs_before_a_kernel_whose_body_reads_its_row_values() -> None:
         return ops.cat([logp, logp], 0), ops.exp(logp)
     c = check(fn, randn(2, 5, 1))
     assert schedules(c) == ["normalization (row, reduce, row, reduce, row)", "pointwise"], c.stages["launch_params"]
+
+
+LOCKSTEP_CASES = [
+    ("layer norm, rows of 300", lambda x: ops.var(x, [-1], keepdim=True, correction=0) + x, (randn(9, 300),), None),
+    ("column sums, a last block", lambda x: ops.sum(x, [0]), (randn(700, 40),), None),
+    ("whole-tensor sum", lambda x: ops.sum(x * x), (randn(3, 1000),), None),
+    ("transpose", lambda x: ops.permute(x, [1, 0]) * 2.0, (randn(70, 40),), None),
+    ("vectors, misaligned", lambda x: ops.exp(x) + 1.0, (randn(6, 64),), {0: 4}),
+    ("argmax and gather", lambda x: ops.take_along_axis(x, ops.argmax(x, 1, keepdim=True), 1) * x,
+     (randn(5, 77),), None),
+    ("integer division", lambda a, b: (a // b, a % b), (RNG.integers(-50, 50, (4, 33)).astype(np.int32),
+                                                        RNG.integers(1, 9, (4, 33)).astype(np.int32)), None),
+]
+
+
+@pytest.mark.parametrize("name,fn,args,misalign", LOCKSTEP_CASES, ids=[c[0] for c in LOCKSTEP_CASES])
+def test_lockstep_and_per_thread_emulation_agree_bitwise(name, fn, args, misalign, monkeypatch) -> None:
+    """The emulator's two ways to run a block (its threads in lockstep, the default; one after
+    another, `EMULATOR_PER_THREAD`), both with the race check on, give bit-equal outputs: loops
+    whose bounds differ across threads, branches, shuffles, barriers, atomics and the last
+    block's combine, vector accesses of the scalar variant, integer division."""
+    import gpu_emulator
+
+    compiled, lockstep, want = on_emulated_gpu(fn, *args, misalign=misalign)
+    monkeypatch.setattr(gpu_emulator, "PER_THREAD", True)
+    _, per_thread, _ = on_emulated_gpu(fn, *args, misalign=misalign)
+    for a, b in zip(lockstep, per_thread):
+        assert a.dtype == b.dtype and np.array_equal(a.reshape(-1).view(np.uint8), b.reshape(-1).view(np.uint8)), name
+    for k, (g, w) in enumerate(zip(lockstep, want)):
+        assert_close(g, w, f"output {k}", 1000)
