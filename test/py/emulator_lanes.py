@@ -12,10 +12,12 @@ are `mask` (None: all), and only memory accesses, asserts and integer divisions 
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import numpy as np
-from emulator_rules import (RACES, RULES, EmulationError, Kind, MemRef, DeviceAssert, storage_dtype_of)
+from emulator_rules import (RACES, RULES, DeviceAssert, EmulationError, Kind, MemRef, maybe_kind, position,
+                            storage_dtype_of)
 from mlir import ir
 
 MASKS = {w: np.uint64((1 << w) - 1) for w in range(1, 64)}
@@ -179,10 +181,6 @@ def _cast(fn: Callable) -> Callable:
     return lambda p, vals, mask: [fn(p.src, p.kind, vals[0])]
 
 
-def _to_float(x: np.ndarray, dst: Kind) -> np.ndarray:
-    return x.astype(dst.float)
-
-
 def _float_to_int(s: Kind, d: Kind, v: np.ndarray) -> np.ndarray:
     """Truncation toward zero (NaN and infinities give 0, as the scalar rule)."""
     f = v.astype(np.float64)
@@ -212,18 +210,9 @@ def _math(fn: Callable) -> Callable:
 
 
 def _each(fn: Callable) -> Callable:
+    """A float64 function numpy lacks (erf, erfc), element by element."""
     ufunc = np.frompyfunc(fn, 1, 1)
     return lambda x: ufunc(x).astype(np.float64)
-
-
-def _erf(x):
-    import math
-    return _each(math.erf)(x)
-
-
-def _erfc(x):
-    import math
-    return _each(math.erfc)(x)
 
 
 def _fma(p, vals, mask):
@@ -324,12 +313,6 @@ def _assert(p, vals, mask, lanes):
     return []
 
 
-def _position(p) -> int:
-    if "position" not in p.cache:
-        p.cache["position"] = ir.DenseI64ArrayAttr(p.op.attributes["static_position"])[0]
-    return p.cache["position"]
-
-
 def _select(p, vals, mask):
     c, a, b = vals
     if isinstance(a, np.ndarray):
@@ -391,8 +374,8 @@ LANE_RULES: dict[str, Callable] = {
     "arith.extsi": _cast(lambda s, d, v: unsigned(signed(v, s.width), d.width)),
     "arith.extui": _cast(lambda s, d, v: v),
     "arith.trunci": _cast(lambda s, d, v: wrap(v, d.width)),
-    "arith.sitofp": _cast(lambda s, d, v: _to_float(signed(v, s.width), d)),
-    "arith.uitofp": _cast(lambda s, d, v: _to_float(v, d)),
+    "arith.sitofp": _cast(lambda s, d, v: signed(v, s.width).astype(d.float)),
+    "arith.uitofp": _cast(lambda s, d, v: v.astype(d.float)),
     "arith.fptosi": _cast(_float_to_int),
     "arith.fptoui": _cast(_float_to_int),
     "arith.extf": _cast(lambda s, d, v: v.astype(d.float)),
@@ -418,8 +401,8 @@ LANE_RULES: dict[str, Callable] = {
     "math.log2": _math(np.log2),
     "math.log10": _math(np.log10),
     "math.tanh": _math(np.tanh),
-    "math.erf": _math(_erf),
-    "math.erfc": _math(_erfc),
+    "math.erf": _math(_each(math.erf)),
+    "math.erfc": _math(_each(math.erfc)),
     "math.sqrt": _math(np.sqrt),
     "math.rsqrt": _math(lambda x: 1 / np.sqrt(x)),
     "math.sin": _math(np.sin),
@@ -432,7 +415,7 @@ LANE_RULES: dict[str, Callable] = {
     "math.atan2": _math(np.arctan2),
     "math.powf": _math(np.power),
     "math.copysign": _math(np.copysign),
-    "vector.extract": lambda p, vals, mask: [vals[0][:, _position(p)]],
+    "vector.extract": lambda p, vals, mask: [vals[0][:, position(p)]],
     "vector.from_elements": lambda p, vals, mask: [np.stack(vals, axis=1)],
     "vector.broadcast": lambda p, vals, mask: [np.repeat(vals[0][:, None],
                                                          ir.VectorType(p.op.results[0].type).shape[0], axis=1)],
@@ -459,22 +442,11 @@ def run_op(p, vals: list[Any], mask: np.ndarray | None, lanes: int) -> list[Any]
                 not any(isinstance(v, list) for v in vals):
             t = int(on[0])
             results = RULES[p.name](p, [lane(v, t) for v in vals])
-            return [r if isinstance(r, MemRef) or r is None else spread_like(r, lanes) for r in results]
+            return [r if isinstance(r, MemRef) or r is None else spread(r, lanes) for r in results]
     per_lane: list[list[Any]] = [[] for _ in p.outs]
     for t in on:
         RACES.thread = int(t)
         for k, r in enumerate(RULES[p.name](p, [lane(v, int(t)) for v in vals])):
             per_lane[k].append(r)
-    kinds = [_kind(r) for r in p.op.results]
+    kinds = [maybe_kind(r.type) for r in p.op.results]
     return [gather(values, kind, lanes, on) for values, kind in zip(per_lane, kinds)]
-
-
-def spread_like(value: Any, lanes: int) -> Any:
-    if isinstance(value, tuple):
-        return spread(value, lanes).copy()
-    return spread(value, lanes)
-
-
-def _kind(result: ir.Value) -> Kind | None:
-    from emulator_rules import maybe_kind
-    return maybe_kind(result.type)

@@ -493,7 +493,7 @@ _HANDLERS: dict[str, Callable] = {
     "memref.extract_strided_metadata": lambda p, vals: [
         MemRef(vals[0].data, vals[0].address, 0, [], [], vals[0].host, vals[0].device),
         vals[0].offset, *vals[0].sizes, *vals[0].strides],
-    "vector.extract": lambda p, vals: [vals[0][_position(p)]],
+    "vector.extract": lambda p, vals: [vals[0][position(p)]],
     "vector.from_elements": lambda p, vals: [tuple(vals)],
     "vector.broadcast": lambda p, vals: [(vals[0],) * ir.VectorType(p.op.results[0].type).shape[0]],
     "gpu.thread_id": lambda p, vals: _fail("gpu.thread_id outside a launch's arguments"),
@@ -502,7 +502,8 @@ _HANDLERS: dict[str, Callable] = {
 }
 
 
-def _position(p: Any) -> int:
+def position(p: Any) -> int:
+    """vector.extract's static position (cached)."""
     if "position" not in p.cache:
         p.cache["position"] = ir.DenseI64ArrayAttr(p.op.attributes["static_position"])[0]
     return p.cache["position"]

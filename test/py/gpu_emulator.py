@@ -247,10 +247,16 @@ def _barrier(emu: Emulator, p: Op, env: dict) -> Iterator[_Sync]:
     return []
 
 
+def _shuffle_mode(p: Op) -> str:
+    """xor, down, up or idx (cached): #gpu<shuffle_mode xor>."""
+    if "mode" not in p.cache:
+        p.cache["mode"] = str(p.op.attributes["mode"]).rstrip(">").split()[-1]
+    return p.cache["mode"]
+
+
 def _shuffle(emu: Emulator, p: Op, env: dict) -> Iterator[_Sync]:
     value, offset, width = (env[v] for v in p.ins)
-    mode = p.cache.get("mode") or p.cache.setdefault(
-        "mode", str(p.op.attributes["mode"]).rstrip(">").split()[-1])  # #gpu<shuffle_mode xor>
+    mode = _shuffle_mode(p)
     reply = yield _Sync("shuffle", mode, value, offset, width)
     return list(reply)
 
@@ -406,8 +412,7 @@ def _barrier_lanes(emu: Emulator, p: Op, env: dict, mask: np.ndarray | None, lan
 def _shuffle_lanes(emu: Emulator, p: Op, env: dict, mask: np.ndarray | None, lanes: int) -> list[Any]:
     """gpu.shuffle: the warps with an active lane, all of whose lanes must be active."""
     value, offset, width = (env[v] for v in p.ins)
-    mode = p.cache.get("mode") or p.cache.setdefault(
-        "mode", str(p.op.attributes["mode"]).rstrip(">").split()[-1])
+    mode = _shuffle_mode(p)
     t = np.arange(lanes)
     warp, lane = t // WARP, t % WARP
     warps = np.unique(warp[_all(mask, lanes)])
