@@ -51,25 +51,45 @@ def merge_kernel_modules(module: ir.Module) -> None:
 
 
 def sink_index_constants(func: ir.Operation) -> None:
-    """Copy the function's `index` constants into the launches that use them.
+    """Copy the function's `index` constants into the launches that use them, and its other
+    constants where nothing but a warp shuffle reads them inside the launch (offsets, width),
+    as well as float and i1 ones.
 
     Folding hoists constants to the function; kernel outlining would make them kernel
-    parameters, hiding loop bounds, strides and divisors from LLVM. Other constants stay
-    parameters: inlined, Philox's keys turn its 32-bit multiplies into 64-bit ones.
+    parameters, hiding loop bounds, strides, divisors, shuffle offsets and flags from LLVM (a
+    normalization kernel over static rows branched around each butterfly level and divided
+    by its row length). Other integer constants stay parameters: inlined, Philox's keys turn
+    its 32-bit multiplies into 64-bit ones.
     """
     entry = func.regions[0].blocks[0]
     for launch in _launches(func):
         body = launch.regions[0].blocks[0]
+        inside = gpu_kernels.walk_ops(launch)[1:]  # not the launch's own sizes
+        shuffled = _shuffle_only(inside)
         copies: dict = {}
-        for op in gpu_kernels.walk_ops(launch)[1:]:  # not the launch's own sizes
+        for op in inside:
             for v in list(op.operands):
                 owner = v.owner
                 if isinstance(owner, ir.Block) or owner.operation.name != "arith.constant" \
-                        or not isinstance(v.type, ir.IndexType) or owner.operation.block != entry:
+                        or owner.operation.block != entry or not _sunk(v, shuffled):
                     continue
                 if v not in copies:
                     copies[v] = owner.operation.clone(ip=ir.InsertionPoint.at_block_begin(body)).results[0]
                 op.replace_uses_of_with(v, copies[v])
+
+
+def _sunk(v: ir.Value, shuffled: set) -> bool:
+    t = v.type
+    return isinstance(t, (ir.IndexType, ir.FloatType)) or t == ir.IntegerType.get_signless(1) or v in shuffled
+
+
+def _shuffle_only(ops: list[ir.Operation]) -> set:
+    """Values that, among `ops`, only `gpu.shuffle` ops read."""
+    readers: dict = {}
+    for op in ops:
+        for v in op.operands:
+            readers.setdefault(v, set()).add(op.name)
+    return {v for v, names in readers.items() if names == {"gpu.shuffle"}}
 
 
 def high_multiplies(func: ir.Operation) -> None:

@@ -18,7 +18,6 @@
 // PARAMS-SAME: "launches: 1"
 
 // GPU-NOT: mlirfuse.schedule = "pointwise"
-// GPU: %[[ZERO:[^ ]+]] = arith.constant 0.000000e+00 : f32
 // GPU: %[[WS:[^ ]+]] = gpu.alloc  (%{{[^ ]+}}, %{{[^ ]+}}) : memref<?x?xf32>
 // GPU: %[[COUNT:[^ ]+]] = gpu.alloc  (%{{[^ ]+}}) : memref<?xi32>
 // GPU: scf.if %{{[^ ]+}} {
@@ -27,6 +26,8 @@
 // GPU: gpu.wait [%[[T1]]]
 // GPU-NEXT: } {mlirfuse.schedule = "column-reduction-counters"}
 // GPU: gpu.launch blocks{{.*}} workgroup(%[[SH:[^ ]+]] : memref<1024xf32, #gpu.address_space<workgroup>>, %[[LAST:[^ ]+]] : memref<1xi32, #gpu.address_space<workgroup>>)
+// The sum's initial value, a constant inside the kernel (not a parameter):
+// GPU: %[[ZERO:[^ ]+]] = arith.constant 0.000000e+00 : f32
 // GPU: vector.load %arg1[%[[COL:[^ ]+]]] {alignment = 16 : i64} : memref<?xf32>, vector<4xf32>
 // GPU: scf.for
 // GPU-COUNT-4: vector.load %collapse_shape[%{{[^ ]+}}, %[[COL]]] {alignment = 16 : i64} : memref<?x?xf32>, vector<4xf32>

@@ -29,8 +29,8 @@
 // F64: vector.load %arg0[%{{[^ ]+}}, %{{[^ ]+}}] {alignment = 16 : i64} : memref<?x?xf64>, vector<2xf64>
 // F64: arith.maximumf
 // F64: arith.bitcast %{{[^ ]+}} : f64 to i64
-// F64: gpu.shuffle  xor %{{[^ ]+}}, %c16_i32, %c32_i32 : i32
-// F64: gpu.shuffle  xor %{{[^ ]+}}, %c16_i32, %c32_i32 : i32
+// F64: gpu.shuffle  xor %{{[^ ]+}}, %c16_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : i32
+// F64: gpu.shuffle  xor %{{[^ ]+}}, %c16_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : i32
 // F64: arith.bitcast %{{[^ ]+}} : i64 to f64
 
 // F64-PTX: ld.global.v2.{{[bf]}}64

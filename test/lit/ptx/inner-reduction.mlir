@@ -48,11 +48,11 @@
 // GPU-SAME: workgroup(%[[SHARED:[^ ]+]] : memref<16xf32, #gpu.address_space<workgroup>>)
 // GPU-COUNT-4: vector.load %arg0[%{{[^ ]+}}, %{{[^ ]+}}] {alignment = 16 : i64} : memref<?x?xf32>, vector<4xf32>
 // GPU: arith.addf %{{[^ ]+}}, %{{[^ ]+}} fastmath<reassoc,contract> : f32
-// GPU: gpu.shuffle  xor %{{[^ ]+}}, %c16_i32, %c32_i32 : f32
-// GPU: gpu.shuffle  xor %{{[^ ]+}}, %c8_i32, %c32_i32 : f32
-// GPU: gpu.shuffle  xor %{{[^ ]+}}, %c4_i32, %c32_i32 : f32
-// GPU: gpu.shuffle  xor %{{[^ ]+}}, %c2_i32, %c32_i32 : f32
-// GPU: gpu.shuffle  xor %{{[^ ]+}}, %c1_i32, %c32_i32 : f32
+// GPU: gpu.shuffle  xor %{{[^ ]+}}, %c16_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
+// GPU: gpu.shuffle  xor %{{[^ ]+}}, %c8_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
+// GPU: gpu.shuffle  xor %{{[^ ]+}}, %c4_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
+// GPU: gpu.shuffle  xor %{{[^ ]+}}, %c2_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
+// GPU: gpu.shuffle  xor %{{[^ ]+}}, %c1_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
 // GPU: memref.store %{{[^ ]+}}, %[[SHARED]]
 // GPU: gpu.barrier
 // GPU: memref.load %[[SHARED]]

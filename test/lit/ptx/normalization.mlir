@@ -35,7 +35,7 @@
 // GPU-SAME: threads({{.*}}) in ({{[^ ]+}} = %[[BLOCK]],
 // GPU-SAME: workgroup(%[[MEAN:[^ ]+]] : memref<32xf32, #gpu.address_space<workgroup>>, %[[VAR:[^ ]+]] : memref<32xf32, #gpu.address_space<workgroup>>)
 // GPU-COUNT-4: vector.load %arg0[%{{[^ ]+}}, %{{[^ ]+}}] {alignment = 16 : i64} : memref<?x?xf32>, vector<4xf32>
-// GPU: gpu.shuffle  xor %{{[^ ]+}}, %c16_i32, %c32_i32 : f32
+// GPU: gpu.shuffle  xor %{{[^ ]+}}, %c16_i32{{(_[0-9]+)?}}, %c32_i32{{(_[0-9]+)?}} : f32
 // GPU: memref.store %{{[^ ]+}}, %[[MEAN]]
 // GPU: gpu.barrier
 // GPU: memref.load %[[MEAN]]

@@ -35,7 +35,8 @@
 // PTX: st.shared.{{[bf]}}32
 // PTX: bar.sync
 // PTX-COUNT-4: ld.shared.{{[bf]}}32
-// PTX: mul{{(\.rn)?}}.f32
+// x * 2 (or x + x):
+// PTX: {{mul|add}}{{(\.rn)?}}.f32
 // PTX: st.global.v4.{{[bf]}}32
 
 // Without schedules: no shared memory, no vectors.
