@@ -6,8 +6,9 @@
 For each workload: median kernel time with L2 flushed between runs
 (`gpu_bench.kernel_us`: do_bench's method, but the host's time per call hidden behind a spin
 of the stream; the best of 3 interleaved rounds, all kept in the JSON) of
-mlirfuse (`mlirfuse.jit` on torch CUDA tensors), torch eager and
-`torch.compile(dynamic=False)`; effective GB/s = ideal bytes (each input and output counted
+mlirfuse (`mlirfuse.jit` on torch CUDA tensors: the default, one compile for every shape of
+the signature; and `static`, `mlirfuse.jit(dynamic=False)`, compiled for the row's shapes as
+torch.compile is here), torch eager and `torch.compile(dynamic=False)`; effective GB/s = ideal bytes (each input and output counted
 once) / time; % of the device copy bandwidth measured in the same run; speedup over
 torch.compile; host time per call (launch loop without synchronization) and compile times
 (cold: empty disk cache, with `MLIRFUSE_DUMP=compile_time`'s lines in the JSON as
@@ -380,14 +381,22 @@ def run_case(case: Case, copy_gbps: float, quick: bool) -> dict:
     phase_s["warm_process"] = time.perf_counter() - mark  # what remained of it
     mark = time.perf_counter()
     err = _max_err(out, want) if "dropout" not in case.name else float("nan")  # different RNG streams
+    # The like-for-like twin of torch.compile(dynamic=False): the fusion compiled for these
+    # shapes (kernels over rows of a known length, constant grids), next to the default one
+    # compiled for every shape of its signature.
+    fixed = mlirfuse.jit(case.fused, dynamic=False)
+    out_fixed = fixed(*args)
+    torch.cuda.synchronize()
+    err_fixed = _max_err(out_fixed, want) if "dropout" not in case.name else float("nan")
     # Interleaved rounds, the best median of each kept: one slow round (a clock change, another
     # process) does not make a workload's ratio.
-    rounds: dict[str, list[float]] = {"mlirfuse": [], "eager": [], "compile": []}
+    rounds: dict[str, list[float]] = {"mlirfuse": [], "static": [], "eager": [], "compile": []}
     for _ in range(ROUNDS):
         rounds["mlirfuse"].append(kernel_us(lambda: fn(*args)))
+        rounds["static"].append(kernel_us(lambda: fixed(*args)))
         rounds["eager"].append(kernel_us(lambda: case.torch_fn(*args)))
         rounds["compile"].append(kernel_us(lambda: compiled(*args)))
-    t_m, t_e, t_c = (min(rounds[k]) for k in ("mlirfuse", "eager", "compile"))
+    t_m, t_s, t_e, t_c = (min(rounds[k]) for k in ("mlirfuse", "static", "eager", "compile"))
     host = host_us_per_call(lambda: fn(*args), n=50)
     phase_s["timing"] = time.perf_counter() - mark
     nbytes = ideal_bytes(args, out)
@@ -395,6 +404,7 @@ def run_case(case: Case, copy_gbps: float, quick: bool) -> dict:
     return {"name": case.name, "shape": "x".join(map(str, shape)), "dtype": str(case.dtype).replace("torch.", ""),
             "mlirfuse_us": t_m, "eager_us": t_e, "compile_us": t_c, "gbps": gbps,
             "pct_copy": 100 * gbps / copy_gbps, "speedup_vs_compile": t_c / t_m, "speedup_vs_eager": t_e / t_m,
+            "static_us": t_s, "static_speedup_vs_compile": t_c / t_s, "static_max_rel_err_vs_compile": err_fixed,
             "host_us": host, "host_minus_kernel_us": host - t_m, "cold_compile_s": cold, "warm_start_s": warm,
             "cold_parts": cold_parts, "max_rel_err_vs_compile": err, "rounds_us": rounds,
             "phase_s": phase_s, "first_fusion_s": first}
@@ -493,7 +503,7 @@ def main() -> int:
 
 
 HEADER = ("| workload | shape | dtype | mlirfuse us | eager us | compile us | GB/s | % copy BW | vs compile "
-          "| vs eager | host us/call | cold s | warm s |\n" + "|---" * 13 + "|")
+          "| vs eager | static us | static vs compile | host us/call | cold s | warm s |\n" + "|---" * 15 + "|")
 
 
 def row_line(r: dict) -> str:
@@ -501,17 +511,32 @@ def row_line(r: dict) -> str:
         return f"| {r['name']} | {r['shape']} | | failed: {r['error'][:120]} |"
     return (f"| {r['name']} | {r['shape']} | {r['dtype']} | {r['mlirfuse_us']:.1f} | {r['eager_us']:.1f} | "
             f"{r['compile_us']:.1f} | {r['gbps']:.0f} | {r['pct_copy']:.0f}% | {r['speedup_vs_compile']:.2f}x | "
-            f"{r['speedup_vs_eager']:.2f}x | {r['host_us']:.1f} | {r['cold_compile_s']:.2f} | "
+            f"{r['speedup_vs_eager']:.2f}x | {_static(r)} | {r['host_us']:.1f} | {r['cold_compile_s']:.2f} | "
             f"{r['warm_start_s']:.3f} |")
+
+
+def _static(r: dict) -> str:
+    """The static twin's columns (blank in runs from before it was measured)."""
+    if "static_us" not in r:
+        return " | "
+    return f"{r['static_us']:.1f} | {r['static_speedup_vs_compile']:.2f}x"
 
 
 def summary(rows: list[dict]) -> str:
     ok = [r for r in rows if "error" not in r]
     if not ok:
         return ""
-    geo = math.exp(sum(math.log(r["speedup_vs_compile"]) for r in ok) / len(ok))
-    return (f"\ngeometric mean speedup over torch.compile: {geo:.2f}x over {len(ok)} workloads "
-            f"({len(rows) - len(ok)} failed); min {min(r['speedup_vs_compile'] for r in ok):.2f}x")
+    line = (f"\ngeometric mean speedup over torch.compile: {_geo(ok, 'speedup_vs_compile'):.2f}x over {len(ok)} "
+            f"workloads ({len(rows) - len(ok)} failed); min {min(r['speedup_vs_compile'] for r in ok):.2f}x")
+    fixed = [r for r in ok if "static_us" in r]
+    if fixed:
+        line += (f"; compiled for the shapes (static): {_geo(fixed, 'static_speedup_vs_compile'):.2f}x over "
+                 f"{len(fixed)}, min {min(r['static_speedup_vs_compile'] for r in fixed):.2f}x")
+    return line
+
+
+def _geo(rows: list[dict], key: str) -> float:
+    return math.exp(sum(math.log(r[key]) for r in rows) / len(rows))
 
 
 def select(rows: str | None, only: str | None) -> list[int]:
