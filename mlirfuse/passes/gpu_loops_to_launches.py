@@ -32,7 +32,7 @@ def run(module: ir.Operation) -> None:
              if NOTES in module.attributes else [])
     for func in entry_functions(module):
         naive.loops_to_gpu(func)
-        launches.sink_index_constants(func)
+        launches.sink_constants(func)
         launches.high_multiplies(func)
         naive.allocs_to_gpu(func)
         dims = launches.launch_dims(func)

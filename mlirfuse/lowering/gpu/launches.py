@@ -50,10 +50,9 @@ def merge_kernel_modules(module: ir.Module) -> None:
     target.attributes["sym_name"] = ir.StringAttr.get(target_name)
 
 
-def sink_index_constants(func: ir.Operation) -> None:
-    """Copy the function's `index` constants into the launches that use them, and its other
-    constants where nothing but a warp shuffle reads them inside the launch (offsets, width),
-    as well as float and i1 ones.
+def sink_constants(func: ir.Operation) -> None:
+    """Copy the function's constants into the launches that read them: `index`, float and
+    `i1` ones, and other integers where only warp shuffles read them in the launch.
 
     Folding hoists constants to the function; kernel outlining would make them kernel
     parameters, hiding loop bounds, strides, divisors, shuffle offsets and flags from LLVM (a
@@ -79,8 +78,10 @@ def sink_index_constants(func: ir.Operation) -> None:
 
 
 def _sunk(v: ir.Value, shuffled: set) -> bool:
+    """Whether the constant `v` is copied into the launch (`sink_constants`)."""
     t = v.type
-    return isinstance(t, (ir.IndexType, ir.FloatType)) or t == ir.IntegerType.get_signless(1) or v in shuffled
+    return isinstance(t, (ir.IndexType, ir.FloatType)) or v in shuffled \
+        or (isinstance(t, ir.IntegerType) and t.width == 1)
 
 
 def _shuffle_only(ops: list[ir.Operation]) -> set:

@@ -1,7 +1,7 @@
 // Constants in a kernel over shapes known at compile time stay constants. Folding hoists them
 // to the function and kernel outlining would make them parameters: the butterfly's shuffle
 // offsets, the row length the mean divides by and the float constants are copied into the
-// launch instead (sink_index_constants), so ptxas sees immediate shuffle offsets and LLVM
+// launch instead (sink_constants), so ptxas sees immediate shuffle offsets and LLVM
 // turns the division by 1024 into a multiply. LayerNorm without affine over 64 x 1024 f32.
 // RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline{stop=gpu})' | FileCheck %s --check-prefix=GPU
 // RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline)' --emit=ptx | FileCheck %s --check-prefix=PTX
