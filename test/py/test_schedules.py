@@ -279,12 +279,18 @@ def test_normalization_static_rows_get_one_tier() -> None:
 
 
 def test_normalization_static_rows_hold_only_the_slots_they_fill() -> None:
-    """GPT-2's and BERT's 768-wide bfloat16 rows: a warp of 8-element vectors, 3 slots
-    each (a fourth would only hold registers for elements past the row's end)."""
+    """GPT-2's and BERT's 768-wide bfloat16 rows, short rows (`SHORT_ROW`): two warps of
+    8-element vectors, 2 slots each (the second half full); rows over `SHORT_ROW` elements
+    take the tier of `PERSISTENT_SLOTS`, filled as far as the row goes; rows of dynamic length
+    keep the tiers of 4 slots."""
     p = normalization_heuristic(768, None, [2], H100)
-    assert (p.vector, p.slots, p.tiers) == (8, 3, (RowTier(None, 32),))
-    assert normalization_heuristic(1000, None, [2], H100).slots == 4
+    assert (p.vector, p.slots, p.tiers) == (8, 2, (RowTier(None, 64),))
+    assert normalization_heuristic(1024, None, [4], H100).tiers == (RowTier(None, 128),)  # 2 slots of 4
+    assert normalization_heuristic(1000, None, [2], H100).slots == 2
+    assert normalization_heuristic(2048, None, [2], H100).tiers == (RowTier(None, 64),)  # 4 slots of 8
+    assert normalization_heuristic(1536, None, [2], H100).slots == 3
     assert normalization_heuristic(8, None, [4], H100).slots == 2  # one thread, two vectors
+    assert normalization_heuristic(None, None, [4], H100).tier(1024).threads == 64
 
 
 def test_transpose_squares_are_8_vectors_of_16_bytes_a_side() -> None:
@@ -825,8 +831,8 @@ def test_a_read_in_a_branch_is_a_vector_where_each_vector_takes_the_branch_whole
 def test_bfloat16_normalization_temporaries_do_not_narrow_its_vectors() -> None:
     """A bfloat16 LayerNorm computing in float32: its float32 sum and centred rows stay in
     registers (temporaries), so its bfloat16 loads and stores are 16 bytes (8 elements), not
-    the 8 bytes a float32 buffer's 4-element vectors would make them. Half the threads a
-    row (a warp for 768 elements: no shared-memory step) and the vector loads of 16 bytes."""
+    the 8 bytes a float32 buffer's 4-element vectors would make them: half the threads a
+    row (two warps for 768 elements, 2 slots each) and the vector loads of 16 bytes."""
     x = np.ones((4, 768), ml_dtypes.bfloat16)
     w = np.ones((768,), ml_dtypes.bfloat16)
 
@@ -838,8 +844,8 @@ def test_bfloat16_normalization_temporaries_do_not_narrow_its_vectors() -> None:
 
     c = mlirfuse.jit(fn, dynamic=False).compile(x, x, w, w, backend="gpu", arch="sm_90")
     held = c.stages["launch_params"].splitlines()[0]
-    assert "gridDim=(1, 1, 1) blockDim=(128, 1, 1)" in held  # 4 rows of a warp each
-    assert "vector=8, slots=3" in held and "RowTier(max_row=None, threads=32)" in held, held
+    assert "gridDim=(2, 1, 1) blockDim=(128, 1, 1)" in held  # 4 rows of two warps each
+    assert "vector=8, slots=2" in held and "RowTier(max_row=None, threads=64)" in held, held
     assert "ld.global.v4.b32" in c.ptx and "gpu.alloc" not in c.stages["gpu"]
 
 

@@ -409,6 +409,21 @@ PERSISTENT_SLOTS = 4
 # and shuffle offsets of rows whose length and tier are known only at run time, and spills at
 # the 64-register cap; with static sizes (mlirfuse.jit(dynamic=False)) half the instructions and
 # no spills, yet LayerNorm f32 23.5 and softmax f32 21.4, bf16 13.6 (8192x1024), 11.8 (8192x768).
+# Static rows of at most `SHORT_ROW` elements take twice the threads, `SHORT_ROW_SLOTS` vectors
+# each (the tiers of threads whose `PERSISTENT_SLOTS` would hold at most that many). H200,
+# session 89, bench/normalization_sweep.py, every last size static (the torch backend's
+# signature), kernel us, 4 slots -> 2 (Inductor): LayerNorm f32 8192x1024 22.6 -> 21.7 (21.5),
+# RMSNorm f32 22.1 -> 21.5 (20.8), softmax f32 21.3 -> 20.9 (20.3), LayerNorm bf16 14.5 -> 14.0
+# (13.8), RMSNorm bf16 13.9 -> 13.6 (13.4), softmax bf16 13.4 -> 13.8 (13.7), residual
+# LayerNorm bf16 4096x768 11.3 -> 11.0 (9.9), softmax in float32 49152x512 29.7 -> 29.1 (30.6),
+# bias-dropout-add-LayerNorm 64x128x1024 31.2 -> 30.5 (40.3). Not for longer rows (session 88,
+# 2 slots for every row): LayerNorm f32 32768x4096 (512 threads a row instead of 256) 262.2 ->
+# 271.8 (253.3); RMSNorm bf16 32768x4096 134.5 either way. Not for rows of dynamic length
+# either (the kernel holds 4 slots, and the short rows' last 2 idle): session 89, LayerNorm f32
+# 8192x1024 22.9 -> 27.6, softmax f32 21.9 -> 28.5, softmax bf16 14.9 -> 20.8,
+# bias-dropout-add-LayerNorm 35.9 -> 45.7.
+SHORT_ROW = 1024
+SHORT_ROW_SLOTS = 2
 NORMALIZATION_MAX_BLOCK = 1024
 # Short rows share blocks of this many threads (block // threads rows each).
 NORMALIZATION_MIN_BLOCK = 128
@@ -534,12 +549,15 @@ def normalization_heuristic(row: int | None, rows: int | None, element_bytes: Se
     block = NORMALIZATION_MAX_BLOCK
     while block * regs > REGISTER_FILE:
         block //= 2
-    tiers = [RowTier(t * vec * PERSISTENT_SLOTS, t) for t in (1 << k for k in range(11)) if t < block]
-    tiers.append(RowTier(None, block))
+    def tiers(short_row: int) -> tuple[RowTier, ...]:
+        held = lambda t: t * vec * PERSISTENT_SLOTS  # noqa: E731
+        return tuple(RowTier(held(t) if held(t) > short_row else t * vec * SHORT_ROW_SLOTS, t)
+                     for t in (1 << k for k in range(11)) if t < block) + (RowTier(None, block),)
+
     loop_slots = loop_slots_for(vec)
-    params = NormalizationParams(vec, PERSISTENT_SLOTS, block, tuple(tiers), loop_slots, LOOP_THREADS, registers=regs)
+    params = NormalizationParams(vec, PERSISTENT_SLOTS, block, tiers(0), loop_slots, LOOP_THREADS, registers=regs)
     if row is not None:  # a static row length: one tier, and the slots it fills
-        threads = params.tier(row).threads
+        threads = replace(params, tiers=tiers(SHORT_ROW)).tier(row).threads
         slots = max(1, min(PERSISTENT_SLOTS, -(-row // (threads * vec))))
         params = NormalizationParams(vec, slots, block, (RowTier(None, threads),), loop_slots, LOOP_THREADS,
                                      registers=registers(slots))

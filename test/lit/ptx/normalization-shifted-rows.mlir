@@ -8,8 +8,8 @@
 // RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline{stop=gpu})' | FileCheck %s --check-prefix=GPU
 // RUN: mlirfuse-opt %s --pass-pipeline='builtin.module(mlirfuse-gpu-pipeline)' --emit=ptx | FileCheck %s --check-prefix=PTX
 
-// PARAMS: launch 0 gridDim=(2, 1, 1) blockDim=(128, 1, 1): normalization (row, reduce, tile, row, reduce, tile): {{.*}}; rows held, vectors from each row's first aligned element
-// PARAMS: launch 0 (or) gridDim=(2, 1, 1) blockDim=(128, 1, 1): normalization: the looping variant, for rows too long to hold or unaligned
+// PARAMS: launch 0 gridDim=(3, 1, 1) blockDim=(128, 1, 1): normalization (row, reduce, tile, row, reduce, tile): {{.*}}; rows held, vectors from each row's first aligned element
+// PARAMS: launch 0 (or) gridDim=(3, 1, 1) blockDim=(128, 1, 1): normalization: the looping variant, for rows too long to hold or unaligned
 
 // GPU-LABEL: func.func @mlirfuse_entry(
 // GPU: gpu.launch blocks
@@ -23,7 +23,7 @@
 // GPU: } {mlirfuse.alternative, mlirfuse.schedule = "normalization"}
 
 // PTX: .visible .entry mlirfuse_entry_kernel_{{[0-9]+}}(
-// PTX-COUNT-3: ld.global.v4.b16
+// PTX-COUNT-2: ld.global.v4.b16
 // PTX: ld.global.b16
 // PTX: st.global.v4.b32
 // PTX: .visible .entry mlirfuse_entry_kernel_{{[0-9]+}}(
