@@ -3,19 +3,23 @@
 against mlirfuse with other column-reduction geometries or another tree's kernel.
 
     python bench/column_reductions.py [--variants mlirfuse,inductor] [--rounds 3] [--only NAME,...]
-                                      [--json out.json] [--kernels]
+                                      [--json out.json] [--kernels] [--timer profiler|kernel_us]
 
 A variant is `inductor`, `mlirfuse`, `mlirfuse:KEY=V,...` (the heuristic's parameters
 overridden: bx = lanes across the columns, the rows of threads following unless by = rows of
 threads is given (blocks of bx x by threads); unroll = rows in flight, in both geometries;
 regs = the register cap (0: none), pregs = that of a reduction computing a pointwise
-prologue; frac = the wave fraction the slices aim for; minrows = rows a thread at least) or
+prologue; stream = 1: evict-first loads (`heuristics.STREAMING_LOADS`); frac = the wave
+fraction the slices aim for; minrows = rows a thread at least) or
 `kernel=PATH` (mlirfuse with the column-reduction kernel of another tree's
 `mlirfuse/lowering/gpu/column.py`) or `tree=PATH` (mlirfuse as a whole from another checkout
 or copy of the package, PATH/mlirfuse: a baseline commit), for an A/B in one run. Each
 variant runs in its own process (the kernel cache off, lone reductions fused:
 `MLIRFUSE_SINGLE_NODE=1`), the variants in turns, `--rounds` times; the table gives each
-case's best round.
+case's best round. `--timer kernel_us` times each call as the suite does (`gpu_bench.kernel_us`:
+the L2 flushed by a write before each call, median) instead of torch.profiler's kernel sum
+with the L2 warm: the two order the middle-axis sum and Inductor's differently (session 73's
+diagnostics).
 """
 
 from __future__ import annotations
@@ -116,6 +120,8 @@ def configure(variant: str) -> str:
         H.COLUMN_WAVE_FRACTION = knobs.get("frac", H.COLUMN_WAVE_FRACTION)
         H.COLUMN_MIN_ROWS_PER_THREAD = knobs.get("minrows", H.COLUMN_MIN_ROWS_PER_THREAD)
         H.COLUMN_PROLOGUE_REGISTERS = knobs.get("pregs", H.COLUMN_PROLOGUE_REGISTERS)
+        if knobs.get("stream"):
+            H.STREAMING_LOADS = H.STREAMING_LOADS | {"column"}
 
         def overridden(columns, rows, element_bytes, device=H.DeviceProperties(), body_ops=1, batch=1,
                        accumulator_bytes=()):
@@ -140,7 +146,7 @@ def _flat(results) -> list:
     return [r.float() for r in (results if isinstance(results, tuple) else (results,))]
 
 
-def time_cases(variant: str, names: list[str], reps: int) -> list[dict]:
+def time_cases(variant: str, names: list[str], reps: int, timer: str = "profiler") -> list[dict]:
     backend = configure(variant)
     import mlirfuse  # noqa: F401  (registers the backend)
 
@@ -165,6 +171,10 @@ def time_cases(variant: str, names: list[str], reps: int) -> list[dict]:
         kernels: dict[str, float] = {}  # name -> us per call, in launch order
         for e in gpu:
             kernels[e.name] = kernels.get(e.name, 0.0) + e.device_time / reps
+        if timer == "kernel_us":
+            from gpu_bench import kernel_us
+
+            us = kernel_us(lambda: compiled(*xs))
         rows.append(dict(case=name, variant=variant, us=us, launches=len(gpu) / reps, error=error,
                          gbps=sum(x.numel() * x.element_size() for x in xs) / 1e3 / us, kernels=kernels))
     return rows
@@ -178,17 +188,18 @@ def main() -> None:
     parser.add_argument("--only", help="comma-separated substrings of the case names")
     parser.add_argument("--json")
     parser.add_argument("--kernels", action="store_true", help="each case's kernels and their us, too")
+    parser.add_argument("--timer", choices=("profiler", "kernel_us"), default="profiler")
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # one variant's process
     opts = parser.parse_args()
     names = [n for n in CASES if not opts.only or any(o in n for o in opts.only.split(","))]
     if opts.worker:
-        print(json.dumps(time_cases(opts.worker, names, opts.reps)))
+        print(json.dumps(time_cases(opts.worker, names, opts.reps, opts.timer)))
         return
     variants = opts.variants.split(";") if ";" in opts.variants else opts.variants.split(",")
     rows = []
     for _ in range(opts.rounds):
         for v in variants:
-            cmd = [sys.executable, __file__, "--worker", v, "--reps", str(opts.reps)] + (
+            cmd = [sys.executable, __file__, "--worker", v, "--reps", str(opts.reps), "--timer", opts.timer] + (
                 ["--only", opts.only] if opts.only else [])
             out = subprocess.run(cmd, capture_output=True, text=True)
             if out.returncode:
@@ -197,7 +208,8 @@ def main() -> None:
     best = collections.defaultdict(lambda: float("inf"))
     for r in rows:
         best[r["case"], r["variant"]] = min(best[r["case"], r["variant"]], r["us"])
-    print(f"GPU: {torch.cuda.get_device_name()}; us per call (kernels + memsets), best of {opts.rounds} rounds\n")
+    how = "kernel_us, L2 flushed" if opts.timer == "kernel_us" else "kernels + memsets, torch.profiler"
+    print(f"GPU: {torch.cuda.get_device_name()}; us per call ({how}), best of {opts.rounds} rounds\n")
     print("| case | " + " | ".join(variants) + " |\n|---|" + "---|" * len(variants))
     for n in names:
         print(f"| {n} | " + " | ".join(f"{best[n, v]:.1f}" for v in variants) + " |")
