@@ -8,6 +8,7 @@ torch.compile's: kernel us per row (`gpu_bench.kernel_us`, best of 3), one JSON 
     python bench/normalization_sweep.py SLOTS MIN_BLOCK [static|last]  # PERSISTENT_SLOTS and the blocks'
                                                             # least threads (a signature as above; default dyn)
     python bench/normalization_sweep.py dyn|static|last noshort  # without the short rows' tiers (SHORT_ROW 0)
+    python bench/normalization_sweep.py MODE stream=normalization,...  # heuristics.STREAMING_LOADS
 
 `recip`: float32 quotients by a row-invariant divisor as a reciprocal and a Newton step
 (linalg-reciprocal-divisors takes only 16-bit results). Run each setting in a process of its
@@ -39,6 +40,9 @@ ROWS = [("LayerNorm f32", (8192, 1024)), ("RMSNorm f32", (8192, 1024)), ("softma
 
 def main(argv: list[str]) -> None:
     mode = argv[0]
+    streams = [a.split("=", 1)[1] for a in argv if a.startswith("stream=")]
+    if streams:
+        heuristics.STREAMING_LOADS = frozenset(streams[0].split(","))
     if "noshort" in argv:
         heuristics.SHORT_ROW = 0
     if "recip" in argv:

@@ -109,6 +109,7 @@ def nvvm_pipeline(chip: str, features: str, fmt: str, toolkit: str | None, ptxas
             # Kernels first: convert-gpu-to-nvvm maps arith.remf to libdevice's fmod, which a
             # module-wide convert-arith-to-llvm would have turned into llvm.frem (illegal there).
             "gpu.module(strip-debuginfo, convert-gpu-to-nvvm, canonicalize, cse, reconcile-unrealized-casts), "
+            "gpu-streaming-loads, "
             "convert-arith-to-llvm, convert-index-to-llvm, canonicalize, cse, "
             f"finalize-memref-to-llvm, gpu-to-llvm, gpu-module-to-binary{{format={fmt}{tk}}}, convert-math-to-llvm, "
             "canonicalize, cse, reconcile-unrealized-casts)")

@@ -20,7 +20,7 @@ _MODULES = ["constant_outputs_as_fills", "cpu_asserts_as_error_flag", "entry_poi
             "gpu_float8_conversions",
             "gpu_fp_contract", "gpu_host_overrides",
             "gpu_loops_to_launches", "gpu_merge_kernel_modules", "gpu_pack_launches", "gpu_schedule",
-            "gpu_split_reductions", "gpu_unit_loops",
+            "gpu_split_reductions", "gpu_streaming_loads", "gpu_unit_loops",
             "inline_scalar_operands", "linalg_drop_dead_checks", "linalg_merge_siblings", "linalg_reciprocal_divisors",
             "linalg_recompute_producers", "linalg_reshape_elementwise", "linalg_scalars_apart", "linalg_unshare_inits",
             "math_expand_constant_powers", "memref_copies_to_linalg", "output_views_in_place"]

@@ -392,6 +392,20 @@ def test_column_reduction_splits_rows_and_its_last_blocks_combine_the_partials(d
         assert re.search(r"ld\.global\.v4\.[bf]32", c.ptx)
 
 
+@needs_libdevice
+def test_column_operands_in_16_byte_vectors_load_evict_first() -> None:
+    """A column reduction reads each column operand once: in 16-byte vectors those loads are
+    `ld.global.cs` (evict-first, `gpu-streaming-loads`); narrower vectors (a column count
+    no 4-element vector divides) stay plain loads, as the workspace's partials do."""
+    wide = compiled(lambda x: x.sum(1), np.ones((4, 64, 256), np.float32))
+    assert wide.stages["gpu"].count("nontemporal = true") == wide.ptx.count("ld.global.cs.v4.b32") > 0
+    assert re.search(r"ld\.global\.v4\.b32", wide.ptx)  # the partials, combined by the last blocks
+    narrow = compiled(lambda x: x.sum(0), np.ones((64, 30522), np.float32), dynamic=False)
+    assert "ld.global.v2.b32" in narrow.ptx and "ld.global.cs" not in narrow.ptx
+    assert "ld.global.cs" not in compiled(_layer_norm, np.ones((8, 1024), np.float32), np.ones(1024, np.float32),
+                                          np.ones(1024, np.float32)).ptx
+
+
 def _layer_norm(x, w, b):
     d = x - x.mean(-1, keepdim=True)
     return d * ops.rsqrt((d * d).mean(-1, keepdim=True) + 1e-5) * w + b

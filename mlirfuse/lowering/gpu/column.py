@@ -581,7 +581,9 @@ class _ColumnKernel:
         row an operand broadcast over some reduced loops has there)."""
         rows = self.broadcast_rows(row)
         at = [] if self.batch is None else [self.batch]
-        loaded = {id(o): load(self.views[id(o)], at + [rows.get(id(o), row), col0], width)
+        stream = "column" in S.STREAMING_LOADS
+        loaded = {id(o): load(self.views[id(o)], at + [rows.get(id(o), row), col0], width,
+                              stream and width * o.element_bytes == S.VECTOR_BYTES)
                   for o in self.m.column_operands}
         loaded.update({id(o): memref.load(self.views[id(o)], [rows.get(id(o), row)] if o.type.rank else [])
                        for o in self.m.row_operands})

@@ -365,13 +365,16 @@ def delinearize(linear: ir.Value, extents: Sequence[ir.Value]) -> list[ir.Value]
     return list(reversed(ivs))
 
 
-def load(view: ir.Value, indices: Sequence[ir.Value], width: int) -> ir.Value:
-    """A vector of `width` elements (16-byte-or-less aligned access) or a scalar."""
+def load(view: ir.Value, indices: Sequence[ir.Value], width: int, streaming: bool = False) -> ir.Value:
+    """A vector of `width` elements (16-byte-or-less aligned access) or a scalar. `streaming`:
+    data the kernel reads once, marked `nontemporal` (`gpu-streaming-loads` loads it with the
+    evict-first policy)."""
     t = ir.MemRefType(view.type)
+    flag = True if streaming else None
     if width == 1:
-        return memref.load(view, list(indices))
+        return memref.load(view, list(indices), nontemporal=flag)
     vt = ir.VectorType.get([width], t.element_type)
-    return vector.load(vt, view, list(indices), alignment=width * element_bytes(t.element_type))
+    return vector.load(vt, view, list(indices), nontemporal=flag, alignment=width * element_bytes(t.element_type))
 
 
 def store(value: ir.Value | list[ir.Value], view: ir.Value, indices: Sequence[ir.Value]) -> None:

@@ -508,7 +508,8 @@ class NormalizationKernel:
                 elements = []
                 for e in range(0, chunk.width, width):
                     c = arith.addi(col, index_const(e)) if e else col
-                    loaded = load(view, [row, c] if role == TILE else [c], width)
+                    loaded = load(view, [row, c] if role == TILE else [c], width,
+                                  role == TILE and "normalization" in S.STREAMING_LOADS)
                     elements += [element(loaded, k) for k in range(width)]
                 slots.append(elements)
             chunk.memo[key] = slots

@@ -210,7 +210,7 @@ class _PointwiseKernel:
                 values[id(o)] = [memref.load(o.value, [arith.addi(i, index_const(e)) if e and r == inner else i
                                                        for i, r in zip(indices, o.results)]) for e in range(width)]
             elif o.results == list(range(g.n_loops)):
-                values[id(o)] = load(view, [linear], width)
+                values[id(o)] = load(view, [linear], width, "pointwise" in S.STREAMING_LOADS)
             else:
                 values[id(o)] = load(o.value, indices, width if _vector_access(o, g.n_loops) else 1)
         return linear, ivs, values

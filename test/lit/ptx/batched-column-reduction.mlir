@@ -62,10 +62,10 @@
 
 // One kernel, capped at 64 registers (4 blocks of 256 threads an SM: the slices' target;
 // left to itself, ptxas took 48 and spilled); the counter's atomic in the wide geometry's
-// vector and scalar variants only.
+// vector and scalar variants only. x's vectors load evict-first (read once).
 // PTX: .entry
 // PTX: .maxntid 256, 1, 1
 // PTX-NEXT: .maxnreg 64
-// PTX: ld.global.v4.b32
+// PTX: ld.global.cs.v4.b32
 // PTX-COUNT-2: atom.global.add.u32
 // PTX-NOT: atom.global

@@ -1,6 +1,7 @@
 // A column reduction: (x * w).sum((0, 1)) of a [?, ?, ?] x and a [?] w. The rows (dims 0, 1)
 // are cut into slices across blocks; a thread reads 4 adjacent columns of a row at once
-// (128-bit loads, w once before the row loop), `unroll` rows in flight; the block's rows of
+// (128-bit loads, w once before the row loop; x's evict-first, `ld.global.cs`: read once,
+// `gpu-streaming-loads`), `unroll` rows in flight; the block's rows of
 // threads meet in shared memory; each slice's partial goes to a workspace (a vector store).
 // Then every thread fences, one counts the block done on its column block's counter (the
 // counters zeroed by a memset before the launch), and the last block of a column block
@@ -30,7 +31,7 @@
 // GPU: %[[ZERO:[^ ]+]] = arith.constant 0.000000e+00 : f32
 // GPU: vector.load %arg1[%[[COL:[^ ]+]]] {alignment = 16 : i64} : memref<?xf32>, vector<4xf32>
 // GPU: scf.for
-// GPU-COUNT-4: vector.load %collapse_shape[%{{[^ ]+}}, %[[COL]]] {alignment = 16 : i64} : memref<?x?xf32>, vector<4xf32>
+// GPU-COUNT-4: vector.load %collapse_shape[%{{[^ ]+}}, %[[COL]]] {alignment = 16 : i64, nontemporal = true} : memref<?x?xf32>, vector<4xf32>
 // GPU: memref.store %{{[^ ]+}}, %[[SH]]
 // GPU: gpu.barrier
 // GPU-NEXT: %[[SINGLE:[^ ]+]] = arith.cmpi eq, %{{[^ ]+}}, %{{[^ ]+}} : index
@@ -58,6 +59,7 @@
 // One kernel: the slices, the count, the last block's combine.
 // PTX: .entry
 // PTX: ld.global.v4.{{[bf]}}32
+// PTX: ld.global.cs.v4.b32
 // PTX: bar.sync
 // PTX: membar.gl
 // PTX: atom.global.add.u32
