@@ -5,8 +5,12 @@ holds there, dirty ones included (Inductor's reductions load so, `eviction_polic
 'evict_first'`).
 
 LLVM's NVPTX backend drops the `nontemporal` flag (LLVM 22: a plain `ld.global`), so each such
-`llvm.load` of 4, 8 or 16 bytes becomes inline PTX on its pointer cast to the global address
-space, its 32-bit words put back into the loaded type; other loads are left as they are.
+`llvm.load` of 4, 8 or 16 bytes through a generic or global pointer becomes inline PTX on the
+pointer cast to the global address space, its 32-bit words put back into the loaded type;
+other loads are left as they are. The asm is marked as having side effects: without, MLIR and
+LLVM take it for a pure computation, free to merge two such loads across a store to their
+address or to move a store of the same kernel before it (an output written in place over a
+column operand, `output-views-in-place`, relies on the loads' program order).
 
 Expects the kernels converted to the LLVM dialect (after `convert-gpu-to-nvvm` in the
 `gpu.module`s); host code is not touched.
@@ -29,7 +33,9 @@ def run(module: ir.Operation) -> None:
     for kernels in [op for op in walk_ops(module) if op.name == "gpu.module"]:
         for load in [op for op in walk_ops(kernels) if op.name == "llvm.load" and "nontemporal" in op.attributes]:
             words = _bytes(load.results[0].type) // WORD_BYTES
-            if words in (1, 2, 4) and _bytes(load.results[0].type) % WORD_BYTES == 0:
+            space = ir.Type.parse("!llvm.ptr<1>") == load.operands[0].type or ir.Type.parse("!llvm.ptr") == \
+                load.operands[0].type  # global memory, or generic (a kernel's buffers)
+            if space and words in (1, 2, 4) and _bytes(load.results[0].type) % WORD_BYTES == 0:
                 _streaming(load, words)
 
 
@@ -48,17 +54,19 @@ def _streaming(load: ir.Operation, words: int) -> None:
     """`load` as `ld.global.cs` of `words` 32-bit words."""
     i32 = ir.IntegerType.get_signless(32)
     with ir.InsertionPoint(load), load.location:
-        address = llvm.addrspacecast(ir.Type.parse("!llvm.ptr<1>"), load.operands[0])
+        pointer = load.operands[0]
+        global_ptr = ir.Type.parse("!llvm.ptr<1>")
+        address = pointer if pointer.type == global_ptr else llvm.addrspacecast(global_ptr, pointer)
         registers = ", ".join(f"${k}" for k in range(words))
         shape = f".v{words}" if words > 1 else ""
         asm = f"ld.global.cs{shape}.b32 {registers if words == 1 else '{' + registers + '}'}, [${words}];"
         constraints = ",".join(["=r"] * words + ["l"])
         if words == 1:
-            word = llvm.inline_asm(i32, [address], asm, constraints)
+            word = llvm.inline_asm(i32, [address], asm, constraints, has_side_effects=True)
             value = llvm.bitcast(load.results[0].type, word)
         else:
             struct = llvm.inline_asm(ir.Type.parse(f"!llvm.struct<({', '.join(['i32'] * words)})>"), [address],
-                                     asm, constraints)
+                                     asm, constraints, has_side_effects=True)
             vector_type = ir.VectorType.get([words], i32)
             vector = llvm.mlir_undef(vector_type)
             for k in range(words):
