@@ -559,10 +559,12 @@ def normalization_heuristic(row: int | None, rows: int | None, element_bytes: Se
                             held_bytes: int = 4) -> NormalizationParams:
     """The fewest threads per row (a power of two up to the block) whose registers hold the
     row: one thread for rows up to 16 float32 elements, a warp up to 512, 256 threads at
-    4096, 1024 threads up to 16K (32K for 16-bit types); blocks of at least 128 threads.
-    Registers: `MIN_REGISTERS`, or what a thread holds (`held_bytes` per row element,
-    `Chain.held_bytes`) and `OVERHEAD_REGISTERS` where that is over `SPILL_TOLERANCE`; the
-    block is the largest of up to 1024 threads those fit. `rows` is not used yet: few long
+    4096, 1024 threads up to 16K (32K for 16-bit types); a static row of at most
+    `SHORT_ROW` elements twice the threads, `SHORT_ROW_SLOTS` vectors each (a block of 128
+    for 1024 float32); blocks of at least 128 threads. Registers: `MIN_REGISTERS`, or what a
+    thread holds (`held_bytes` per row element, `Chain.held_bytes`) and `OVERHEAD_REGISTERS`
+    where that is over `SPILL_TOLERANCE`; the block is the largest of up to 1024 threads those
+    fit. `rows` is not used yet: few long
     rows would need a row split across blocks."""
     del rows, device
     vec = vector_width(element_bytes)
