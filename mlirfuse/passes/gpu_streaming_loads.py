@@ -30,12 +30,11 @@ WORD_BYTES = 4
 
 
 def run(module: ir.Operation) -> None:
+    pointers = (ir.Type.parse("!llvm.ptr"), ir.Type.parse("!llvm.ptr<1>"))  # generic (a kernel's buffers), global
     for kernels in [op for op in walk_ops(module) if op.name == "gpu.module"]:
         for load in [op for op in walk_ops(kernels) if op.name == "llvm.load" and "nontemporal" in op.attributes]:
-            words = _bytes(load.results[0].type) // WORD_BYTES
-            space = ir.Type.parse("!llvm.ptr<1>") == load.operands[0].type or ir.Type.parse("!llvm.ptr") == \
-                load.operands[0].type  # global memory, or generic (a kernel's buffers)
-            if space and words in (1, 2, 4) and _bytes(load.results[0].type) % WORD_BYTES == 0:
+            words, rest = divmod(_bytes(load.results[0].type), WORD_BYTES)
+            if load.operands[0].type in pointers and words in (1, 2, 4) and not rest:
                 _streaming(load, words)
 
 

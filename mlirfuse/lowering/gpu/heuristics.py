@@ -378,25 +378,25 @@ def _lanes_for_one_slice(block_x: int, columns: int, rows: int, vec: int, batch:
 # The kernels whose once-read operands load with the evict-first policy (`kernels.load`'s
 # `streaming`, which `gpu-streaming-loads` makes `ld.global.cs`): "column" (a column
 # reduction's column operands, where a vector is 16 bytes), and for sweeps "normalization" (a
-# chain's row tiles), "pointwise" (operands read at the kernel's own element), "reduction" (a
-# row reduction's rows; not measured). Lines such loads bring into L2 go first, so the lines
-# other kernels left there (dirty ones, which an eviction writes back) stay: what `gpu_bench.
-# kernel_us`'s L2 flush (a write of 256 MB) leaves, and a model's previous kernels. Inductor's
-# looping reductions load so (`eviction_policy='evict_first'`); under ncu, which flushes the
-# L2 clean, the middle-axis sum was 19.4 us against Inductor's 21.7, in kernel_us 26.0 against
-# 23.2. H200, session 89, kernel us (kernel_us), plain -> streaming (Inductor):
-# bench/column_reductions.py, x.sum(1) float32 [64, 1024, 256] 26.2 -> 23.4 (23.0), [16, 2048,
-# 1024] 43.3 -> 40.5 (40.8), [512, 512, 64] 25.9 -> 23.2, bfloat16 [32, 2048, 512] 29.1 -> 26.5;
-# x.sum(0) float32 32768x1024 46.2 -> 43.0, bfloat16 8192x3072 24.6 -> 22.8; LayerNorm-backward
-# sums float32 16384x768 39.0 -> 35.1; BERT's LayerNorm backward under autocast 41.8 -> 38.5;
-# GELU-backward + bias gradient bf16 8x512x3072 33.4 -> 32.0 (16 of 18 cases faster). The two
-# slower, vectors of 2 (BERT's vocabulary bias gradient over 30522 columns): float32 132.7 ->
-# 146.8, bfloat16 73.3 -> 92.7, hence 16-byte vectors only. bench/suite.py: middle-axis sum
-# 26.1 -> 23.6 (23.3), column sum over (0,1) 46.0 -> 42.7 (45.3). Not for the other kernels:
+# chain's row tiles), "pointwise" (operands read at the kernel's own element). Lines such
+# loads bring into L2 go first, so the lines other kernels left there (dirty ones, which an
+# eviction writes back) stay: what `gpu_bench.kernel_us`'s L2 flush (a write of 256 MB)
+# leaves, and a model's previous kernels. Inductor's looping reductions load so
+# (`eviction_policy='evict_first'`); under ncu, which flushes the L2 clean, the middle-axis
+# sum was 19.4 us against Inductor's 21.7, in kernel_us 26.0 against 23.2. H200, session 89,
+# kernel us (kernel_us), plain -> streaming (Inductor): bench/column_reductions.py, x.sum(1)
+# float32 [64, 1024, 256] 26.2 -> 23.4 (23.0), [16, 2048, 1024] 43.3 -> 40.5 (40.8), [512,
+# 512, 64] 25.9 -> 23.2, bfloat16 [32, 2048, 512] 29.1 -> 26.5; x.sum(0) float32 32768x1024
+# 46.2 -> 43.0, bfloat16 8192x3072 24.6 -> 22.8; LayerNorm-backward sums float32 16384x768
+# 39.0 -> 35.1; BERT's LayerNorm backward under autocast 41.8 -> 38.5; GELU-backward + bias
+# gradient bf16 8x512x3072 33.4 -> 32.0 (16 of 18 cases faster). The two slower, vectors of 2
+# (BERT's vocabulary bias gradient over 30522 columns): float32 132.7 -> 146.8, bfloat16 73.3
+# -> 92.7, hence 16-byte vectors only. bench/suite.py: middle-axis sum 26.1 -> 23.6 (23.3),
+# column sum over (0,1) 46.0 -> 42.7 (45.3). Not for the other kernels:
 # bench/normalization_sweep.py (every last size static) LayerNorm f32 32768x4096 261.6 ->
-# 274.2, RMSNorm bf16 32768x4096 134.1 -> 140.2, the 8192x1024 rows within 0.2 us;
-# pointwise (dynamic) silu(a) * b bf16 16384x11008 253.9 -> 281.4, exp(a+b) 53.8 -> 57.4,
-# GELU between bookend reshapes 55.0 -> 57.4.
+# 274.2, RMSNorm bf16 32768x4096 134.1 -> 140.2, the 8192x1024 rows within 0.2 us; pointwise
+# (dynamic) silu(a) * b bf16 16384x11008 253.9 -> 281.4, exp(a+b) 53.8 -> 57.4, GELU between
+# bookend reshapes 55.0 -> 57.4.
 STREAMING_LOADS: frozenset[str] = frozenset({"column"})
 
 
@@ -564,8 +564,7 @@ def normalization_heuristic(row: int | None, rows: int | None, element_bytes: Se
     for 1024 float32); blocks of at least 128 threads. Registers: `MIN_REGISTERS`, or what a
     thread holds (`held_bytes` per row element, `Chain.held_bytes`) and `OVERHEAD_REGISTERS`
     where that is over `SPILL_TOLERANCE`; the block is the largest of up to 1024 threads those
-    fit. `rows` is not used yet: few long
-    rows would need a row split across blocks."""
+    fit. `rows` is not used yet: few long rows would need a row split across blocks."""
     del rows, device
     vec = vector_width(element_bytes)
 
@@ -577,10 +576,11 @@ def normalization_heuristic(row: int | None, rows: int | None, element_bytes: Se
     block = NORMALIZATION_MAX_BLOCK
     while block * regs > REGISTER_FILE:
         block //= 2
+
     def tiers(short_row: int) -> tuple[RowTier, ...]:
-        held = lambda t: t * vec * PERSISTENT_SLOTS  # noqa: E731
-        return tuple(RowTier(held(t) if held(t) > short_row else t * vec * SHORT_ROW_SLOTS, t)
-                     for t in (1 << k for k in range(11)) if t < block) + (RowTier(None, block),)
+        slots = lambda t: SHORT_ROW_SLOTS if t * vec * PERSISTENT_SLOTS <= short_row else PERSISTENT_SLOTS  # noqa: E731
+        return tuple(RowTier(t * vec * slots(t), t) for t in (1 << k for k in range(11)) if t < block) + \
+            (RowTier(None, block),)
 
     loop_slots = loop_slots_for(vec)
     params = NormalizationParams(vec, PERSISTENT_SLOTS, block, tiers(0), loop_slots, LOOP_THREADS, registers=regs)

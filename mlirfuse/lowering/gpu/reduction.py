@@ -284,7 +284,7 @@ class _ReductionKernel:
         out = {}
         for o in self.m.row_operands:
             view, loops = self.views[id(o)]
-            out[id(o)] = load(view, self.row_index(loops) + [col], width, "reduction" in S.STREAMING_LOADS)
+            out[id(o)] = load(view, self.row_index(loops) + [col], width)
         return out
 
     def accumulate(self, accs: list[ir.Value], col: ir.Value, width: int, loaded: dict,
