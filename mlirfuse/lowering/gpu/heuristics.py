@@ -447,7 +447,19 @@ PERSISTENT_SLOTS = 4
 # 271.8 (253.3); RMSNorm bf16 32768x4096 134.5 either way. Not for rows of dynamic length
 # either (the kernel holds 4 slots, and the short rows' last 2 idle): session 89, LayerNorm f32
 # 8192x1024 22.9 -> 27.6, softmax f32 21.9 -> 28.5, softmax bf16 14.9 -> 20.8,
-# bias-dropout-add-LayerNorm 35.9 -> 45.7.
+# bias-dropout-add-LayerNorm 35.9 -> 45.7. Not taken either (session 90): a kernel of their own
+# for held rows of dynamic length up to SHORT_ROW (the short tiers' threads, 2 slots, the
+# others' kernel launched for longer rows). H200, bench/normalization_sweep.py dyn, kernel us,
+# two rounds, without -> with (Inductor): LayerNorm f32 8192x1024 23.0 -> 24.3 (21.5), softmax
+# f32 22.0 -> 24.9 (20.4), LayerNorm bf16 14.8 -> 16.1 (13.9), softmax bf16 15.0 -> 16.8
+# (13.7), softmax in float32 49152x512 30.2 -> 34.2 (30.7); RMSNorm f32 22.5 -> 22.3,
+# residual LayerNorm 4096x768 11.6 -> 11.4, bias-dropout-add-LayerNorm 35.8 -> 32.7 (40.4).
+# The same threads and slots compiled for the static row are 20.9-21.7 us for the f32 rows:
+# what the dynamic kernels lose is not their slots but their registers, which bound the
+# threads an SM holds: ptxas (sm_90) gives softmax f32's held kernel 28 registers compiled for
+# rows of 1024 and 64 (the cap) for rows of any length, 64-bit index math and per-slot bounds
+# included; the same kernel with 32-bit indices (convert-gpu-to-nvvm{index-bitwidth=32}, PTX
+# only: the host passes 64-bit descriptors) 48.
 SHORT_ROW = 1024
 SHORT_ROW_SLOTS = 2
 NORMALIZATION_MAX_BLOCK = 1024
