@@ -9,6 +9,9 @@ torch.compile's: kernel us per row (`gpu_bench.kernel_us`, best of 3), one JSON 
                                                             # least threads (a signature as above; default dyn)
     python bench/normalization_sweep.py dyn|static|last noshort  # without the short rows' tiers (SHORT_ROW 0)
     python bench/normalization_sweep.py MODE stream=normalization,...  # heuristics.STREAMING_LOADS
+    python bench/normalization_sweep.py MODE regs=48        # heuristics.MIN_REGISTERS (the kernels' cap)
+    python bench/normalization_sweep.py MODE nocap          # no register cap at all (ptxas's own choice;
+                                                            # a block over its registers fails to launch)
 
 `recip`: float32 quotients by a row-invariant divisor as a reciprocal and a Newton step
 (linalg-reciprocal-divisors takes only 16-bit results). Run each setting in a process of its
@@ -43,6 +46,12 @@ def main(argv: list[str]) -> None:
     streams = [a.split("=", 1)[1] for a in argv if a.startswith("stream=")]
     if streams:
         heuristics.STREAMING_LOADS = frozenset(streams[0].split(","))
+    regs = [a.split("=", 1)[1] for a in argv if a.startswith("regs=")]
+    if regs:
+        heuristics.MIN_REGISTERS = int(regs[0])
+    if "nocap" in argv:
+        from mlirfuse.lowering.gpu import normalization
+        normalization.set_kernel_attrs = lambda op, attrs: None
     if "noshort" in argv:
         heuristics.SHORT_ROW = 0
     if "recip" in argv:

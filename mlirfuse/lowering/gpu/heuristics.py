@@ -454,12 +454,14 @@ PERSISTENT_SLOTS = 4
 # f32 22.0 -> 24.9 (20.4), LayerNorm bf16 14.8 -> 16.1 (13.9), softmax bf16 15.0 -> 16.8
 # (13.7), softmax in float32 49152x512 30.2 -> 34.2 (30.7); RMSNorm f32 22.5 -> 22.3,
 # residual LayerNorm 4096x768 11.6 -> 11.4, bias-dropout-add-LayerNorm 35.8 -> 32.7 (40.4).
-# The same threads and slots compiled for the static row are 20.9-21.7 us for the f32 rows:
-# what the dynamic kernels lose is not their slots but their registers, which bound the
-# threads an SM holds: ptxas (sm_90) gives softmax f32's held kernel 28 registers compiled for
-# rows of 1024 and 64 (the cap) for rows of any length, 64-bit index math and per-slot bounds
-# included; the same kernel with 32-bit indices (convert-gpu-to-nvvm{index-bitwidth=32}, PTX
-# only: the host passes 64-bit descriptors) 48.
+# The same threads and slots compiled for the static row are 20.9-21.7 us for the f32 rows.
+# Nor are the registers what the dynamic kernels lose: ptxas (sm_90) gives softmax f32's held
+# kernel 28 registers compiled for rows of 1024 and 64 (the cap) for rows of any length, 40
+# with no `.maxnreg` at all (it takes what a cap allows: 64 with `.maxntid 1024`, 64 with a cap
+# of 255; 32-bit indices, PTX only, 48); but with no cap on any normalization kernel (H200,
+# normalization_sweep.py dyn, two rounds each) the 8192x1024 rows moved by 0.0-0.4 us
+# (softmax f32 21.8 -> 21.3-21.6, LayerNorm f32 22.6-23.0 -> 22.5-22.7), and LayerNorm f32
+# 32768x4096 went 262.4 -> 286.5 (bias-dropout-add-LayerNorm 35.8 -> 33.5 the one gain).
 SHORT_ROW = 1024
 SHORT_ROW_SLOTS = 2
 NORMALIZATION_MAX_BLOCK = 1024
