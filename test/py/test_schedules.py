@@ -5,10 +5,6 @@ variants, partial blocks, broadcasts, row-length tiers, 8/16/32/64-bit accumulat
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -516,16 +512,6 @@ def test_what_no_schedule_takes_stays_naive_and_counts_its_launches() -> None:
     notes = c.stages["launch_params"].splitlines()
     assert sum(": naive: " in n for n in notes) == 1 and sum(": transpose: " in n for n in notes) == 1
     assert c.n_launches == len(notes) == c.stages["gpu"].count("gpu.launch blocks")
-
-
-@needs_libdevice
-@pytest.mark.skipif(shutil.which("lit", path=str(Path(sys.executable).parent)) is None, reason="no lit")
-def test_lit_ptx_suite() -> None:
-    lit = shutil.which("lit", path=str(Path(sys.executable).parent))
-    root = Path(__file__).resolve().parents[2]
-    done = subprocess.run([lit, "-q", str(root / "test" / "lit" / "ptx")], capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
 
 
 # -- numerics on the GPU ------------------------------------------------------------------
