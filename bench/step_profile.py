@@ -18,6 +18,7 @@ import time
 import warnings
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -56,19 +57,21 @@ def host_ops(step, top: int) -> list[tuple[str, int, float]]:
     return rows[:top]
 
 
-def region_host_us(step, steps: int) -> tuple[float, int]:
-    """Host us per step spent inside mlirfuse's fused-region calls, and the calls per step."""
+def region_host_us(step, steps: int) -> tuple[float, int, list[tuple[str, int, int, float]]]:
+    """Host us per step spent inside mlirfuse's fused-region calls, the calls per step, and
+    per region (name, tensor arguments, results, host us per call), slowest first."""
     from mlirfuse.torch_backend import runtime
 
-    spent, calls, original = [0.0], [0], runtime.FusedRegion.__call__
+    spent: dict[Any, list[float]] = defaultdict(list)
+    shape: dict[Any, tuple[int, int]] = {}
+    original = runtime.FusedRegion.__call__
 
     def timed(self, *args):
         start = time.perf_counter()
-        try:
-            return original(self, *args)
-        finally:
-            spent[0] += time.perf_counter() - start
-            calls[0] += 1
+        results = original(self, *args)
+        spent[self].append(time.perf_counter() - start)
+        shape[self] = (sum(isinstance(a, torch.Tensor) for a in args), len(results))
+        return results
     runtime.FusedRegion.__call__ = timed
     try:
         for _ in range(steps):
@@ -76,7 +79,9 @@ def region_host_us(step, steps: int) -> tuple[float, int]:
         torch.cuda.synchronize()
     finally:
         runtime.FusedRegion.__call__ = original
-    return spent[0] * 1e6 / steps, calls[0] // steps
+    rows = sorted(((r.label, *shape[r], sum(ts) * 1e6 / len(ts)) for r, ts in spent.items()), key=lambda r: -r[3])
+    calls = sum(len(ts) for ts in spent.values())
+    return sum(sum(ts) for ts in spent.values()) * 1e6 / steps, calls // steps, rows
 
 
 def syncs(step) -> int:
@@ -151,8 +156,11 @@ def main() -> int:
         for op, n, us in host_ops(step, opts.top):
             print(f"| {op[:90]} | {n} | {us:.1f} |")
         if name == "mlirfuse":
-            us, calls = region_host_us(step, opts.host_steps)
-            print(f"\nfused-region calls: {calls} per step, {us:.0f} us host per step inside them")
+            us, calls, per_region = region_host_us(step, opts.host_steps)
+            print(f"\nfused-region calls: {calls} per step, {us:.0f} us host per step inside them\n")
+            print("| region | tensor args | results | host us per call |\n|---|---|---|---|")
+            for label, n_args, n_results, region_us in per_region:
+                print(f"| {label} | {n_args} | {n_results} | {region_us:.1f} |")
         if name == "mlirfuse" or opts.host_profile_all:
             print("\n```\n" + host_profile(step, opts.host_steps, 40) + "```")
     return 0
