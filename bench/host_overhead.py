@@ -1,0 +1,264 @@
+"""Host time of one fused-region call, taken apart, next to eager's and Inductor's calls of the
+same function (a small bf16 pointwise chain: the host, not the GPU, bounds every loop).
+
+    python bench/host_overhead.py [--rounds 5] [--calls 3000] [--json out.json]
+    python bench/host_overhead.py --model gpt2 --mode bf16_autocast [--top 8]
+
+Per row: host us per call, the median over interleaved rounds of `--calls` back-to-back calls
+(no synchronization inside a round). The rows below "region" are the pieces of its call:
+the FusedRegion object, the jitted function's guarded launch (`_hot`), and each step of that
+launch alone. With `--model`, the same pieces for each of the `--top` fused regions of one
+step of bench/models.py's model x mode that take the most host time, called again with the
+arguments the step gave them. Markdown to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import time
+import warnings
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+
+
+def per_call_us(fn: Callable[[], Any], calls: int) -> float:
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) * 1e6 / calls
+
+
+def chain(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.gelu(x * w + 1.0)
+
+
+def launcher_of(jitted: Any) -> Any:
+    """The TorchLauncher whose guarded launch the jitted function calls first."""
+    for launcher, _, _ in jitted._launchers.values():
+        if launcher._guarded is not None and launcher._guarded is jitted._hot:
+            return launcher
+    return None
+
+
+def pieces(region: Any, args: tuple[Any, ...]) -> dict[str, Callable[[], Any]]:
+    """The FusedRegion call, its guarded launch and each step of that launch, as callables."""
+    from mlirfuse.compiler import MISS, _tensor_guard
+
+    jitted = region.jitted
+    launcher = launcher_of(jitted)
+    if launcher is None:
+        return {"region: FusedRegion call": lambda: region(*args)}
+    hot = jitted._hot
+    hot_args = tuple(args[:launcher._n_args])
+    stream_cell, entry, _ = launcher._exe.entry_point()
+    packed, lock, index = launcher._packed, launcher._lock, launcher._index
+    stream_of, alloc = launcher._stream, launcher._alloc
+    outputs = [launcher._outputs[k] for k in range(len(launcher._outputs)) if k not in launcher._shared]
+    tensors = [hot_args[i] for i, _ in launcher._tensors]
+    guard = _tensor_guard(tensors) if tensors else None
+    # One launch's outputs kept alive: every launch below writes into them (the output cells
+    # keep their pointers, rewritten by `pointers` with the same values).
+    kept = hot(hot_args)
+    if kept is MISS:
+        return {"region: FusedRegion call (its guarded launch missed)": lambda: region(*args)}
+    cells = [cell for _, cell in launcher._tensors]
+    output_cells = [(cell, cell.aligned) for cell in launcher._output_cells]
+    scratch = launcher._scratch
+
+    def launch_only() -> None:
+        with lock:
+            if scratch:
+                launcher._exe.call_unlocked(stream_of(index), packed, 0, 0)
+            else:
+                stream_cell.value = stream_of(index)
+                entry(packed)
+
+    def allocations() -> None:
+        for shape, strides, dtype in outputs:
+            alloc(shape, strides, dtype)
+
+    def pointers() -> None:
+        for cell, t in zip(cells, tensors):
+            cell.allocated = cell.aligned = t.data_ptr()
+        for cell, pointer in output_cells:
+            cell.allocated = cell.aligned = pointer
+
+    pieces = {
+        "region: FusedRegion call": lambda: region(*args),
+        "region: jit guarded launch (_hot)": lambda: hot(hot_args),
+        "piece: TensorGuards check": (lambda: guard(*tensors)) if guard else (lambda: None),
+        f"piece: output allocations ({len(outputs)})": allocations,
+        f"piece: pointers into cells ({len(cells) + len(output_cells)})": pointers,
+        f"piece: entry point ({launches(launcher)} launches{', scratch' if scratch else ''})": launch_only,
+    }
+    launch_only.kept = kept  # type: ignore[attr-defined]
+    return pieces
+
+
+def launches(launcher: Any) -> int:
+    from mlirfuse.lowering.host_abi import LAUNCHES_LINE
+
+    found = re.match(LAUNCHES_LINE, launcher._exe.host_llvm)
+    return int(found.group(1)) if found else -1
+
+
+def host_us(fn: Callable[[], Any], calls: int) -> float:
+    """Host us of one call of `fn` with the GPU idle (synchronized before each call, untimed):
+    what the call costs the host inside a step, not the GPU time of back-to-back calls."""
+    total = 0.0
+    for _ in range(calls):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        total += time.perf_counter() - start
+    return total * 1e6 / calls
+
+
+def model_regions(model: str, mode: str, top: int, rounds: int, calls: int) -> None:
+    """The pieces of the `top` fused regions of one model step that take the most host time."""
+    sys.path.insert(0, str(HERE))
+    sys.path.insert(0, str(HERE.parent / "test" / "py"))
+    from hf_models import build
+    from models import MODES, make_step
+
+    from mlirfuse.frontend.jit import JitFunction
+    from mlirfuse.torch_backend import runtime
+
+    training, _, dtype = MODES[mode]
+    torch.manual_seed(0)
+    net = build(model, "real").to("cuda", dtype)
+    net = net if training else net.eval()
+    ids = torch.randint(0, net.config.vocab_size, (8, 512), device="cuda")
+    step = make_step(net, torch.compile(net, backend="mlirfuse"), ids, mode)
+    for _ in range(3):
+        step()
+    steps = 5
+    seen: dict[Any, tuple[tuple[Any, ...], list[float]]] = {}
+    general: dict[Any, int] = defaultdict(int)  # calls that took the general path (the jitted function's call)
+    current: list[Any] = [None]
+    original, original_jit = runtime.FusedRegion.__call__, JitFunction.__call__
+
+    def spy(self: Any, *a: Any) -> Any:
+        current[0] = self
+        start = time.perf_counter()
+        results = original(self, *a)
+        spent = time.perf_counter() - start
+        seen.setdefault(self, (a, []))[1].append(spent)
+        return results
+
+    def jit_spy(self: Any, *a: Any, **k: Any) -> Any:
+        general[current[0]] += 1
+        return original_jit(self, *a, **k)
+    runtime.FusedRegion.__call__, JitFunction.__call__ = spy, jit_spy
+    try:
+        for _ in range(steps):
+            step()
+            torch.cuda.synchronize()
+    finally:
+        runtime.FusedRegion.__call__, JitFunction.__call__ = original, original_jit
+    print(f"GPU: {torch.cuda.get_device_name()}; torch {torch.__version__}; {model} {mode}: {len(seen)} regions; "
+          f"host us of a call with the GPU idle, median of {rounds} rounds x {calls} calls\n")
+    print("| region | calls a step | host us in the step | general path | tensor args | launches |\n"
+          "|---|---|---|---|---|---|")
+    ranked = sorted(seen.items(), key=lambda kv: -statistics.median(kv[1][1]))
+    for region, (args, spent) in ranked:
+        launcher = launcher_of(region.jitted)
+        print(f"| {region.label} | {len(spent) / steps:g} | {statistics.median(spent) * 1e6:.1f} | "
+              f"{general[region] / len(spent):.0%} | {sum(isinstance(x, torch.Tensor) for x in args)} | "
+              f"{launches(launcher) if launcher is not None else '?'} |")
+    for region, (args, spent) in ranked[:top]:
+        with torch.no_grad():
+            rows = pieces(region, args)
+            times = {name: [] for name in rows}
+            for _ in range(rounds):
+                for name, fn in rows.items():
+                    times[name].append(host_us(fn, calls))
+        print(f"\n### {region.label}: {statistics.median(spent) * 1e6:.1f} us in the step\n")
+        print("| call | host us per call (median) | min |\n|---|---|---|")
+        for name, ts in times.items():
+            print(f"| {name} | {statistics.median(ts):.2f} | {min(ts):.2f} |")
+
+
+def capture_region(compiled: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
+    """The FusedRegion a call of `compiled` runs, and the arguments it is called with."""
+    from mlirfuse.torch_backend import runtime
+
+    seen: list[tuple[Any, tuple[Any, ...]]] = []
+    original = runtime.FusedRegion.__call__
+
+    def spy(self: Any, *a: Any) -> Any:
+        seen.append((self, a))
+        return original(self, *a)
+    runtime.FusedRegion.__call__ = spy
+    try:
+        compiled(*args)
+    finally:
+        runtime.FusedRegion.__call__ = original
+    if len(seen) != 1:
+        raise SystemExit(f"expected one fused region, the call ran {len(seen)}")
+    return seen[0]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=3000)
+    parser.add_argument("--shape", default="8,256")
+    parser.add_argument("--json")
+    parser.add_argument("--model", help="a bench/models.py model: break down its step's fused regions")
+    parser.add_argument("--mode", default="bf16_autocast")
+    parser.add_argument("--top", type=int, default=8)
+    opts = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    if opts.model:
+        model_regions(opts.model, opts.mode, opts.top, opts.rounds, min(opts.calls, 200))
+        return 0
+    shape = tuple(int(s) for s in opts.shape.split(","))
+    x = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(shape[-1], device="cuda", dtype=torch.bfloat16)
+    inductor = torch.compile(chain, backend="inductor")
+    mlirfuse = torch.compile(chain, backend="mlirfuse")
+    for f in (inductor, mlirfuse):
+        for _ in range(3):
+            f(x, w)
+    region, region_args = capture_region(mlirfuse, (x, w))
+    for _ in range(3):
+        region(*region_args)
+    rows: dict[str, Callable[[], Any]] = {
+        "eager (3 aten ops)": lambda: chain(x, w),
+        "Inductor (torch.compile)": lambda: inductor(x, w),
+        "mlirfuse (torch.compile)": lambda: mlirfuse(x, w),
+        **pieces(region, region_args),
+        "empty Python call": lambda: None,
+    }
+    times: dict[str, list[float]] = {name: [] for name in rows}
+    for _ in range(opts.rounds):
+        for name, fn in rows.items():
+            times[name].append(per_call_us(fn, opts.calls))
+    print(f"GPU: {torch.cuda.get_device_name()}; torch {torch.__version__}; shape {shape} bf16; "
+          f"{opts.rounds} rounds x {opts.calls} calls\n")
+    print("| call | host us per call (median) | min | max |\n|---|---|---|---|")
+    result = {}
+    for name, ts in times.items():
+        result[name] = {"median_us": statistics.median(ts), "min_us": min(ts), "max_us": max(ts)}
+        print(f"| {name} | {statistics.median(ts):.2f} | {min(ts):.2f} | {max(ts):.2f} |")
+    if opts.json:
+        with open(opts.json, "w") as f:
+            json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "shape": shape,
+                       "rounds": opts.rounds, "calls": opts.calls, "rows": result}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
