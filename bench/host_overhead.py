@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import statistics
 import sys
 import time
@@ -107,10 +106,10 @@ def pieces(region: Any, args: tuple[Any, ...]) -> dict[str, Callable[[], Any]]:
 
 
 def launches(launcher: Any) -> int:
-    from mlirfuse.lowering.host_abi import LAUNCHES_LINE
+    """The launches a call of the launcher's host module makes (its first line says)."""
+    from mlirfuse.lowering.gpu.runtime import CachedGpuModule
 
-    found = re.match(LAUNCHES_LINE, launcher._exe.host_llvm)
-    return int(found.group(1)) if found else -1
+    return CachedGpuModule(launcher._exe.host_llvm).n_launches
 
 
 def host_us(fn: Callable[[], Any], calls: int) -> float:

@@ -5,7 +5,7 @@ dimension that is not a multiple of 8 elements takes a slow path. GPT-2's vocabu
 makes its output projection one: on the H100 at 4096 x 768 x 50257 bf16 it ran 3.3 ms
 (`cutlass_75 ... align1`) where the padded one runs 0.44 ms, most of a bf16 inference step.
 Float32 matmuls are not padded ("auto"): cuBLAS's float32 products (TF32 off, torch's default)
-run as fast misaligned (`bench/matmul_padding.py`, H200, session 92: GPT-2's three output
+run as fast misaligned (`bench/matmul_padding.py`'s products, H200, session 92: GPT-2's three output
 projection products 18.31 ms at 50257, 18.31 at 50260, 18.57 at 50264; BERT's 11.17 ms at
 30522, 11.11 at 30528), and bf16 needs multiples of 8, not 4 (GPT-2's 7.90 ms at 50257,
 3.77 at 50260, 1.27 at 50264).
