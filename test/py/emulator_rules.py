@@ -181,10 +181,15 @@ class Races:
         shuffle of their warp; or another block's where this block has done no atomic since."""
         block, who, epoch, warp_epoch = then
         present = block >= 0
+        if not present.any():  # (nothing of this launch accessed these elements)
+            return present
+        other = present & (block != self.block) & (self.block not in self.acquired)
+        now = (block == self.block) & (epoch == self.epoch)  # this block's, since its last barrier
+        if not now.any():
+            return other
         warp = np.where(who >= 0, who // 32, np.where(who == SEVERAL_WARPS, -1, -1 - who))
-        same = present & (block == self.block) & (who != threads) & (epoch == self.epoch) & (
-            (warp != threads // 32) | (warp_epoch == warp_epochs))
-        return same | (present & (block != self.block) & (self.block not in self.acquired))
+        same = now & (who != threads) & ((warp != threads // 32) | (warp_epoch == warp_epochs))
+        return same | other
 
     def access(self, m: "MemRef", elements: np.ndarray, threads: np.ndarray, writing: bool) -> None:
         """Check the accesses (element `elements[k]` by thread `threads[k]`, in the threads'
@@ -220,21 +225,41 @@ class Races:
                       warp_epochs: np.ndarray) -> None:
         """The last read of each element, as reading it one thread after another would leave
         it: one thread; several threads of one warp (`-1 - warp`); several warps."""
-        places, first, inverse = np.unique(elements, return_index=True, return_inverse=True)
-        lowest = np.full(len(places), np.iinfo(np.int64).max)
-        highest = np.full(len(places), -1)
-        np.minimum.at(lowest, inverse, threads)
-        np.maximum.at(highest, inverse, threads)
+        places, lowest, highest, first = self._readers(elements, threads)
         block, who, epoch = records[4, places], records[5, places], records[6, places]
-        warp = lowest // 32
-        then = np.where(who >= 0, who // 32, np.where(who == SEVERAL_WARPS, -2, -1 - who))
         fresh = (block != self.block) | (epoch != self.epoch)
         one = lowest == highest
+        if fresh.all() and one.all():  # (most reads: each element by one thread, first in this epoch)
+            records[4, places], records[5, places], records[6, places] = self.block, lowest, self.epoch
+            records[7, places] = warp_epochs[first]
+            return
+        warp = lowest // 32
+        then = np.where(who >= 0, who // 32, np.where(who == SEVERAL_WARPS, -2, -1 - who))
         single = fresh & one | (who == lowest) & one
         one_warp = ~single & (highest // 32 == warp) & (fresh | (then == warp))
         who = np.where(single, lowest, np.where(one_warp, -1 - warp, SEVERAL_WARPS))
         records[4, places], records[5, places], records[6, places] = self.block, who, self.epoch
         records[7, places] = np.where(single | one_warp, warp_epochs[first], 0)
+
+    @staticmethod
+    def _readers(elements: np.ndarray, threads: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The distinct elements read, the lowest and highest thread reading each, and the
+        position of its first read: each lane its own element, or all one (a broadcast read),
+        without np.unique's sort."""
+        if len(elements) > 1:
+            ordered = np.sort(elements)
+            if ordered[0] == ordered[-1]:  # one element
+                return elements[:1], threads.min(keepdims=True), threads.max(keepdims=True), np.zeros(1, np.int64)
+            if not (ordered[1:] == ordered[:-1]).any():  # distinct elements
+                return elements, threads, threads, np.arange(len(elements))
+        elif len(elements) == 1:
+            return elements, threads, threads, np.zeros(1, np.int64)
+        places, first, inverse = np.unique(elements, return_index=True, return_inverse=True)
+        lowest = np.full(len(places), np.iinfo(np.int64).max)
+        highest = np.full(len(places), -1)
+        np.minimum.at(lowest, inverse, threads)
+        np.maximum.at(highest, inverse, threads)
+        return places, lowest, highest, first
 
     def _race(self, thread: int, what: str, i: int, other: Any, did: str = "wrote") -> None:
         block, who = int(other[0]), int(other[1])
