@@ -59,7 +59,10 @@ def pieces(region: Any, args: tuple[Any, ...]) -> dict[str, Callable[[], Any]]:
     if launcher is None:
         return {"region: FusedRegion call": lambda: region(*args)}
     hot = jitted._hot
-    hot_args = tuple(args[:launcher._n_args])
+    hot_args = list(args[:launcher._n_args])
+    for k, widen in region._widen:  # as the region's shortcut passes them
+        hot_args[k] = widen(hot_args[k])
+    hot_args = tuple(hot_args)
     stream_cell, entry, _ = launcher._exe.entry_point()
     packed, lock, index = launcher._packed, launcher._lock, launcher._index
     stream_of, alloc = launcher._stream, launcher._alloc
@@ -124,6 +127,57 @@ def host_us(fn: Callable[[], Any], calls: int) -> float:
     return total * 1e6 / calls
 
 
+TIMED = ("check", "alloc", "launch", "call_unlocked", "copy")
+
+
+def in_step_pieces(regions: list[Any], step: Callable[[], Any],
+                   steps: int) -> dict[Any, dict[str, tuple[float, float]]]:
+    """Host us per region call of each piece of each region's guarded launch inside the model's
+    step (the generated code's globals, wrapped with timers): what a call costs with the caches
+    and the GPU's queue as the step leaves them, where `pieces` times them alone. Regions of
+    one fusion share its launcher: their calls are counted together, under the first."""
+    calls = "region call (the shortcut or general path)"
+    timed: dict[int, tuple[Any, dict[str, list[float]]]] = {}  # launcher -> (first region, buckets)
+    patched: list[tuple[dict[str, Any], str, Any]] = []
+
+    def timer(bucket: list[float], fn: Callable[..., Any]) -> Callable[..., Any]:
+        def timed_call(*a: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return fn(*a)
+            finally:
+                bucket[0] += time.perf_counter() - start
+                bucket[1] += 1
+        return timed_call
+
+    for region in regions:
+        launcher = launcher_of(region.jitted)
+        if launcher is None:
+            continue
+        first = id(launcher) not in timed
+        buckets = timed.setdefault(id(launcher), (region, defaultdict(lambda: [0.0, 0])))[1]
+        patched.append((region.__dict__, "_enter", region._enter))
+        region._enter = timer(buckets[calls], region._enter)
+        envs = [launcher._guarded.__globals__] + ([launcher.call.__globals__] if launcher._scratch else [])
+        for env in envs if first else []:
+            for name in TIMED:
+                if name in env and callable(env[name]):
+                    patched.append((env, name, env[name]))
+                    env[name] = timer(buckets[name], env[name])
+    try:
+        for _ in range(steps):
+            step()
+            torch.cuda.synchronize()
+    finally:
+        for env, name, fn in reversed(patched):
+            env[name] = fn
+    result = {}
+    for region, buckets in timed.values():
+        n = max(buckets[calls][1], 1)
+        result[region] = {name: (b[0] * 1e6 / n, b[1] / n) for name, b in buckets.items()}
+    return result
+
+
 def model_regions(model: str, mode: str, top: int, rounds: int, calls: int) -> None:
     """The pieces of the `top` fused regions of one model step that take the most host time."""
     sys.path.insert(0, str(HERE))
@@ -176,7 +230,13 @@ def model_regions(model: str, mode: str, top: int, rounds: int, calls: int) -> N
         print(f"| {region.label} | {len(spent) / steps:g} | {statistics.median(spent) * 1e6:.1f} | "
               f"{general[region] / len(spent):.0%} | {sum(isinstance(x, torch.Tensor) for x in args)} | "
               f"{launches(launcher) if launcher is not None else '?'} |")
+    in_step = in_step_pieces([region for region, _ in ranked], step, steps)
     for region, (args, spent) in ranked[:top]:
+        if region in in_step:
+            print(f"\n### {region.label}: in the step, host us a call (mean of {steps} steps)\n")
+            print("| piece | host us per region call | piece calls per region call |\n|---|---|---|")
+            for name, (us, count) in in_step[region].items():
+                print(f"| {name} | {us:.2f} | {count:g} |")
         with torch.no_grad():
             rows = pieces(region, args)
             times = {name: [] for name in rows}

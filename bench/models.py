@@ -2,7 +2,7 @@
 
     python bench/models.py [--models gpt2,llama,bert] [--modes f32,bf16_autocast,bf16]
                            [--batch 8] [--seq 512] [--rounds 11] [--steps 10] [--json out.json] [--no-regions]
-                           [--compile-mode reduce-overhead] [--dropout 0.1]
+                           [--compile-mode reduce-overhead] [--dropout 0.1] [--in-process]
 
 HuggingFace GPT-2, Llama and BERT from configs (test/py/hf_models.py at real widths, 2 layers,
 random weights, nothing downloaded). Modes: `f32` (a float32 training step), `bf16_autocast`
@@ -19,6 +19,10 @@ outside the pools, not comparable with eager's). `--dropout P` trains with dropo
 everywhere, Llama in attention, as HF's default configs have 0.1 / 0.0 / 0.1): each
 implementation then draws its own masks, so the difference to eager is that of two samples,
 not an error.
+
+Each row runs in a process of its own (this script again, for that row alone): a row's steps
+then run where no earlier row's models, compiled graphs, garbage or torch.profiler sessions
+are, as in a user's process. `--in-process` runs every row in this one.
 
 Then, for mlirfuse, a per-region table: per fused region, its calls in a step, launches per
 call and each launch's schedule, bytes moved per call, GPU us per call (median) and per
@@ -56,6 +60,7 @@ import json
 import math
 import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -370,6 +375,29 @@ def _kind(launch_line: str) -> str:
     return next((k for k in _KINDS if schedule.startswith(k)), schedule.split(":")[0])
 
 
+def measured_row(family: str, mode: str, opts: argparse.Namespace, copy_gbps: float) -> dict:
+    """`run_row`'s row for `opts`, with its per-region table unless `--no-regions`."""
+    row = run_row(family, mode, opts.batch, opts.seq, opts.rounds, opts.steps,
+                  None if opts.compile_mode == "default" else opts.compile_mode, opts.dropout)
+    if not opts.no_regions:
+        row["regions"] = region_table(family, mode, opts.batch, opts.seq, copy_gbps, row["region_gpu_us"],
+                                      row.get("region_launch_us"), opts.dropout)
+    return row
+
+
+def row_in_a_process(family: str, mode: str, copy_gbps: float) -> dict:
+    """The row measured by this script run again for it alone, in a process of its own (this
+    process's arguments passed on): each row's steps then run where no earlier row's models,
+    compiled graphs, profiler sessions and garbage are, as a user's process would run them."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "row.json"
+        done = subprocess.run([sys.executable, __file__, *sys.argv[1:], "--row", f"{family},{mode}",
+                               "--row-json", str(out), "--copy-gbps", repr(copy_gbps)], stdout=sys.stderr)
+        if done.returncode or not out.exists():
+            raise RuntimeError(f"the row's process exited with status {done.returncode}")
+        return json.loads(out.read_text())
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="gpt2,llama,bert")
@@ -386,6 +414,11 @@ def main() -> int:
     parser.add_argument("--compile-mode", choices=["default", "reduce-overhead"], default="default",
                         help="torch.compile's mode for Inductor and mlirfuse alike")
     parser.add_argument("--dropout", type=float, default=0.0, help="dropout probability of the training rows")
+    parser.add_argument("--in-process", action="store_true",
+                        help="run every row in this process (by default each row runs in a process of its own)")
+    parser.add_argument("--row", help=argparse.SUPPRESS)  # "family,mode": run this row alone, write --row-json
+    parser.add_argument("--row-json", help=argparse.SUPPRESS)
+    parser.add_argument("--copy-gbps", type=float, help=argparse.SUPPRESS)
     opts = parser.parse_args()
     warnings.filterwarnings("ignore")
     import suite
@@ -394,6 +427,10 @@ def main() -> int:
 
     mlirfuse.set_options(fallback=False)  # a region that fails raises: its torch ops are not mlirfuse's time
 
+    if opts.row:
+        family, mode = opts.row.split(",")
+        Path(opts.row_json).write_text(json.dumps(measured_row(family, mode, opts, opts.copy_gbps)))
+        return 0
     gpu = torch.cuda.get_device_name()
     driver = suite.driver_version()
     copy_gbps = suite.copy_bandwidth_gbps()
@@ -415,8 +452,8 @@ def main() -> int:
           + "|---" * 8 + "|")
     for family, mode in wanted:
         try:
-            row = run_row(family, mode, opts.batch, opts.seq, opts.rounds, opts.steps,
-                          None if opts.compile_mode == "default" else opts.compile_mode, opts.dropout)
+            row = measured_row(family, mode, opts, copy_gbps) if opts.in_process else \
+                row_in_a_process(family, mode, copy_gbps)
         except Exception as e:  # noqa: BLE001 - a row that fails is reported, the others still run
             row = {"model": family, "mode": mode, "error": f"{type(e).__name__}: {str(e)[:300]}"}
             rows.append(row)
@@ -441,10 +478,7 @@ def main() -> int:
     naive = []
     if not opts.no_regions:
         for row in ok:
-            regions = region_table(row["model"], row["mode"], opts.batch, opts.seq, copy_gbps,
-                                   row["region_gpu_us"], row.get("region_launch_us"), opts.dropout)
-            row["regions"] = regions
-            write_json()
+            regions = row["regions"]
             print(f"\n### mlirfuse regions: {row['model']}, {row['mode']}\n\n| region | calls | launches | schedules "
                   "| MB | us | us per launch | GB/s | % copy BW | % of a copy that size |\n" + "|---" * 10 + "|")
             for r in regions:
