@@ -1,5 +1,6 @@
 """bench/models.py's per-launch times: device events attributed to the region call whose host
-range launched them, in the order they ran, and their medians over a region's calls."""
+range launched them, in the order they ran, and their medians over a region's calls; and a
+row measured in a process of its own."""
 
 from __future__ import annotations
 
@@ -35,3 +36,31 @@ def test_launch_medians_take_the_calls_with_the_usual_count():
     assert medians == [("kernel", 11.0), ("memset", 2.0), ("kernel", 32.0)]
     assert models.launch_text(medians) == "11.0, memset 2.0, 32.0"
     assert models.launch_medians([]) == []
+
+
+def test_a_row_runs_in_a_process_of_its_own_with_the_scripts_arguments(monkeypatch, tmp_path):
+    """The row's process is this script again with this run's arguments and the row's own; its
+    row comes back through the JSON file it writes, and a process that fails is an error."""
+    import json
+    import subprocess
+
+    import models
+    import pytest
+
+    seen = []
+
+    def run(command, stdout=None):
+        seen.append(command)
+        out = command[command.index("--row-json") + 1]
+        if "bert,bf16" not in command:
+            Path(out).write_text(json.dumps({"model": "gpt2", "mode": "f32", "vs_inductor": 1.0}))
+        return subprocess.CompletedProcess(command, 0 if "bert,bf16" not in command else 3)
+
+    monkeypatch.setattr(models.subprocess, "run", run)
+    monkeypatch.setattr(sys, "argv", ["models.py", "--models", "gpt2", "--rounds", "3"])
+    assert models.row_in_a_process("gpt2", "f32", 4200.0) == {"model": "gpt2", "mode": "f32", "vs_inductor": 1.0}
+    command = seen[0]
+    assert command[1].endswith("models.py") and command[2:6] == ["--models", "gpt2", "--rounds", "3"]
+    assert command[command.index("--row") + 1] == "gpt2,f32" and command[command.index("--copy-gbps") + 1] == "4200.0"
+    with pytest.raises(RuntimeError, match="status 3"):
+        models.row_in_a_process("bert", "bf16", 4200.0)
