@@ -380,8 +380,11 @@ def measured_row(family: str, mode: str, opts: argparse.Namespace, copy_gbps: fl
     row = run_row(family, mode, opts.batch, opts.seq, opts.rounds, opts.steps,
                   None if opts.compile_mode == "default" else opts.compile_mode, opts.dropout)
     if not opts.no_regions:
-        row["regions"] = region_table(family, mode, opts.batch, opts.seq, copy_gbps, row["region_gpu_us"],
-                                      row.get("region_launch_us"), opts.dropout)
+        try:
+            row["regions"] = region_table(family, mode, opts.batch, opts.seq, copy_gbps, row["region_gpu_us"],
+                                          row.get("region_launch_us"), opts.dropout)
+        except Exception as e:  # noqa: BLE001 - the row's timings stand; the table's failure is reported
+            row["regions"], row["regions_error"] = [], f"{type(e).__name__}: {str(e)[:300]}"
     return row
 
 
@@ -391,8 +394,8 @@ def row_in_a_process(family: str, mode: str, copy_gbps: float) -> dict:
     compiled graphs, profiler sessions and garbage are, as a user's process would run them."""
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "row.json"
-        done = subprocess.run([sys.executable, __file__, *sys.argv[1:], "--row", f"{family},{mode}",
-                               "--row-json", str(out), "--copy-gbps", repr(copy_gbps)], stdout=sys.stderr)
+        done = subprocess.run([sys.executable, __file__, *sys.argv[1:], "--one-row", f"{family},{mode}",
+                               "--one-row-json", str(out), "--copy-gbps", repr(copy_gbps)], stdout=sys.stderr)
         if done.returncode or not out.exists():
             raise RuntimeError(f"the row's process exited with status {done.returncode}")
         return json.loads(out.read_text())
@@ -416,8 +419,8 @@ def main() -> int:
     parser.add_argument("--dropout", type=float, default=0.0, help="dropout probability of the training rows")
     parser.add_argument("--in-process", action="store_true",
                         help="run every row in this process (by default each row runs in a process of its own)")
-    parser.add_argument("--row", help=argparse.SUPPRESS)  # "family,mode": run this row alone, write --row-json
-    parser.add_argument("--row-json", help=argparse.SUPPRESS)
+    parser.add_argument("--one-row", help=argparse.SUPPRESS)  # "family,mode": this row alone, into --one-row-json
+    parser.add_argument("--one-row-json", help=argparse.SUPPRESS)
     parser.add_argument("--copy-gbps", type=float, help=argparse.SUPPRESS)
     opts = parser.parse_args()
     warnings.filterwarnings("ignore")
@@ -427,9 +430,13 @@ def main() -> int:
 
     mlirfuse.set_options(fallback=False)  # a region that fails raises: its torch ops are not mlirfuse's time
 
-    if opts.row:
-        family, mode = opts.row.split(",")
-        Path(opts.row_json).write_text(json.dumps(measured_row(family, mode, opts, opts.copy_gbps)))
+    if opts.one_row:
+        family, mode = opts.one_row.split(",")
+        try:
+            row = measured_row(family, mode, opts, opts.copy_gbps)
+        except Exception as e:  # noqa: BLE001 - the parent reports it as the row's error
+            row = {"model": family, "mode": mode, "error": f"{type(e).__name__}: {str(e)[:300]}"}
+        Path(opts.one_row_json).write_text(json.dumps(row))
         return 0
     gpu = torch.cuda.get_device_name()
     driver = suite.driver_version()
@@ -456,6 +463,7 @@ def main() -> int:
                 row_in_a_process(family, mode, copy_gbps)
         except Exception as e:  # noqa: BLE001 - a row that fails is reported, the others still run
             row = {"model": family, "mode": mode, "error": f"{type(e).__name__}: {str(e)[:300]}"}
+        if "error" in row:
             rows.append(row)
             print(f"| {family}, {mode} | failed: {row['error'][:160]} |", flush=True)
             write_json()
@@ -475,10 +483,12 @@ def main() -> int:
         geo = math.exp(sum(math.log(r["vs_inductor"]) for r in ok) / len(ok))
         print(f"\ngeometric mean vs Inductor: {geo:.2f}x over {len(ok)} rows ({len(rows) - len(ok)} failed); "
               f"min {min(r['vs_inductor'] for r in ok):.2f}x; vs eager min {min(r['vs_eager'] for r in ok):.2f}x")
-    naive = []
+    naive, failed_tables = [], []
     if not opts.no_regions:
         for row in ok:
             regions = row["regions"]
+            if "regions_error" in row:
+                failed_tables.append(f"{row['model']} {row['mode']}: {row['regions_error']}")
             print(f"\n### mlirfuse regions: {row['model']}, {row['mode']}\n\n| region | calls | launches | schedules "
                   "| MB | us | us per launch | GB/s | % copy BW | % of a copy that size |\n" + "|---" * 10 + "|")
             for r in regions:
@@ -490,10 +500,11 @@ def main() -> int:
             naive += [f"{row['model']} {row['mode']} region {r['region']}: {line}"
                       for r in regions for line in r["naive"]]
     write_json()
+    if failed_tables:
+        print(f"\nPER-REGION TABLES THAT FAILED ({len(failed_tables)}):\n" + "\n".join(failed_tables))
     if naive:
         print(f"\nNAIVE KERNELS ({len(naive)}): every launch below runs one thread an element\n" + "\n".join(naive))
-        return 1
-    return 0
+    return 1 if naive or failed_tables else 0
 
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ def test_a_row_runs_in_a_process_of_its_own_with_the_scripts_arguments(monkeypat
 
     def run(command, stdout=None):
         seen.append(command)
-        out = command[command.index("--row-json") + 1]
+        out = command[command.index("--one-row-json") + 1]
         if "bert,bf16" not in command:
             Path(out).write_text(json.dumps({"model": "gpt2", "mode": "f32", "vs_inductor": 1.0}))
         return subprocess.CompletedProcess(command, 0 if "bert,bf16" not in command else 3)
@@ -61,6 +61,7 @@ def test_a_row_runs_in_a_process_of_its_own_with_the_scripts_arguments(monkeypat
     assert models.row_in_a_process("gpt2", "f32", 4200.0) == {"model": "gpt2", "mode": "f32", "vs_inductor": 1.0}
     command = seen[0]
     assert command[1].endswith("models.py") and command[2:6] == ["--models", "gpt2", "--rounds", "3"]
-    assert command[command.index("--row") + 1] == "gpt2,f32" and command[command.index("--copy-gbps") + 1] == "4200.0"
+    assert command[command.index("--one-row") + 1] == "gpt2,f32"
+    assert command[command.index("--copy-gbps") + 1] == "4200.0"
     with pytest.raises(RuntimeError, match="status 3"):
         models.row_in_a_process("bert", "bf16", 4200.0)
