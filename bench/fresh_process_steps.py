@@ -26,7 +26,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "test" / "py"))
 
 import torch  # noqa: E402
-from models import IMPLEMENTATIONS, MODES, kernels_per_step, make_step  # noqa: E402
+from models import IMPLEMENTATIONS, MODES, kernels_per_step, make_step, model_and_ids  # noqa: E402
 
 
 def rounds(steps: dict[str, Callable[[], Any]], n: int, per: int) -> dict[str, tuple[float, float]]:
@@ -50,13 +50,7 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=20)
     opts = parser.parse_args()
     warnings.filterwarnings("ignore")
-    from hf_models import build
-
-    training, _, dtype = MODES[opts.mode]
-    torch.manual_seed(0)
-    base = build(opts.model, "real").to("cuda", dtype)
-    base = base if training else base.eval()
-    ids = torch.randint(0, base.config.vocab_size, (8, 512), device="cuda")
+    base, ids = model_and_ids(opts.model, opts.mode)
     steps = {}
     for name in IMPLEMENTATIONS:
         model = copy.deepcopy(base)

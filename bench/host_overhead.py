@@ -139,7 +139,7 @@ def in_step_pieces(regions: list[Any], step: Callable[[], Any],
     through another launcher of the fusion (other layouts: the general-path column) or after
     its scratch arena grew (new generated code) are not taken apart: read these rows where
     that column says 0%."""
-    from mlirfuse.torch_backend import runtime
+    from models import fused_region_calls
 
     calls = "region call (the shortcut or general path)"
     timed: dict[int, tuple[Any, dict[str, list[float]]]] = {}  # launcher -> (first region, buckets)
@@ -169,20 +169,19 @@ def in_step_pieces(regions: list[Any], step: Callable[[], Any],
                 if name in env and callable(env[name]):
                     patched.append((env, name, env[name]))
                     env[name] = timer(buckets[name], env[name])
-    original = runtime.FusedRegion.__call__
-
-    def counted(self: Any, *a: Any) -> Any:
-        bucket = region_calls.get(id(self))
-        return original(self, *a) if bucket is None else timer(bucket, original)(self, *a)
+    def counting(original: Callable[..., Any]) -> Callable[..., Any]:
+        def counted(self: Any, *a: Any) -> Any:
+            bucket = region_calls.get(id(self))
+            return original(self, *a) if bucket is None else timer(bucket, original)(self, *a)
+        return counted
     # (the class's call, not a region's `_enter`, which the region itself replaces when its
     # layouts change)
-    runtime.FusedRegion.__call__ = counted
     try:
-        for _ in range(steps):
-            step()
-            torch.cuda.synchronize()
+        with fused_region_calls(counting):
+            for _ in range(steps):
+                step()
+                torch.cuda.synchronize()
     finally:
-        runtime.FusedRegion.__call__ = original
         for env, name, fn in reversed(patched):
             env[name] = fn
     result = {}
@@ -196,17 +195,11 @@ def model_regions(model: str, mode: str, top: int, rounds: int, calls: int) -> N
     """The pieces of the `top` fused regions of one model step that take the most host time."""
     sys.path.insert(0, str(HERE))
     sys.path.insert(0, str(HERE.parent / "test" / "py"))
-    from hf_models import build
-    from models import MODES, make_step
+    from models import fused_region_calls, make_step, model_and_ids
 
     from mlirfuse.frontend.jit import JitFunction
-    from mlirfuse.torch_backend import runtime
 
-    training, _, dtype = MODES[mode]
-    torch.manual_seed(0)
-    net = build(model, "real").to("cuda", dtype)
-    net = net if training else net.eval()
-    ids = torch.randint(0, net.config.vocab_size, (8, 512), device="cuda")
+    net, ids = model_and_ids(model, mode)
     step = make_step(net, torch.compile(net, backend="mlirfuse"), ids, mode)
     for _ in range(3):
         step()
@@ -214,26 +207,29 @@ def model_regions(model: str, mode: str, top: int, rounds: int, calls: int) -> N
     seen: dict[Any, tuple[tuple[Any, ...], list[float]]] = {}
     general: dict[Any, int] = defaultdict(int)  # calls that took the general path (the jitted function's call)
     current: list[Any] = [None]
-    original, original_jit = runtime.FusedRegion.__call__, JitFunction.__call__
+    original_jit = JitFunction.__call__
 
-    def spy(self: Any, *a: Any) -> Any:
-        current[0] = self
-        start = time.perf_counter()
-        results = original(self, *a)
-        spent = time.perf_counter() - start
-        seen.setdefault(self, (a, []))[1].append(spent)
-        return results
+    def spying(original: Callable[..., Any]) -> Callable[..., Any]:
+        def spy(self: Any, *a: Any) -> Any:
+            current[0] = self
+            start = time.perf_counter()
+            results = original(self, *a)
+            spent = time.perf_counter() - start
+            seen.setdefault(self, (a, []))[1].append(spent)
+            return results
+        return spy
 
     def jit_spy(self: Any, *a: Any, **k: Any) -> Any:
         general[current[0]] += 1
         return original_jit(self, *a, **k)
-    runtime.FusedRegion.__call__, JitFunction.__call__ = spy, jit_spy
+    JitFunction.__call__ = jit_spy
     try:
-        for _ in range(steps):
-            step()
-            torch.cuda.synchronize()
+        with fused_region_calls(spying):
+            for _ in range(steps):
+                step()
+                torch.cuda.synchronize()
     finally:
-        runtime.FusedRegion.__call__, JitFunction.__call__ = original, original_jit
+        JitFunction.__call__ = original_jit
     print(f"GPU: {torch.cuda.get_device_name()}; torch {torch.__version__}; {model} {mode}: {len(seen)} regions; "
           f"host us of a call with the GPU idle, median of {rounds} rounds x {calls} calls\n")
     print("| region | calls a step | host us in the step | general path | tensor args | launches |\n"
@@ -265,19 +261,17 @@ def model_regions(model: str, mode: str, top: int, rounds: int, calls: int) -> N
 
 def capture_region(compiled: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
     """The FusedRegion a call of `compiled` runs, and the arguments it is called with."""
-    from mlirfuse.torch_backend import runtime
+    from models import fused_region_calls
 
     seen: list[tuple[Any, tuple[Any, ...]]] = []
-    original = runtime.FusedRegion.__call__
 
-    def spy(self: Any, *a: Any) -> Any:
-        seen.append((self, a))
-        return original(self, *a)
-    runtime.FusedRegion.__call__ = spy
-    try:
+    def spying(original: Callable[..., Any]) -> Callable[..., Any]:
+        def spy(self: Any, *a: Any) -> Any:
+            seen.append((self, a))
+            return original(self, *a)
+        return spy
+    with fused_region_calls(spying):
         compiled(*args)
-    finally:
-        runtime.FusedRegion.__call__ = original
     if len(seen) != 1:
         raise SystemExit(f"expected one fused region, the call ran {len(seen)}")
     return seen[0]

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import contextlib
 import copy
 import functools
 import json
@@ -66,7 +67,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -79,6 +80,33 @@ MODES = {"f32": (True, None, torch.float32), "bf16_autocast": (True, torch.bfloa
 IMPLEMENTATIONS = ("eager", "inductor", "mlirfuse")
 BIG_REGION = 8 << 20  # bytes: regions moving this much must run near the copy bandwidth
 REGION_STEPS = 3  # profiled steps behind the per-region GPU times
+
+
+def model_and_ids(family: str, mode: str, batch: int = 8, seq: int = 512, dropout: float = 0.0,
+                  device: str = "cuda") -> tuple[torch.nn.Module, torch.Tensor]:
+    """The benchmark's model for `mode` (real widths, seeded, in the mode's parameter dtype,
+    in eval mode for inference; dropout for training only) and a batch of token ids."""
+    from hf_models import build
+
+    training, _, dtype = MODES[mode]
+    torch.manual_seed(0)
+    model = build(family, "real", dropout if training else 0.0).to(device, dtype)
+    model = model if training else model.eval()
+    return model, torch.randint(0, model.config.vocab_size, (batch, seq), device=device)
+
+
+@contextlib.contextmanager
+def fused_region_calls(wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> Iterator[None]:
+    """Every fused region's call (`FusedRegion.__call__`, each region's entry from the compiled
+    graph) goes through `wrap(original call)` while inside."""
+    from mlirfuse.torch_backend import runtime
+
+    original = runtime.FusedRegion.__call__
+    runtime.FusedRegion.__call__ = wrap(original)
+    try:
+        yield
+    finally:
+        runtime.FusedRegion.__call__ = original
 
 
 def make_step(model: torch.nn.Module, run: Callable[..., Any], ids: torch.Tensor, mode: str) -> Callable[[], Any]:
@@ -217,15 +245,10 @@ def peak_mb(step: Callable[[], Any]) -> float:
 def run_row(family: str, mode: str, batch: int, seq: int, rounds: int, per_round: int,
             compile_mode: str | None = None, dropout: float = 0.0) -> dict:
     import torch._dynamo as dynamo
-    from hf_models import build
 
     dynamo.reset()
-    training, _, dtype = MODES[mode]
-    torch.manual_seed(0)
-    base = build(family, "real", dropout if training else 0.0).to("cuda", dtype)
-    if not training:
-        base = base.eval()
-    ids = torch.randint(0, base.config.vocab_size, (batch, seq), device="cuda")
+    training = MODES[mode][0]
+    base, ids = model_and_ids(family, mode, batch, seq, dropout)
     steps, first_step_s, outputs = {}, {}, {}
     for name in IMPLEMENTATIONS:
         model = copy.deepcopy(base)
@@ -271,21 +294,16 @@ def region_table(family: str, mode: str, batch: int, seq: int, copy_gbps: float,
     call (one mlirfuse step with the eff_bandwidth and launch_params dumps), GPU us per call
     (`profiled`, from region_gpu_us; else the dump's timing) and per launch (`launch_us`)."""
     import torch._dynamo as dynamo
-    from hf_models import build
 
     import mlirfuse
     from mlirfuse import torch_backend
 
-    training, _, dtype = MODES[mode]
     with tempfile.TemporaryDirectory() as folder:
         previous = mlirfuse.set_options(dump="eff_bandwidth,launch_params", dump_dir=folder)
         try:
             dynamo.reset()
             torch_backend.reset()  # every region compiled again: the compile writes launch_params
-            torch.manual_seed(0)
-            model = build(family, "real", dropout if training else 0.0).to("cuda", dtype)
-            model = model if training else model.eval()
-            ids = torch.randint(0, model.config.vocab_size, (batch, seq), device="cuda")
+            model, ids = model_and_ids(family, mode, batch, seq, dropout)
             step = make_step(model, torch.compile(model, backend="mlirfuse"), ids, mode)
             step()
             step()  # as timed: a graph dynamo compiles again on the second step is the one timed

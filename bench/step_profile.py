@@ -25,7 +25,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "test" / "py"))
 
 import torch  # noqa: E402
-from models import MODES, make_step  # noqa: E402
+from models import MODES, fused_region_calls, make_step, model_and_ids  # noqa: E402
 
 
 def top_kernels(step, top: int) -> list[tuple[str, int, float]]:
@@ -60,25 +60,21 @@ def host_ops(step, top: int) -> list[tuple[str, int, float]]:
 def region_host_us(step, steps: int) -> tuple[float, int, list[tuple[str, int, int, float]]]:
     """Host us per step spent inside mlirfuse's fused-region calls, the calls per step, and
     per region (name, tensor arguments, results, host us per call), slowest first."""
-    from mlirfuse.torch_backend import runtime
-
     spent: dict[Any, list[float]] = defaultdict(list)
     shape: dict[Any, tuple[int, int]] = {}
-    original = runtime.FusedRegion.__call__
 
-    def timed(self, *args):
-        start = time.perf_counter()
-        results = original(self, *args)
-        spent[self].append(time.perf_counter() - start)
-        shape[self] = (sum(isinstance(a, torch.Tensor) for a in args), len(results))
-        return results
-    runtime.FusedRegion.__call__ = timed
-    try:
+    def timing(original):
+        def timed(self, *args):
+            start = time.perf_counter()
+            results = original(self, *args)
+            spent[self].append(time.perf_counter() - start)
+            shape[self] = (sum(isinstance(a, torch.Tensor) for a in args), len(results))
+            return results
+        return timed
+    with fused_region_calls(timing):
         for _ in range(steps):
             step()
         torch.cuda.synchronize()
-    finally:
-        runtime.FusedRegion.__call__ = original
     rows = sorted(((r.label, *shape[r], sum(ts) * 1e6 / len(ts)) for r, ts in spent.items()), key=lambda r: -r[3])
     calls = sum(len(ts) for ts in spent.values())
     return sum(sum(ts) for ts in spent.values()) * 1e6 / steps, calls // steps, rows
@@ -128,13 +124,7 @@ def main() -> int:
                         help="cProfile every implementation's steps (default: mlirfuse's only)")
     opts = parser.parse_args()
     warnings.filterwarnings("ignore")
-    from hf_models import build
-
-    training, _, dtype = MODES[opts.mode]
-    torch.manual_seed(0)
-    base = build(opts.model, "real").to("cuda", dtype)
-    base = base if training else base.eval()
-    ids = torch.randint(0, base.config.vocab_size, (opts.batch, opts.seq), device="cuda")
+    base, ids = model_and_ids(opts.model, opts.mode, opts.batch, opts.seq)
     for name in opts.impls.split(","):
         model = copy.deepcopy(base)
         step = make_step(model, model if name == "eager" else torch.compile(model, backend=name), ids, opts.mode)

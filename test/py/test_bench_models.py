@@ -65,3 +65,33 @@ def test_a_row_runs_in_a_process_of_its_own_with_the_scripts_arguments(monkeypat
     assert command[command.index("--copy-gbps") + 1] == "4200.0"
     with pytest.raises(RuntimeError, match="status 3"):
         models.row_in_a_process("bert", "bf16", 4200.0)
+
+
+def test_the_benchmark_model_and_the_fused_region_calls_seen_through_a_wrapper():
+    """`model_and_ids`: the mode's dtype, eval mode for inference, ids within the vocabulary;
+    `fused_region_calls`: each region call goes through the wrapper while inside, and the
+    class's own call is back after it."""
+    import models
+    import torch
+
+    from mlirfuse.torch_backend import runtime
+
+    model, ids = models.model_and_ids("bert", "bf16", batch=2, seq=8, device="cpu")
+    assert next(model.parameters()).dtype == torch.bfloat16 and not model.training
+    assert ids.shape == (2, 8) and int(ids.max()) < model.config.vocab_size
+    model, _ = models.model_and_ids("bert", "f32", batch=1, seq=4, device="cpu")
+    assert next(model.parameters()).dtype == torch.float32 and model.training
+    seen = []
+
+    def spying(original):
+        def spy(self, *args):
+            seen.append(self)
+            return original(self, *args)
+        return spy
+    original = runtime.FusedRegion.__call__
+    compiled = torch.compile(lambda x: torch.nn.functional.gelu(x * 2.0 + 1.0), backend="mlirfuse")
+    x = torch.randn(4, 8)
+    with models.fused_region_calls(spying):
+        torch.testing.assert_close(compiled(x), torch.nn.functional.gelu(x * 2.0 + 1.0))
+    assert len(seen) == 1 and isinstance(seen[0], runtime.FusedRegion)
+    assert runtime.FusedRegion.__call__ is original
