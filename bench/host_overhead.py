@@ -127,6 +127,13 @@ def host_us(fn: Callable[[], Any], calls: int) -> float:
     return total * 1e6 / calls
 
 
+def run_steps(step: Callable[[], Any], steps: int) -> None:
+    """`steps` steps, each waited for (the next starts with the GPU idle)."""
+    for _ in range(steps):
+        step()
+        torch.cuda.synchronize()
+
+
 TIMED = ("check", "alloc", "launch", "call_unlocked", "copy")
 
 
@@ -169,18 +176,18 @@ def in_step_pieces(regions: list[Any], step: Callable[[], Any],
                 if name in env and callable(env[name]):
                     patched.append((env, name, env[name]))
                     env[name] = timer(buckets[name], env[name])
+
     def counting(original: Callable[..., Any]) -> Callable[..., Any]:
+        timed_original = {region_id: timer(bucket, original) for region_id, bucket in region_calls.items()}
+
         def counted(self: Any, *a: Any) -> Any:
-            bucket = region_calls.get(id(self))
-            return original(self, *a) if bucket is None else timer(bucket, original)(self, *a)
+            return timed_original.get(id(self), original)(self, *a)
         return counted
     # (the class's call, not a region's `_enter`, which the region itself replaces when its
     # layouts change)
     try:
         with fused_region_calls(counting):
-            for _ in range(steps):
-                step()
-                torch.cuda.synchronize()
+            run_steps(step, steps)
     finally:
         for env, name, fn in reversed(patched):
             env[name] = fn
@@ -225,9 +232,7 @@ def model_regions(model: str, mode: str, top: int, rounds: int, calls: int) -> N
     JitFunction.__call__ = jit_spy
     try:
         with fused_region_calls(spying):
-            for _ in range(steps):
-                step()
-                torch.cuda.synchronize()
+            run_steps(step, steps)
     finally:
         JitFunction.__call__ = original_jit
     print(f"GPU: {torch.cuda.get_device_name()}; torch {torch.__version__}; {model} {mode}: {len(seen)} regions; "

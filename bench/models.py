@@ -393,6 +393,11 @@ def _kind(launch_line: str) -> str:
     return next((k for k in _KINDS if schedule.startswith(k)), schedule.split(":")[0])
 
 
+def error_text(e: Exception) -> str:
+    """A failure as a row reports it."""
+    return f"{type(e).__name__}: {str(e)[:300]}"
+
+
 def measured_row(family: str, mode: str, opts: argparse.Namespace, copy_gbps: float) -> dict:
     """`run_row`'s row for `opts`, with its per-region table unless `--no-regions`."""
     row = run_row(family, mode, opts.batch, opts.seq, opts.rounds, opts.steps,
@@ -402,7 +407,7 @@ def measured_row(family: str, mode: str, opts: argparse.Namespace, copy_gbps: fl
             row["regions"] = region_table(family, mode, opts.batch, opts.seq, copy_gbps, row["region_gpu_us"],
                                           row.get("region_launch_us"), opts.dropout)
         except Exception as e:  # noqa: BLE001 - the row's timings stand; the table's failure is reported
-            row["regions"], row["regions_error"] = [], f"{type(e).__name__}: {str(e)[:300]}"
+            row["regions"], row["regions_error"] = [], error_text(e)
     return row
 
 
@@ -453,7 +458,7 @@ def main() -> int:
         try:
             row = measured_row(family, mode, opts, opts.copy_gbps)
         except Exception as e:  # noqa: BLE001 - the parent reports it as the row's error
-            row = {"model": family, "mode": mode, "error": f"{type(e).__name__}: {str(e)[:300]}"}
+            row = {"model": family, "mode": mode, "error": error_text(e)}
         Path(opts.one_row_json).write_text(json.dumps(row))
         return 0
     gpu = torch.cuda.get_device_name()
@@ -480,7 +485,7 @@ def main() -> int:
             row = measured_row(family, mode, opts, copy_gbps) if opts.in_process else \
                 row_in_a_process(family, mode, copy_gbps)
         except Exception as e:  # noqa: BLE001 - a row that fails is reported, the others still run
-            row = {"model": family, "mode": mode, "error": f"{type(e).__name__}: {str(e)[:300]}"}
+            row = {"model": family, "mode": mode, "error": error_text(e)}
         if "error" in row:
             rows.append(row)
             print(f"| {family}, {mode} | failed: {row['error'][:160]} |", flush=True)
