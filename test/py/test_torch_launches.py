@@ -160,6 +160,28 @@ def test_padding_leaves_no_dead_transpose_to_keep_the_unpadded_tensor_alive() ->
         torch.testing.assert_close(got, want)
 
 
+def test_a_value_padded_by_rows_is_written_once() -> None:
+    """A computed value padded along its rows for a matmul and read elsewhere too (GPT-2's
+    bf16 output-projection weight, a cast of the embeddings' weight, padded from 50257 rows
+    to 50264 and saved for the backward): its other readers take the padded tensor's leading
+    rows (a view with its layout), so that the region computing it writes one buffer, not the
+    value and its padded copy."""
+    def fn(h, w):
+        x = w * 2.0
+        return h @ x.t(), x + 0.0, x
+    args = torch.randn(16, 8, dtype=torch.float64), torch.randn(37, 8, dtype=torch.float64)
+    gm, outs = _padded_and_compiled(fn, args, 1)
+    mul = next(n for n in gm.graph.nodes if n.target is aten.mul.Tensor)
+    assert [u.target for u in mul.users] == [aten.constant_pad_nd.default], [u.format_node() for u in mul.users]
+    partition = partition_graph(gm.graph)
+    group = next(g for g in partition.groups if mul in g.nodes)
+    outside = [n for n in group.nodes for u in n.users if u not in group.nodes]
+    assert mul not in outside, partition.describe()
+    for got, want in zip(outs, fn(*args)):
+        torch.testing.assert_close(got, want)
+    assert outs[2].stride() == (8, 1) and outs[2].storage_offset() == 0  # x's own layout
+
+
 @pytest.mark.parametrize("transposed", [True, False], ids=["x@w.t()", "x@w"])
 def test_a_weight_is_read_in_place_only_where_its_columns_are_aligned_rows(transposed) -> None:
     """`x @ w.t()` with w [N, K] (a Linear's weight): b = w.t()'s columns are w's rows, 16-byte
