@@ -12,13 +12,15 @@ one kernel (one pass over the input) instead of two. Column reductions also merg
 shared input where their domains are provably equal (`_Dims`: the extents that generics,
 tensor.empty and tensor.dim tie together), e.g. a LayerNorm backward's weight gradient
 sum(g * xhat) and the dropout input's bias gradient sum(dx): one pass over the rows, one
-kernel and one combining launch fewer. A pointwise generic reading a pointwise one's
-results through the identity map merges with it too, taking the values instead of reading
-them back: elementwise fusion leaves a producer with other users apart (a result the
-function returns in float32 and its bfloat16 cast; a mask returned for the backward and the
-labels selected by it). Otherwise the later generic must not use the earlier one's results,
-and nothing between them may (the merged op takes the later one's place); the bodies move
-into the merged op whole, regions included.
+kernel and one combining launch fewer; but not two that each read a pointwise generic's
+result (`_computes_a_read`): apart, each computes its producer in its kernel (the GPU
+backend's prologue, one a reduction), where merged they read both results back. A pointwise
+generic reading a pointwise one's results through the identity map merges with it too,
+taking the values instead of reading them back: elementwise fusion leaves a producer with
+other users apart (a result the function returns in float32 and its bfloat16 cast; a mask
+returned for the backward and the labels selected by it). Otherwise the later generic must
+not use the earlier one's results, and nothing between them may (the merged op takes the
+later one's place); the bodies move into the merged op whole, regions included.
 Reductions along the innermost dim are left alone where they keep a loop: normalization
 chains take them. Whole-tensor reductions (every loop reduced) merge: no chain takes them,
 and one kernel then reads the shared input once (a cross-entropy's count of labels kept and
@@ -152,6 +154,26 @@ def _column_reduction(op: ir.Operation, facts: _Facts) -> bool:
     return columns
 
 
+def _computes_a_read(op: ir.Operation, facts: _Facts) -> bool:
+    """A column reduction reading, along its columns, the result of a pointwise generic (one
+    that elementwise fusion left apart: the result has other users). The GPU backend computes
+    such a producer in the reduction's kernel (a prologue), for one producer a reduction."""
+    for v in _column_reads(op, facts):
+        producer = defining_op(v)
+        if producer is not None and producer.name == "linalg.generic" and \
+                all("parallel" in it for it in facts.iterators(producer)):
+            return True
+    return False
+
+
+def _column_reads(op: ir.Operation, facts: _Facts) -> list[ir.Value]:
+    """The inputs a reduction reads along its columns (the innermost dim a parallel loop)."""
+    iterators = facts.iterators(op)
+    return [v for v, m in zip(list(op.operands)[:facts.n_inputs(op)], facts.maps(op))
+            if m.results and isinstance(m.results[-1], ir.AffineDimExpr)
+            and "parallel" in iterators[m.results[-1].position]]
+
+
 def _top(op: ir.Operation, position: dict) -> int:
     while op not in position:
         op = op.parent.operation
@@ -181,7 +203,8 @@ def _mergeable(a: ir.Operation, b: ir.Operation, position: dict, dims: Callable[
     domains' dim classes, needed only for column reductions without a shared input."""
     consumes = _consumes(a, b, facts)
     if not consumes and not _shared_domain(a, b, facts) and not (
-            _column_reduction(a, facts) and _column_reduction(b, facts) and dims().same_domain(a, b)):
+            _column_reduction(a, facts) and _column_reduction(b, facts) and dims().same_domain(a, b)
+            and not (_computes_a_read(a, facts) and _computes_a_read(b, facts))):
         return False
     results = set(a.results)
     if not consumes and any(v in results for v in b.operands):

@@ -182,6 +182,51 @@ func.func @unrelated_domains(%p: tensor<?x?xf32>, %q: tensor<?x?xf32>, %n: index
   return %a, %b : tensor<?xf32>, tensor<?xf32>
 }
 
+// Not merged: two column reductions over one domain that each read a pointwise generic's
+// result (two bias gradients of results the function returns): apart, the GPU backend
+// computes each producer in its reduction's kernel; merged, one kernel would read both back.
+// CHECK-LABEL: func.func @two_computed_reads(
+// CHECK-COUNT-4: linalg.generic
+// CHECK-NOT: linalg.generic
+func.func @two_computed_reads(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %rows = tensor.dim %x, %c0 : tensor<?x?xf32>
+  %cols = tensor.dim %x, %c1 : tensor<?x?xf32>
+  %e0 = tensor.empty(%rows, %cols) : tensor<?x?xf32>
+  %y = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<?x?xf32>) outs(%e0 : tensor<?x?xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %t = math.tanh %a : f32
+    linalg.yield %t : f32
+  } -> tensor<?x?xf32>
+  %e1 = tensor.empty(%rows, %cols) : tensor<?x?xf32>
+  %z = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%w : tensor<?x?xf32>) outs(%e1 : tensor<?x?xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %t = math.exp %a : f32
+    linalg.yield %t : f32
+  } -> tensor<?x?xf32>
+  %e2 = tensor.empty(%cols) : tensor<?xf32>
+  %i2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<?xf32>) -> tensor<?xf32>
+  %sy = linalg.generic {indexing_maps = [#xy, #col], iterator_types = ["parallel", "reduction"]}
+      ins(%y : tensor<?x?xf32>) outs(%i2 : tensor<?xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %s = arith.addf %acc, %v : f32
+    linalg.yield %s : f32
+  } -> tensor<?xf32>
+  %e3 = tensor.empty(%cols) : tensor<?xf32>
+  %i3 = linalg.fill ins(%zero : f32) outs(%e3 : tensor<?xf32>) -> tensor<?xf32>
+  %sz = linalg.generic {indexing_maps = [#xy, #col], iterator_types = ["parallel", "reduction"]}
+      ins(%z : tensor<?x?xf32>) outs(%i3 : tensor<?xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %s = arith.addf %acc, %v : f32
+    linalg.yield %s : f32
+  } -> tensor<?xf32>
+  return %y, %z, %sy, %sz : tensor<?x?xf32>, tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>
+}
+
 // A pointwise consumer of a pointwise producer that has other users (here: the function's
 // result; elementwise fusion leaves such producers apart): one generic computing both, the
 // consumer taking the producer's value instead of reading it back. The producer's body may
