@@ -42,9 +42,11 @@ _FUSE_ELEMENTWISE = ("resolve-shaped-type-result-dims, canonicalize, cse, linalg
                      "math-expand-constant-powers, linalg-recompute-producers, func.func(linalg-fuse-elementwise-ops), "
                      "linalg-drop-dead-checks, "
                      "canonicalize, cse, linalg-merge-siblings, linalg-reciprocal-divisors)")
-TO_LINALG = {"cpu": "builtin.module(fusion-to-linalg{target=cpu}, arith-expand{include-bf16=true}, canonicalize, "
-                    + _FUSE_ELEMENTWISE,
-             "gpu": "builtin.module(fusion-to-linalg{target=gpu}, canonicalize, " + _FUSE_ELEMENTWISE}
+# Column reductions of reshapes reduce the reshaped values (their producers' domain) first.
+TO_LINALG = {"cpu": "builtin.module(fusion-reshapes-past-reductions, fusion-to-linalg{target=cpu}, "
+                    "arith-expand{include-bf16=true}, canonicalize, " + _FUSE_ELEMENTWISE,
+             "gpu": "builtin.module(fusion-reshapes-past-reductions, fusion-to-linalg{target=gpu}, canonicalize, "
+                    + _FUSE_ELEMENTWISE}
 # After inlining, the entry's inputs show their layouts: linalg-reshape-elementwise moves
 # reshapes only onto contiguous ones (a strided input would need a copy).
 INLINE = ("builtin.module(entry-point, inline, symbol-dce, canonicalize, cse, linalg-reshape-elementwise, "
@@ -66,8 +68,9 @@ TO_LOOPS = "builtin.module(func.func(convert-linalg-to-parallel-loops))"  # no c
 def plan_stages(horizontal: bool = True, single_node: bool = False, max_args: int = 128) -> list[Stage]:
     """Grouping, bookend-view stripping and segmentation (the options of `config.Options`)."""
     flag = {True: "true", False: "false"}
-    return [Stage("grouped", "fusion", "builtin.module(fusion-cse, fusion-dce, fusion-group{"
-                  f"horizontal={flag[horizontal]} single-node={flag[single_node]} max-args={max_args}}})"),
+    group = f"fusion-group{{horizontal={flag[horizontal]} single-node={flag[single_node]} max-args={max_args}}}"
+    first = "fusion-cse, fusion-reshapes-past-reductions, fusion-dce"
+    return [Stage("grouped", "fusion", f"builtin.module({first}, {group})"),
             Stage("stripped", "grouped", f"builtin.module(fusion-strip-bookend-views{{max-args={max_args}}})"),
             Stage("segmented", "stripped", "builtin.module(fusion-segment)")]
 

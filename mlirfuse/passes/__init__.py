@@ -15,7 +15,7 @@ from mlir import ir, passmanager
 from mlirfuse.errors import FusionError
 
 _MODULES = ["constant_outputs_as_fills", "cpu_asserts_as_error_flag", "entry_point", "fusion_autodiff",
-            "fusion_cse", "fusion_dce", "fusion_group", "fusion_segment",
+            "fusion_cse", "fusion_dce", "fusion_group", "fusion_reshapes_past_reductions", "fusion_segment",
             "fusion_strip_bookend_views", "fusion_to_linalg", "gpu_apply_schedules", "gpu_checks_at_kernel_end",
             "gpu_float8_conversions",
             "gpu_fp_contract", "gpu_host_overrides",

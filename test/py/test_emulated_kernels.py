@@ -1221,6 +1221,82 @@ def test_a_chain_takes_two_column_reductions(monkeypatch, fn) -> None:
     assert "with the column sums of 2 column reductions" in c.stages["launch_params"], c.stages["launch_params"]
 
 
+def _layer_norm_backward_then_bias_gradient(g, xhat, w, rstd, dtype=None):
+    """GPT-2's LayerNorm backward regions: dx over [batch, seq, hidden], the weight and bias
+    gradients, and the gradient of the linear before it, its bias's: dx (under autocast cast
+    to bfloat16) viewed as [tokens, hidden] and summed over the tokens, keepdim."""
+    dx, dw, db = _layer_norm_backward(g, xhat, w, rstd)
+    b, s, h = g.shape
+    flat = ops.reshape(dx if dtype is None else ops.cast(dx, dtype), [b * s, h])
+    return dx, dw, db, flat.sum(0, keepdim=True)
+
+
+@pytest.mark.parametrize("narrow", [False, True], ids=["f32", "bf16 dx"])
+def test_a_bias_gradient_over_viewed_rows_joins_the_layer_norm_backward(monkeypatch, narrow) -> None:
+    """The bias gradient sums dx viewed as [tokens, hidden]: reduced over [batch, seq]
+    instead (fusion-reshapes-past-reductions), it is one domain with dw and db. float32: the
+    normalization kernel takes all three column sums, one column reduction (it ran the bias
+    gradient apart, a third launch reading dx again). A bfloat16 dx (autocast: tiles of 2 bytes, which the
+    held kernel does not sum): dw, db and the bias gradient are one column reduction after
+    the chain (they were two, one before it)."""
+    from mlirfuse.lowering.gpu import column_sums, heuristics
+
+    chosen = heuristics.column_reduction_heuristic
+    monkeypatch.setattr(heuristics, "column_reduction_heuristic", lambda *a, **k: dataclasses.replace(
+        chosen(*a, **k), target_blocks=2, min_rows_per_thread=1))
+    monkeypatch.setattr(column_sums, "GROUPS_PER_BLOCK", 1)
+    monkeypatch.setattr(sys.modules[__name__], "INV_ROW", 1 / 64)
+    rng = np.random.default_rng(11)
+    g, x = (rng.standard_normal((3, 11, 64)).astype(np.float32) for _ in range(2))
+    w = rng.standard_normal(64).astype(np.float32)
+    rstd = (1 / np.sqrt(x.var(-1, keepdims=True) + 1e-5)).astype(np.float32)
+    xhat = ((x - x.mean(-1, keepdims=True)) * rstd).astype(np.float32)
+    dtype = DataType.BFloat16 if narrow else None
+    fn = lambda g, xhat, w, rstd: _layer_norm_backward_then_bias_gradient(g, xhat, w, rstd, dtype)  # noqa: E731
+    c = check(fn, g, xhat, w, rstd, reduction_size=33 * 64, dynamic=False)
+    assert schedules(c) == ["normalization (row, row, reduce, reduce, tile)", "column reduction"], \
+        c.stages["launch_params"]
+    # (linalg-merge-siblings makes dw, db and the bias gradient one column reduction)
+    taken = "with the column sums of 1 column reduction" in c.stages["launch_params"]
+    assert taken != narrow, c.stages["launch_params"]
+    gw = g.astype(np.float64) * w
+    dx = (gw - gw.mean(-1, keepdims=True) - xhat * (gw * xhat).mean(-1, keepdims=True)) * rstd
+    rounded = dx.astype(ml_dtypes.bfloat16).astype(np.float64) if narrow else dx
+    got = mlirfuse.jit(fn, dynamic=False)(g, xhat, w, rstd)
+    assert_close(got[3], rounded.reshape(33, 64).sum(0, keepdims=True).astype(got[3].dtype), "bias gradient",
+                 reduction_size=33)
+
+
+def _softmax_gradient_viewed_and_back(x, other):
+    """BERT's MLM head backward: a gradient computed over [tokens, vocab] rows (here a
+    softmax), viewed as [batch, seq, vocab] to add another gradient, viewed back as rows:
+    the result and its bias gradient, the sum over the tokens."""
+    e = ops.exp(x - ops.max(x, [1], keepdim=True))
+    g = e / e.sum(1, keepdim=True)
+    b, s, v = other.shape
+    total = ops.reshape(ops.reshape(g, [b, s, v]) + other, [b * s, v])
+    return total, total.sum(0, keepdim=True)
+
+
+def test_a_bias_gradient_of_a_view_round_trip_stays_in_the_normalization_kernel(monkeypatch) -> None:
+    """fusion-reshapes-past-reductions leaves the bias gradient over the rows where the value
+    it sums was computed from a view of rows ([tokens, vocab] -> [batch, seq, vocab] -> back):
+    moved to [batch, seq, vocab], it pulled the add out of the normalization kernel, which
+    then wrote the gradient to a temporary (374 MB more at BERT's peak, float32)."""
+    from mlirfuse.lowering.gpu import column_sums, heuristics
+
+    chosen = heuristics.column_reduction_heuristic
+    monkeypatch.setattr(heuristics, "column_reduction_heuristic", lambda *a, **k: dataclasses.replace(
+        chosen(*a, **k), target_blocks=2, min_rows_per_thread=1))
+    monkeypatch.setattr(column_sums, "GROUPS_PER_BLOCK", 1)
+    x, other = randn(32, 96), randn(2, 16, 96)
+    c = check(_softmax_gradient_viewed_and_back, x, other, reduction_size=96, dynamic=False)
+    assert schedules(c)[0].startswith("normalization") and len(schedules(c)) == 2, c.stages["launch_params"]
+    assert "with the column sums of 1 column reduction" in c.stages["launch_params"], c.stages["launch_params"]
+    assert c.stages["gpu"].count("memref.alloc(") + c.stages["gpu"].count("memref.alloc()") <= 4, \
+        "a temporary of the rows"  # (the workspace, the counters, shape buffers; no [32, 96] temporary)
+
+
 def test_launch_lines_keep_their_schedules_with_column_sums_and_packed_launches(monkeypatch) -> None:
     """The column sums' launches sit in a host branch: gpu-pack-launches counts them too, so
     that each launch line keeps its schedule when pointwise launches are packed (found in

@@ -448,7 +448,7 @@ def test_environment_knobs_parse(monkeypatch) -> None:
     monkeypatch.setenv("MLIRFUSE_CPU_OPT_LEVEL", "7")
     with pytest.warns(RuntimeWarning, match="not 0-3"):
         assert Options.from_env().cpu_opt_level == 3
-    assert opts.plan_stages()[0].pipeline == ("builtin.module(fusion-cse, fusion-dce, "
+    assert opts.plan_stages()[0].pipeline == ("builtin.module(fusion-cse, fusion-reshapes-past-reductions, fusion-dce, "
                                               "fusion-group{horizontal=false single-node=true max-args=4})")
 
 

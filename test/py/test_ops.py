@@ -319,6 +319,39 @@ def test_sibling_column_reductions_merged(dtype) -> None:
         assert_close(a, w.astype(dtype), f"output {k}", reduction_size=35)
 
 
+@pytest.mark.parametrize("name", ["sum", "prod", "max", "min", "mean", "var", "var_mean"])
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("dynamic", [True, False], ids=["dynamic", "static"])
+def test_column_reductions_of_viewed_rows(name, keepdim, dynamic) -> None:
+    """A computed [batch, seq, hidden] value viewed as [tokens, hidden] (and [tokens, 2, h])
+    and reduced over the tokens, as a linear's bias gradient is (fusion-reshapes-past-
+    reductions reduces it over [batch, seq] instead): every reduction kind, keepdim or not,
+    sizes traced dynamic or static, against numpy."""
+    rng = np.random.default_rng(9)
+    x = (rng.uniform(0.5, 1.5, (3, 5, 8))).astype(np.float32)
+    reduce = getattr(ops, name)
+
+    def fn(a):
+        b, s, h = a.shape
+        y = a * 1.5
+        return reduce(ops.reshape(y, [b * s, h]), [0], keepdim=keepdim), \
+            reduce(ops.reshape(y, [b * s, 2, h // 2]), [0], keepdim=keepdim)
+
+    ref = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min, "mean": np.mean,
+           "var": lambda v, axis, keepdims: np.var(v, axis=axis, ddof=1, keepdims=keepdims)}
+    got = mlirfuse.jit(fn, dynamic=dynamic)(x)
+    y = x.astype(np.float64) * 1.5
+    for k, viewed in enumerate([y.reshape(15, 8), y.reshape(15, 2, 4)]):
+        if name == "var_mean":
+            want = [np.var(viewed, axis=0, ddof=1, keepdims=keepdim), np.mean(viewed, axis=0, keepdims=keepdim)]
+            outs = got[k]
+        else:
+            want, outs = [ref[name](viewed, axis=0, keepdims=keepdim)], [got[k]]
+        for g, w in zip(outs, want):
+            assert g.shape == w.shape, (g.shape, w.shape)
+            assert_close(g, w.astype(np.float32), f"{name} output {k}", reduction_size=15)
+
+
 POWER_SPECIALS = [0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.0, math.inf, -math.inf, math.nan, 1e-30, 7e12]
 
 
