@@ -1192,6 +1192,17 @@ def test_layer_norm_backward_sums_its_columns_in_the_normalization_kernel(monkey
         assert_close(a, b.astype(np.float32), f"output {k}", reduction_size=rows * row)
 
 
+def _sums_in_two_blocks(monkeypatch) -> None:
+    """Column sums in the normalization kernel at small sizes: column reductions target 2
+    blocks, a row each at least, and the held kernel takes the sums from one row group a block."""
+    from mlirfuse.lowering.gpu import column_sums, heuristics
+
+    chosen = heuristics.column_reduction_heuristic
+    monkeypatch.setattr(heuristics, "column_reduction_heuristic", lambda *a, **k: dataclasses.replace(
+        chosen(*a, **k), target_blocks=2, min_rows_per_thread=1))
+    monkeypatch.setattr(column_sums, "GROUPS_PER_BLOCK", 1)
+
+
 def _two_sums_reshaped(g, xhat, w, rstd):
     """dx, and dw and db as two column reductions (outputs of different shapes: [1, H], [1, H] kept)."""
     dx = _layer_norm_backward(g, xhat, w, rstd)[0]
@@ -1209,12 +1220,7 @@ def test_a_chain_takes_two_column_reductions(monkeypatch, fn) -> None:
     """Two column reductions in one chain's kernel (found by black-box testing: the second's
     workspace was looked up by comparing sums, which read the first's erased op: "the
     operation has been invalidated")."""
-    from mlirfuse.lowering.gpu import column_sums, heuristics
-
-    chosen = heuristics.column_reduction_heuristic
-    monkeypatch.setattr(heuristics, "column_reduction_heuristic", lambda *a, **k: dataclasses.replace(
-        chosen(*a, **k), target_blocks=2, min_rows_per_thread=1))
-    monkeypatch.setattr(column_sums, "GROUPS_PER_BLOCK", 1)
+    _sums_in_two_blocks(monkeypatch)
     monkeypatch.setattr(sys.modules[__name__], "INV_ROW", 1 / 64)
     args, _ = _layer_norm_backward_case(33, 64)
     c = check(fn, *args, reduction_size=33 * 64, dynamic=False)
@@ -1239,12 +1245,7 @@ def test_a_bias_gradient_over_viewed_rows_joins_the_layer_norm_backward(monkeypa
     gradient apart, a third launch reading dx again). A bfloat16 dx (autocast: tiles of 2 bytes, which the
     held kernel does not sum): dw, db and the bias gradient are one column reduction after
     the chain (they were two, one before it)."""
-    from mlirfuse.lowering.gpu import column_sums, heuristics
-
-    chosen = heuristics.column_reduction_heuristic
-    monkeypatch.setattr(heuristics, "column_reduction_heuristic", lambda *a, **k: dataclasses.replace(
-        chosen(*a, **k), target_blocks=2, min_rows_per_thread=1))
-    monkeypatch.setattr(column_sums, "GROUPS_PER_BLOCK", 1)
+    _sums_in_two_blocks(monkeypatch)
     monkeypatch.setattr(sys.modules[__name__], "INV_ROW", 1 / 64)
     rng = np.random.default_rng(11)
     g, x = (rng.standard_normal((3, 11, 64)).astype(np.float32) for _ in range(2))
@@ -1283,12 +1284,7 @@ def test_a_bias_gradient_of_a_view_round_trip_stays_in_the_normalization_kernel(
     it sums was computed from a view of rows ([tokens, vocab] -> [batch, seq, vocab] -> back):
     moved to [batch, seq, vocab], it pulled the add out of the normalization kernel, which
     then wrote the gradient to a temporary (374 MB more at BERT's peak, float32)."""
-    from mlirfuse.lowering.gpu import column_sums, heuristics
-
-    chosen = heuristics.column_reduction_heuristic
-    monkeypatch.setattr(heuristics, "column_reduction_heuristic", lambda *a, **k: dataclasses.replace(
-        chosen(*a, **k), target_blocks=2, min_rows_per_thread=1))
-    monkeypatch.setattr(column_sums, "GROUPS_PER_BLOCK", 1)
+    _sums_in_two_blocks(monkeypatch)
     x, other = randn(32, 96), randn(2, 16, 96)
     c = check(_softmax_gradient_viewed_and_back, x, other, reduction_size=96, dynamic=False)
     assert schedules(c)[0].startswith("normalization") and len(schedules(c)) == 2, c.stages["launch_params"]
