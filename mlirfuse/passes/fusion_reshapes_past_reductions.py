@@ -23,11 +23,21 @@ a row reduction of a reshape may be a normalization chain's member over the resh
 which the move would split from the chain; a reshape of an argument is a view whose reduction
 has no producer to meet; a reshape that only makes dynamic sizes static may be the one the
 region's chain reads through; and a value computed from a view of one in the reduction's
-shape (`_round_trip`) belongs to that shape. A reduction reading the reshape through a cast
-(CUDA autocast's bias gradient: a bfloat16 dx widened to sum it) is left too: moved, it would
-merge with the LayerNorm's weight and bias gradients, and where those read a float32 dy the
-normalization kernel sums them (it sums only columns of 4 bytes or wider), which the merged
-reduction's bfloat16 column would undo (not measured on a GPU: session 94's device time ran out).
+shape (`_round_trip`) belongs to that shape.
+
+A reduction reading the reshape through a cast (CUDA autocast's bias gradient: dx cast to
+bfloat16 for the linear before it, viewed as rows and widened to sum it in float32) moves
+with the cast, which then widens the reshape's operand: the same elements, so the same sums.
+Only where each other reduction over the same dims of a value of that shape (the ones it will
+merge with: the LayerNorm's weight and bias gradients) reads narrow elements too
+(`_siblings_read_narrow`: a bfloat16 dy). Those the normalization kernel does not sum
+(`column_sums.in_held`: columns of 4 bytes or wider), so their column reduction runs after
+the chain and the bias gradient joins it: GPT-2's and BERT's autocast LayerNorm-backward
+regions go from 3 launches to 2 (each region compiled for sm_90 from the H200 step's fusion
+IR, session 95). Beside a float32 dy's gradients, which the normalization kernel sums, the
+bias gradient's bfloat16 column would take them out of it (compiled: the held kernel with its
+combine, then the bias gradient's column reduction, became a normalization without the sums
+and a column reduction reading dy and x_hat again), so there it stays.
 """
 
 from __future__ import annotations
@@ -152,8 +162,10 @@ def _round_trip(source: ir.Value, viewed: ir.Type) -> bool:
     return False
 
 
-def _move(op: ir.Operation, extents: Extents) -> bool:
-    reshape = defining_op(op.operands[0])
+def _move(func: ir.Operation, op: ir.Operation, extents: Extents) -> bool:
+    reshape, cast = defining_op(op.operands[0]), None
+    if reshape is not None and reshape.name == "fusion.cast":  # (CUDA autocast: a bfloat16 dx widened)
+        cast, reshape = reshape, defining_op(reshape.operands[0])
     if reshape is None or reshape.name != "fusion.reshape":
         return False
     source = reshape.operands[0]
@@ -170,17 +182,65 @@ def _move(op: ir.Operation, extents: Extents) -> bool:
     dims = _reduced_dims(groups, axes)
     if dims is None or len(src) - 1 in dims or not _merges(groups, axes):
         return False
+    if cast is not None and not _siblings_read_narrow(func, op, source.type, dims):
+        return False
     keep = [d for d in range(len(src)) if d not in dims]
     attributes = {name: op.attributes[name] for name in op.attributes}
     attributes["axes"] = ir.DenseI64ArrayAttr.get(sorted(dims))
     attributes["keepdim"] = ir.BoolAttr.get(False)
     with ir.InsertionPoint(op), op.location:
+        if cast is not None:  # the cast of the reshape's operand: elementwise, so the same elements
+            widened = ir.RankedTensorType.get(ir.RankedTensorType(source.type).shape,
+                                              ir.RankedTensorType(cast.results[0].type).element_type)
+            source = ir.Operation.create("fusion.cast", results=[widened], operands=[source],
+                                         attributes={a.name: a.attr for a in cast.attributes}).results[0]
         kept_types = [ir.RankedTensorType.get([ir.RankedTensorType(source.type).shape[d] for d in keep],
                                               ir.RankedTensorType(r.type).element_type) for r in op.results]
         reduced = ir.Operation.create(op.name, results=kept_types, operands=[source], attributes=attributes)
         for old, new in zip(op.results, reduced.results):
             old.replace_all_uses_with(_reshaped(new, old.type, reshape, axes))
     op.erase()
+    return True
+
+
+def _narrow(t: ir.Type) -> bool:
+    """Elements of fewer than 4 bytes (bfloat16, a mask)."""
+    element = ir.RankedTensorType(t).element_type if isinstance(t, ir.RankedTensorType) else t
+    return hasattr(element, "width") and element.width < 32
+
+
+def _reads_narrow(value: ir.Value) -> bool:
+    """`value` is computed from an argument of narrow elements, through ops that are not
+    reductions (a row's sum is the chain's own value, held in registers)."""
+    seen, stack = set(), [value]
+    while stack:
+        v = stack.pop()
+        op = defining_op(v)
+        if op is None:
+            if _narrow(v.type):
+                return True
+            continue
+        if op.name in REDUCTIONS:
+            continue
+        for operand in op.operands:
+            if isinstance(operand.type, ir.RankedTensorType) and operand not in seen:
+                seen.add(operand)
+                stack.append(operand)
+    return False
+
+
+def _siblings_read_narrow(func: ir.Operation, op: ir.Operation, shape: ir.Type, dims: list[int]) -> bool:
+    """Each other reduction over `dims` of a value of `shape` (those `op`, moved, would merge
+    with) reads narrow elements: none of them is one the normalization kernel sums."""
+    sizes = ir.RankedTensorType(shape).shape
+    for other in body_ops(func):
+        if other == op or other.name not in REDUCTIONS or not isinstance(other.operands[0].type, ir.RankedTensorType) \
+                or ir.RankedTensorType(other.operands[0].type).shape != sizes:
+            continue
+        if sorted(int(a) % len(sizes) for a in ir.DenseI64ArrayAttr(other.attributes["axes"])) != sorted(dims):
+            continue
+        if not _reads_narrow(other.operands[0]):
+            return False
     return True
 
 
@@ -211,4 +271,4 @@ def run(module: ir.Operation) -> None:
     for func in functions(module):
         for op in body_ops(func):
             if op.name in REDUCTIONS:
-                _move(op, extents)
+                _move(func, op, extents)

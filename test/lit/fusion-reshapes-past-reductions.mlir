@@ -63,18 +63,51 @@ func.func @left_alone(%x: tensor<?x?x64xf32>, %y: tensor<8x64xf32>) -> (tensor<3
   return %a, %b, %c, %d, %f : tensor<32x1xf32>, tensor<64xf32>, tensor<4x64xf32>, tensor<64xf32>, tensor<64xf32>
 }
 
-// Left alone: a cast between the reshape and the reduction (the torch backend's bias gradient
-// under CUDA autocast, a bfloat16 dx viewed as rows and widened to sum it in float32). Moved,
-// it would merge with a float32 dy's weight and bias gradients, which a normalization kernel
-// sums only beside other columns of 4 bytes or wider (see the pass's docstring).
+// Through a cast (the torch backend's bias gradient under CUDA autocast: a bfloat16 dx viewed
+// as rows and widened to sum it in float32): the widening cast moves with the reduction, onto
+// the reshape's operand. Here the weight and bias gradients it will merge with read a
+// bfloat16 dy, which no normalization kernel sums (columns of 4 bytes or wider only); and with
+// no such sibling at all the move changes nothing else.
 // CHECK-LABEL: func.func @through_a_cast(
-// CHECK: "fusion.sum"(%{{[0-9]+}}) {axes = array<i64: 0>, keepdim = true} : (tensor<4096x64xf32>) -> tensor<1x64xf32>
-func.func @through_a_cast(%x: tensor<8x512x64xf32>) -> (tensor<4096x64xbf16>, tensor<1x64xf32>) {
+// CHECK-SAME: %[[DY:[a-z0-9_]+]]: tensor<8x512x64xbf16>
+// CHECK: %[[B:[0-9]+]] = "fusion.cast"(%{{[0-9]+}}) : (tensor<8x512x64xf32>) -> tensor<8x512x64xbf16>
+// CHECK: %[[V:[0-9]+]] = "fusion.reshape"(%[[B]]) {shape = array<i64: 4096, 64>}
+// CHECK: %[[W:[0-9]+]] = "fusion.cast"(%[[B]]) : (tensor<8x512x64xbf16>) -> tensor<8x512x64xf32>
+// CHECK-NEXT: %[[S:[0-9]+]] = "fusion.sum"(%[[W]]) {axes = array<i64: 0, 1>, keepdim = false} : (tensor<8x512x64xf32>) -> tensor<64xf32>
+// CHECK-NEXT: "fusion.reshape"(%[[S]]) {shape = array<i64: 1, 64>}
+func.func @through_a_cast(%dy: tensor<8x512x64xbf16>, %x: tensor<8x512x64xf32>) -> (tensor<64xf32>, tensor<4096x64xbf16>, tensor<1x64xf32>) {
+  %g = "fusion.cast"(%dy) : (tensor<8x512x64xbf16>) -> tensor<8x512x64xf32>
+  %db = "fusion.sum"(%g) {axes = array<i64: 0, 1>, keepdim = false} : (tensor<8x512x64xf32>) -> tensor<64xf32>
+  %dx = "fusion.mul"(%g, %x) : (tensor<8x512x64xf32>, tensor<8x512x64xf32>) -> tensor<8x512x64xf32>
+  %b = "fusion.cast"(%dx) : (tensor<8x512x64xf32>) -> tensor<8x512x64xbf16>
+  %v = "fusion.reshape"(%b) {shape = array<i64: 4096, 64>} : (tensor<8x512x64xbf16>) -> tensor<4096x64xbf16>
+  %w = "fusion.cast"(%v) : (tensor<4096x64xbf16>) -> tensor<4096x64xf32>
+  %s = "fusion.sum"(%w) {axes = array<i64: 0>, keepdim = true} : (tensor<4096x64xf32>) -> tensor<1x64xf32>
+  return %db, %v, %s : tensor<64xf32>, tensor<4096x64xbf16>, tensor<1x64xf32>
+}
+
+// CHECK-LABEL: func.func @through_a_cast_alone(
+// CHECK: "fusion.sum"(%{{[0-9]+}}) {axes = array<i64: 0, 1>, keepdim = false} : (tensor<8x512x64xf32>) -> tensor<64xf32>
+func.func @through_a_cast_alone(%x: tensor<8x512x64xf32>) -> (tensor<4096x64xbf16>, tensor<1x64xf32>) {
   %b = "fusion.cast"(%x) : (tensor<8x512x64xf32>) -> tensor<8x512x64xbf16>
   %v = "fusion.reshape"(%b) {shape = array<i64: 4096, 64>} : (tensor<8x512x64xbf16>) -> tensor<4096x64xbf16>
   %w = "fusion.cast"(%v) : (tensor<4096x64xbf16>) -> tensor<4096x64xf32>
   %s = "fusion.sum"(%w) {axes = array<i64: 0>, keepdim = true} : (tensor<4096x64xf32>) -> tensor<1x64xf32>
   return %v, %s : tensor<4096x64xbf16>, tensor<1x64xf32>
+}
+
+// Left alone through a cast: a sibling over the same dims reads only float32 (dy float32), a
+// sum the normalization kernel takes; merged with the bfloat16 column it would not.
+// CHECK-LABEL: func.func @through_a_cast_beside_wide_sums(
+// CHECK: "fusion.sum"(%{{[0-9]+}}) {axes = array<i64: 0>, keepdim = true} : (tensor<4096x64xf32>) -> tensor<1x64xf32>
+func.func @through_a_cast_beside_wide_sums(%dy: tensor<8x512x64xf32>, %x: tensor<8x512x64xf32>) -> (tensor<64xf32>, tensor<4096x64xbf16>, tensor<1x64xf32>) {
+  %db = "fusion.sum"(%dy) {axes = array<i64: 0, 1>, keepdim = false} : (tensor<8x512x64xf32>) -> tensor<64xf32>
+  %dx = "fusion.mul"(%dy, %x) : (tensor<8x512x64xf32>, tensor<8x512x64xf32>) -> tensor<8x512x64xf32>
+  %b = "fusion.cast"(%dx) : (tensor<8x512x64xf32>) -> tensor<8x512x64xbf16>
+  %v = "fusion.reshape"(%b) {shape = array<i64: 4096, 64>} : (tensor<8x512x64xbf16>) -> tensor<4096x64xbf16>
+  %w = "fusion.cast"(%v) : (tensor<4096x64xbf16>) -> tensor<4096x64xf32>
+  %s = "fusion.sum"(%w) {axes = array<i64: 0>, keepdim = true} : (tensor<4096x64xf32>) -> tensor<1x64xf32>
+  return %db, %v, %s : tensor<64xf32>, tensor<4096x64xbf16>, tensor<1x64xf32>
 }
 
 // Left alone: the value summed is computed from a view of one in the reduction's shape (BERT's

@@ -1268,6 +1268,55 @@ def test_a_bias_gradient_over_viewed_rows_joins_the_layer_norm_backward(monkeypa
                  reduction_size=33)
 
 
+def _autocast_layer_norm_backward(dy, xhat, w, rstd):
+    """GPT-2's and BERT's LayerNorm backward regions under CUDA autocast: dy (a bfloat16
+    gradient of the linear after, or float32) widened; dx cast to bfloat16 for the linear
+    before, viewed as [tokens, hidden] and widened again for its bias gradient's float32 sum."""
+    g = ops.cast(dy, DataType.Float)
+    dx, dw, db = _layer_norm_backward(g, xhat, w, rstd)
+    b, s, h = g.shape
+    flat = ops.reshape(ops.cast(dx, DataType.BFloat16), [b * s, h])
+    return dx, dw, db, flat, ops.cast(flat, DataType.Float).sum(0, keepdim=True)
+
+
+@pytest.mark.parametrize("narrow_dy", [True, False], ids=["bf16 dy", "f32 dy"])
+def test_an_autocast_bias_gradient_joins_the_weight_and_bias_gradients(monkeypatch, narrow_dy) -> None:
+    """Under CUDA autocast the bias gradient reads dx through a cast (bfloat16, widened to sum
+    it): fusion-reshapes-past-reductions moves the widening cast with it. A bfloat16 dy: dw, db
+    and the bias gradient are one column reduction after the chain (they were two, one before
+    it and one after: a third launch, GPT-2's and BERT's autocast LayerNorm-backward regions).
+    A float32 dy: the normalization kernel keeps summing dw and db (a bfloat16 column beside
+    them would take them out of it), and the bias gradient stays apart."""
+    _sums_in_two_blocks(monkeypatch)
+    monkeypatch.setattr(sys.modules[__name__], "INV_ROW", 1 / 64)
+    rng = np.random.default_rng(12)
+    g, x = (rng.standard_normal((3, 11, 64)).astype(np.float32) for _ in range(2))
+    w = rng.standard_normal(64).astype(np.float32)
+    rstd = (1 / np.sqrt(x.var(-1, keepdims=True) + 1e-5)).astype(np.float32)
+    xhat = ((x - x.mean(-1, keepdims=True)) * rstd).astype(np.float32)
+    dy = g.astype(ml_dtypes.bfloat16) if narrow_dy else g
+    c, got, want = on_emulated_gpu(_autocast_layer_norm_backward, dy, xhat, w, rstd, dynamic=False)
+    for k in range(4):
+        assert_close(got[k], want[k], f"output {k}", reduction_size=33 * 64)
+    # each bfloat16 term of the bias gradient may round the other way (dx's float32 computed
+    # in another order on the GPU): a bfloat16 step of each at most
+    bound = 2.0 ** -8 * np.abs(want[3].astype(np.float64)).sum(0).max()
+    np.testing.assert_allclose(got[4], want[4], rtol=0, atol=bound, err_msg="bias gradient")
+    held = "with the column sums of 1 column reduction" in c.stages["launch_params"]
+    if narrow_dy:
+        assert schedules(c) == ["normalization (row, row, reduce, reduce, tile)", "column reduction"], \
+            c.stages["launch_params"]
+        assert not held, c.stages["launch_params"]
+    else:
+        assert held, c.stages["launch_params"]
+    gw = dy.astype(np.float64) * w
+    dx = (gw - gw.mean(-1, keepdims=True) - xhat * (gw * xhat).mean(-1, keepdims=True)) * rstd
+    rounded = dx.astype(ml_dtypes.bfloat16).astype(np.float64)
+    cpu = mlirfuse.jit(_autocast_layer_norm_backward, dynamic=False)(dy, xhat, w, rstd)[4]
+    np.testing.assert_allclose(cpu, rounded.reshape(33, 64).sum(0, keepdims=True), rtol=0, atol=bound,
+                               err_msg="bias gradient (CPU)")
+
+
 def _softmax_gradient_viewed_and_back(x, other):
     """BERT's MLM head backward: a gradient computed over [tokens, vocab] rows (here a
     softmax), viewed as [batch, seq, vocab] to add another gradient, viewed back as rows:
