@@ -1227,6 +1227,18 @@ def test_a_chain_takes_two_column_reductions(monkeypatch, fn) -> None:
     assert "with the column sums of 2 column reductions" in c.stages["launch_params"], c.stages["launch_params"]
 
 
+def _bias_gradient_case(monkeypatch, seed: int):
+    """(g, x_hat, w, rstd) of a LayerNorm backward over [3, 11, 64], the column sums put in
+    the normalization kernel at this size."""
+    _sums_in_two_blocks(monkeypatch)
+    monkeypatch.setattr(sys.modules[__name__], "INV_ROW", 1 / 64)
+    rng = np.random.default_rng(seed)
+    g, x = (rng.standard_normal((3, 11, 64)).astype(np.float32) for _ in range(2))
+    w = rng.standard_normal(64).astype(np.float32)
+    rstd = (1 / np.sqrt(x.var(-1, keepdims=True) + 1e-5)).astype(np.float32)
+    return g, ((x - x.mean(-1, keepdims=True)) * rstd).astype(np.float32), w, rstd
+
+
 def _layer_norm_backward_then_bias_gradient(g, xhat, w, rstd, dtype=None):
     """GPT-2's LayerNorm backward regions: dx over [batch, seq, hidden], the weight and bias
     gradients, and the gradient of the linear before it, its bias's: dx (under autocast cast
@@ -1245,13 +1257,7 @@ def test_a_bias_gradient_over_viewed_rows_joins_the_layer_norm_backward(monkeypa
     gradient apart, a third launch reading dx again). A bfloat16 dx (autocast: tiles of 2 bytes, which the
     held kernel does not sum): dw, db and the bias gradient are one column reduction after
     the chain (they were two, one before it)."""
-    _sums_in_two_blocks(monkeypatch)
-    monkeypatch.setattr(sys.modules[__name__], "INV_ROW", 1 / 64)
-    rng = np.random.default_rng(11)
-    g, x = (rng.standard_normal((3, 11, 64)).astype(np.float32) for _ in range(2))
-    w = rng.standard_normal(64).astype(np.float32)
-    rstd = (1 / np.sqrt(x.var(-1, keepdims=True) + 1e-5)).astype(np.float32)
-    xhat = ((x - x.mean(-1, keepdims=True)) * rstd).astype(np.float32)
+    g, xhat, w, rstd = _bias_gradient_case(monkeypatch, 11)
     dtype = DataType.BFloat16 if narrow else None
     fn = lambda g, xhat, w, rstd: _layer_norm_backward_then_bias_gradient(g, xhat, w, rstd, dtype)  # noqa: E731
     c = check(fn, g, xhat, w, rstd, reduction_size=33 * 64, dynamic=False)
@@ -1287,13 +1293,7 @@ def test_an_autocast_bias_gradient_joins_the_weight_and_bias_gradients(monkeypat
     it and one after: a third launch, GPT-2's and BERT's autocast LayerNorm-backward regions).
     A float32 dy: the normalization kernel keeps summing dw and db (a bfloat16 column beside
     them would take them out of it), and the bias gradient stays apart."""
-    _sums_in_two_blocks(monkeypatch)
-    monkeypatch.setattr(sys.modules[__name__], "INV_ROW", 1 / 64)
-    rng = np.random.default_rng(12)
-    g, x = (rng.standard_normal((3, 11, 64)).astype(np.float32) for _ in range(2))
-    w = rng.standard_normal(64).astype(np.float32)
-    rstd = (1 / np.sqrt(x.var(-1, keepdims=True) + 1e-5)).astype(np.float32)
-    xhat = ((x - x.mean(-1, keepdims=True)) * rstd).astype(np.float32)
+    g, xhat, w, rstd = _bias_gradient_case(monkeypatch, 12)
     dy = g.astype(ml_dtypes.bfloat16) if narrow_dy else g
     c, got, want = on_emulated_gpu(_autocast_layer_norm_backward, dy, xhat, w, rstd, dynamic=False)
     for k in range(4):
