@@ -352,6 +352,35 @@ def test_column_reductions_of_viewed_rows(name, keepdim, dynamic) -> None:
             assert_close(g, w.astype(np.float32), f"{name} output {k}", reduction_size=15)
 
 
+@pytest.mark.parametrize("name", ["sum", "mean", "max"])
+@pytest.mark.parametrize("sibling", [None, "bf16", "f32"])
+@pytest.mark.parametrize("dynamic", [True, False], ids=["dynamic", "static"])
+def test_column_reductions_of_viewed_rows_through_a_cast(name, sibling, dynamic) -> None:
+    """A [batch, seq, hidden] value cast to bfloat16, viewed as [tokens, hidden], widened and
+    reduced over the tokens (a bias gradient under CUDA autocast), beside a reduction over
+    [batch, seq] of a bfloat16 or float32 input or none (fusion-reshapes-past-reductions moves
+    the widening cast with the reduction, or not): against numpy."""
+    rng = np.random.default_rng(10)
+    x = rng.uniform(0.5, 1.5, (3, 5, 8)).astype(np.float32)
+    d = rng.standard_normal((3, 5, 8)).astype(ml_dtypes.bfloat16 if sibling == "bf16" else np.float32)
+    reduce = getattr(ops, name)
+
+    def fn(a, dy):
+        b, s, h = a.shape
+        g = ops.cast(dy, DataType.Float)
+        flat = ops.reshape(ops.cast(a * g, DataType.BFloat16), [b * s, h])
+        out = [reduce(ops.cast(flat, DataType.Float), [0], keepdim=True)]
+        return tuple(out + ([g.sum((0, 1))] if sibling else []))
+
+    got = mlirfuse.jit(fn, dynamic=dynamic)(x, d)
+    g = d.astype(np.float64)
+    flat = (x * g.astype(np.float32)).astype(ml_dtypes.bfloat16).astype(np.float64).reshape(15, 8)
+    want = [getattr(np, name)(flat, axis=0, keepdims=True)] + ([g.sum((0, 1))] if sibling else [])
+    for k, (a, w) in enumerate(zip(got, want)):
+        assert a.shape == w.shape, (a.shape, w.shape)
+        assert_close(a, w.astype(np.float32), f"{name} output {k}", reduction_size=15)
+
+
 POWER_SPECIALS = [0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.0, math.inf, -math.inf, math.nan, 1e-30, 7e12]
 
 
