@@ -559,10 +559,17 @@ class TorchLauncher:
         self._grad_enabled = torch.is_grad_enabled
         # Bytes of scratch memory a call needs, known after the first call (the same sizes
         # always need the same scratch); None before it. Then calls run `_straight_line`'s
-        # code (a call without scratch only sets the stream and calls the entry point).
+        # code (a call without scratch only sets the stream and calls the entry point). The
+        # generated functions read the arena's size from `_arena_bytes`, one list they share:
+        # a call that outgrows it makes it larger for all of them.
         self._scratch: int | None = None
+        self._arena_bytes = [0]
         self.call: Callable[[Sequence[Any]], list[Any]] = self._call_with_scratch
         self._guarded: Callable[[Sequence[Any]], Any] | None = None
+        # The argument checks of `guarded` (no tensors kept): its globals, its conditions that
+        # answer MISS before and after unpacking the arguments.
+        self._guard: tuple[dict[str, Any], str, list[str]] | None = None
+        self.result: str | None = None  # `guarded`'s result expression (None: rebuilt)
 
     def __call__(self, args: Sequence[Any]) -> list[Any]:
         return self.call(args)
@@ -585,16 +592,12 @@ class TorchLauncher:
         alloc = self._alloc
         outs = [args[self._shared[k]] if k in self._shared else alloc(shape, strides, dtype)
                 for k, (shape, strides, dtype) in enumerate(self._outputs)]
-        scratch = self._scratch
-        # One allocation for all the call's scratch (freed on return: torch's allocator reuses
-        # it only for work ordered after these kernels on this stream).
-        arena = alloc((scratch,), (1,), self._bytes) if scratch else None
         stream = self._stream(self._index)
         with self._lock:
             self._fill(args, outs)
-            used = self._exe.call_unlocked(stream, self._packed, arena.data_ptr() if arena is not None else 0,
-                                           scratch or 0)
+            used = self._exe.call_unlocked(stream, self._packed)
         self._grow(used)
+        self.call = self._straight_line()
         if self._copied:
             self._copy([args[j] for j in self._copied.values()], [outs[k] for k in self._copied])
             for k, j in self._copied.items():
@@ -602,8 +605,9 @@ class TorchLauncher:
         return outs
 
     def _grow(self, used: int) -> None:
+        """A call asked for `used` bytes of scratch: the arena of the next calls holds them."""
         self._scratch = max(used, self._scratch or 0)
-        self.call = self._straight_line()
+        self._arena_bytes[0] = self._scratch
 
     def _environment(self) -> dict[str, Any]:
         stream_cell, launch, error_cell = self._exe.entry_point()
@@ -611,8 +615,8 @@ class TorchLauncher:
                                "lock": self._lock, "packed": self._packed, "launch": launch,
                                "stream_cell": stream_cell, "error_cell": error_cell,
                                "check_error": self._exe.check_error, "call_unlocked": self._exe.call_unlocked,
-                               "grow": self._grow, "scratch": self._scratch, "launcher": self,
-                               "arena_shape": (self._scratch,), "bytes": self._bytes, "MISS": MISS,
+                               "grow": self._grow, "arena_bytes": self._arena_bytes, "bytes": self._bytes,
+                               "MISS": MISS,
                                "options": config.options, "out_of_range": _out_of_range, "copy": self._copy}
         for k, (shape, strides, dtype) in enumerate(self._outputs):
             env[f"shape{k}"], env[f"strides{k}"], env[f"dtype{k}"] = shape, strides, dtype
@@ -638,15 +642,16 @@ class TorchLauncher:
         code = [f"    o{k} = a{self._shared[k]}" if k in self._shared
                 else f"    o{k} = alloc(shape{k}, strides{k}, dtype{k})" for k in range(len(self._outputs))]
         if self._scratch:
-            code.append("    arena = alloc(arena_shape, (1,), bytes)")
+            code.append("    size = arena_bytes[0]")
+            code.append("    arena = alloc((size,), (1,), bytes)")
         code += ["    stream = stream_of(index)", "    with lock:"]
         code += [f"        cell{i}.allocated = cell{i}.aligned = a{i}.data_ptr()" for i, _ in self._tensors]
         code += [f"        cell{i}.value = convert{i}(a{i})" for i, _, _ in self._scalars]
         code += [f"        out_cell{k}.allocated = out_cell{k}.aligned = o{k}.data_ptr()"
                  for k in range(len(self._output_cells))]
         if self._scratch:
-            code += ["        used = call_unlocked(stream, packed, arena.data_ptr(), scratch)",
-                     "    if used > scratch:", "        grow(used)"]
+            code += ["        used = call_unlocked(stream, packed, arena.data_ptr(), size)",
+                     "    if used > size:", "        grow(used)"]
         else:
             code += ["        stream_cell.value = stream", "        launch(packed)",
                      "        if error_cell.value:", "            check_error('a launch')"]
@@ -680,13 +685,36 @@ class TorchLauncher:
         check that they are: `MISS` (nothing done) where they are not, or dumps are on, or
         (where the example's tensors require grad) grad mode is on. The result is `result`,
         an expression over the outputs o0, o1, ..., or `rebuild` of their list. None until
-        the first call has run (`call` knows its scratch memory)."""
+        the first call has run (`call` knows its scratch memory). The function's `launcher`
+        is this launcher (`entry` makes a caller's own from it)."""
         if self._scratch is None:
             return None
-        if self._guarded is not None:
-            return self._guarded
-        n = self._n_args
-        env = self._environment()
+        if self._guarded is None:
+            self._guard = self._guard_of(example)
+            self.result = result
+            outs = ", ".join(f"o{k}" for k in range(len(self._outputs)))
+            self._guarded = self._generate("guarded", "args", result or f"rebuild([{outs}])", "return MISS",
+                                           {"rebuild": rebuild})
+            self._guarded.launcher = self  # type: ignore[attr-defined]
+        return self._guarded
+
+    def entry(self, result: str, miss: str, condition: str = "", before: Sequence[str] = (),
+              env: dict[str, Any] | None = None) -> Callable[..., Any]:
+        """`guarded`'s call for a caller with a way out of its own: where the arguments are
+        not those `guarded` takes, or `condition` holds (over `opts`, the options), or a launch
+        fails (FusionError), it runs `miss` instead (a statement over `args` and the globals
+        `env` adds); `before` are lines run on the unpacked arguments a0, a1, ... before they
+        are checked; the result is `result`, over the outputs o0, o1, ... For a torch.compile
+        region, which is called a few hundred times a step: its checks, the launch and its
+        results in one Python function. Only after `guarded` has been made."""
+        assert self._guard is not None, "entry() before guarded()"
+        return self._generate("entry", "args", result, miss, env or {}, condition, before, catch=True)
+
+    def _guard_of(self, example: Sequence[Any]) -> tuple[dict[str, Any], str, list[str]]:
+        """The checks that arguments are laid out as `example`: the globals they read, the
+        condition (over `args` and `opts`) that misses before unpacking, and the conditions
+        over the unpacked a0, a1, ... that must hold."""
+        env: dict[str, Any] = {"grad_enabled": self._grad_enabled}
         tensors = [i for i, _ in self._tensors]
         checks = []
         check = _tensor_guard([example[i] for i in tensors]) if tensors else None
@@ -708,21 +736,23 @@ class TorchLauncher:
         # Tensors requiring grad (the guard checks that they do, as the example's did): only
         # while grad mode is off, where autograd need not see the call.
         grad = any(getattr(example[i], "requires_grad", False) for i in tensors)
-        env["grad_enabled"] = self._grad_enabled
-        miss = f"len(args) != {n} or options().dump" + (" or grad_enabled()" if grad else "")
-        code = ["def guarded(args):", f"    if {miss}:", "        return MISS"]
-        code += self._unpack()
+        miss = f"len(args) != {self._n_args} or opts.dump" + (" or grad_enabled()" if grad else "")
+        return env, miss, checks
+
+    def _generate(self, name: str, signature: str, result: str, miss: str, env: dict[str, Any],
+                  condition: str = "", before: Sequence[str] = (), catch: bool = False) -> Callable[..., Any]:
+        """A guarded call (see `guarded` and `entry`), generated as straight-line Python."""
+        assert self._guard is not None
+        guard_env, early, checks = self._guard
+        env = {**self._environment(), **guard_env, **env, "FusionError": FusionError}
+        code = [f"def {name}({signature}):", "    opts = options()", f"    if {early}{condition}:", f"        {miss}"]
+        code += self._unpack() + list(before)
         if checks:
-            code += [f"    if not ({' and '.join(checks)}):", "        return MISS"]
-        code += self._range_checks("return MISS")
-        outs = [f"o{k}" for k in range(len(self._outputs))]
-        if self._scratch:  # the arena may grow, and `call` is regenerated then
-            code.append(f"    {''.join(o + ', ' for o in outs)}= launcher.call(args)" if outs
-                        else "    launcher.call(args)")
-        else:
-            code += self._body()
-        code.append(f"    return {result or 'rebuild([' + ', '.join(outs) + '])'}")
-        env["rebuild"] = rebuild
+            code += [f"    if not ({' and '.join(checks)}):", f"        {miss}"]
+        code += self._range_checks(miss)
+        body = self._body()
+        if catch:
+            body = ["    try:"] + ["    " + line for line in body] + ["    except FusionError:", f"        {miss}"]
+        code += body + [f"    return {result}"]
         exec("\n".join(code), env)  # noqa: S102 - generated from this launcher's own fields
-        self._guarded = env["guarded"]
-        return self._guarded
+        return env[name]

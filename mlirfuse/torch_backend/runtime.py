@@ -28,7 +28,6 @@ import torch
 from torch import fx
 
 from mlirfuse import config, dump
-from mlirfuse.compiler import MISS
 from mlirfuse.errors import FusionError, IndexOutOfRange
 from mlirfuse.torch_backend.pad_matmul import matmul_into_padded_width
 from mlirfuse.torch_backend.partition import Partition, tensor_vals
@@ -219,40 +218,25 @@ class FusedRegion:
     def _shortcut(self, hot: Callable[[tuple[Any, ...]], Any] | None) -> Callable[[tuple[Any, ...]], Any] | None:
         """Where the region takes its inputs as they are or widened (a seed and offset too;
         no sizes for the fallback) and each result is a result of the jitted function, permuted or
-        not (no copies): `hot`, the jitted function's guarded launch for the layouts it last
-        saw, called directly (a region is called some hundred times a training step; these
-        are the Python layers of each call). Anything it does not serve (another layout, a
-        dump, a profile, the check against torch, a failure) takes the general path."""
-        if hot is None or self.failed or self.region.size_args or any(i < 0 for i in self._index):
+        not (no copies): the jitted function's guarded launch for the layouts it last saw
+        (`hot`), made the region's own (its launcher's `entry`): one generated function checks
+        the inputs, widens them, launches and permutes the results (a region is called some
+        hundred times a training step; each Python layer of its call costs every one of them).
+        Anything it does not serve (another layout, a dump, a profile, the check against torch,
+        a failure) takes the general path."""
+        launcher = getattr(hot, "launcher", None)
+        if launcher is None or self.failed or self.region.size_args or any(i < 0 for i in self._index):
             return None
-        general, profiling, options = self._general, torch.autograd._profiler_enabled, config.options
-        if self._widen:  # inputs read as the first columns of dense rows (a padded matmul's logits)
-            wideners, launch = self._widen, hot
-
-            def hot(args: tuple[Any, ...]) -> Any:
-                args = list(args)
-                for k, widen in wideners:
-                    args[k] = widen(args[k])
-                return launch(args)
-        if not self._as_is:  # results reordered or permuted (Llama's rotary q, read back as [B, S, H, D])
-            outputs, launch_as_is = list(zip(self._index, self._layout)), hot
-
-            def hot(args: tuple[Any, ...]) -> Any:
-                results = launch_as_is(args)
-                if results is MISS:
-                    return MISS
-                return tuple(results[i] if p is None else results[i].permute(p) for i, p in outputs)
-
-        def shortcut(args: tuple[Any, ...]) -> Any:
-            if not profiling() and not options().check_regions:
-                try:
-                    results = hot(args)
-                except FusionError:
-                    return general(args)
-                if results is not MISS:
-                    return results
-            return general(args)
-        return shortcut
+        if not launcher.result or launcher.result[0] not in "([":
+            return None  # the jitted function's results are not a flat tuple or list of its outputs
+        results = "".join(f"o{i}, " if p is None else f"o{i}.permute({tuple(p)}), "
+                          for i, p in zip(self._index, self._layout))
+        env: dict[str, Any] = {"general": self._general, "profiling": torch.autograd._profiler_enabled}
+        env.update((f"widen{k}", widen) for k, widen in self._widen)
+        # (inputs read as the first columns of dense rows, a padded matmul's logits: handed on widened)
+        before = [f"    a{k} = widen{k}(a{k})" for k, _ in self._widen]
+        return launcher.entry(f"({results})", "return general(args)", " or opts.check_regions or profiling()",
+                              before, env)
 
     def _torch(self, args: tuple[Any, ...]) -> Any:
         """The group's own nodes run by torch (its random ops from torch's generator)."""

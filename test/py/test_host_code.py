@@ -347,12 +347,20 @@ def test_torch_launcher_sizes_its_arena_after_the_first_call(stub) -> None:
                 assert host.allocs == [] and allocations == [(4096,), (4096,), (launcher._scratch,)]
         if scratch:  # an arena too small: the allocator serves the rest, the next arena is larger
             need = launcher._scratch
-            launcher._scratch = 256
-            launcher.call = launcher._straight_line()
+            launcher._scratch = launcher._arena_bytes[0] = 256
             for call in range(2):
                 allocations.clear()
                 host.allocs.clear()
                 launcher([x])
+                assert (host.allocs != [], allocations[-1]) == ((True, (256,)) if call == 0 else (False, (need,)))
+            # The guarded call allocates the same arena itself (one Python function, no `call`),
+            # and grows it alike.
+            guarded = launcher.guarded((x,), "(o0, o1, )", None)
+            launcher._scratch = launcher._arena_bytes[0] = 256
+            for call in range(2):
+                allocations.clear()
+                host.allocs.clear()
+                assert len(guarded((x,))) == 2
                 assert (host.allocs != [], allocations[-1]) == ((True, (256,)) if call == 0 else (False, (need,)))
 
 
@@ -425,6 +433,118 @@ def test_guarded_launcher_launches_only_for_its_layouts(stub, monkeypatch, torch
         assert launches(launcher.guarded((x, 3), "o0", None), torch.ones(shape, requires_grad=True), 5) == (MISS, 0)
 
 
+def test_a_launchers_entry_takes_its_callers_way_out(stub) -> None:
+    """`entry` (a torch.compile region's call): the guarded launch as one generated function
+    whose misses (other layouts or scalars, the caller's condition, dumps, a failing launch)
+    run the caller's statement instead of launching, whose lines `before` see the unpacked
+    arguments before they are checked, and whose result is the caller's expression."""
+    torch = pytest.importorskip("torch")
+    from types import SimpleNamespace
+
+    from mlirfuse.compiler import TorchLauncher
+
+    host = Host(stub, lambda x, k: x * k, np.ones((4, 8), np.float32), 3)
+    cuda = SimpleNamespace(
+        empty_strided=lambda size, stride, dtype, device: torch.empty_strided(size, stride, dtype=dtype),
+        uint8=torch.uint8, device=lambda kind, index: "cpu", is_grad_enabled=torch.is_grad_enabled,
+        _C=SimpleNamespace(_cuda_getCurrentRawStream=lambda index: 0x1234))
+    shape = (4, 8)
+    launcher = TorchLauncher(cuda, host.exe, host.exe.bind([(0, shape, [8, 1]), np.asarray(3, np.int64),
+                                                           (0, shape, [8, 1])]), [False, True],
+                             [(shape, torch.float32)], 0)
+    x = torch.zeros(shape)
+    launcher([x, 3])
+    launcher.guarded((x, 3), "(o0, )", None)
+    taken, flag = [], [False]
+    entry = launcher.entry("(o0.t(), a1, )", "return general(args)", " or flag[0]", ["    a0 = a0.view(4, 8)"],
+                           {"general": lambda args: taken.append(args) or "general", "flag": flag})
+    n_launches, failing = (ctypes.c_int.in_dll(host.lib, name) for name in ("n_launches", "fail_launches"))
+
+    def launches(*args):
+        n_launches.value = 0
+        taken.clear()
+        result = entry(args)
+        return result, n_launches.value, len(taken)
+
+    (out, k), n, general = launches(torch.ones(32), 5)  # viewed as [4, 8] before the checks
+    assert (tuple(out.shape), out.stride(), k, n, general) == ((8, 4), (1, 8), 5, 1, 0)
+    for args in [(torch.ones(32, dtype=torch.float64), 5), (torch.ones(32), 5.0), (torch.ones(32),),
+                 (torch.ones(32), 1 << 63)]:
+        assert launches(*args) == ("general", 0, 1), args
+    flag[0] = True
+    assert launches(torch.ones(32), 5) == ("general", 0, 1)
+    flag[0] = False
+    previous = mlirfuse.set_options(dump="compile_time")
+    try:
+        assert launches(torch.ones(32), 5) == ("general", 0, 1)
+    finally:
+        mlirfuse.restore_options(previous)
+    failing.value = 1  # CUDA_ERROR_INVALID_VALUE: the launch raised FusionError
+    try:
+        assert launches(torch.ones(32), 5) == ("general", 1, 1)
+    finally:
+        failing.value = 0
+    assert launches(torch.ones(32), 5)[1:] == (1, 0)
+
+
+def test_a_repeated_region_call_takes_its_launchers_entry(stub, monkeypatch) -> None:
+    """A torch.compile region whose jitted function has a guarded launch (as on the GPU: here
+    its host code over the stub, so the outputs are never written) makes that launch its own
+    entry after its first call: one launch a call, no call of the jitted function. It takes
+    the general path (the jitted function's call) for inputs of another layout, under
+    torch.profiler (the region's named range) and with check_regions on."""
+    torch = pytest.importorskip("torch")
+    from types import SimpleNamespace
+
+    from test_torch_backend import _one_region
+
+    import mlirfuse.compiler as compiler
+    from mlirfuse.compiler import TorchLauncher
+
+    def fn(x):
+        return (torch.exp(x) * 2.0).sum(-1)
+    x = torch.randn(4, 8)
+    compiled, region = _one_region(monkeypatch, fn, x)
+    host = Host(stub, lambda t: (ops.exp(t) * 2.0).sum(-1), np.ones((4, 8), np.float32))
+    cuda = SimpleNamespace(
+        empty_strided=lambda size, stride, dtype, device: torch.empty_strided(size, stride, dtype=dtype),
+        uint8=torch.uint8, device=lambda kind, index: "cpu", is_grad_enabled=torch.is_grad_enabled,
+        _C=SimpleNamespace(_cuda_getCurrentRawStream=lambda index: 0x1234))
+    monkeypatch.setattr(compiler, "_tensor_guard", lambda tensors: None)  # (TensorGuards wants CUDA or CPU alike)
+    launcher = TorchLauncher(cuda, host.exe, host.exe.bind([(0, (4, 8), [8, 1]), (0, (4,), [1])]), [False],
+                             [((4,), torch.float32)], 0)
+    launcher([x])
+    real, calls = region.jitted, []
+
+    class WithHotPath:  # the jitted function as on the GPU: its first call makes the guarded launch
+        _hot = None
+
+        def __call__(self, *args):
+            calls.append("general")
+            self._hot = launcher.guarded(args, "(o0, )", None)
+            return real(*args)
+    region.jitted = WithHotPath()
+    n_launches = ctypes.c_int.in_dll(host.lib, "n_launches")
+
+    def run(t):
+        calls.clear()
+        n_launches.value = 0
+        assert tuple(compiled([t]).shape) == (4,)
+        return calls + ["launch"] * n_launches.value
+    assert run(x) == ["general"]
+    assert run(torch.randn(4, 8)) == ["launch"] == run(torch.randn(4, 8))
+    assert run(torch.randn(8, 4).t()) == ["general"]  # another layout
+    with torch.profiler.profile() as prof:
+        assert run(x) == ["general"]
+    assert any(e.name == region.label for e in prof.events())
+    previous = mlirfuse.set_options(check_regions=True)
+    try:
+        assert run(x) == ["general"]
+    finally:
+        mlirfuse.restore_options(previous)
+    assert run(x) == ["launch"]
+
+
 def test_guarded_launcher_of_a_fusion_without_outputs(stub) -> None:
     """`fn` returning () (or []): the guarded call's result expression has no outputs."""
     torch = pytest.importorskip("torch")
@@ -440,11 +560,11 @@ def test_guarded_launcher_of_a_fusion_without_outputs(stub) -> None:
                            is_grad_enabled=torch.is_grad_enabled,
                            _C=SimpleNamespace(_cuda_getCurrentRawStream=lambda index: 0x1234))
     x = torch.zeros(4)
-    for scratch in (0, 256):  # with an arena, the guarded call goes through `call`
+    for scratch in (0, 256):  # with an arena or without
         launcher = TorchLauncher(cuda, host.exe, host.exe.bind([(0, (4,), [1])]), [False], [], 0)
         assert launcher([x]) == []
         if scratch:
-            launcher._scratch = scratch
+            launcher._grow(scratch)
             launcher._alloc = lambda sizes, strides, dtype: torch.empty_strided(sizes, strides, dtype=dtype)
             launcher.call = launcher._straight_line()
         assert launcher.guarded((x,), "()", None)((x,)) == ()

@@ -1028,58 +1028,6 @@ def _one_region(monkeypatch, fn, x):
     return compiled, region
 
 
-def test_a_repeated_region_call_takes_the_jitted_functions_hot_path(monkeypatch) -> None:
-    """On the GPU a jitted function keeps a guarded launch for the layouts it last saw (`_hot`,
-    MISS for any other). A region that hands inputs and results on as they are calls it
-    directly from its second call on; it takes the general path (the jitted function's call)
-    where the hot path answers MISS or raises, under torch.profiler (the region's named
-    range) and with check_regions on. Stood in for here by CPU calls, counted."""
-    from mlirfuse.compiler import MISS
-    from mlirfuse.errors import FusionError
-
-    fn, x = _exp_row_sums, torch.randn(4, 8)
-    compiled, region = _one_region(monkeypatch, fn, x)
-    real, calls = region.jitted, []
-    answer = {"hot": lambda args: real(*args)}
-
-    def hot(args):
-        calls.append("hot")
-        return answer["hot"](args)
-
-    class WithHotPath:  # the jitted function as on the GPU: its first call makes the hot path
-        _hot = None
-
-        def __call__(self, *args):
-            calls.append("general")
-            self._hot = hot
-            return real(*args)
-    region.jitted = WithHotPath()
-
-    def run(n=1):
-        calls.clear()
-        for _ in range(n):
-            torch.testing.assert_close(compiled([x]), fn(x))
-        return calls
-    assert run(3) == ["general", "hot", "hot"]
-    answer["hot"] = lambda args: MISS
-    assert run() == ["hot", "general"]
-
-    def fails(args):
-        raise FusionError("planted launch failure")
-    answer["hot"] = fails
-    assert run() == ["hot", "general"]
-    answer["hot"] = lambda args: real(*args)
-    with torch.profiler.profile() as prof:
-        assert run() == ["general"]
-    assert any(e.name == region.label for e in prof.events())
-    previous = mlirfuse.set_options(check_regions=True)
-    try:
-        assert run() == ["general"]
-    finally:
-        mlirfuse.restore_options(previous)
-    assert run() == ["hot"]
-
-
 def test_a_region_called_with_another_layout_is_profiled_under_its_dump_key(monkeypatch, tmp_path) -> None:
     """A region's named range carries the key of the fusion it ran, as its dump files are named:
     the graph's metadata says contiguous, the call passes a transposed tensor, so the fusion

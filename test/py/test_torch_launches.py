@@ -672,7 +672,7 @@ def test_a_region_returning_a_permuted_result_takes_the_hot_path() -> None:
         assert got.stride() == want.stride()
         torch.testing.assert_close(got, want)
     made = [r for r in regions() if id(r) not in before]
-    assert made and all(r._layout != [None] and r._enter.__name__ == "shortcut" for r in made)
+    assert made and all(r._layout != [None] and r._enter.__name__ == "entry" for r in made)
 
 
 @pytest.mark.gpu
@@ -711,4 +711,4 @@ def test_a_region_reading_widened_rows_takes_the_hot_path() -> None:
     finally:
         mlirfuse.restore_options(previous)
     widened = [r for r in regions() if id(r) not in before and r._widen]
-    assert widened and all(r._enter.__name__ == "shortcut" for r in widened)
+    assert widened and all(r._enter.__name__ == "entry" for r in widened)
