@@ -52,7 +52,7 @@ def launcher_of(jitted: Any) -> Any:
 
 def pieces(region: Any, args: tuple[Any, ...]) -> dict[str, Callable[[], Any]]:
     """The FusedRegion call, its guarded launch and each step of that launch, as callables."""
-    from mlirfuse.compiler import MISS, _tensor_guard
+    from mlirfuse.torch_launcher import MISS, _tensor_guard
 
     jitted = region.jitted
     launcher = launcher_of(jitted)

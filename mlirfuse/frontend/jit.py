@@ -15,7 +15,8 @@ import numpy as np
 from mlirfuse import config
 from mlirfuse.arrays import Arg, classify_all, placement
 from mlirfuse.autodiff import differentiate
-from mlirfuse.compiler import MISS, CompiledFusion
+from mlirfuse.compiler import CompiledFusion
+from mlirfuse.torch_launcher import MISS
 from mlirfuse.errors import FusionError
 from mlirfuse.frontend.graph import Fusion, InputSpec, Tensor, tracing
 from mlirfuse.frontend.grad import Differentiated, fused_function, wants_grad

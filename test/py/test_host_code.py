@@ -310,7 +310,7 @@ def test_torch_launcher_sizes_its_arena_after_the_first_call(stub) -> None:
     torch = pytest.importorskip("torch")
     from types import SimpleNamespace
 
-    from mlirfuse.compiler import TorchLauncher
+    from mlirfuse.torch_launcher import TorchLauncher
 
     def fake_torch():
         allocations = []
@@ -373,11 +373,11 @@ def test_guarded_launcher_launches_only_for_its_layouts(stub, monkeypatch, torch
     torch = pytest.importorskip("torch")
     from types import SimpleNamespace
 
-    import mlirfuse.compiler as compiler
-    from mlirfuse.compiler import MISS, TorchLauncher
+    import mlirfuse.torch_launcher as torch_launcher
+    from mlirfuse.torch_launcher import MISS, TorchLauncher
 
     if not torch_guard:
-        monkeypatch.setattr(compiler, "_tensor_guard", lambda tensors: None)
+        monkeypatch.setattr(torch_launcher, "_tensor_guard", lambda tensors: None)
     host = Host(stub, lambda x, k: x * k, np.ones((4, 8), np.float32), 3)
     cuda = SimpleNamespace(
         empty_strided=lambda size, stride, dtype, device: torch.empty_strided(size, stride, dtype=dtype),
@@ -441,7 +441,7 @@ def test_a_launchers_entry_takes_its_callers_way_out(stub) -> None:
     torch = pytest.importorskip("torch")
     from types import SimpleNamespace
 
-    from mlirfuse.compiler import TorchLauncher
+    from mlirfuse.torch_launcher import TorchLauncher
 
     host = Host(stub, lambda x, k: x * k, np.ones((4, 8), np.float32), 3)
     cuda = SimpleNamespace(
@@ -498,8 +498,8 @@ def test_a_repeated_region_call_takes_its_launchers_entry(stub, monkeypatch) -> 
 
     from test_torch_backend import _one_region
 
-    import mlirfuse.compiler as compiler
-    from mlirfuse.compiler import TorchLauncher
+    import mlirfuse.torch_launcher as torch_launcher
+    from mlirfuse.torch_launcher import TorchLauncher
 
     def fn(x):
         return (torch.exp(x) * 2.0).sum(-1)
@@ -510,7 +510,7 @@ def test_a_repeated_region_call_takes_its_launchers_entry(stub, monkeypatch) -> 
         empty_strided=lambda size, stride, dtype, device: torch.empty_strided(size, stride, dtype=dtype),
         uint8=torch.uint8, device=lambda kind, index: "cpu", is_grad_enabled=torch.is_grad_enabled,
         _C=SimpleNamespace(_cuda_getCurrentRawStream=lambda index: 0x1234))
-    monkeypatch.setattr(compiler, "_tensor_guard", lambda tensors: None)  # (TensorGuards wants CUDA or CPU alike)
+    monkeypatch.setattr(torch_launcher, "_tensor_guard", lambda tensors: None)  # (TensorGuards wants CUDA or CPU alike)
     launcher = TorchLauncher(cuda, host.exe, host.exe.bind([(0, (4, 8), [8, 1]), (0, (4,), [1])]), [False],
                              [((4,), torch.float32)], 0)
     launcher([x])
@@ -550,7 +550,7 @@ def test_guarded_launcher_of_a_fusion_without_outputs(stub) -> None:
     torch = pytest.importorskip("torch")
     from types import SimpleNamespace
 
-    from mlirfuse.compiler import TorchLauncher
+    from mlirfuse.torch_launcher import TorchLauncher
     from mlirfuse.frontend.jit import _result_code
 
     assert [_result_code((tuple, []), 0), _result_code((list, []), 0)] == ["()", "[]"]
@@ -604,7 +604,7 @@ def test_outputs_come_from_torchs_fast_allocation_path_on_the_current_device() -
     current one (a DDP rank's); another device takes `torch.empty_strided` with the device."""
     from types import SimpleNamespace
 
-    from mlirfuse.compiler import _torch_allocator
+    from mlirfuse.torch_launcher import _torch_allocator
 
     made = []
     current = [0]
