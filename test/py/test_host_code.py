@@ -364,6 +364,28 @@ def test_torch_launcher_sizes_its_arena_after_the_first_call(stub) -> None:
                 assert (host.allocs != [], allocations[-1]) == ((True, (256,)) if call == 0 else (False, (need,)))
 
 
+def _cpu_torch_cuda(torch):
+    """The torch CUDA entry points a launcher calls, standing in on the CPU (stream 0x1234)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        empty_strided=lambda size, stride, dtype, device: torch.empty_strided(size, stride, dtype=dtype),
+        uint8=torch.uint8, device=lambda kind, index: "cpu", is_grad_enabled=torch.is_grad_enabled,
+        _C=SimpleNamespace(_cuda_getCurrentRawStream=lambda index: 0x1234))
+
+
+def _scaling_launcher(stub, torch):
+    """`x * k` (x float32 [4, 8], k an int64 scalar): its host code over the stub, the stand-in
+    for torch's CUDA entry points, and a launcher of it for CPU tensors."""
+    from mlirfuse.torch_launcher import TorchLauncher
+
+    host, cuda, shape = Host(stub, lambda x, k: x * k, np.ones((4, 8), np.float32), 3), _cpu_torch_cuda(torch), (4, 8)
+    launcher = TorchLauncher(cuda, host.exe, host.exe.bind([(0, shape, [8, 1]), np.asarray(3, np.int64),
+                                                           (0, shape, [8, 1])]), [False, True],
+                             [(shape, torch.float32)], 0)
+    return host, cuda, launcher
+
+
 @pytest.mark.parametrize("torch_guard", [True, False], ids=["TensorGuards", "python-guard"])
 def test_guarded_launcher_launches_only_for_its_layouts(stub, monkeypatch, torch_guard) -> None:
     """A launcher's guarded call (what a repeated `jit` call runs): one generated function
@@ -371,22 +393,14 @@ def test_guarded_launcher_launches_only_for_its_layouts(stub, monkeypatch, torch
     ranges, then launches; anything else answers MISS and launches nothing (the caller takes
     the general path, which explains or recompiles). Also with torch's TensorGuards missing."""
     torch = pytest.importorskip("torch")
-    from types import SimpleNamespace
 
     import mlirfuse.torch_launcher as torch_launcher
     from mlirfuse.torch_launcher import MISS, TorchLauncher
 
     if not torch_guard:
         monkeypatch.setattr(torch_launcher, "_tensor_guard", lambda tensors: None)
-    host = Host(stub, lambda x, k: x * k, np.ones((4, 8), np.float32), 3)
-    cuda = SimpleNamespace(
-        empty_strided=lambda size, stride, dtype, device: torch.empty_strided(size, stride, dtype=dtype),
-        uint8=torch.uint8, device=lambda kind, index: "cpu", is_grad_enabled=torch.is_grad_enabled,
-        _C=SimpleNamespace(_cuda_getCurrentRawStream=lambda index: 0x1234))
+    host, cuda, launcher = _scaling_launcher(stub, torch)
     shape = (4, 8)
-    launcher = TorchLauncher(cuda, host.exe, host.exe.bind([(0, shape, [8, 1]), np.asarray(3, np.int64),
-                                                           (0, shape, [8, 1])]), [False, True],
-                             [(shape, torch.float32)], 0)
     x = torch.zeros(shape)
 
     def launches(fn, *args):
@@ -439,19 +453,10 @@ def test_a_launchers_entry_takes_its_callers_way_out(stub) -> None:
     run the caller's statement instead of launching, whose lines `before` see the unpacked
     arguments before they are checked, and whose result is the caller's expression."""
     torch = pytest.importorskip("torch")
-    from types import SimpleNamespace
 
-    from mlirfuse.torch_launcher import TorchLauncher
 
-    host = Host(stub, lambda x, k: x * k, np.ones((4, 8), np.float32), 3)
-    cuda = SimpleNamespace(
-        empty_strided=lambda size, stride, dtype, device: torch.empty_strided(size, stride, dtype=dtype),
-        uint8=torch.uint8, device=lambda kind, index: "cpu", is_grad_enabled=torch.is_grad_enabled,
-        _C=SimpleNamespace(_cuda_getCurrentRawStream=lambda index: 0x1234))
+    host, cuda, launcher = _scaling_launcher(stub, torch)
     shape = (4, 8)
-    launcher = TorchLauncher(cuda, host.exe, host.exe.bind([(0, shape, [8, 1]), np.asarray(3, np.int64),
-                                                           (0, shape, [8, 1])]), [False, True],
-                             [(shape, torch.float32)], 0)
     x = torch.zeros(shape)
     launcher([x, 3])
     launcher.guarded((x, 3), "(o0, )", None)
@@ -494,7 +499,6 @@ def test_a_repeated_region_call_takes_its_launchers_entry(stub, monkeypatch) -> 
     the general path (the jitted function's call) for inputs of another layout, under
     torch.profiler (the region's named range) and with check_regions on."""
     torch = pytest.importorskip("torch")
-    from types import SimpleNamespace
 
     from test_torch_backend import _one_region
 
@@ -506,10 +510,7 @@ def test_a_repeated_region_call_takes_its_launchers_entry(stub, monkeypatch) -> 
     x = torch.randn(4, 8)
     compiled, region = _one_region(monkeypatch, fn, x)
     host = Host(stub, lambda t: (ops.exp(t) * 2.0).sum(-1), np.ones((4, 8), np.float32))
-    cuda = SimpleNamespace(
-        empty_strided=lambda size, stride, dtype, device: torch.empty_strided(size, stride, dtype=dtype),
-        uint8=torch.uint8, device=lambda kind, index: "cpu", is_grad_enabled=torch.is_grad_enabled,
-        _C=SimpleNamespace(_cuda_getCurrentRawStream=lambda index: 0x1234))
+    cuda = _cpu_torch_cuda(torch)
     monkeypatch.setattr(torch_launcher, "_tensor_guard", lambda tensors: None)  # (TensorGuards wants CUDA or CPU alike)
     launcher = TorchLauncher(cuda, host.exe, host.exe.bind([(0, (4, 8), [8, 1]), (0, (4,), [1])]), [False],
                              [((4,), torch.float32)], 0)
