@@ -453,8 +453,6 @@ def test_a_launchers_entry_takes_its_callers_way_out(stub) -> None:
     run the caller's statement instead of launching, whose lines `before` see the unpacked
     arguments before they are checked, and whose result is the caller's expression."""
     torch = pytest.importorskip("torch")
-
-
     host, cuda, launcher = _scaling_launcher(stub, torch)
     shape = (4, 8)
     x = torch.zeros(shape)
