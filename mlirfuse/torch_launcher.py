@@ -243,7 +243,7 @@ class TorchLauncher:
             self._guard = self._guard_of(example)
             self.result = result
             outs = ", ".join(f"o{k}" for k in range(len(self._outputs)))
-            self._guarded = self._generate("guarded", "args", result or f"rebuild([{outs}])", "return MISS",
+            self._guarded = self._generate("guarded", result or f"rebuild([{outs}])", "return MISS",
                                            {"rebuild": rebuild})
             self._guarded.launcher = self  # type: ignore[attr-defined]
         return self._guarded
@@ -258,7 +258,7 @@ class TorchLauncher:
         region, which is called a few hundred times a step: its checks, the launch and its
         results in one Python function. Only after `guarded` has been made."""
         assert self._guard is not None, "entry() before guarded()"
-        return self._generate("entry", "args", result, miss, env or {}, condition, before, catch=True)
+        return self._generate("entry", result, miss, env or {}, condition, before, catch=True)
 
     def _guard_of(self, example: Sequence[Any]) -> tuple[dict[str, Any], str, list[str]]:
         """The checks that arguments are laid out as `example`: the globals they read, the
@@ -289,13 +289,13 @@ class TorchLauncher:
         miss = f"len(args) != {self._n_args} or opts.dump" + (" or grad_enabled()" if grad else "")
         return env, miss, checks
 
-    def _generate(self, name: str, signature: str, result: str, miss: str, env: dict[str, Any],
+    def _generate(self, name: str, result: str, miss: str, env: dict[str, Any],
                   condition: str = "", before: Sequence[str] = (), catch: bool = False) -> Callable[..., Any]:
         """A guarded call (see `guarded` and `entry`), generated as straight-line Python."""
         assert self._guard is not None
         guard_env, early, checks = self._guard
         env = {**self._environment(), **guard_env, **env, "FusionError": FusionError}
-        code = [f"def {name}({signature}):", "    opts = options()", f"    if {early}{condition}:", f"        {miss}"]
+        code = [f"def {name}(args):", "    opts = options()", f"    if {early}{condition}:", f"        {miss}"]
         code += self._unpack() + list(before)
         if checks:
             code += [f"    if not ({' and '.join(checks)}):", f"        {miss}"]
