@@ -4,6 +4,7 @@ variants, partial blocks, broadcasts, row-length tiers, 8/16/32/64-bit accumulat
 
 from __future__ import annotations
 
+import logging
 import re
 
 import ml_dtypes
@@ -512,6 +513,17 @@ def test_what_no_schedule_takes_stays_naive_and_counts_its_launches() -> None:
     notes = c.stages["launch_params"].splitlines()
     assert sum(": naive: " in n for n in notes) == 1 and sum(": transpose: " in n for n in notes) == 1
     assert c.n_launches == len(notes) == c.stages["gpu"].count("gpu.launch blocks")
+
+
+@needs_libdevice
+def test_a_naive_kernel_is_logged_with_why_as_a_warning(caplog) -> None:
+    """The naive path is a fallback (one thread an element): a compile taking it says so where
+    a user sees it, with the reason each schedule gave, once per kernel."""
+    with caplog.at_level(logging.WARNING, logger="mlirfuse"):
+        compiled(lambda x, y: (x + ops.permute(x, [1, 0])).sum(1) * y.sum(), X[:, :4].copy(), X)
+    naive = [r for r in caplog.records if r.name == "mlirfuse.schedules" and "naive" in r.getMessage()]
+    assert len(naive) == 1 and naive[0].levelno == logging.WARNING, caplog.text
+    assert "operand 1 is not a contiguous row ([1, 0])" in naive[0].getMessage()
 
 
 # -- numerics on the GPU ------------------------------------------------------------------

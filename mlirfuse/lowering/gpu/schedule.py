@@ -60,6 +60,10 @@ def plan_schedules(func: ir.Operation, device: schedules.DeviceProperties) -> No
             continue
         op.attributes[A.ATTR] = _heuristic_schedule(ops, i, chains.get(i), device)
         planned.add(i)
+        kind, reason = A.read(op.attributes[A.ATTR])
+        if kind == "naive":  # a performance cliff the user should hear of, with what to report
+            log.warning("%s (op %d of the entry function) runs on the naive path, one thread an element: %s",
+                        op.name, i, reason)
     _unroll_with_prologues(ops, planned)
 
 
@@ -119,7 +123,6 @@ def _heuristic_schedule(ops: list[ir.Operation], i: int, chain: Any,
     if isinstance(found, ir.DictAttr):
         return found
     reduction, column = found
-    log.debug("no schedule: %s; %s; %s; %s", pointwise, transpose, reduction, column)
     return A.to_attr("naive", reason=f"{pointwise}; {transpose}; {reduction}; {column}")
 
 
